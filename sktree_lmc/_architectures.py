@@ -1,0 +1,396 @@
+"""Tree architectures as data.
+
+An architecture is fully described by a small table, :class:`TreeArchitecture`:
+
+* ``code``: an integer array of shape ``(n_leaves, n_nodes)`` with entries in
+  ``{+1, -1, 0}``. ``code[l, n] = +1`` means that leaf ``l`` lies to the *left*
+  of splitting node ``n`` (the data fraction ``sigmoid(w_n . x + b_n)`` flows
+  there), ``-1`` that it lies to the *right* (fraction ``sigmoid(-(w_n . x +
+  b_n))``), and ``0`` that node ``n`` is not on the path to leaf ``l``. The
+  routing probability of leaf ``l`` is therefore (Eq. 2 of the paper)
+
+  .. math:: \\mu_l(x) = \\prod_{n:\\,code[l,n]\\neq 0} \\sigma(code[l,n]\\,(w_n^\\top x + b_n)).
+
+* ``free_leaves``: the leaves that carry a trainable value. The modified decision
+  list fixes its last leaf to zero, so that leaf is *structural* (it appears in
+  ``code`` and counts for node weights) but has no parameter.
+
+* a symmetry group: the function-preserving operations on one tree, each one
+  expressed in the same form for every architecture (:class:`SymmetryOps`):
+  a node permutation ``perm``, node signs ``sign`` and a leaf permutation
+  ``leaf_perm``, acting as ``w'[n] = sign[n] * w[perm[n]]``,
+  ``b'[n] = sign[n] * b[perm[n]]`` and ``pi'[l] = pi[leaf_perm[l]]``.
+  An op is valid exactly when ``code[leaf_perm[l], perm[n]] == sign[n] * code[l, n]``
+  for all ``l, n`` (see :func:`is_valid_op`), which the tests check for every
+  op of every architecture.
+
+Everything else in the package (the forward pass, node weighting, matching,
+merging) is written once against this table. Adding an architecture means
+adding one builder function to :data:`ARCHITECTURES`.
+
+Parameter layout of an ensemble of ``M`` trees over ``F`` features with ``C``
+outputs (see :class:`sktree_lmc.TreeParams`):
+
+* ``split_weight``: ``(M, n_nodes, F)``
+* ``split_bias``: ``(M, n_nodes)``
+* ``leaf_value``: ``(M, n_free_leaves, C)``
+
+Nodes of perfect binary trees are numbered in breadth-first order (root 0,
+children of ``n`` are ``2n+1`` (left) and ``2n+2`` (right)); leaves from left to
+right. Oblivious trees have one node per level (node ``d`` is the split shared
+by all nodes of depth ``d``); leaf ``l`` goes right at level ``d`` iff bit
+``D-1-d`` of ``l`` is set. Decision lists have node ``i`` sending
+``sigmoid(z_i)`` to leaf ``i`` and the rest on to node ``i+1``; leaf ``D``
+collects what is left.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+
+__all__ = [
+    "ARCHITECTURES",
+    "SymmetryOps",
+    "TreeArchitecture",
+    "get_architecture",
+    "is_valid_op",
+]
+
+#: Largest symmetry group that is materialized as a table of ops.
+MAX_ENUMERATED_OPS = 1 << 16
+
+
+@dataclass(frozen=True)
+class SymmetryOps:
+    """A batch of function-preserving operations on single trees.
+
+    Each row ``u`` is one operation; ``perm[u]`` and ``sign[u]`` act on the
+    splitting nodes, ``leaf_perm[u]`` on the free (parameterized) leaves::
+
+        w'[n]  = sign[n] * w[perm[n]]
+        b'[n]  = sign[n] * b[perm[n]]
+        pi'[l] = pi[leaf_perm[l]]
+
+    Parameters
+    ----------
+    perm : ndarray of shape (U, n_nodes), dtype int64
+        Node permutation of each op.
+    sign : ndarray of shape (U, n_nodes), dtype float32
+        Node signs (+1 keeps, -1 negates the split) of each op.
+    leaf_perm : ndarray of shape (U, n_free_leaves), dtype int64
+        Leaf permutation of each op.
+    """
+
+    perm: np.ndarray
+    sign: np.ndarray
+    leaf_perm: np.ndarray
+
+    def __len__(self):
+        return self.perm.shape[0]
+
+    def __getitem__(self, idx):
+        return SymmetryOps(self.perm[idx], self.sign[idx], self.leaf_perm[idx])
+
+    @classmethod
+    def identity(cls, n_ops, n_nodes, n_leaves):
+        """Return ``n_ops`` copies of the identity operation."""
+        return cls(
+            np.tile(np.arange(n_nodes, dtype=np.int64), (n_ops, 1)),
+            np.ones((n_ops, n_nodes), dtype=np.float32),
+            np.tile(np.arange(n_leaves, dtype=np.int64), (n_ops, 1)),
+        )
+
+
+@dataclass(frozen=True, eq=False)
+class TreeArchitecture:
+    """The table that defines one tree architecture at one depth.
+
+    Parameters
+    ----------
+    name : str
+        Registry name, e.g. ``"oblivious"``.
+    depth : int
+        Tree depth ``D``.
+    code : ndarray of shape (n_leaves, n_nodes), dtype int8
+        Routing table, see the module docstring.
+    free_leaves : ndarray of shape (n_free_leaves,), dtype int64
+        Structural leaves that carry a parameter (the others are fixed to 0).
+    ops : SymmetryOps or None
+        The full symmetry group (identity first) when it is small enough to be
+        enumerated, else ``None``.
+    n_ops : int
+        Order of the symmetry group (beyond tree permutation).
+    flip_recursive : bool
+        True for perfect binary trees without sharing, whose flip group is a
+        product over nodes; matching then uses an exact dynamic program
+        instead of enumeration.
+    """
+
+    name: str
+    depth: int
+    code: np.ndarray
+    free_leaves: np.ndarray
+    ops: SymmetryOps | None
+    n_ops: int
+    flip_recursive: bool = False
+    _cache: dict = field(default_factory=dict, repr=False, compare=False)
+
+    @property
+    def n_nodes(self):
+        """Number of splitting nodes (parameter rows) per tree."""
+        return self.code.shape[1]
+
+    @property
+    def n_leaves(self):
+        """Number of structural leaves (including fixed-zero ones)."""
+        return self.code.shape[0]
+
+    @property
+    def n_free_leaves(self):
+        """Number of leaves that carry a value."""
+        return self.free_leaves.shape[0]
+
+    @property
+    def node_weights(self):
+        """Number of leaves each split parameter affects, shape (n_nodes,).
+
+        This is the weighting of Section 3.2 of the paper: the root of a
+        depth-3 perfect tree affects 8 leaves, the nodes of a depth-3
+        decision list affect 4, 3 and 2. Shared oblivious splits affect all
+        ``2**D`` leaves. Structural (fixed-zero) leaves count.
+        """
+        return (self.code != 0).sum(axis=0).astype(np.float64)
+
+    def routing_matrix(self):
+        """Constant matrix mapping log-sigmoids to log leaf probabilities.
+
+        Returns
+        -------
+        R : ndarray of shape (2 * n_nodes, n_free_leaves), dtype float32
+            ``log mu = [logsigmoid(z), logsigmoid(-z)] @ R``.
+        """
+        code = self.code[self.free_leaves]
+        pos = (code == 1).T
+        neg = (code == -1).T
+        return np.concatenate([pos, neg], axis=0).astype(np.float32)
+
+    def n_params_per_tree(self, n_features, n_outputs):
+        """Number of trainable parameters of one tree."""
+        return self.n_nodes * (n_features + 1) + self.n_free_leaves * n_outputs
+
+
+# ----------------------------------------------------------------------------
+# Validity of an op (used by the tests and by the group builders' assertions)
+# ----------------------------------------------------------------------------
+
+
+def is_valid_op(arch, perm, sign, leaf_perm):
+    """Whether ``(perm, sign, leaf_perm)`` preserves the function of a tree.
+
+    The op maps new leaf ``l`` to old leaf ``leaf_perm[l]``; it preserves the
+    function iff ``code[leaf_perm[l], perm[n]] == sign[n] * code[l, n]`` for
+    every leaf ``l`` and node ``n``, where fixed-zero leaves must map onto
+    fixed-zero leaves.
+
+    Parameters
+    ----------
+    arch : TreeArchitecture
+        The architecture table.
+    perm, sign : array-like of shape (n_nodes,)
+        Node permutation and node signs.
+    leaf_perm : array-like of shape (n_free_leaves,)
+        Permutation of the free leaves.
+
+    Returns
+    -------
+    bool
+        True iff the op leaves the tree's function unchanged.
+    """
+    try:
+        ops = _ops_from_node_ops(
+            arch.code, arch.free_leaves, np.asarray(perm)[None, :], np.asarray(sign)[None, :]
+        )
+    except ValueError:
+        return False
+    return np.array_equal(ops.leaf_perm[0], np.asarray(leaf_perm))
+
+
+def _ops_from_node_ops(code, free_leaves, perms, signs):
+    """Complete node ops ``(perm, sign)`` with the leaf permutation they induce.
+
+    Vectorized over ops. New leaf ``l`` corresponds to the old leaf ``k`` whose
+    row satisfies ``code[k, perm[n]] == sign[n] * code[l, n]``; rows are
+    identified by base-3 integer keys.
+
+    Raises
+    ------
+    ValueError
+        If some op does not map leaves onto leaves (it is not a symmetry).
+    """
+    code = code.astype(np.int64)
+    perms = np.asarray(perms, dtype=np.int64)
+    signs = np.asarray(signs, dtype=np.int64)
+    L, N = code.shape
+    if perms.shape[1] != N or not (np.sort(perms, axis=1) == np.arange(N)).all():
+        raise ValueError("perm is not a permutation of the nodes")
+    base = 3 ** np.arange(N, dtype=np.int64)
+    keys = (code + 1) @ base  # (L,)
+    order = np.argsort(keys)
+    inv = np.argsort(perms, axis=1)  # (U, N)
+    # Row of old leaf k in original node coordinates m:
+    #   code[k, m] = sign[inv[m]] * code[l, inv[m]]
+    tgt = np.take_along_axis(signs, inv, axis=1)[:, None, :] * code[:, inv].transpose(1, 0, 2)
+    tkeys = (tgt + 1) @ base  # (U, L)
+    pos = np.clip(np.searchsorted(keys[order], tkeys), 0, L - 1)
+    full = order[pos]
+    if not (keys[full] == tkeys).all():
+        raise ValueError("op does not map leaves onto leaves")
+    free_pos = -np.ones(L, dtype=np.int64)
+    free_pos[free_leaves] = np.arange(len(free_leaves))
+    fixed = free_pos < 0
+    if (fixed[full] != fixed[None, :]).any():
+        raise ValueError("op maps a free leaf onto a fixed-zero leaf")
+    leaf_perm = free_pos[full[:, free_leaves]]
+    return SymmetryOps(perms, signs.astype(np.float32), leaf_perm)
+
+
+# ----------------------------------------------------------------------------
+# Builders: one table per architecture
+# ----------------------------------------------------------------------------
+
+
+def _perfect_code(depth):
+    """Routing table of a perfect binary tree (BFS nodes)."""
+    L, N = 1 << depth, (1 << depth) - 1
+    code = np.zeros((L, N), dtype=np.int8)
+    for leaf in range(L):
+        for d in range(depth):
+            node = (1 << d) - 1 + (leaf >> (depth - d))
+            right = (leaf >> (depth - 1 - d)) & 1
+            code[leaf, node] = -1 if right else 1
+    return code
+
+
+def _non_oblivious_flip_ops(depth):
+    """All 2**(2**D - 1) subtree-flip patterns of a perfect tree.
+
+    Flip bit ``f[p]`` refers to position ``p`` of the *new* tree: that node is
+    the negated split of the old node it maps to, with children swapped.
+    """
+    N = (1 << depth) - 1
+    U = 1 << N
+    flips = ((np.arange(U)[:, None] >> np.arange(N)[None, :]) & 1).astype(bool)
+    perm = np.zeros((U, N), dtype=np.int64)
+    for p in range(1, N):
+        parent = (p - 1) // 2
+        is_right = p == 2 * parent + 2
+        # old child of old node perm[parent]: swapped iff flips[:, parent]
+        take_right = is_right ^ flips[:, parent]
+        perm[:, p] = 2 * perm[:, parent] + 1 + take_right
+    sign = np.where(flips, -1.0, 1.0)
+    return perm, sign
+
+
+def _build_non_oblivious(depth):
+    code = _perfect_code(depth)
+    N = code.shape[1]
+    n_ops = 1 << N
+    ops = None
+    if n_ops <= MAX_ENUMERATED_OPS:
+        perm, sign = _non_oblivious_flip_ops(depth)
+        ops = _ops_from_node_ops(code, np.arange(code.shape[0]), perm, sign)
+    return TreeArchitecture(
+        "non_oblivious", depth, code, np.arange(code.shape[0]), ops, n_ops, flip_recursive=True
+    )
+
+
+def _build_oblivious(depth):
+    L = 1 << depth
+    code = np.zeros((L, depth), dtype=np.int8)
+    for leaf in range(L):
+        for d in range(depth):
+            code[leaf, d] = -1 if (leaf >> (depth - 1 - d)) & 1 else 1
+    n_ops = (1 << depth) * math.factorial(depth)
+    ops = None
+    if n_ops <= MAX_ENUMERATED_OPS:
+        orders = np.array(list(itertools.permutations(range(depth))), dtype=np.int64)
+        flips = ((np.arange(1 << depth)[:, None] >> np.arange(depth)[None, :]) & 1).astype(bool)
+        perm = np.repeat(orders, len(flips), axis=0)
+        sign = np.tile(np.where(flips, -1.0, 1.0), (len(orders), 1))
+        ops = _ops_from_node_ops(code, np.arange(L), perm, sign)
+    return TreeArchitecture("oblivious", depth, code, np.arange(L), ops, n_ops)
+
+
+def _decision_list_code(depth):
+    code = np.zeros((depth + 1, depth), dtype=np.int8)
+    for leaf in range(depth + 1):
+        code[leaf, :leaf] = -1
+        if leaf < depth:
+            code[leaf, leaf] = 1
+    return code
+
+
+def _build_decision_list(depth):
+    code = _decision_list_code(depth)
+    ident = np.arange(depth)
+    flip = np.ones(depth)
+    flip[-1] = -1.0
+    ops = _ops_from_node_ops(
+        code, np.arange(depth + 1), np.stack([ident, ident]), np.stack([np.ones(depth), flip])
+    )
+    return TreeArchitecture("decision_list", depth, code, np.arange(depth + 1), ops, 2)
+
+
+def _build_decision_list_modified(depth):
+    code = _decision_list_code(depth)
+    free = np.arange(depth)  # the last leaf is fixed to zero
+    ops = _ops_from_node_ops(code, free, np.arange(depth)[None, :], np.ones((1, depth)))
+    return TreeArchitecture("decision_list_modified", depth, code, free, ops, 1)
+
+
+#: Registry: architecture name -> builder ``depth -> TreeArchitecture``.
+ARCHITECTURES = {
+    "non_oblivious": _build_non_oblivious,
+    "oblivious": _build_oblivious,
+    "decision_list": _build_decision_list,
+    "decision_list_modified": _build_decision_list_modified,
+}
+
+_ARCH_CACHE: dict = {}
+
+
+def get_architecture(name, depth):
+    """Return the :class:`TreeArchitecture` table for ``name`` at ``depth``.
+
+    Parameters
+    ----------
+    name : {"non_oblivious", "oblivious", "decision_list", "decision_list_modified"}
+        Architecture name.
+    depth : int
+        Tree depth, at least 1.
+
+    Returns
+    -------
+    TreeArchitecture
+
+    Examples
+    --------
+    >>> from sktree_lmc import get_architecture
+    >>> arch = get_architecture("decision_list", 3)
+    >>> arch.n_nodes, arch.n_leaves, arch.node_weights.tolist(), arch.n_ops
+    (3, 4, [4.0, 3.0, 2.0], 2)
+    """
+    if name not in ARCHITECTURES:
+        raise ValueError(
+            f"Unknown arch={name!r}; expected one of {sorted(ARCHITECTURES)}."
+        )
+    if isinstance(depth, bool) or not isinstance(depth, (int, np.integer)) or depth < 1:
+        raise ValueError(f"depth must be an integer >= 1, got {depth!r}.")
+    key = (name, int(depth))
+    if key not in _ARCH_CACHE:
+        _ARCH_CACHE[key] = ARCHITECTURES[name](int(depth))
+    return _ARCH_CACHE[key]

@@ -1,0 +1,597 @@
+"""scikit-learn estimators: soft tree ensembles trained with PyTorch."""
+
+from __future__ import annotations
+
+import copy
+import sys
+from numbers import Integral, Real
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from sklearn.base import BaseEstimator, ClassifierMixin, RegressorMixin, _fit_context
+from sklearn.utils import check_random_state
+from sklearn.utils._param_validation import Interval, StrOptions
+from sklearn.utils.multiclass import check_classification_targets
+from sklearn.utils.validation import _check_sample_weight, check_is_fitted, validate_data
+
+from ._architectures import ARCHITECTURES, get_architecture
+from ._forward import SoftTreeEnsembleModule
+from ._params import TreeParams
+
+__all__ = ["SoftTreeEnsembleClassifier", "SoftTreeEnsembleRegressor"]
+
+#: Rows per chunk at prediction time (bounds memory to chunk * M * L floats).
+_PREDICT_CHUNK = 8192
+
+
+def resolve_device(device):
+    """Turn the ``device`` hyperparameter into a :class:`torch.device`.
+
+    ``"auto"`` picks ``"cuda"`` when available, else ``"cpu"``.
+
+    Raises
+    ------
+    ValueError
+        If the string is not a device torch understands, or CUDA is requested
+        but not available.
+    """
+    if device == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    try:
+        dev = torch.device(device)
+    except (RuntimeError, TypeError) as exc:
+        raise ValueError(f"Invalid device={device!r}: {exc}") from None
+    if dev.type == "cuda" and not torch.cuda.is_available():
+        raise ValueError(f"device={device!r} was requested but CUDA is not available.")
+    return dev
+
+
+def _progress(iterable, enabled, desc):
+    """Wrap ``iterable`` in a tqdm progress bar when available and enabled."""
+    if not enabled:
+        return iterable
+    try:
+        from tqdm.auto import tqdm
+    except ImportError:  # pragma: no cover - optional dependency
+        return iterable
+    return tqdm(iterable, desc=desc, leave=False, file=sys.stderr)
+
+
+class _BaseSoftTreeEnsemble(BaseEstimator):
+    """Shared fitting and prediction logic; see the public subclasses."""
+
+    _parameter_constraints: dict = {
+        "arch": [StrOptions(set(ARCHITECTURES))],
+        "n_estimators": [Interval(Integral, 1, None, closed="left")],
+        "depth": [Interval(Integral, 1, None, closed="left")],
+        "learning_rate": [Interval(Real, 0, None, closed="neither")],
+        "batch_size": [Interval(Integral, 1, None, closed="left")],
+        "max_epochs": [Interval(Integral, 1, None, closed="left")],
+        "early_stopping": ["boolean"],
+        "validation_fraction": [Interval(Real, 0, 1, closed="neither")],
+        "n_iter_no_change": [Interval(Integral, 1, None, closed="left")],
+        "tol": [Interval(Real, 0, None, closed="left")],
+        "device": [str],
+        "random_state": ["random_state"],
+        "verbose": ["verbose"],
+    }
+
+    def __init__(
+        self,
+        arch="oblivious",
+        n_estimators=256,
+        depth=2,
+        learning_rate=1e-2,
+        batch_size=512,
+        max_epochs=50,
+        early_stopping=False,
+        validation_fraction=0.1,
+        n_iter_no_change=5,
+        tol=1e-4,
+        device="auto",
+        random_state=None,
+        verbose=0,
+    ):
+        self.arch = arch
+        self.n_estimators = n_estimators
+        self.depth = depth
+        self.learning_rate = learning_rate
+        self.batch_size = batch_size
+        self.max_epochs = max_epochs
+        self.early_stopping = early_stopping
+        self.validation_fraction = validation_fraction
+        self.n_iter_no_change = n_iter_no_change
+        self.tol = tol
+        self.device = device
+        self.random_state = random_state
+        self.verbose = verbose
+
+    # -- hooks for subclasses ---------------------------------------------------
+    def _encode_targets(self, y):  # pragma: no cover - abstract
+        """Return the target array used by ``_loss`` and the number of outputs."""
+        raise NotImplementedError
+
+    def _loss(self, output, target):  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    # -- fitting ------------------------------------------------------------------
+    @_fit_context(prefer_skip_nested_validation=True)
+    def fit(self, X, y, sample_weight=None):
+        """Fit the ensemble with Adam on minibatches.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+            Training data; NaN or infinite values are rejected.
+        y : array-like of shape (n_samples,) or (n_samples, n_targets)
+            Targets (class labels of any type for the classifier).
+        sample_weight : array-like of shape (n_samples,), default=None
+            Per-sample weights of the loss.
+
+        Returns
+        -------
+        self : object
+            The fitted estimator.
+        """
+        X, y = self._validate_fit_data(X, y)
+        sample_weight = _check_sample_weight(sample_weight, X, dtype=np.float32)
+        target, n_outputs = self._encode_targets(y)
+        arch = get_architecture(self.arch, self.depth)
+        device = resolve_device(self.device)
+
+        rng = check_random_state(self.random_state)
+        generator = torch.Generator().manual_seed(int(rng.randint(np.iinfo(np.int32).max)))
+
+        n_samples = X.shape[0]
+        train_idx = np.arange(n_samples)
+        val_idx = None
+        if self.early_stopping:
+            n_val = max(1, int(round(self.validation_fraction * n_samples)))
+            if n_val >= n_samples:
+                raise ValueError("validation_fraction leaves no training samples.")
+            order = torch.randperm(n_samples, generator=generator).numpy()
+            val_idx, train_idx = order[:n_val], order[n_val:]
+
+        module = SoftTreeEnsembleModule(
+            arch, self.n_estimators, X.shape[1], n_outputs, generator=generator
+        ).to(device)
+        optimizer = torch.optim.Adam(module.parameters(), lr=self.learning_rate)
+
+        Xt = torch.as_tensor(X, dtype=torch.float32, device=device)
+        Tt = torch.as_tensor(target, device=device)
+        Wt = torch.as_tensor(sample_weight, dtype=torch.float32, device=device)
+        train_t = torch.as_tensor(train_idx, device=device)
+
+        self.loss_curve_ = []
+        self.validation_loss_curve_ = [] if self.early_stopping else None
+        best_loss, best_state, no_improve = np.inf, None, 0
+        epochs = _progress(range(self.max_epochs), self.verbose > 0, type(self).__name__)
+        self.n_epochs_ = 0
+        for epoch in epochs:
+            module.train()
+            order = train_t[torch.randperm(len(train_idx), generator=generator).to(device)]
+            total, count = 0.0, 0.0
+            for start in range(0, len(order), self.batch_size):
+                idx = order[start : start + self.batch_size]
+                w = Wt[idx]
+                loss = (self._loss(module(Xt[idx]), Tt[idx]) * w).sum() / w.sum().clamp_min(1e-12)
+                optimizer.zero_grad(set_to_none=True)
+                loss.backward()
+                optimizer.step()
+                total += float(loss.detach()) * len(idx)
+                count += len(idx)
+            self.loss_curve_.append(total / count)
+            self.n_epochs_ = epoch + 1
+            message = f"epoch {epoch + 1}/{self.max_epochs} loss {self.loss_curve_[-1]:.5f}"
+            if self.early_stopping:
+                val_loss = self._eval_loss(module, Xt, Tt, Wt, val_idx, device)
+                self.validation_loss_curve_.append(val_loss)
+                message += f" val_loss {val_loss:.5f}"
+                if val_loss < best_loss - self.tol:
+                    best_loss, no_improve = val_loss, 0
+                    best_state = copy.deepcopy(module.state_dict())
+                else:
+                    no_improve += 1
+            if self.verbose > 1 or (self.verbose and not hasattr(epochs, "set_postfix_str")):
+                print(message, file=sys.stderr)
+            elif hasattr(epochs, "set_postfix_str"):
+                epochs.set_postfix_str(message)
+            if self.early_stopping and no_improve >= self.n_iter_no_change:
+                break
+        if best_state is not None:
+            module.load_state_dict(best_state)
+
+        self.architecture_ = arch
+        self.device_ = str(device)
+        self.n_outputs_ = n_outputs
+        self.tree_params_ = module.to_params()
+        return self
+
+    def _eval_loss(self, module, Xt, Tt, Wt, idx, device):
+        module.eval()
+        idx = torch.as_tensor(idx, device=device)
+        with torch.inference_mode():
+            w = Wt[idx]
+            return float((self._loss(module(Xt[idx]), Tt[idx]) * w).sum() / w.sum())
+
+    def _validate_fit_data(self, X, y):
+        return validate_data(self, X, y, dtype=[np.float32, np.float64], y_numeric=False)
+
+    # -- prediction ---------------------------------------------------------------
+    def _raw_output(self, X):
+        """Ensemble output (before link function), shape (n_samples, n_outputs)."""
+        check_is_fitted(self, "tree_params_")
+        X = validate_data(self, X, reset=False, dtype=[np.float32, np.float64])
+        device = resolve_device(self.device)
+        module = SoftTreeEnsembleModule.from_params(self.architecture_, self.tree_params_, device)
+        outs = []
+        with torch.inference_mode():
+            for start in range(0, X.shape[0], _PREDICT_CHUNK):
+                xb = torch.as_tensor(X[start : start + _PREDICT_CHUNK], dtype=torch.float32)
+                outs.append(module(xb.to(device)).cpu().numpy())
+        if not outs:
+            return np.zeros((0, self.n_outputs_), dtype=np.float32)
+        return np.concatenate(outs).astype(np.float64)
+
+    def tree_outputs(self, X):
+        """Outputs of every single tree (Eq. 3 of the paper).
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+            Input samples.
+
+        Returns
+        -------
+        outputs : ndarray of shape (n_samples, n_estimators, n_outputs)
+            ``outputs.sum(axis=1)`` is the raw ensemble output.
+        """
+        check_is_fitted(self, "tree_params_")
+        X = validate_data(self, X, reset=False, dtype=[np.float32, np.float64])
+        device = resolve_device(self.device)
+        module = SoftTreeEnsembleModule.from_params(self.architecture_, self.tree_params_, device)
+        with torch.inference_mode():
+            xb = torch.as_tensor(X, dtype=torch.float32, device=device)
+            return module.tree_outputs(xb).cpu().numpy()
+
+    # -- parameters as arrays -----------------------------------------------------
+    def get_tree_params(self):
+        """Return a copy of the fitted parameters as NumPy arrays.
+
+        Returns
+        -------
+        params : TreeParams
+            ``split_weight`` ``(M, N, F)``, ``split_bias`` ``(M, N)`` and
+            ``leaf_value`` ``(M, L, C)``, laid out as documented in
+            :mod:`sktree_lmc._architectures`.
+        """
+        check_is_fitted(self, "tree_params_")
+        return self.tree_params_.copy()
+
+    def set_tree_params(self, params):
+        """Replace the fitted parameters by ``params`` (same shapes).
+
+        Parameters
+        ----------
+        params : TreeParams
+            New parameters; they must have the shapes of the current ones.
+
+        Returns
+        -------
+        self : object
+            The estimator, with the new parameters.
+        """
+        check_is_fitted(self, "tree_params_")
+        if not isinstance(params, TreeParams):
+            raise TypeError(f"params must be a TreeParams, got {type(params).__name__}.")
+        if params.shape_signature != self.tree_params_.shape_signature:
+            raise ValueError(
+                f"Parameter shapes {params.shape_signature} (M, N, F, L, C) do not match "
+                f"the fitted ones {self.tree_params_.shape_signature}."
+            )
+        self.tree_params_ = params.copy()
+        return self
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.non_deterministic = False
+        return tags
+
+
+class SoftTreeEnsembleClassifier(ClassifierMixin, _BaseSoftTreeEnsemble):
+    """Soft (differentiable) tree ensemble classifier trained with PyTorch.
+
+    The model is the sum of ``n_estimators`` soft trees (Eq. 2-4 of "Linear
+    Mode Connectivity in Differentiable Tree Ensembles"); each split sends the
+    fraction ``sigmoid(w . x + b)`` of a sample to its left. It is trained with
+    Adam on the cross-entropy of ``softmax(sum of trees)``.
+
+    Parameters
+    ----------
+    arch : {"oblivious", "non_oblivious", "decision_list", "decision_list_modified"}, \
+            default="oblivious"
+        Tree architecture:
+
+        - ``"non_oblivious"``: perfect binary trees, ``2**depth - 1`` splits and
+          ``2**depth`` leaves;
+        - ``"oblivious"``: one split per level shared by all its nodes,
+          ``depth`` splits and ``2**depth`` leaves;
+        - ``"decision_list"``: a chain of ``depth`` splits, ``depth + 1`` leaves;
+        - ``"decision_list_modified"``: the same chain with the last leaf fixed
+          to zero, which removes every symmetry but tree permutation.
+    n_estimators : int, default=256
+        Number of trees ``M``.
+    depth : int, default=2
+        Tree depth ``D``.
+    learning_rate : float, default=1e-2
+        Adam learning rate. Chosen by measurement on the seven Tabular-Benchmark
+        datasets of the paper (M=256, D=2, 50 epochs): 1e-2 gave the best
+        training accuracy for most dataset/architecture pairs; 1e-3 left
+        models under-trained (see ``docs/benchmarks.md``).
+    batch_size : int, default=512
+        Minibatch size.
+    max_epochs : int, default=50
+        Number of passes over the training data.
+    early_stopping : bool, default=False
+        Hold out ``validation_fraction`` of the training data, stop when the
+        validation loss has not improved by ``tol`` for ``n_iter_no_change``
+        epochs, and restore the parameters of the best epoch.
+    validation_fraction : float, default=0.1
+        Held-out fraction for early stopping.
+    n_iter_no_change : int, default=5
+        Patience of early stopping, in epochs.
+    tol : float, default=1e-4
+        Minimum validation-loss improvement for early stopping.
+    device : str, default="auto"
+        Torch device for fitting and prediction (``"cpu"``, ``"cuda"``,
+        ``"cuda:1"``, ...); ``"auto"`` uses CUDA when available. Fitted
+        parameters are always stored on the CPU, so a model trained on a GPU
+        pickles and loads anywhere.
+    random_state : int, RandomState instance or None, default=None
+        Seeds a per-fit :class:`torch.Generator` (initialization, minibatch
+        order, validation split); global random state is never touched. An
+        int gives bit-identical fits on the CPU.
+    verbose : int, default=0
+        ``1`` shows a per-epoch progress bar (tqdm, when installed) or prints
+        one line per epoch; ``2`` prints one line per epoch.
+
+    Attributes
+    ----------
+    classes_ : ndarray of shape (n_classes,)
+        Class labels.
+    n_features_in_ : int
+        Number of features seen during fit.
+    feature_names_in_ : ndarray of shape (n_features_in_,)
+        Feature names, when ``X`` has string column names.
+    n_outputs_ : int
+        Number of outputs per leaf (the number of classes).
+    architecture_ : TreeArchitecture
+        The architecture table (routing code, symmetry group).
+    tree_params_ : TreeParams
+        Fitted parameters as CPU NumPy arrays; see :meth:`get_tree_params`.
+    device_ : str
+        Device used for fitting.
+    loss_curve_ : list of float
+        Mean training loss per epoch.
+    validation_loss_curve_ : list of float or None
+        Validation loss per epoch when ``early_stopping=True``.
+    n_epochs_ : int
+        Number of epochs run.
+
+    See Also
+    --------
+    SoftTreeEnsembleRegressor : The same model for regression.
+    merge_estimators : Align and average two fitted ensembles.
+
+    Examples
+    --------
+    >>> from sklearn.datasets import make_classification
+    >>> from sktree_lmc import SoftTreeEnsembleClassifier
+    >>> X, y = make_classification(n_samples=300, random_state=0)
+    >>> clf = SoftTreeEnsembleClassifier(
+    ...     arch="decision_list_modified", n_estimators=16, max_epochs=10,
+    ...     device="cpu", random_state=0).fit(X, y)
+    >>> clf.predict(X[:3]).shape
+    (3,)
+    >>> bool(clf.score(X, y) > 0.8)
+    True
+    """
+
+    def _encode_targets(self, y):
+        check_classification_targets(y)
+        self.classes_, encoded = np.unique(y, return_inverse=True)
+        if len(self.classes_) < 2:
+            raise ValueError(
+                "Classifier can't train when only one class is present: "
+                f"y contains only the class {self.classes_[0]!r}."
+            )
+        return np.asarray(encoded, dtype=np.int64), len(self.classes_)
+
+    def _loss(self, output, target):
+        return F.cross_entropy(output, target, reduction="none")
+
+    def decision_function(self, X):
+        """Raw ensemble scores.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+            Input samples.
+
+        Returns
+        -------
+        scores : ndarray of shape (n_samples,) or (n_samples, n_classes)
+            For two classes the logit of ``classes_[1]`` against
+            ``classes_[0]``, else one score per class.
+        """
+        out = self._raw_output(X)
+        if out.shape[1] == 2:
+            return out[:, 1] - out[:, 0]
+        return out
+
+    def predict_proba(self, X):
+        """Class probabilities ``softmax(sum of trees)``.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+            Input samples.
+
+        Returns
+        -------
+        proba : ndarray of shape (n_samples, n_classes)
+            Probabilities, columns ordered as ``classes_``.
+        """
+        out = self._raw_output(X)
+        out -= out.max(axis=1, keepdims=True)
+        proba = np.exp(out)
+        return proba / proba.sum(axis=1, keepdims=True)
+
+    def predict_log_proba(self, X):
+        """Logarithm of :meth:`predict_proba`.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+            Input samples.
+
+        Returns
+        -------
+        log_proba : ndarray of shape (n_samples, n_classes)
+            Log-probabilities, columns ordered as ``classes_``.
+        """
+        out = self._raw_output(X)
+        out -= out.max(axis=1, keepdims=True)
+        return out - np.log(np.exp(out).sum(axis=1, keepdims=True))
+
+    def predict(self, X):
+        """Predict class labels (elements of ``classes_``).
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+            Input samples.
+
+        Returns
+        -------
+        y_pred : ndarray of shape (n_samples,)
+            Predicted labels.
+        """
+        return self.classes_[np.argmax(self._raw_output(X), axis=1)]
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.classifier_tags.multi_class = True
+        return tags
+
+
+class SoftTreeEnsembleRegressor(RegressorMixin, _BaseSoftTreeEnsemble):
+    """Soft (differentiable) tree ensemble regressor trained with PyTorch.
+
+    The same model as :class:`SoftTreeEnsembleClassifier`, trained with Adam on
+    the squared error. Targets are standardized internally (``y_mean_``,
+    ``y_scale_``) so that the default learning rate suits any target scale;
+    predictions are returned in the original units.
+
+    Parameters
+    ----------
+    arch : {"oblivious", "non_oblivious", "decision_list", "decision_list_modified"}, \
+            default="oblivious"
+        Tree architecture, see :class:`SoftTreeEnsembleClassifier`.
+    n_estimators : int, default=256
+        Number of trees ``M``.
+    depth : int, default=2
+        Tree depth ``D``.
+    learning_rate : float, default=1e-2
+        Adam learning rate.
+    batch_size : int, default=512
+        Minibatch size.
+    max_epochs : int, default=50
+        Number of passes over the training data.
+    early_stopping : bool, default=False
+        Stop on a held-out validation fraction, see the classifier.
+    validation_fraction : float, default=0.1
+        Held-out fraction for early stopping.
+    n_iter_no_change : int, default=5
+        Patience of early stopping, in epochs.
+    tol : float, default=1e-4
+        Minimum validation-loss improvement for early stopping.
+    device : str, default="auto"
+        Torch device; ``"auto"`` uses CUDA when available.
+    random_state : int, RandomState instance or None, default=None
+        Seeds a per-fit :class:`torch.Generator`.
+    verbose : int, default=0
+        Progress display level.
+
+    Attributes
+    ----------
+    n_features_in_ : int
+        Number of features seen during fit.
+    feature_names_in_ : ndarray of shape (n_features_in_,)
+        Feature names, when ``X`` has string column names.
+    n_outputs_ : int
+        Number of regression targets.
+    y_mean_, y_scale_ : ndarray of shape (n_outputs_,)
+        Target standardization.
+    architecture_ : TreeArchitecture
+        The architecture table.
+    tree_params_ : TreeParams
+        Fitted parameters as CPU NumPy arrays.
+    device_ : str
+        Device used for fitting.
+    loss_curve_ : list of float
+        Mean training loss per epoch (standardized units).
+    validation_loss_curve_ : list of float or None
+        Validation loss per epoch when ``early_stopping=True``.
+    n_epochs_ : int
+        Number of epochs run.
+
+    Examples
+    --------
+    >>> from sklearn.datasets import make_regression
+    >>> from sktree_lmc import SoftTreeEnsembleRegressor
+    >>> X, y = make_regression(n_samples=300, n_features=5, random_state=0)
+    >>> reg = SoftTreeEnsembleRegressor(n_estimators=16, max_epochs=20,
+    ...                                 device="cpu", random_state=0).fit(X, y)
+    >>> reg.predict(X[:2]).shape
+    (2,)
+    """
+
+    def _validate_fit_data(self, X, y):
+        return validate_data(
+            self, X, y, dtype=[np.float32, np.float64], y_numeric=True, multi_output=True
+        )
+
+    def _encode_targets(self, y):
+        y = np.asarray(y, dtype=np.float64)
+        self._y_1d = y.ndim == 1
+        y2 = y.reshape(len(y), -1)
+        self.y_mean_ = y2.mean(axis=0)
+        scale = y2.std(axis=0)
+        self.y_scale_ = np.where(scale > 0, scale, 1.0)
+        return ((y2 - self.y_mean_) / self.y_scale_).astype(np.float32), y2.shape[1]
+
+    def _loss(self, output, target):
+        return ((output - target) ** 2).mean(dim=1)
+
+    def predict(self, X):
+        """Predict regression targets.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+            Input samples.
+
+        Returns
+        -------
+        y_pred : ndarray of shape (n_samples,) or (n_samples, n_outputs)
+            Predictions in the units of ``y``.
+        """
+        out = self._raw_output(X) * self.y_scale_ + self.y_mean_
+        return out[:, 0] if self._y_1d else out
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.target_tags.multi_output = True
+        return tags
