@@ -225,7 +225,7 @@ def load_tabular_benchmark(name, data_home=None, return_X_y=False, as_frame=Fals
     >>> bunch = load_tabular_benchmark("eye_movements")
     >>> bunch.data.shape, bunch.target.shape
     ((7608, 20), (7608,))
-    >>> list(bunch.target_names)
+    >>> bunch.target_names.tolist()
     ['0', '1']
     """
     info = _check_name(name)
