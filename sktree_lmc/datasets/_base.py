@@ -116,7 +116,7 @@ def get_data_home(data_home=None):
     --------
     >>> import os, tempfile
     >>> from sktree_lmc.datasets import get_data_home
-    >>> folder = tempfile.mkdtemp()
+    >>> folder = tempfile.gettempdir()
     >>> get_data_home(folder) == get_data_home(os.path.join(folder, "."))
     True
     """
