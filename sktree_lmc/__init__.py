@@ -6,18 +6,52 @@ Differentiable Tree Ensembles": the symmetries of trees, weight and activation
 matching, merging of independently trained models and the LMC barrier.
 """
 
-from ._architectures import ARCHITECTURES, SymmetryOps, TreeArchitecture, get_architecture
+from ._architectures import (
+    ARCHITECTURES,
+    SymmetryOps,
+    TreeArchitecture,
+    get_architecture,
+    is_valid_op,
+    random_ops,
+)
 from ._estimators import SoftTreeEnsembleClassifier, SoftTreeEnsembleRegressor
+from ._matching import (
+    Alignment,
+    activation_matching,
+    best_ops_for_pairs,
+    pairwise_tree_similarity,
+    weight_matching,
+)
+from ._merge import ModelAligner, merge_estimators
+from ._metrics import (
+    InterpolationCurve,
+    InterpolationCurveDisplay,
+    interpolation_curve,
+    lmc_barrier,
+)
 from ._params import TreeParams
 
 __version__ = "0.1.0.dev0"
 
 __all__ = [
     "ARCHITECTURES",
+    "Alignment",
+    "InterpolationCurve",
+    "InterpolationCurveDisplay",
+    "ModelAligner",
     "SoftTreeEnsembleClassifier",
     "SoftTreeEnsembleRegressor",
     "SymmetryOps",
     "TreeArchitecture",
     "TreeParams",
+    "activation_matching",
+    "best_ops_for_pairs",
     "get_architecture",
+    "interpolation_curve",
+    "is_valid_op",
+    "lmc_barrier",
+    "merge_estimators",
+    "pairwise_tree_similarity",
+    "random_ops",
+    "weight_matching",
 ]

@@ -58,6 +58,7 @@ __all__ = [
     "TreeArchitecture",
     "get_architecture",
     "is_valid_op",
+    "random_ops",
 ]
 
 #: Largest symmetry group that is materialized as a table of ops.
@@ -275,16 +276,18 @@ def _perfect_code(depth):
     return code
 
 
-def _non_oblivious_flip_ops(depth):
-    """All 2**(2**D - 1) subtree-flip patterns of a perfect tree.
+def _non_oblivious_flip_ops(depth, flips=None):
+    """Node ops ``(perm, sign)`` of subtree-flip patterns of a perfect tree.
 
-    Flip bit ``f[p]`` refers to position ``p`` of the *new* tree: that node is
-    the negated split of the old node it maps to, with children swapped.
+    Flip bit ``flips[u, p]`` refers to position ``p`` of the *new* tree: that
+    node is the negated split of the old node it maps to, with its children
+    swapped. ``flips=None`` enumerates all ``2**(2**D - 1)`` patterns.
     """
     N = (1 << depth) - 1
-    U = 1 << N
-    flips = ((np.arange(U)[:, None] >> np.arange(N)[None, :]) & 1).astype(bool)
-    perm = np.zeros((U, N), dtype=np.int64)
+    if flips is None:
+        flips = (np.arange(1 << N)[:, None] >> np.arange(N)[None, :]) & 1
+    flips = np.asarray(flips).astype(bool)
+    perm = np.zeros(flips.shape, dtype=np.int64)
     for p in range(1, N):
         parent = (p - 1) // 2
         is_right = p == 2 * parent + 2
@@ -293,6 +296,35 @@ def _non_oblivious_flip_ops(depth):
         perm[:, p] = 2 * perm[:, parent] + 1 + take_right
     sign = np.where(flips, -1.0, 1.0)
     return perm, sign
+
+
+def random_ops(arch, n_ops, random_state=None):
+    """Draw ``n_ops`` uniformly random symmetry ops of ``arch``.
+
+    Works at any depth: non-oblivious flip patterns are drawn bit by bit
+    rather than from the (possibly huge) enumerated group.
+
+    Parameters
+    ----------
+    arch : TreeArchitecture
+        The architecture.
+    n_ops : int
+        Number of ops to draw (typically one per tree).
+    random_state : int, RandomState instance or None
+        Seed of the draw.
+
+    Returns
+    -------
+    SymmetryOps
+    """
+    from sklearn.utils import check_random_state
+
+    rng = check_random_state(random_state)
+    if arch.flip_recursive:
+        flips = rng.randint(0, 2, size=(n_ops, arch.n_nodes))
+        perm, sign = _non_oblivious_flip_ops(arch.depth, flips)
+        return _ops_from_node_ops(arch.code, arch.free_leaves, perm, sign)
+    return arch.ops[rng.randint(0, len(arch.ops), size=n_ops)]
 
 
 def _build_non_oblivious(depth):

@@ -1,0 +1,286 @@
+"""Measuring linear mode connectivity: interpolation curves and barriers."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+from sklearn.metrics import accuracy_score, log_loss, mean_squared_error, r2_score
+
+from ._merge import ModelAligner, _check_compatible, _with_params
+
+__all__ = ["InterpolationCurve", "InterpolationCurveDisplay", "interpolation_curve", "lmc_barrier"]
+
+#: Metrics computed along a curve, and whether higher is better.
+CLASSIFIER_METRICS = {"accuracy": True, "log_loss": False}
+REGRESSOR_METRICS = {"r2": True, "mse": False}
+
+
+def lmc_barrier(values, lambdas=None, *, greater_is_better=True):
+    """The barrier of an interpolation curve (Eq. 1 of the paper).
+
+    With ``C(lam)`` the metric of the model interpolated at ``lam`` (``lam=0``
+    one endpoint, ``lam=1`` the other), the barrier is::
+
+        max over lam of  (1 - lam) C(0) + lam C(1) - C(lam)     (higher is better)
+        max over lam of  C(lam) - (1 - lam) C(0) - lam C(1)     (lower is better)
+
+    i.e. how far the curve dips below (rises above, for a loss) the straight
+    line between its endpoints. It is 0 at the endpoints, so never negative.
+
+    Parameters
+    ----------
+    values : array-like of shape (n_lambdas,) or InterpolationCurve
+        Metric along the curve; or a curve, whose ``accuracy`` (classifier) or
+        ``r2`` (regressor) values are used.
+    lambdas : array-like of shape (n_lambdas,), default=None
+        Interpolation weights, increasing from 0 to 1; evenly spaced when None.
+    greater_is_better : bool, default=True
+        False for losses, where the subtraction is reversed.
+
+    Returns
+    -------
+    barrier : float
+
+    Examples
+    --------
+    >>> from sktree_lmc import lmc_barrier
+    >>> lmc_barrier([80.0, 70.0, 84.0])  # midpoint 82 expected, 70 observed
+    12.0
+    >>> lmc_barrier([0.4, 0.9, 0.5], greater_is_better=False)
+    0.45
+    """
+    if isinstance(values, InterpolationCurve):
+        metric = "accuracy" if "accuracy" in values.scores else "r2"
+        return values.barrier(metric)
+    values = np.asarray(values, dtype=np.float64)
+    if values.ndim != 1 or len(values) < 2:
+        raise ValueError("values must be a 1-D curve with at least two points.")
+    if lambdas is None:
+        lambdas = np.linspace(0.0, 1.0, len(values))
+    lambdas = np.asarray(lambdas, dtype=np.float64)
+    if lambdas.shape != values.shape:
+        raise ValueError("lambdas and values must have the same length.")
+    line = (1 - lambdas) * values[0] + lambdas * values[-1]
+    gap = line - values if greater_is_better else values - line
+    return float(round(max(gap.max(), 0.0), 12))
+
+
+@dataclass
+class InterpolationCurve:
+    """Metrics of the models interpolated between two aligned ensembles.
+
+    Attributes
+    ----------
+    lambdas : ndarray of shape (n_lambdas,)
+        Interpolation weights of the second model.
+    scores : dict of str to ndarray of shape (n_lambdas,)
+        Metric name to values: ``accuracy`` (percent) and ``log_loss`` for
+        classifiers, ``r2`` and ``mse`` for regressors.
+    greater_is_better : dict of str to bool
+        Direction of each metric.
+    method, invariances : str
+        How the second model was aligned.
+    """
+
+    lambdas: np.ndarray
+    scores: dict
+    greater_is_better: dict
+    method: str = "wm"
+    invariances: str = "all"
+    aligner: object = field(default=None, repr=False)
+
+    def barrier(self, metric="accuracy"):
+        """Barrier (Eq. 1) of ``metric`` along the curve."""
+        if metric not in self.scores:
+            raise ValueError(f"Unknown metric {metric!r}; available: {sorted(self.scores)}.")
+        return lmc_barrier(
+            self.scores[metric], self.lambdas, greater_is_better=self.greater_is_better[metric]
+        )
+
+
+def interpolation_curve(a, b, X, y, *, lambdas=25, method="wm", invariances="all", X_align=None,
+                        weighting=True, n_samples=512, random_state=None, device="cpu"):
+    """Evaluate the models on the segment between ``a`` and ``b`` aligned to ``a``.
+
+    ``b`` is aligned once (see :class:`ModelAligner`); the model at ``lam`` has
+    parameters ``(1 - lam) * a + lam * aligned(b)``.
+
+    Parameters
+    ----------
+    a, b : fitted soft tree ensembles
+        Two compatible models.
+    X : array-like of shape (n_samples, n_features)
+        Evaluation data.
+    y : array-like of shape (n_samples,) or (n_samples, n_outputs)
+        Evaluation targets.
+    lambdas : int or array-like, default=25
+        Number of evenly spaced points in [0, 1] (25 as in the paper), or
+        the points themselves.
+    method : {"wm", "am"}, default="wm"
+        Matching method.
+    invariances : {"none", "perm", "all"}, default="all"
+        Symmetries used for the alignment.
+    X_align : array-like, default=None
+        Data for activation matching; defaults to ``X``. Pass training data
+        to keep test data out of the alignment.
+    weighting : bool, default=True
+        Node weighting of the matching.
+    n_samples : int, default=512
+        Rows sampled for activation matching.
+    random_state : int, RandomState instance or None, default=None
+        Seed of the row sampling.
+    device : str, default="cpu"
+        Torch device of the similarity computations.
+
+    Returns
+    -------
+    InterpolationCurve
+
+    Examples
+    --------
+    >>> from sklearn.datasets import make_classification
+    >>> from sktree_lmc import SoftTreeEnsembleClassifier, interpolation_curve
+    >>> X, y = make_classification(n_samples=300, random_state=0)
+    >>> a, b = (SoftTreeEnsembleClassifier(n_estimators=16, max_epochs=10, device="cpu",
+    ...                                    random_state=s).fit(X, y) for s in (1, 2))
+    >>> curve = interpolation_curve(a, b, X, y, lambdas=5)
+    >>> curve.scores["accuracy"].shape, curve.barrier("accuracy") >= 0
+    ((5,), True)
+    """
+    _check_compatible([a, b])
+    if np.ndim(lambdas) == 0:
+        lambdas = np.linspace(0.0, 1.0, int(lambdas))
+    lambdas = np.asarray(lambdas, dtype=np.float64)
+    if lambdas.ndim != 1 or lambdas.min() < 0 or lambdas.max() > 1:
+        raise ValueError("lambdas must be a 1-D array of values in [0, 1].")
+    aligner = ModelAligner(method=method, invariances=invariances, weighting=weighting,
+                           n_samples=n_samples, random_state=random_state, device=device)
+    aligner.fit([a, b], X if X_align is None else X_align)
+    pb = aligner.alignments_[1].apply(b.tree_params_)
+    classifier = hasattr(a, "classes_")
+    metrics = CLASSIFIER_METRICS if classifier else REGRESSOR_METRICS
+    scores = {name: np.empty(len(lambdas)) for name in metrics}
+    for i, lam in enumerate(lambdas):
+        overrides = {}
+        if not classifier:
+            overrides["y_mean_"] = (1 - lam) * a.y_mean_ + lam * b.y_mean_
+            overrides["y_scale_"] = (1 - lam) * a.y_scale_ + lam * b.y_scale_
+        model = _with_params(a, a.tree_params_.interpolate(pb, lam), **overrides)
+        if classifier:
+            proba = model.predict_proba(X)
+            pred = model.classes_[proba.argmax(axis=1)]
+            scores["accuracy"][i] = 100.0 * accuracy_score(y, pred)
+            scores["log_loss"][i] = log_loss(y, proba, labels=model.classes_)
+        else:
+            pred = model.predict(X)
+            scores["r2"][i] = r2_score(y, pred)
+            scores["mse"][i] = mean_squared_error(y, pred)
+    return InterpolationCurve(lambdas, scores, dict(metrics), method, invariances, aligner)
+
+
+class InterpolationCurveDisplay:
+    """Plot of one or several interpolation curves, in the scikit-learn display style.
+
+    Parameters
+    ----------
+    curves : dict of str to InterpolationCurve
+        Label to curve.
+    metric : str, default="accuracy"
+        Metric to plot.
+
+    Attributes
+    ----------
+    ax_ : matplotlib Axes
+        Axes of the plot.
+    figure_ : matplotlib Figure
+        Figure of the plot.
+    lines_ : list of matplotlib Line2D
+        One line per curve.
+
+    Examples
+    --------
+    >>> from sklearn.datasets import make_classification
+    >>> from sktree_lmc import SoftTreeEnsembleClassifier, InterpolationCurveDisplay
+    >>> X, y = make_classification(n_samples=200, random_state=0)
+    >>> a, b = (SoftTreeEnsembleClassifier(n_estimators=8, max_epochs=5, device="cpu",
+    ...                                    random_state=s).fit(X, y) for s in (1, 2))
+    >>> disp = InterpolationCurveDisplay.from_estimators(
+    ...     a, b, X, y, invariances=["none", "all"], lambdas=5)  # doctest: +SKIP
+    """
+
+    def __init__(self, curves, metric="accuracy"):
+        self.curves = curves
+        self.metric = metric
+
+    def plot(self, ax=None, **line_kwargs):
+        """Draw the curves.
+
+        Parameters
+        ----------
+        ax : matplotlib Axes, default=None
+            Axes to draw on; a new figure is created when None.
+        **line_kwargs : dict
+            Passed to :meth:`matplotlib.axes.Axes.plot`.
+
+        Returns
+        -------
+        self : InterpolationCurveDisplay
+        """
+        try:
+            import matplotlib.pyplot as plt
+        except ImportError as exc:  # pragma: no cover - optional dependency
+            raise ImportError(
+                "InterpolationCurveDisplay needs matplotlib: pip install matplotlib"
+            ) from exc
+        if ax is None:
+            _, ax = plt.subplots()
+        self.lines_ = []
+        for label, curve in self.curves.items():
+            barrier = curve.barrier(self.metric)
+            (line,) = ax.plot(
+                curve.lambdas, curve.scores[self.metric], marker="o", markersize=3,
+                label=f"{label} (barrier {barrier:.3g})", **line_kwargs,
+            )
+            self.lines_.append(line)
+        ax.set_xlabel(r"$\lambda$ (weight of model B)")
+        ylabel = {"accuracy": "accuracy (%)"}.get(self.metric, self.metric)
+        ax.set_ylabel(ylabel)
+        ax.legend()
+        self.ax_, self.figure_ = ax, ax.figure
+        return self
+
+    @classmethod
+    def from_estimators(cls, a, b, X, y, *, method="wm", invariances=("none", "perm", "all"),
+                        metric="accuracy", ax=None, **kwargs):
+        """Compute the curves of ``a`` and ``b`` for several invariance sets and plot them.
+
+        Parameters
+        ----------
+        a, b : fitted soft tree ensembles
+            The two models.
+        X, y : array-like
+            Evaluation data.
+        method : {"wm", "am"}, default="wm"
+            Matching method.
+        invariances : sequence of {"none", "perm", "all"}
+            One curve per entry.
+        metric : str, default="accuracy"
+            Metric to plot.
+        ax : matplotlib Axes, default=None
+            Axes to draw on.
+        **kwargs : dict
+            Passed to :func:`interpolation_curve`.
+
+        Returns
+        -------
+        display : InterpolationCurveDisplay
+        """
+        names = {"none": "naive", "perm": "tree permutation", "all": "all invariances"}
+        curves = {
+            f"{method.upper()} {names[inv]}": interpolation_curve(
+                a, b, X, y, method=method, invariances=inv, **kwargs
+            )
+            for inv in invariances
+        }
+        return cls(curves, metric=metric).plot(ax=ax)
