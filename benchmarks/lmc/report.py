@@ -1,0 +1,2 @@
+def write_report(out, figures_dir=None):
+    return None
