@@ -79,7 +79,7 @@ def load_split(name, *, n_train=10_000, n_test=10_000, split_seed=0, data_home=N
                                           return_X_y=True)
         X_tr, X_te, y_tr, y_te = paper_split(X, y, n_train=n_train, n_test=n_test,
                                              random_state=split_seed)
-        pre = make_paper_preprocessor().fit(X_tr)
+        pre = make_paper_preprocessor(n_quantiles=min(1000, len(X_tr))).fit(X_tr)
         _DATA_CACHE[key] = (
             pre.transform(X_tr).astype(np.float32),
             pre.transform(X_te).astype(np.float32),
