@@ -52,6 +52,9 @@ def build_parser():
                    help="only regenerate tables and figures from OUT")
     p.add_argument("--no-report", action="store_true")
     p.add_argument("--figures-dir", default=None, help="where PNGs go (default OUT/report)")
+    p.add_argument("--docs", default=None,
+                   help="also rewrite the generated block of this Markdown file (e.g. "
+                        "docs/benchmarks.md), with figures and CSVs in --figures-dir")
     p.add_argument("--smoke", action="store_true",
                    help="tiny run on the bundled magic_small data into a temporary folder")
     p.add_argument("--verbose", type=int, default=0)
@@ -127,9 +130,12 @@ def main(argv=None):
             progress.close()
         log(f"done in {time.perf_counter() - t_start:.1f}s; results under {out}")
     if not args.no_report:
-        from .report import write_report
+        from .report import write_docs, write_report
 
-        path = write_report(out, figures_dir=args.figures_dir)
+        if args.docs:
+            path = write_docs(out, args.docs, args.figures_dir or "docs/_static/benchmarks")
+        else:
+            path = write_report(out, figures_dir=args.figures_dir)
         log(f"report: {path}")
     print(out)
     return 0
