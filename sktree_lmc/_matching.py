@@ -101,74 +101,138 @@ def _tensors(params, arch, weighting, device):
     return theta, leaves
 
 
-def _pair_tables(theta_a, leaves_a, theta_b, leaves_b, nodes_a=None, nodes_b=None):
-    """G (Ma, Mb, Na, Nb) and H (Ma, Mb, L, L) for chunks of trees."""
-    if nodes_a is not None:
-        theta_a, theta_b = theta_a[:, nodes_a], theta_b[:, nodes_b]
-    G = torch.einsum("anp,bkp->abnk", theta_a, theta_b)
-    H = torch.einsum("alc,bkc->ablk", leaves_a, leaves_b)
-    return G, H
-
-
-def _selection_matrices(ops, n_nodes, n_leaves, device):
-    """Constant matrices turning flattened G and H into per-op scores."""
-    U = len(ops)
-    rows = np.repeat(np.arange(U), n_nodes)
-    cols = (np.arange(n_nodes)[None, :] * n_nodes + ops.perm).ravel()
-    Cn = torch.zeros((U, n_nodes * n_nodes), dtype=torch.float64)
-    Cn[rows, cols] = torch.as_tensor(ops.sign.ravel(), dtype=torch.float64)
-    rows = np.repeat(np.arange(U), n_leaves)
-    cols = (np.arange(n_leaves)[None, :] * n_leaves + ops.leaf_perm).ravel()
-    Cl = torch.zeros((U, n_leaves * n_leaves), dtype=torch.float64)
-    Cl[rows, cols] = 1.0
-    return Cn.to(device), Cl.to(device)
-
-
-def _enumerated_scores(theta_a, leaves_a, theta_b, leaves_b, ops, diagonal):
-    """Scores of all ops: (Ma, Mb, U), or (M, U) for aligned pairs."""
-    N, L = theta_a.shape[1], leaves_a.shape[1]
-    Cn, Cl = _selection_matrices(ops, N, L, theta_a.device)
+def _node_table(theta_a, theta_b, diagonal):
+    """Node-pair inner products: (Ma, Mb, Na * Nb), or (M, Na * Nb) for aligned pairs."""
     if diagonal:
-        G = torch.einsum("mnp,mkp->mnk", theta_a, theta_b).reshape(len(theta_a), N * N)
-        H = torch.einsum("mlc,mkc->mlk", leaves_a, leaves_b).reshape(len(theta_a), L * L)
+        return torch.bmm(theta_a, theta_b.transpose(1, 2)).reshape(len(theta_a), -1)
+    (Ma, Na, P), (Mb, Nb, _) = theta_a.shape, theta_b.shape
+    G = (theta_a.reshape(Ma * Na, P) @ theta_b.reshape(Mb * Nb, P).T).reshape(Ma, Na, Mb, Nb)
+    return G.permute(0, 2, 1, 3).reshape(Ma, Mb, Na * Nb)
+
+
+def _node_selection(ops, n_nodes, device):
+    """Constant (N * N, U) matrix turning the node table into per-op node scores."""
+    U = len(ops)
+    Cn = torch.zeros((n_nodes * n_nodes, U), dtype=torch.float64)
+    rows = (np.arange(n_nodes)[None, :] * n_nodes + ops.perm).ravel()
+    cols = np.repeat(np.arange(U), n_nodes)
+    Cn[rows, cols] = torch.as_tensor(ops.sign.ravel(), dtype=torch.float64)
+    return Cn.to(device)
+
+
+def _leaf_scores(leaves_a, leaves_b, ops, diagonal, cache):
+    """Leaf part of every op's score: (Ma, Mb, U), or (M, U) for aligned pairs.
+
+    Two equivalent contractions, the cheaper one is used: the leaf-pair table
+    ``H[l, k] = <pi_a[l], pi_b[k]>`` (``L*L*C`` per pair of trees) followed by a
+    dense selection (``L*L*U``), or one product with the op-transformed leaves of
+    ``b`` (``L*C*U``), which wins for few outputs. ``cache`` keeps what depends
+    on ``b`` only across chunks of ``a``.
+    """
+    (Ma, L, C), Mb, U = leaves_a.shape, len(leaves_b), len(ops)
+    if L * C * U <= L * L * (C + U):
+        if "moved" not in cache:
+            lp = torch.as_tensor(ops.leaf_perm, device=leaves_b.device)
+            cache["moved"] = leaves_b[:, lp].reshape(Mb, U, L * C)
+        moved = cache["moved"]
+        if diagonal:
+            return torch.bmm(moved, leaves_a.reshape(Ma, L * C, 1))[..., 0]
+        return (leaves_a.reshape(Ma, L * C) @ moved.reshape(Mb * U, L * C).T).reshape(Ma, Mb, U)
+    if "Cl" not in cache:
+        Cl = torch.zeros((L * L, U), dtype=torch.float64)
+        rows = (np.arange(L)[None, :] * L + ops.leaf_perm).ravel()
+        Cl[rows, np.repeat(np.arange(U), L)] = 1.0
+        cache["Cl"] = Cl.to(leaves_a.device)
+    if diagonal:
+        H = torch.bmm(leaves_a, leaves_b.transpose(1, 2)).reshape(Ma, L * L)
     else:
-        G, H = _pair_tables(theta_a, leaves_a, theta_b, leaves_b)
-        G = G.reshape(*G.shape[:2], N * N)
-        H = H.reshape(*H.shape[:2], L * L)
-    return G @ Cn.T + H @ Cl.T
+        H = (leaves_a.reshape(Ma * L, C) @ leaves_b.reshape(Mb * L, C).T).reshape(Ma, L, Mb, L)
+        H = H.permute(0, 2, 1, 3).reshape(Ma, Mb, L * L)
+    return H @ cache["Cl"]
+
+
+def _enumerated_scores(theta_a, leaves_a, theta_b, leaves_b, ops, diagonal, cache=None):
+    """Scores of all ops: (Ma, Mb, U), or (M, U) for aligned pairs.
+
+    ``sim(a, b, u) = sum_n sign_u[n] G[n, perm_u[n]] + sum_l H[l, leaf_perm_u[l]]``;
+    the node part goes through the node-pair table ``G`` (``N*N*(F+1)`` per pair,
+    then a constant selection), the leaf part through :func:`_leaf_scores`.
+    Pass the same dict as ``cache`` for every chunk of ``a`` against one ``b``.
+    """
+    cache = {} if cache is None else cache
+    N, U = theta_a.shape[1], len(ops)
+    if "Cn" not in cache:
+        cache["Cn"] = _node_selection(ops, N, theta_a.device)
+    scores = _leaf_scores(leaves_a, leaves_b, ops, diagonal, cache)
+    G = _node_table(theta_a, theta_b, diagonal)
+    shape = scores.shape
+    return scores.reshape(-1, U).addmm_(G.reshape(-1, N * N), cache["Cn"]).reshape(shape)
 
 
 def _depth_nodes(depth):
     return [np.arange((1 << d) - 1, (1 << (d + 1)) - 1) for d in range(depth)]
 
 
+def _pair_products(xa, xb, diagonal):
+    """``<xa[., i], xb[., j]>`` laid out (M, Ka, Kb) when diagonal, else (Ma, Ka, Mb, Kb)."""
+    if diagonal:
+        return torch.bmm(xa, xb.transpose(1, 2))
+    (Ma, Ka, P), (Mb, Kb, _) = xa.shape, xb.shape
+    return (xa.reshape(Ma * Ka, P) @ xb.reshape(Mb * Kb, P).T).reshape(Ma, Ka, Mb, Kb)
+
+
 def _dp_scores(theta_a, leaves_a, theta_b, leaves_b, depth, diagonal, keep_choices=False):
     """Exact best flip score by dynamic programming over subtree pairs.
 
+    ``V[i, j]`` is the best score of the subtree of node ``i`` of tree ``a``
+    against the subtree of node ``j`` of tree ``b`` (same depth). The bottom
+    level, whose children are leaves, is two matrix products of concatenated
+    ``[theta_i, pi_{2i}, pi_{2i+1}]`` vectors (children of ``b`` in order, or
+    swapped with ``-theta``); every level above combines the four child-pair
+    blocks of the level below. Tables are laid out ``(Ma, K, Mb, K)`` (or
+    ``(M, K, K)`` for aligned pairs) so that no product needs a transpose.
+
     Returns the score (Ma, Mb) — or (M,) when ``diagonal`` — and, when
-    ``keep_choices``, the per-depth boolean flip decisions (diagonal only).
+    ``keep_choices``, the per-depth boolean flip decisions (diagonal only),
+    each of shape (M, K, K), root first.
     """
-    if diagonal:
-        V = torch.einsum("mlc,mkc->mlk", leaves_a, leaves_b)  # (M, L, L)
-    else:
-        V = torch.einsum("alc,bkc->ablk", leaves_a, leaves_b)
+    levels = _depth_nodes(depth)
+    bottom = levels[-1]
+    K = len(bottom)
+    Ma, Mb, C = len(leaves_a), len(leaves_b), leaves_a.shape[2]
+    children_b = leaves_b.reshape(Mb, K, 2, C)
+    xa = torch.cat([theta_a[:, bottom], leaves_a.reshape(Ma, K, 2 * C)], dim=2)
+    xb_keep = torch.cat([theta_b[:, bottom], children_b.reshape(Mb, K, 2 * C)], dim=2)
+    xb_swap = torch.cat([-theta_b[:, bottom], children_b.flip(2).reshape(Mb, K, 2 * C)], dim=2)
+    keep = _pair_products(xa, xb_keep, diagonal)
+    swap = _pair_products(xa, xb_swap, diagonal)
     choices = []
-    for nodes in reversed(_depth_nodes(depth)):
-        ta, tb = theta_a[:, nodes], theta_b[:, nodes]
-        if diagonal:
-            G = torch.einsum("mip,mjp->mij", ta, tb)
-        else:
-            G = torch.einsum("aip,bjp->abij", ta, tb)
-        # Children blocks of V: V[..., 2i + x, 2j + y]
-        K = len(nodes)
-        V4 = V.reshape(*V.shape[:-2], K, 2, K, 2)
-        keep = G + V4[..., :, 0, :, 0] + V4[..., :, 1, :, 1]
-        swap = -G + V4[..., :, 0, :, 1] + V4[..., :, 1, :, 0]
-        flip = swap > keep
+    if keep_choices:
+        flip = swap > keep  # ties keep the identity
+        choices.append(flip)
         V = torch.where(flip, swap, keep)
+    else:
+        V = torch.maximum(keep, swap)
+    del keep, swap
+    for nodes in reversed(levels[:-1]):
+        K = len(nodes)
+        G = _pair_products(theta_a[:, nodes], theta_b[:, nodes], diagonal)
+        # Children blocks: V[..., 2i + x, ..., 2j + y]
+        if diagonal:
+            V6 = V.reshape(Ma, K, 2, K, 2)
+            keep = G + V6[:, :, 0, :, 0] + V6[:, :, 1, :, 1]
+            swap = V6[:, :, 0, :, 1] + V6[:, :, 1, :, 0] - G
+        else:
+            V6 = V.reshape(Ma, K, 2, Mb, K, 2)
+            keep = G + V6[:, :, 0, :, :, 0] + V6[:, :, 1, :, :, 1]
+            swap = V6[:, :, 0, :, :, 1] + V6[:, :, 1, :, :, 0] - G
         if keep_choices:
+            flip = swap > keep
             choices.append(flip)
-    score = V[..., 0, 0]
+            V = torch.where(flip, swap, keep)
+        else:
+            V = torch.maximum(keep, swap)
+    score = V[:, 0, 0] if diagonal else V[:, 0, :, 0]
     return score, choices[::-1]
 
 
@@ -228,18 +292,19 @@ def pairwise_tree_similarity(params_a, params_b, arch, *, invariances="all", wei
         return (fa @ fb.T).cpu().numpy()
     L, N = arch.n_free_leaves, arch.n_nodes
     if arch.flip_recursive:
-        per_row = Mb * L * L * 8 * 4
+        per_row = Mb * (L // 2) ** 2 * 8 * 4  # bottom-level keep, swap, V and a temporary
     else:
-        per_row = Mb * (N * N + L * L + len(arch.ops)) * 8 * 2
+        per_row = Mb * (N * N + L * L + 4 * len(arch.ops)) * 8
     chunk = max(1, _CHUNK_BYTES // per_row)
     out = np.empty((Ma, Mb))
+    cache = {}
     for s in range(0, Ma, chunk):
         sl = slice(s, s + chunk)
         if arch.flip_recursive:
             score, _ = _dp_scores(theta_a[sl], leaves_a[sl], theta_b, leaves_b, arch.depth, False)
         else:
             score = _enumerated_scores(
-                theta_a[sl], leaves_a[sl], theta_b, leaves_b, arch.ops, False
+                theta_a[sl], leaves_a[sl], theta_b, leaves_b, arch.ops, False, cache
             ).amax(dim=-1)
         out[sl] = score.cpu().numpy()
     return out
