@@ -324,3 +324,30 @@ def test_alignment_recovers_a_transformed_copy(name, depth, seed, lam, weighting
         merged = merge_estimators(a, b, lam, method=method, X=X, weighting=weighting)
         assert_params_equal(merged.tree_params_, params, exact=False)
         assert_allclose(merged.predict_proba(X), a.predict_proba(X), atol=1e-6)
+
+
+def test_alignment_benchmark_smoke(tmp_path):
+    """``python -m benchmarks.bench_alignment --smoke`` runs and writes its CSV."""
+    import csv
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parent.parent
+    if not (root / "benchmarks" / "bench_alignment.py").is_file():
+        pytest.skip("benchmarks/ is not part of this checkout")
+    out = tmp_path / "bench.csv"
+    proc = subprocess.run(
+        [sys.executable, "-m", "benchmarks.bench_alignment", "--smoke", "--out", str(out)],
+        cwd=root, capture_output=True, text=True, timeout=300,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert "| WM | non_oblivious | 6 |" in proc.stdout
+    with open(out) as fh:
+        rows = list(csv.DictReader(fh))
+    assert len(rows) == 9
+    assert {r["method"] for r in rows} == {"wm", "am"}
+    for r in rows:
+        assert float(r["total_s"]) == pytest.approx(
+            float(r["similarity_s"]) + float(r["assignment_s"]), rel=1e-6, abs=1e-9
+        )
