@@ -11,7 +11,9 @@ model ``b`` to a model ``a`` with ``invariances="all"`` is timed in its parts:
 * ``ops``: :func:`best_ops_for_pairs` on the ``M`` matched pairs;
 * ``assignment``: :func:`scipy.optimize.linear_sum_assignment` on the table.
 
-``similarity = outputs + table + ops`` is everything but the assignment. A last
+``similarity = outputs + table + ops`` is everything but the assignment; ``CPU`` is
+the process CPU time of the whole alignment (all threads; less sensitive than the
+wall-clock times to other jobs on a shared machine). A last
 row times non-oblivious WM at depth 6 (``2**63`` flip patterns per tree) with
 ``M = 256``.
 
@@ -47,7 +49,7 @@ from sktree_lmc._forward import SoftTreeEnsembleModule
 ARCHS = ("non_oblivious", "oblivious", "decision_list", "decision_list_modified")
 RESULTS = Path(__file__).resolve().parent / "results"
 COLUMNS = ("method", "arch", "depth", "M", "outputs_s", "table_s", "ops_s", "similarity_s",
-           "assignment_s", "total_s")
+           "assignment_s", "total_s", "cpu_s")
 
 
 def random_params(arch, M, F, C, rng):
@@ -70,6 +72,7 @@ def time_alignment(method, arch_name, depth, M, *, F=44, C=2, n_samples=512, see
     arch = get_architecture(arch_name, depth)
     rng = np.random.RandomState(seed)
     pa, pb = random_params(arch, M, F, C, rng), random_params(arch, M, F, C, rng)
+    cpu0 = time.process_time()
     outputs_s = 0.0
     if method == "wm":
         S, table_s = _timed(lambda: pairwise_tree_similarity(pa, pb, arch, invariances="all"))
@@ -97,7 +100,8 @@ def time_alignment(method, arch_name, depth, M, *, F=44, C=2, n_samples=512, see
     similarity_s = outputs_s + table_s + ops_s
     return dict(method=method, arch=arch_name, depth=depth, M=M, outputs_s=outputs_s,
                 table_s=table_s, ops_s=ops_s, similarity_s=similarity_s,
-                assignment_s=assignment_s, total_s=similarity_s + assignment_s)
+                assignment_s=assignment_s, total_s=similarity_s + assignment_s,
+                cpu_s=time.process_time() - cpu0)
 
 
 def grid(smoke=False):
@@ -113,7 +117,7 @@ def grid(smoke=False):
 
 def markdown(rows):
     head = ("method", "arch", "D", "M", "outputs (s)", "table (s)", "ops (s)",
-            "similarity (s)", "assignment (s)", "total (s)")
+            "similarity (s)", "assignment (s)", "total (s)", "CPU (s)")
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for r in rows:
         vals = [r["method"].upper(), r["arch"], str(r["depth"]), str(r["M"])] + [
@@ -135,9 +139,12 @@ def main(argv=None):
                                  else "bench_alignment.csv")
     out.parent.mkdir(parents=True, exist_ok=True)
     print(f"# Alignment timings: torch {torch.__version__}, {torch.get_num_threads()} threads, "
-          f"{os.cpu_count()} CPUs, {platform.processor() or platform.machine()}; "
-          "F=44, C=2, invariances='all', AM on 512 rows\n", flush=True)
+          f"{os.cpu_count()} CPUs, {platform.processor() or platform.machine()}, "
+          f"load average {os.getloadavg()[0]:.1f} at start; "
+          "F=44, C=2, invariances='all', AM on 512 rows. Times are wall-clock seconds; "
+          "CPU is the process CPU time of the whole alignment (all threads)\n", flush=True)
     rows = []
+    t_start = time.perf_counter()
     time_alignment("wm", "oblivious", 2, 8)  # warm-up (imports, thread pools)
     for method, arch, depth, M in grid(args.smoke):
         if args.max_m and M > args.max_m:
@@ -152,7 +159,8 @@ def main(argv=None):
             writer.writerows(rows)
     print()
     print(markdown(rows))
-    print(f"\nCSV: {out}")
+    print(f"\nCSV: {out}; {time.perf_counter() - t_start:.0f} s in all, "
+          f"load average {os.getloadavg()[0]:.1f} at the end")
     return rows
 
 

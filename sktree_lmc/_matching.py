@@ -283,6 +283,8 @@ def pairwise_tree_similarity(params_a, params_b, arch, *, invariances="all", wei
     S : ndarray of shape (M_a, M_b)
         ``S[a, b]`` is the best inner product of tree ``a`` with a transformed tree ``b``.
     """
+    if invariances not in ("perm", "all"):
+        raise ValueError(f"invariances must be 'perm' or 'all', got {invariances!r}.")
     theta_a, leaves_a = _tensors(params_a, arch, weighting, device)
     theta_b, leaves_b = _tensors(params_b, arch, weighting, device)
     Ma, Mb = len(theta_a), len(theta_b)

@@ -221,6 +221,8 @@ def test_invariances_none_and_perm(name):
         weight_matching(pa, moved, arch, invariances="everything")
     with pytest.raises(ValueError, match="invariances"):
         activation_matching(oa, ob, pa, moved, arch, invariances="flips")
+    with pytest.raises(ValueError, match="invariances"):
+        pairwise_tree_similarity(pa, moved, arch, invariances="none")
 
 
 def test_weighting_changes_the_chosen_op():
