@@ -29,6 +29,7 @@ from ._metrics import (
     interpolation_curve,
     lmc_barrier,
 )
+from ._multi import ShardedSoftTreeEnsemble
 from ._params import TreeParams
 
 __version__ = "0.1.0.dev0"
@@ -39,6 +40,7 @@ __all__ = [
     "InterpolationCurve",
     "InterpolationCurveDisplay",
     "ModelAligner",
+    "ShardedSoftTreeEnsemble",
     "SoftTreeEnsembleClassifier",
     "SoftTreeEnsembleRegressor",
     "SymmetryOps",

@@ -249,11 +249,14 @@ class ModelAligner(BaseEstimator):
         "n_samples": [Interval(Integral, 1, None, closed="left")],
         "random_state": ["random_state"],
         "device": [str],
+        "weights": ["array-like", None],
+        "max_iter": [Interval(Integral, 0, None, closed="left")],
     },
     prefer_skip_nested_validation=True,
 )
-def merge_estimators(a, b, lam=0.5, *, method="wm", invariances="all", X=None, weighting=True,
-                     n_samples=512, random_state=None, device="cpu"):
+def merge_estimators(a, b=None, lam=0.5, *, method="wm", invariances="all", X=None,
+                     weighting=True, n_samples=512, random_state=None, device="cpu",
+                     weights=None, max_iter=20):
     """Align ``b`` to ``a`` and interpolate their parameters.
 
     Returns a new fitted estimator of the same class whose parameters are
@@ -281,6 +284,11 @@ def merge_estimators(a, b, lam=0.5, *, method="wm", invariances="all", X=None, w
         Seed of the row sampling of activation matching.
     device : str, default="cpu"
         Torch device for the similarity computations.
+    weights : array-like of shape (K,), default=None
+        N-way form only: weights of the K models (uniform when None).
+    max_iter : int, default=20
+        N-way form only: refinement sweeps of the alignment (``0`` aligns
+        every model to model 0 only).
 
     Returns
     -------
@@ -288,6 +296,14 @@ def merge_estimators(a, b, lam=0.5, *, method="wm", invariances="all", X=None, w
         A new fitted estimator (``check_is_fitted`` passes; it predicts,
         pickles and works in a Pipeline). Regressors also interpolate their
         target standardization ``y_mean_`` and ``y_scale_``.
+
+    Notes
+    -----
+    N-way form: ``merge_estimators([m1, ..., mK], weights=None, ...)`` aligns
+    all K models into one basis (alignment to model 0, then sweeps that
+    re-align each model to the weighted sum of the others until no alignment
+    changes) and returns their weighted average; see
+    :func:`sktree_lmc._multi.merge_many` for the procedure and its cost.
 
     Examples
     --------
@@ -299,7 +315,23 @@ def merge_estimators(a, b, lam=0.5, *, method="wm", invariances="all", X=None, w
     >>> merged = merge_estimators(a, b, lam=0.5)
     >>> merged.predict(X[:4]).shape
     (4,)
+    >>> merge_estimators([a, b, merged], weights=[1, 1, 2]).predict(X[:4]).shape
+    (4,)
     """
+    # -- N-way form: a list of K estimators (implemented in _multi.py) --------
+    if isinstance(a, (list, tuple)):
+        if b is not None or lam != 0.5:
+            raise TypeError("Pass b and lam for two models only; use weights= with a list.")
+        from ._multi import merge_many
+
+        return merge_many(a, weights, method=method, invariances=invariances, X=X,
+                          max_iter=max_iter, weighting=weighting, n_samples=n_samples,
+                          random_state=random_state, device=device)
+    if b is None:
+        raise TypeError("merge_estimators(a, b) needs a second model, or a list of models.")
+    if weights is not None:
+        raise TypeError("weights= is for a list of models; use lam= with two models.")
+    # -- two-model form -----------------------------------------------------------
     _check_compatible([a, b])
     aligner = ModelAligner(method=method, invariances=invariances, weighting=weighting,
                            n_samples=n_samples, random_state=random_state, device=device)

@@ -1,0 +1,259 @@
+"""Sharded training + N-way merging on the Tabular-Benchmark datasets.
+
+For every dataset (paper protocol: ``paper_split`` + ``make_paper_preprocessor``), every
+number of shards K and every split (IID, class-skewed), one ``ShardedSoftTreeEnsemble`` is
+fitted (K clones on K disjoint shards of the 10,000 training rows) and the test accuracy of
+these models is reported:
+
+- ``shard_mean`` / ``shard_min`` / ``shard_max``: the shard models alone;
+- ``full``: one model trained on all training rows (same hyperparameters);
+- ``naive``: parameter average without alignment;
+- ``merged_wm_ref``: weight matching, every model aligned to shard 0's model (baseline);
+- ``merged_wm``: weight matching with the iterative N-way refinement (the default);
+- ``merged_am_ref`` / ``merged_am``: the same with activation matching (512 training rows);
+- ``ensemble``: average of the K models' predicted probabilities (K times the inference cost);
+- ``gap_recovered``: ``(merged_wm - shard_mean) / (full - shard_mean)``.
+
+A second table times the merge of K=8 models of M=1024 trees (random parameters).
+
+Fitted models are cached with joblib in ``<out>/cache`` so that reruns only recompute what is
+missing. Run from the repository root::
+
+    SKTREE_LMC_DATA=../shared/data/tabular_benchmark python -m benchmarks.bench_sharded
+    python -m benchmarks.bench_sharded --smoke          # bundled data, tiny models, seconds
+
+Torch runs with one intra-op thread (``--threads``): on a shared, loaded CPU this was several
+times faster than two threads for these model sizes.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import os
+import sys
+import time
+from pathlib import Path
+
+import joblib
+import numpy as np
+import torch
+from sklearn.base import clone
+
+from sktree_lmc import ShardedSoftTreeEnsemble, SoftTreeEnsembleClassifier, TreeParams
+from sktree_lmc._merge import _with_params
+from sktree_lmc._multi import merge_many
+from sktree_lmc.datasets import (
+    load_magic_small,
+    load_tabular_benchmark,
+    make_paper_preprocessor,
+    paper_split,
+)
+
+DEFAULT_OUT = Path(__file__).resolve().parent / "results"
+DEFAULT_DATASETS = ["MagicTelescope", "electricity", "california", "bank-marketing"]
+
+ACC_FIELDS = [
+    "dataset", "split", "K", "n_train", "shard_size", "shard_mean", "shard_min", "shard_max",
+    "full", "naive", "merged_wm_ref", "merged_wm", "merged_am_ref", "merged_am", "ensemble",
+    "gap_recovered", "wm_sweeps", "wm_objective_gain", "merge_wm_s", "fit_s",
+]
+TIME_FIELDS = ["arch", "K", "M", "F", "C", "method", "max_iter", "sweeps", "matchings",
+               "converged", "seconds"]
+
+
+def _load(name, seed):
+    if name == "magic_small":
+        X, y = load_magic_small(return_X_y=True)
+    else:
+        X, y = load_tabular_benchmark(name, return_X_y=True)
+    X_train, X_test, y_train, y_test = paper_split(X, y, random_state=seed)
+    pre = make_paper_preprocessor(random_state=seed).fit(X_train)
+    return (pre.transform(X_train).astype(np.float32), pre.transform(X_test).astype(np.float32),
+            np.asarray(y_train), np.asarray(y_test))
+
+
+def _cached(path, make):
+    """``(obj, seconds)`` from the joblib cache ``path``, else made, timed and cached."""
+    if path is not None and path.exists():
+        return joblib.load(path)
+    start = time.perf_counter()
+    obj = make()
+    seconds = time.perf_counter() - start
+    if path is not None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        joblib.dump((obj, seconds), path)
+    return obj, seconds
+
+
+def _acc(model, X, y):
+    return 100.0 * float(np.mean(model.predict(X) == y))
+
+
+def run_accuracy(args, out_csv):
+    base = SoftTreeEnsembleClassifier(
+        arch=args.arch, depth=args.depth, n_estimators=args.n_estimators,
+        learning_rate=args.learning_rate, max_epochs=args.epochs, device="cpu",
+    )
+    tag = f"{args.arch}_D{args.depth}_M{args.n_estimators}_e{args.epochs}_s{args.seed}"
+    cache = None if args.no_cache else Path(args.out) / "cache"
+    done = set()
+    if out_csv.exists() and not args.smoke:
+        with open(out_csv) as fh:
+            done = {(r["dataset"], r["split"], int(r["K"])) for r in csv.DictReader(fh)}
+    else:
+        with open(out_csv, "w", newline="") as fh:
+            csv.DictWriter(fh, ACC_FIELDS).writeheader()
+    for name in args.datasets:
+        X_train, X_test, y_train, y_test = _load(name, args.seed)
+        full_path = cache and cache / f"{name}_full_{tag}.joblib"
+        full, _ = _cached(
+            full_path, lambda: clone(base).set_params(random_state=args.seed).fit(X_train, y_train)
+        )
+        acc_full = _acc(full, X_test, y_test)
+        print(f"{name}: full-data model {acc_full:.2f}%", flush=True)
+        for split in args.splits:
+            for K in args.ks:
+                if (name, split, K) in done:
+                    print(f"  {split} K={K}: already in {out_csv}", flush=True)
+                    continue
+                path = cache and cache / f"{name}_{split}_K{K}_{tag}.joblib"
+                sharded, fit_s = _cached(path, lambda: ShardedSoftTreeEnsemble(
+                    base, n_shards=K, split=split, random_state=args.seed, n_jobs=args.n_jobs,
+                ).fit(X_train, y_train))
+                models, w = sharded.estimators_, sharded.shard_sizes_
+                shard_acc = [_acc(m, X_test, y_test) for m in models]
+                row = dict(dataset=name, split=split, K=K, n_train=len(y_train),
+                           shard_size=int(np.mean(w)), shard_mean=np.mean(shard_acc),
+                           shard_min=np.min(shard_acc), shard_max=np.max(shard_acc),
+                           full=acc_full, fit_s=fit_s)
+                row["naive"] = _acc(merge_many(models, w, invariances="none"), X_test, y_test)
+                for method in ("wm", "am"):
+                    kw = dict(method=method, X=X_train, random_state=args.seed)
+                    ref = merge_many(models, w, max_iter=0, **kw)
+                    start = time.perf_counter()
+                    merged, info = merge_many(models, w, return_alignment=True, **kw)
+                    seconds = time.perf_counter() - start
+                    row[f"merged_{method}_ref"] = _acc(ref, X_test, y_test)
+                    row[f"merged_{method}"] = _acc(merged, X_test, y_test)
+                    if method == "wm":
+                        row["merge_wm_s"] = seconds
+                        row["wm_sweeps"] = info.n_iter
+                        row["wm_objective_gain"] = info.objective[-1] / info.objective[0] - 1
+                proba = sum(wi * m.predict_proba(X_test) for wi, m in zip(w / w.sum(), models))
+                row["ensemble"] = 100.0 * float(
+                    np.mean(models[0].classes_[proba.argmax(axis=1)] == y_test)
+                )
+                gap = row["full"] - row["shard_mean"]
+                row["gap_recovered"] = (row["merged_wm"] - row["shard_mean"]) / gap if gap else ""
+                with open(out_csv, "a", newline="") as fh:
+                    csv.DictWriter(fh, ACC_FIELDS).writerow(
+                        {k: round(v, 4) if isinstance(v, float) else v for k, v in row.items()}
+                    )
+                print(f"  {split} K={K}: shard {row['shard_mean']:.2f} naive {row['naive']:.2f} "
+                      f"wm_ref {row['merged_wm_ref']:.2f} wm {row['merged_wm']:.2f} "
+                      f"am {row['merged_am']:.2f} ens {row['ensemble']:.2f} full {acc_full:.2f} "
+                      f"(fit {fit_s:.0f}s, merge {row['merge_wm_s']:.2f}s, "
+                      f"{row['wm_sweeps']} sweeps)", flush=True)
+
+
+def run_timing(args, out_csv):
+    rng = np.random.RandomState(args.seed)
+    F, C = 10, 2
+    X = rng.randn(64, F).astype(np.float32)
+    y = np.arange(64) % C
+    with open(out_csv, "w", newline="") as fh:
+        csv.DictWriter(fh, TIME_FIELDS).writeheader()
+    for arch in args.timing_archs:
+        template = SoftTreeEnsembleClassifier(
+            arch=arch, depth=2, n_estimators=args.timing_M, max_epochs=1, device="cpu"
+        ).fit(X, y)
+        p = template.tree_params_
+        models = [
+            _with_params(template, TreeParams(rng.randn(*p.split_weight.shape),
+                                              rng.randn(*p.split_bias.shape),
+                                              rng.randn(*p.leaf_value.shape)))
+            for _ in range(args.timing_K)
+        ]
+        for method in ("wm", "am"):
+            for max_iter in (0, 20):
+                start = time.perf_counter()
+                _, info = merge_many(models, method=method, X=X, max_iter=max_iter,
+                                     return_alignment=True)
+                seconds = time.perf_counter() - start
+                row = dict(arch=arch, K=args.timing_K, M=args.timing_M, F=F, C=C,
+                           method=method, max_iter=max_iter, sweeps=info.n_iter,
+                           matchings=info.n_matchings, converged=info.converged,
+                           seconds=round(seconds, 3))
+                with open(out_csv, "a", newline="") as fh:
+                    csv.DictWriter(fh, TIME_FIELDS).writerow(row)
+                print(f"timing {arch} {method} max_iter={max_iter}: {seconds:.2f}s "
+                      f"({info.n_iter} sweeps, {info.n_matchings} matchings)", flush=True)
+
+
+def _markdown(csv_path, columns):
+    with open(csv_path) as fh:
+        rows = list(csv.DictReader(fh))
+    lines = ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
+    for r in rows:
+        cells = []
+        for c in columns:
+            v = r[c]
+            try:
+                v = f"{float(v):.2f}" if "." in v else v
+            except ValueError:
+                pass
+            cells.append(v)
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--datasets", nargs="+", default=DEFAULT_DATASETS)
+    parser.add_argument("--ks", nargs="+", type=int, default=[2, 4, 8])
+    parser.add_argument("--splits", nargs="+", default=["iid", "class_skewed"])
+    parser.add_argument("--arch", default="oblivious")
+    parser.add_argument("--depth", type=int, default=2)
+    parser.add_argument("--n-estimators", type=int, default=256)
+    parser.add_argument("--learning-rate", type=float, default=1e-2)
+    parser.add_argument("--epochs", type=int, default=50)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--n-jobs", type=int, default=1, help="joblib jobs of the shard fits")
+    parser.add_argument("--threads", type=int, default=1, help="torch intra-op threads")
+    parser.add_argument("--timing-K", type=int, default=8)
+    parser.add_argument("--timing-M", type=int, default=1024)
+    parser.add_argument("--timing-archs", nargs="+", default=["oblivious", "non_oblivious"])
+    parser.add_argument("--no-accuracy", action="store_true")
+    parser.add_argument("--no-timing", action="store_true")
+    parser.add_argument("--no-cache", action="store_true")
+    parser.add_argument("--out", default=str(DEFAULT_OUT))
+    parser.add_argument("--smoke", action="store_true",
+                        help="bundled data, tiny models, K=2 only (a few seconds)")
+    args = parser.parse_args(argv)
+    if args.smoke:
+        args.datasets, args.ks, args.n_estimators, args.epochs = ["magic_small"], [2], 8, 2
+        args.timing_K, args.timing_M, args.timing_archs = 3, 32, ["oblivious"]
+        args.no_cache = True
+    elif not os.environ.get("SKTREE_LMC_DATA"):
+        default = Path(__file__).resolve().parents[2] / "shared" / "data" / "tabular_benchmark"
+        if default.is_dir():
+            os.environ["SKTREE_LMC_DATA"] = str(default)
+    torch.set_num_threads(args.threads)
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    prefix = "smoke_" if args.smoke else ""
+    acc_csv, time_csv = out / f"{prefix}sharded_accuracy.csv", out / f"{prefix}sharded_timing.csv"
+    if not args.no_accuracy:
+        run_accuracy(args, acc_csv)
+        print(_markdown(acc_csv, ["dataset", "split", "K", "shard_mean", "full", "naive",
+                                  "merged_wm_ref", "merged_wm", "merged_am", "ensemble",
+                                  "gap_recovered"]))
+    if not args.no_timing:
+        run_timing(args, time_csv)
+        print(_markdown(time_csv, TIME_FIELDS))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

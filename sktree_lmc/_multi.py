@@ -1,0 +1,825 @@
+"""Merging many models, and training on disjoint shards through joblib.
+
+N-way merging
+-------------
+``K`` fitted ensembles live in ``K`` different bases: each one is only defined
+up to a permutation of its trees and a symmetry op per tree. To average them,
+every model ``i`` gets an alignment ``A_i`` (see
+:class:`~sktree_lmc.Alignment`) that maps it into one common basis, and the
+merged parameters are ``sum_i w_i A_i(theta_i)``.
+
+With weight matching the alignments maximize the total pairwise similarity of
+the aligned models,
+
+.. math:: J(A_1, \\dots, A_K) = \\sum_{i < j} w_i w_j \\langle A_i\\theta_i,
+          A_j\\theta_j\\rangle_W ,
+
+the inner product being the node-weighted one of weight matching. Since the
+ops preserve norms, ``J`` is, up to a constant, the squared norm of the merged
+parameters: the better the models agree, the less averaging shrinks them.
+
+:func:`align_many` maximizes ``J`` by block coordinate ascent:
+
+1. **initialization** (the usual baseline): align every model to a reference
+   model (model 0), ``K - 1`` pairwise matchings;
+2. **refinement sweeps**: for ``i = 0, ..., K-1`` in turn, re-align the
+   *original* model ``i`` to the weighted sum of the other aligned models
+   (leave-one-out target), which is exactly the maximization of ``J`` over
+   ``A_i`` with the others fixed (one linear assignment over trees plus the
+   exact best op of every matched pair);
+3. stop when a sweep changes no alignment (or ``J`` stops increasing, or
+   ``max_iter`` sweeps were run).
+
+Every step maximizes ``J`` exactly over one block, so ``J`` never decreases
+and the procedure stops after finitely many sweeps. For activation matching
+``J`` is the same sum with the per-tree outputs on the same rows in place of
+the parameters (outputs do not change under ops, only under tree
+permutations), and the op of each matched pair is chosen by weighted
+parameter similarity, as in :func:`~sktree_lmc.activation_matching`.
+
+Cost: the initialization is ``K - 1`` pairwise matchings, each sweep ``K``
+matchings (a sweep that changes nothing is the one that proves convergence);
+one matching costs ``O(M^2 P)`` for the similarity table (``P`` parameters
+per tree, times the size of the op group for "all" invariances) plus
+``O(M^3)`` for the linear assignment. Keeping the running weighted sum makes
+each leave-one-out target ``O(M P)``. ``max_iter=0`` gives the baseline.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from numbers import Integral, Real
+
+import numpy as np
+from joblib import Parallel, delayed
+from sklearn.base import BaseEstimator, MetaEstimatorMixin, _fit_context, clone
+from sklearn.metrics import accuracy_score, r2_score
+from sklearn.utils import check_random_state, get_tags
+from sklearn.utils._available_if import available_if
+from sklearn.utils._param_validation import HasMethods, Interval, StrOptions
+from sklearn.utils.multiclass import check_classification_targets
+from sklearn.utils.validation import _check_sample_weight, check_is_fitted, validate_data
+
+from ._estimators import (
+    SoftTreeEnsembleClassifier,
+    _BaseSoftTreeEnsemble,
+)
+from ._matching import INVARIANCES, Alignment, activation_matching, weight_matching
+from ._merge import _check_compatible, _sample_rows, _with_params
+from ._params import TreeParams
+
+__all__ = ["MultiAlignment", "ShardedSoftTreeEnsemble", "align_many", "merge_many"]
+
+
+# ----------------------------------------------------------------------------
+# N-way alignment on parameters
+# ----------------------------------------------------------------------------
+
+
+@dataclass
+class MultiAlignment:
+    """Result of :func:`align_many`.
+
+    Attributes
+    ----------
+    alignments : list of Alignment
+        ``alignments[i].apply(params_i)`` expresses model ``i`` in the common
+        basis.
+    weights : ndarray of shape (K,)
+        Model weights, normalized to sum to one.
+    n_iter : int
+        Refinement sweeps run (0 for the reference-only baseline).
+    converged : bool
+        Whether the last sweep changed no alignment (or did not increase the
+        objective); False when ``max_iter`` stopped the refinement.
+    objective : list of float
+        The objective ``||sum_i w_i A_i(theta_i)||^2`` (node-weighted
+        parameters, or tree outputs for activation matching) after the
+        initialization and after every sweep; it never decreases.
+    n_matchings : int
+        Pairwise matchings (linear assignments) computed in all.
+    """
+
+    alignments: list
+    weights: np.ndarray
+    n_iter: int = 0
+    converged: bool = True
+    objective: list = field(default_factory=list)
+    n_matchings: int = 0
+
+
+def _check_weights(weights, n_models):
+    if weights is None:
+        return np.full(n_models, 1.0 / n_models)
+    w = np.asarray(weights, dtype=np.float64)
+    if w.shape != (n_models,):
+        raise ValueError(f"weights must have one entry per model ({n_models}), got shape {w.shape}.")
+    if not np.all(np.isfinite(w)) or np.any(w < 0) or w.sum() <= 0:
+        raise ValueError(f"weights must be finite, non-negative and not all zero, got {w!r}.")
+    return w / w.sum()
+
+
+def _scaled_params(params, arch, weighting):
+    """Parameters as float64 arrays in the geometry of weight matching."""
+    w, b = params.split_weight.astype(np.float64), params.split_bias.astype(np.float64)
+    if weighting:
+        s = np.sqrt(arch.node_weights)
+        w, b = w * s[None, :, None], b * s[None, :]
+    return w, b, params.leaf_value.astype(np.float64)
+
+
+def _same(a: Alignment, b: Alignment):
+    return (
+        np.array_equal(a.tree_perm, b.tree_perm)
+        and np.array_equal(a.ops.perm, b.ops.perm)
+        and np.array_equal(a.ops.sign, b.ops.sign)
+        and np.array_equal(a.ops.leaf_perm, b.ops.leaf_perm)
+    )
+
+
+def align_many(params, arch, weights=None, *, method="wm", invariances="all", outputs=None,
+               max_iter=20, reference=0, weighting=True, tol=1e-9, device="cpu"):
+    """Align ``K`` ensembles into one common basis (N-way matching).
+
+    Block coordinate ascent on the total pairwise similarity of the aligned
+    models: align every model to a reference, then repeatedly re-align each
+    model to the weighted sum of the others until no alignment changes. See
+    the module docstring of :mod:`sktree_lmc._multi` for the objective and the
+    cost.
+
+    Parameters
+    ----------
+    params : sequence of TreeParams
+        ``K >= 2`` parameter sets of the same shape.
+    arch : TreeArchitecture
+        Their architecture.
+    weights : array-like of shape (K,), default=None
+        Non-negative model weights (normalized here); uniform when None.
+    method : {"wm", "am"}, default="wm"
+        Weight matching, or activation matching on ``outputs``.
+    invariances : {"none", "perm", "all"}, default="all"
+        Symmetries searched; ``"none"`` returns identity alignments.
+    outputs : sequence of ndarray of shape (n_samples, M, C), default=None
+        Per-tree outputs of every model on the same rows (``method="am"``).
+    max_iter : int, default=20
+        Maximum number of refinement sweeps; ``0`` aligns every model to the
+        reference only (the baseline).
+    reference : int, default=0
+        Model used by the initialization; its basis is (usually) the final one.
+    weighting : bool, default=True
+        Node weighting of the similarities.
+    tol : float, default=1e-9
+        A sweep whose relative objective gain is at most ``tol`` ends the
+        refinement (guards against ties between equally good assignments).
+    device : str, default="cpu"
+        Torch device of the similarity computations.
+
+    Returns
+    -------
+    MultiAlignment
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from sktree_lmc import TreeParams, get_architecture, random_ops
+    >>> from sktree_lmc._multi import align_many
+    >>> arch = get_architecture("oblivious", 2)
+    >>> rng = np.random.RandomState(0)
+    >>> p = TreeParams(rng.randn(32, 2, 5), rng.randn(32, 2), rng.randn(32, 4, 2))
+    >>> copies = [p] + [p.permute_trees(rng.permutation(32)).apply_ops(random_ops(arch, 32, s))
+    ...                 for s in range(3)]
+    >>> res = align_many(copies, arch)
+    >>> merged = TreeParams.weighted_average(
+    ...     [al.apply(q) for al, q in zip(res.alignments, copies)], res.weights)
+    >>> bool(np.allclose(merged.leaf_value, p.leaf_value)), res.converged
+    (True, True)
+    """
+    params = list(params)
+    K = len(params)
+    if K < 2:
+        raise ValueError(f"Need at least two models, got {K}.")
+    sig = params[0].shape_signature
+    for i, p in enumerate(params):
+        if p.shape_signature != sig:
+            raise ValueError(
+                "Models differ in shape (trees, nodes, features, leaves, outputs): "
+                f"{sig} (model 0) vs {p.shape_signature} (model {i})."
+            )
+    if invariances not in INVARIANCES:
+        raise ValueError(f"invariances must be one of {INVARIANCES}, got {invariances!r}.")
+    if method not in ("wm", "am"):
+        raise ValueError(f"method must be 'wm' or 'am', got {method!r}.")
+    if not 0 <= reference < K:
+        raise ValueError(f"reference={reference} but only {K} models were given.")
+    w = _check_weights(weights, K)
+    am = method == "am" and invariances != "none"
+    if am:
+        if outputs is None or len(outputs) != K:
+            raise ValueError("Activation matching needs the tree outputs of every model.")
+        outputs = [np.asarray(o, dtype=np.float64) for o in outputs]
+
+    kw = dict(invariances=invariances, weighting=weighting, device=device)
+
+    def match(target_params, target_out, i):
+        if am:
+            return activation_matching(target_out, outputs[i], target_params, params[i], arch, **kw)
+        return weight_matching(target_params, params[i], arch, **kw)
+
+    identity = weight_matching(params[reference], params[reference], arch, invariances="none")
+    if invariances == "none":
+        return MultiAlignment([identity] * K, w, 0, True, [], 0)
+
+    # 1. initialization: every model aligned to the reference
+    ref_out = outputs[reference] if am else None
+    alignments = [identity if i == reference else match(params[reference], ref_out, i)
+                  for i in range(K)]
+    n_matchings = K - 1
+
+    # running weighted sums of the aligned models (float64)
+    scaled = [None] * K
+    out_al = [None] * K
+
+    def set_aligned(i):
+        al = alignments[i]
+        scaled[i] = _scaled_params(al.apply(params[i]), arch, False)
+        if am:
+            out_al[i] = outputs[i][:, al.tree_perm]
+
+    for i in range(K):
+        set_aligned(i)
+    total = [sum(w[i] * scaled[i][k] for i in range(K)) for k in range(3)]
+    total_out = sum(w[i] * out_al[i] for i in range(K)) if am else None
+    node_w = arch.node_weights if weighting else np.ones(arch.n_nodes)
+
+    def objective():
+        if am:
+            return float(np.sum(total_out**2))
+        return float(
+            np.einsum("mnf,mnf,n->", total[0], total[0], node_w)
+            + np.einsum("mn,mn,n->", total[1], total[1], node_w)
+            + np.sum(total[2] ** 2)
+        )
+
+    history = [objective()]
+    n_iter, converged = 0, max_iter == 0
+    # 2. refinement sweeps (Gauss-Seidel): re-align model i to the others
+    for _ in range(max_iter):
+        n_iter += 1
+        changed = False
+        for i in range(K):
+            loo = [total[k] - w[i] * scaled[i][k] for k in range(3)]
+            target = TreeParams(*loo)
+            target_out = total_out - w[i] * out_al[i] if am else None
+            new = match(target, target_out, i)
+            n_matchings += 1
+            if _same(new, alignments[i]):
+                continue
+            changed = True
+            for k in range(3):
+                total[k] = total[k] - w[i] * scaled[i][k]
+            if am:
+                total_out = total_out - w[i] * out_al[i]
+            alignments[i] = new
+            set_aligned(i)
+            for k in range(3):
+                total[k] = total[k] + w[i] * scaled[i][k]
+            if am:
+                total_out = total_out + w[i] * out_al[i]
+        history.append(objective())
+        gain = history[-1] - history[-2]
+        if not changed or gain <= tol * abs(history[-2]):
+            converged = True
+            break
+    return MultiAlignment(alignments, w, n_iter, converged, history, n_matchings)
+
+
+# ----------------------------------------------------------------------------
+# N-way merge of estimators
+# ----------------------------------------------------------------------------
+
+
+def merge_many(estimators, weights=None, *, method="wm", invariances="all", X=None,
+               max_iter=20, weighting=True, n_samples=512, random_state=None, device="cpu",
+               return_alignment=False):
+    """Align ``K`` fitted ensembles into one basis and average them.
+
+    This is what ``merge_estimators([m1, ..., mK], weights=...)`` runs; see
+    :func:`align_many` for the procedure (reference alignment, then
+    coordinate-ascent sweeps that re-align each model to the weighted sum of
+    the others until no alignment changes) and its cost.
+
+    Parameters
+    ----------
+    estimators : sequence of fitted soft tree ensembles
+        ``K >= 2`` models of the same class, architecture, depth, number of
+        trees, features and classes.
+    weights : array-like of shape (K,), default=None
+        Non-negative weights of the models (e.g. their training-set sizes);
+        normalized to sum to one. Uniform when None.
+    method : {"wm", "am"}, default="wm"
+        Weight matching (parameters only) or activation matching (per-tree
+        outputs on ``n_samples`` rows of ``X``).
+    invariances : {"none", "perm", "all"}, default="all"
+        Symmetries used; ``"none"`` is naive averaging without alignment.
+    X : array-like of shape (n_samples, n_features), default=None
+        Data for activation matching; required when ``method="am"``.
+    max_iter : int, default=20
+        Maximum refinement sweeps; ``0`` aligns every model to model 0 only.
+    weighting : bool, default=True
+        Node weighting of the matching objective.
+    n_samples : int, default=512
+        Rows of ``X`` used by activation matching.
+    random_state : int, RandomState instance or None, default=None
+        Seed of the row sampling of activation matching.
+    device : str, default="cpu"
+        Torch device of the similarity computations.
+    return_alignment : bool, default=False
+        Also return the :class:`MultiAlignment`.
+
+    Returns
+    -------
+    merged : estimator
+        A new fitted estimator of the class of the inputs, with the
+        hyperparameters and metadata of model 0 and the averaged parameters.
+        Regressors first express every model's leaves in the merged target
+        scale (``y_scale_`` and ``y_mean_`` are the weighted means), so that
+        aligned identical models merge into the same function.
+    alignment : MultiAlignment
+        Only when ``return_alignment=True``.
+
+    Examples
+    --------
+    >>> from sklearn.datasets import make_classification
+    >>> from sktree_lmc import SoftTreeEnsembleClassifier, merge_estimators
+    >>> X, y = make_classification(n_samples=300, random_state=0)
+    >>> models = [SoftTreeEnsembleClassifier(n_estimators=16, max_epochs=10, device="cpu",
+    ...                                      random_state=s).fit(X, y) for s in range(3)]
+    >>> merged = merge_estimators(models, weights=[1, 1, 2])
+    >>> merged.predict(X[:4]).shape
+    (4,)
+    """
+    estimators = list(estimators)
+    _check_compatible(estimators)
+    K = len(estimators)
+    w = _check_weights(weights, K)
+    ref = estimators[0]
+    arch = ref.architecture_
+    params = [est.tree_params_ for est in estimators]
+    overrides = {}
+    factors = None
+    if hasattr(ref, "y_scale_"):
+        # express every regressor's raw output in one target standardization
+        y_scale = sum(wi * np.asarray(est.y_scale_, dtype=np.float64)
+                      for wi, est in zip(w, estimators))
+        y_mean = sum(wi * np.asarray(est.y_mean_, dtype=np.float64)
+                     for wi, est in zip(w, estimators))
+        factors = [np.asarray(est.y_scale_, dtype=np.float64) / y_scale for est in estimators]
+        params = [
+            TreeParams(p.split_weight, p.split_bias, p.leaf_value * f[None, None, :])
+            for p, f in zip(params, factors)
+        ]
+        overrides = {"y_mean_": y_mean, "y_scale_": y_scale}
+    outputs = None
+    if method == "am" and invariances != "none":
+        Xs = _sample_rows(X, n_samples, random_state, ref.n_features_in_)
+        outputs = [est.tree_outputs(Xs) for est in estimators]
+        if factors is not None:
+            outputs = [o * f[None, None, :] for o, f in zip(outputs, factors)]
+    result = align_many(params, arch, w, method=method, invariances=invariances,
+                        outputs=outputs, max_iter=max_iter, weighting=weighting, device=device)
+    aligned = [al.apply(p) for al, p in zip(result.alignments, params)]
+    merged = _with_params(ref, TreeParams.weighted_average(aligned, w), **overrides)
+    return (merged, result) if return_alignment else merged
+
+
+# ----------------------------------------------------------------------------
+# Sharded training
+# ----------------------------------------------------------------------------
+
+
+def _fit_shard(estimator, X, y, sample_weight):
+    """Fit one clone on one shard (runs on a joblib worker).
+
+    The worker receives only its own rows and returns the fitted estimator,
+    whose state is NumPy arrays (``tree_params_``) and small metadata.
+    """
+    if sample_weight is None:
+        return estimator.fit(X, y)
+    return estimator.fit(X, y, sample_weight=sample_weight)
+
+
+def _largest_remainder(total, fractions):
+    """Integer counts summing to ``total``, proportional to ``fractions``."""
+    raw = total * np.asarray(fractions, dtype=np.float64)
+    counts = np.floor(raw).astype(np.int64)
+    order = np.argsort(-(raw - counts), kind="stable")
+    counts[order[: total - counts.sum()]] += 1
+    return counts
+
+
+def _strata(y, is_classifier, n_bins):
+    """Integer labels used by the stratified and skewed splits."""
+    if is_classifier:
+        return np.unique(y, return_inverse=True)[1].ravel()
+    t = np.asarray(y, dtype=np.float64).reshape(len(y), -1)[:, 0]
+    edges = np.quantile(t, np.linspace(0, 1, n_bins + 1)[1:-1])
+    return np.searchsorted(edges, t, side="right")
+
+
+def make_shards(y, n_shards, split="iid", *, skew=0.8, is_classifier=True, random_state=None):
+    """Disjoint shard indices of ``len(y)`` rows.
+
+    Parameters
+    ----------
+    y : array-like of shape (n_samples,) or (n_samples, n_targets)
+        Targets (used by the stratified and skewed splits).
+    n_shards : int
+        Number of shards ``K``.
+    split : {"iid", "stratified", "class_skewed"}, default="iid"
+        ``"iid"``: a random partition into ``K`` near-equal parts.
+        ``"stratified"``: every shard has the class proportions of ``y``.
+        ``"class_skewed"``: shard ``k`` is dominated by class ``k mod C``: of
+        each class, a share proportional to ``skew`` goes to the shards it
+        dominates and a share proportional to ``(1 - skew) / (C - 1)`` to each
+        other shard (two balanced classes and two shards: 80%/20% and
+        20%/80%, the split of the paper). For regressors the classes are
+        quantile bins of the (first) target: 10 for ``"stratified"`` and
+        ``max(K, 2)`` for ``"class_skewed"``.
+    skew : float in (0, 1), default=0.8
+        Dominance of the skewed split.
+    is_classifier : bool, default=True
+        Whether ``y`` holds class labels.
+    random_state : int, RandomState instance or None, default=None
+        Seed of the shuffling.
+
+    Returns
+    -------
+    shards : list of ndarray
+        ``K`` sorted, disjoint index arrays covering all rows.
+    """
+    rng = check_random_state(random_state)
+    n = len(y)
+    if split == "iid":
+        perm = rng.permutation(n)
+        return [np.sort(part) for part in np.array_split(perm, n_shards)]
+    n_bins = 10 if split == "stratified" else max(n_shards, 2)
+    labels = _strata(y, is_classifier, n_bins)
+    classes = np.unique(labels)
+    C = len(classes)
+    parts = [[] for _ in range(n_shards)]
+    if split == "stratified":
+        order = np.concatenate([rng.permutation(np.flatnonzero(labels == c)) for c in classes])
+        for k in range(n_shards):
+            parts[k].append(order[k::n_shards])
+    elif split == "class_skewed":
+        if C < 2:
+            raise ValueError("split='class_skewed' needs at least two classes.")
+        q = np.full((n_shards, C), (1.0 - skew) / (C - 1))
+        q[np.arange(n_shards), np.arange(n_shards) % C] = skew
+        q /= q.sum(axis=0, keepdims=True)
+        for j, c in enumerate(classes):
+            idx = rng.permutation(np.flatnonzero(labels == c))
+            counts = _largest_remainder(len(idx), q[:, j])
+            for k, chunk in enumerate(np.split(idx, np.cumsum(counts)[:-1])):
+                parts[k].append(chunk)
+    else:
+        raise ValueError(f"Unknown split {split!r}.")
+    return [np.sort(np.concatenate(p)).astype(np.int64) for p in parts]
+
+
+def _estimator_has(attr):
+    def check(self):
+        if hasattr(self, "merged_"):
+            return hasattr(self.merged_, attr)
+        est = self.estimator if self.estimator is not None else SoftTreeEnsembleClassifier()
+        return hasattr(est, attr)
+
+    return check
+
+
+class ShardedSoftTreeEnsemble(MetaEstimatorMixin, BaseEstimator):
+    """Fit clones of a soft tree ensemble on disjoint shards in parallel, and merge them.
+
+    The training rows are split into ``n_shards`` disjoint shards; one clone
+    of ``estimator`` is fitted on each shard through :class:`joblib.Parallel`
+    and the fitted models are merged into one model of the same size (N-way
+    alignment and averaging, :func:`merge_many`), which costs one model at
+    prediction time. It is a classifier or a regressor as ``estimator`` is:
+    ``predict``, ``predict_proba``, ``score`` and ``classes_`` are those of
+    the merged model.
+
+    The fits run on whatever joblib backend is active: processes (loky) on
+    one machine by default, a ``dask.distributed`` cluster inside
+    ``joblib.parallel_config(backend="dask")``, Ray inside
+    ``joblib.parallel_config(backend="ray")`` after
+    ``ray.util.joblib.register_ray()``. The task sent to a worker holds the
+    unfitted clone and the rows of its own shard only; it returns the fitted
+    clone, whose state is NumPy arrays. No worker sees another shard's data.
+
+    Parameters
+    ----------
+    estimator : SoftTreeEnsembleClassifier or SoftTreeEnsembleRegressor, default=None
+        The model to clone (unfitted). None means
+        ``SoftTreeEnsembleClassifier()``.
+    n_shards : int, default=4
+        Number of shards ``K`` (at least 2).
+    split : {"iid", "stratified", "class_skewed"}, default="iid"
+        How rows are assigned to shards; see :func:`make_shards`. Every shard
+        of a classifier must contain every class.
+    skew : float in (0, 1), default=0.8
+        Dominance of the ``"class_skewed"`` split (share of a shard's rows
+        from its dominant class, for balanced classes).
+    merge : {"wm", "am", "naive"}, default="wm"
+        Weight matching, activation matching (on ``n_samples`` rows of the
+        training data, at the merging site) or plain averaging without
+        alignment.
+    merge_weights : {"size", "uniform"}, default="size"
+        Weight of each shard model in the average: its number of rows (sum
+        of sample weights) or equal.
+    max_iter : int, default=20
+        Refinement sweeps of the N-way alignment (``0``: align every model
+        to shard 0's model only).
+    n_samples : int, default=512
+        Rows used by activation matching.
+    n_jobs : int, default=None
+        Passed to :class:`joblib.Parallel`; None uses the active backend's
+        default (one job outside a ``parallel_config`` context).
+    random_state : int, RandomState instance or None, default=None
+        Seeds the split and the clones: shard ``k``'s clone gets
+        ``random_state=seed_k``, drawn in order from this seed, so the
+        result does not depend on the backend or the number of jobs.
+    verbose : int, default=0
+        Verbosity of :class:`joblib.Parallel`.
+
+    Attributes
+    ----------
+    estimators_ : list of estimators
+        The fitted shard models (in their own bases).
+    merged_ : estimator
+        The merged model, used for prediction.
+    alignment_ : MultiAlignment
+        The N-way alignment of the shard models.
+    shard_indices_ : list of ndarray
+        Row indices of every shard.
+    shard_sizes_ : ndarray of shape (n_shards,)
+        Rows per shard.
+    weights_ : ndarray of shape (n_shards,)
+        Normalized merge weights.
+    n_iter_ : int
+        Refinement sweeps run by the N-way alignment.
+    classes_ : ndarray of shape (n_classes,)
+        Class labels (classifiers only).
+    n_features_in_ : int
+        Number of features seen during fit.
+    feature_names_in_ : ndarray of shape (n_features_in_,)
+        Feature names, when ``X`` has string column names.
+
+    See Also
+    --------
+    merge_estimators : Merge fitted models (two, or a list).
+
+    Examples
+    --------
+    >>> from sklearn.datasets import make_classification
+    >>> from sktree_lmc import ShardedSoftTreeEnsemble, SoftTreeEnsembleClassifier
+    >>> X, y = make_classification(n_samples=600, random_state=0)
+    >>> base = SoftTreeEnsembleClassifier(n_estimators=16, max_epochs=10, device="cpu")
+    >>> sharded = ShardedSoftTreeEnsemble(base, n_shards=3, random_state=0).fit(X, y)
+    >>> len(sharded.estimators_), sharded.shard_sizes_.tolist()
+    (3, [200, 200, 200])
+    >>> sharded.predict_proba(X[:2]).shape
+    (2, 2)
+
+    On a dask cluster (``pip install "sktree_lmc[distributed]"``)::
+
+        from dask.distributed import Client
+        from joblib import parallel_config
+        client = Client("scheduler-address:8786")
+        with parallel_config(backend="dask"):
+            sharded.fit(X, y)
+    """
+
+    _parameter_constraints: dict = {
+        "estimator": [HasMethods(["fit", "predict"]), None],
+        "n_shards": [Interval(Integral, 2, None, closed="left")],
+        "split": [StrOptions({"iid", "stratified", "class_skewed"})],
+        "skew": [Interval(Real, 0, 1, closed="neither")],
+        "merge": [StrOptions({"wm", "am", "naive"})],
+        "merge_weights": [StrOptions({"size", "uniform"})],
+        "max_iter": [Interval(Integral, 0, None, closed="left")],
+        "n_samples": [Interval(Integral, 1, None, closed="left")],
+        "n_jobs": [Integral, None],
+        "random_state": ["random_state"],
+        "verbose": ["verbose"],
+    }
+
+    def __init__(self, estimator=None, *, n_shards=4, split="iid", skew=0.8, merge="wm",
+                 merge_weights="size", max_iter=20, n_samples=512, n_jobs=None,
+                 random_state=None, verbose=0):
+        self.estimator = estimator
+        self.n_shards = n_shards
+        self.split = split
+        self.skew = skew
+        self.merge = merge
+        self.merge_weights = merge_weights
+        self.max_iter = max_iter
+        self.n_samples = n_samples
+        self.n_jobs = n_jobs
+        self.random_state = random_state
+        self.verbose = verbose
+
+    def _base_estimator(self):
+        return self.estimator if self.estimator is not None else SoftTreeEnsembleClassifier()
+
+    def _is_classifier(self):
+        return get_tags(self._base_estimator()).estimator_type == "classifier"
+
+    @_fit_context(prefer_skip_nested_validation=False)
+    def fit(self, X, y, sample_weight=None):
+        """Split the data into shards, fit one clone per shard in parallel, merge.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+            Training data.
+        y : array-like of shape (n_samples,) or (n_samples, n_targets)
+            Targets.
+        sample_weight : array-like of shape (n_samples,), default=None
+            Per-sample weights, passed to each shard's fit with its rows.
+
+        Returns
+        -------
+        self : ShardedSoftTreeEnsemble
+            The fitted meta-estimator.
+        """
+        base = self._base_estimator()
+        if not isinstance(base, _BaseSoftTreeEnsemble):
+            raise TypeError(
+                "estimator must be a SoftTreeEnsembleClassifier or SoftTreeEnsembleRegressor, "
+                f"got {type(base).__name__}."
+            )
+        is_clf = self._is_classifier()
+        X, y = validate_data(
+            self, X, y, dtype=[np.float32, np.float64], multi_output=not is_clf,
+            y_numeric=not is_clf,
+        )
+        if is_clf:
+            check_classification_targets(y)
+        if sample_weight is not None:
+            sample_weight = _check_sample_weight(sample_weight, X, dtype=np.float32)
+        n = X.shape[0]
+        if n < 2 * self.n_shards:
+            raise ValueError(
+                f"n_shards={self.n_shards} needs at least {2 * self.n_shards} samples, got "
+                f"n_samples={n}."
+            )
+        rng = check_random_state(self.random_state)
+        seeds = rng.randint(np.iinfo(np.int32).max, size=self.n_shards)
+        shards = make_shards(y, self.n_shards, self.split, skew=self.skew,
+                             is_classifier=is_clf, random_state=rng)
+        if is_clf:
+            classes = np.unique(y)
+            for k, idx in enumerate(shards):
+                missing = np.setdiff1d(classes, np.unique(y[idx]))
+                if len(missing):
+                    raise ValueError(
+                        f"Shard {k} ({len(idx)} rows) has no sample of class(es) "
+                        f"{missing.tolist()}; every shard must contain every class. Use fewer "
+                        "shards or split='stratified'."
+                    )
+        clones = []
+        for seed in seeds:
+            est = clone(base)
+            if "random_state" in est.get_params():
+                est.set_params(random_state=int(seed))
+            clones.append(est)
+
+        self.estimators_ = Parallel(n_jobs=self.n_jobs, verbose=self.verbose)(
+            delayed(_fit_shard)(
+                est, X[idx], y[idx], None if sample_weight is None else sample_weight[idx]
+            )
+            for est, idx in zip(clones, shards)
+        )
+        self.shard_indices_ = shards
+        self.shard_sizes_ = np.array([len(idx) for idx in shards])
+        if self.merge_weights == "uniform":
+            weights = np.ones(self.n_shards)
+        elif sample_weight is None:
+            weights = self.shard_sizes_.astype(np.float64)
+        else:
+            weights = np.array([sample_weight[idx].sum() for idx in shards], dtype=np.float64)
+        method = "am" if self.merge == "am" else "wm"
+        invariances = "none" if self.merge == "naive" else "all"
+        self.merged_, self.alignment_ = merge_many(
+            self.estimators_, weights, method=method, invariances=invariances,
+            X=X if method == "am" else None, max_iter=self.max_iter, n_samples=self.n_samples,
+            random_state=rng, return_alignment=True,
+        )
+        self.weights_ = self.alignment_.weights
+        self.n_iter_ = self.alignment_.n_iter
+        if is_clf:
+            self.classes_ = self.merged_.classes_
+        return self
+
+    def _check_X(self, X):
+        check_is_fitted(self, "merged_")
+        return validate_data(self, X, reset=False, dtype=[np.float32, np.float64])
+
+    def predict(self, X):
+        """Predict with the merged model.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+            Input samples.
+
+        Returns
+        -------
+        y_pred : ndarray of shape (n_samples,) or (n_samples, n_outputs)
+            Class labels or regression targets.
+        """
+        X = self._check_X(X)
+        return self.merged_.predict(X)
+
+    @available_if(_estimator_has("predict_proba"))
+    def predict_proba(self, X):
+        """Class probabilities of the merged model.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+            Input samples.
+
+        Returns
+        -------
+        proba : ndarray of shape (n_samples, n_classes)
+            Probabilities, columns ordered as ``classes_``.
+        """
+        X = self._check_X(X)
+        return self.merged_.predict_proba(X)
+
+    @available_if(_estimator_has("predict_log_proba"))
+    def predict_log_proba(self, X):
+        """Log class probabilities of the merged model.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+            Input samples.
+
+        Returns
+        -------
+        log_proba : ndarray of shape (n_samples, n_classes)
+            Log-probabilities, columns ordered as ``classes_``.
+        """
+        X = self._check_X(X)
+        return self.merged_.predict_log_proba(X)
+
+    @available_if(_estimator_has("decision_function"))
+    def decision_function(self, X):
+        """Raw scores of the merged model.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+            Input samples.
+
+        Returns
+        -------
+        scores : ndarray of shape (n_samples,) or (n_samples, n_classes)
+            See :meth:`SoftTreeEnsembleClassifier.decision_function`.
+        """
+        X = self._check_X(X)
+        return self.merged_.decision_function(X)
+
+    def score(self, X, y, sample_weight=None):
+        """Accuracy (classifier) or R^2 (regressor) of the merged model.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+            Test samples.
+        y : array-like of shape (n_samples,) or (n_samples, n_outputs)
+            True targets.
+        sample_weight : array-like of shape (n_samples,), default=None
+            Sample weights.
+
+        Returns
+        -------
+        score : float
+        """
+        y_pred = self.predict(X)
+        if get_tags(self).estimator_type == "classifier":
+            return float(accuracy_score(y, y_pred, sample_weight=sample_weight))
+        return float(r2_score(y, y_pred, sample_weight=sample_weight))
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        sub = get_tags(self._base_estimator())
+        tags.estimator_type = sub.estimator_type
+        tags.classifier_tags = sub.classifier_tags
+        tags.regressor_tags = sub.regressor_tags
+        tags.target_tags = sub.target_tags
+        tags.input_tags = sub.input_tags
+        tags.non_deterministic = sub.non_deterministic
+        return tags

@@ -1,0 +1,222 @@
+"""ShardedSoftTreeEnsemble: sharded fits through joblib (loky, dask.distributed), then merging."""
+
+import pickle
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+from joblib import parallel_config
+from sklearn.base import clone, is_classifier, is_regressor
+from sklearn.datasets import make_classification, make_regression
+from sklearn.linear_model import LogisticRegression
+from sklearn.pipeline import make_pipeline
+from sklearn.preprocessing import StandardScaler
+from sklearn.utils._param_validation import InvalidParameterError
+from sklearn.utils.estimator_checks import check_estimator
+
+import sktree_lmc._multi as multi
+from sktree_lmc import (
+    ShardedSoftTreeEnsemble,
+    SoftTreeEnsembleClassifier,
+    SoftTreeEnsembleRegressor,
+    merge_estimators,
+)
+from sktree_lmc._multi import make_shards
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+
+@pytest.fixture(autouse=True, scope="module")
+def one_torch_thread():
+    """Tiny models: one intra-op thread is faster, and robust on a loaded machine."""
+    import torch
+
+    n = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(n)
+
+
+X, Y = make_classification(n_samples=360, n_features=6, n_informative=4, random_state=0)
+
+
+def _base(**kw):
+    params = dict(n_estimators=8, max_epochs=3, batch_size=64, device="cpu")
+    params.update(kw)
+    return SoftTreeEnsembleClassifier(**params)
+
+
+def _assert_same_params(a, b):
+    for name in ("split_weight", "split_bias", "leaf_value"):
+        np.testing.assert_array_equal(getattr(a, name), getattr(b, name))
+
+
+def test_dask_localcluster_gives_the_loky_result():
+    pytest.importorskip("dask.distributed", reason="needs the [distributed] extra (dask)")
+    from dask.distributed import Client, LocalCluster
+
+    est = ShardedSoftTreeEnsemble(_base(), n_shards=3, split="stratified", random_state=7)
+    with parallel_config(backend="loky", n_jobs=2):
+        loky = clone(est).fit(X, Y)
+    with LocalCluster(n_workers=2, threads_per_worker=1, processes=False,
+                      dashboard_address=None) as cluster, Client(cluster):
+        with parallel_config(backend="dask"):
+            dask = clone(est).fit(X, Y)
+    _assert_same_params(loky.merged_.tree_params_, dask.merged_.tree_params_)
+    for a, b in zip(loky.estimators_, dask.estimators_):
+        _assert_same_params(a.tree_params_, b.tree_params_)
+    np.testing.assert_array_equal(loky.predict(X), dask.predict(X))
+
+
+def test_a_worker_receives_only_its_own_shard(monkeypatch):
+    seen = []
+    fit_shard = multi._fit_shard
+
+    def spy(estimator, X_shard, y_shard, sample_weight):
+        seen.append((X_shard.copy(), y_shard.copy(), estimator.random_state))
+        return fit_shard(estimator, X_shard, y_shard, sample_weight)
+
+    monkeypatch.setattr(multi, "_fit_shard", spy)
+    est = ShardedSoftTreeEnsemble(_base(), n_shards=3, random_state=0, n_jobs=2)
+    with parallel_config(backend="threading"):
+        est.fit(X, Y)
+    assert len(seen) == 3
+    by_first_row = {tuple(X[idx[0]]): idx for idx in est.shard_indices_}
+    for X_shard, y_shard, seed in seen:
+        idx = by_first_row[tuple(X_shard[0])]
+        np.testing.assert_array_equal(X_shard, X[idx])
+        np.testing.assert_array_equal(y_shard, Y[idx])
+    # every clone has its own seed, derived from random_state
+    assert len({s[2] for s in seen}) == 3
+    assert sorted(s[2] for s in seen) == sorted(e.random_state for e in est.estimators_)
+
+
+def test_sequential_run_is_reproducible_and_equals_merge_of_its_shards():
+    est = ShardedSoftTreeEnsemble(_base(), n_shards=2, random_state=3).fit(X, Y)
+    again = clone(est).fit(X, Y)
+    _assert_same_params(est.merged_.tree_params_, again.merged_.tree_params_)
+    manual = merge_estimators(est.estimators_, weights=est.shard_sizes_)
+    _assert_same_params(est.merged_.tree_params_, manual.tree_params_)
+    for model, idx in zip(est.estimators_, est.shard_indices_):
+        refit = clone(model).fit(X[idx], Y[idx])
+        _assert_same_params(refit.tree_params_, model.tree_params_)
+
+
+def test_shard_splits():
+    y = np.repeat([0, 1], [300, 100])
+    for split in ("iid", "stratified", "class_skewed"):
+        shards = make_shards(y, 4, split, random_state=0)
+        allidx = np.concatenate(shards)
+        assert len(allidx) == len(y) and len(np.unique(allidx)) == len(y)
+        assert all(np.all(np.diff(s) > 0) for s in shards)
+    iid = make_shards(y, 3, "iid", random_state=0)
+    assert sorted(len(s) for s in iid) == [133, 133, 134]
+    strat = make_shards(y, 4, "stratified", random_state=0)
+    assert [int((y[s] == 1).sum()) for s in strat] == [25, 25, 25, 25]
+    # the paper's split: two balanced classes, two shards, 80/20 and 20/80
+    yb = np.repeat([0, 1], 500)
+    skew = make_shards(yb, 2, "class_skewed", random_state=0)
+    assert [float(np.mean(yb[s] == 0)) for s in skew] == [0.8, 0.2]
+    skew4 = make_shards(yb, 4, "class_skewed", skew=0.9, random_state=0)
+    assert [len(s) for s in skew4] == [250] * 4
+    assert [float(np.mean(yb[s] == 0)) for s in skew4] == [0.9, 0.1, 0.9, 0.1]
+    # regression targets: quantile bins play the classes
+    t = np.arange(400.0)
+    reg = make_shards(t, 2, "class_skewed", is_classifier=False, random_state=0)
+    assert np.mean(t[reg[0]] < 200) == pytest.approx(0.8)
+    with pytest.raises(ValueError, match="Unknown split"):
+        make_shards(y, 2, "bogus")
+
+
+def test_classifier_behaviour():
+    est = ShardedSoftTreeEnsemble(_base(), n_shards=2, split="class_skewed", random_state=0)
+    assert is_classifier(est) and not is_regressor(est)
+    labels = np.array(["no", "yes"])[Y]
+    est.fit(X, labels)
+    np.testing.assert_array_equal(est.classes_, ["no", "yes"])
+    proba = est.predict_proba(X)
+    assert proba.shape == (len(X), 2) and np.allclose(proba.sum(axis=1), 1)
+    assert set(est.predict(X)) <= {"no", "yes"}
+    assert est.score(X, labels) == pytest.approx(np.mean(est.predict(X) == labels))
+    assert est.decision_function(X).shape == (len(X),)
+    assert est.n_features_in_ == X.shape[1] and len(est.estimators_) == 2
+    assert est.weights_.sum() == pytest.approx(1.0)
+    assert est.n_iter_ == est.alignment_.n_iter
+    loaded = pickle.loads(pickle.dumps(est))
+    np.testing.assert_array_equal(loaded.predict(X), est.predict(X))
+    pipe = make_pipeline(StandardScaler(), clone(est)).fit(X, Y)
+    assert pipe.predict(X).shape == (len(X),)
+    # merge options
+    for merge in ("am", "naive"):
+        other = clone(est).set_params(merge=merge, merge_weights="uniform").fit(X, Y)
+        assert other.predict(X).shape == (len(X),)
+    assert other.alignment_.n_iter == 0
+
+
+def test_regressor_behaviour():
+    Xr, yr = make_regression(n_samples=300, n_features=4, noise=1.0, random_state=0)
+    base = SoftTreeEnsembleRegressor(n_estimators=8, max_epochs=5, device="cpu")
+    est = ShardedSoftTreeEnsemble(base, n_shards=3, split="stratified", random_state=0)
+    assert is_regressor(est) and not is_classifier(est)
+    assert not hasattr(est, "predict_proba")
+    est.fit(Xr, yr)
+    assert not hasattr(est, "classes_")
+    assert est.predict(Xr).shape == (len(Xr),)
+    assert est.score(Xr, yr) == pytest.approx(
+        1 - np.sum((yr - est.predict(Xr)) ** 2) / np.sum((yr - yr.mean()) ** 2)
+    )
+
+
+def test_sample_weight_goes_to_the_shards():
+    w = np.where(Y == 1, 2.0, 1.0)
+    est = ShardedSoftTreeEnsemble(_base(), n_shards=2, random_state=0).fit(X, Y, sample_weight=w)
+    expected = [w[idx].sum() for idx in est.shard_indices_]
+    np.testing.assert_allclose(est.weights_, np.array(expected) / sum(expected))
+    refit = clone(est.estimators_[0]).fit(X[est.shard_indices_[0]], Y[est.shard_indices_[0]],
+                                          sample_weight=w[est.shard_indices_[0]])
+    _assert_same_params(refit.tree_params_, est.estimators_[0].tree_params_)
+
+
+def test_errors():
+    with pytest.raises(InvalidParameterError):
+        ShardedSoftTreeEnsemble(_base(), n_shards=1).fit(X, Y)
+    with pytest.raises(InvalidParameterError):
+        ShardedSoftTreeEnsemble(_base(), merge="bogus").fit(X, Y)
+    with pytest.raises(TypeError, match="SoftTreeEnsemble"):
+        ShardedSoftTreeEnsemble(LogisticRegression(), n_shards=2).fit(X, Y)
+    y_rare = np.zeros(len(Y), dtype=int)
+    y_rare[:3] = 1
+    with pytest.raises(ValueError, match="every class"):
+        ShardedSoftTreeEnsemble(_base(), n_shards=4, random_state=0).fit(X, y_rare)
+    with pytest.raises(ValueError, match="n_samples=6"):
+        ShardedSoftTreeEnsemble(_base(), n_shards=4).fit(X[:6], Y[:6])
+
+
+def test_sklearn_estimator_checks():
+    """scikit-learn's conventions, with tiny (under-trained) models for speed."""
+    expected = {
+        # shards see different rows, so weights are not equivalent to repeated rows
+        "check_sample_weight_equivalence_on_dense_data": "sharding and SGD",
+        # 2 epochs of 4 trees on half the data: too weak for the accuracy thresholds
+        "check_classifiers_train": "tiny model",
+        "check_regressors_train": "tiny model",
+    }
+    for base in (_base(n_estimators=4, max_epochs=2),
+                 SoftTreeEnsembleRegressor(n_estimators=4, max_epochs=2, device="cpu")):
+        est = ShardedSoftTreeEnsemble(base, n_shards=2, split="stratified", random_state=0)
+        results = check_estimator(est, on_fail=None, expected_failed_checks=expected)
+        failed = [(r["check_name"], r["exception"]) for r in results if r["status"] == "failed"]
+        assert not failed
+
+
+def test_benchmark_smoke(tmp_path):
+    proc = subprocess.run(
+        [sys.executable, "-m", "benchmarks.bench_sharded", "--smoke", "--out", str(tmp_path)],
+        cwd=REPO_ROOT, capture_output=True, text=True, timeout=300,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    accuracy = (tmp_path / "smoke_sharded_accuracy.csv").read_text().splitlines()
+    assert "merged_wm" in accuracy[0] and len(accuracy) == 3  # header, iid, class_skewed
+    timing = (tmp_path / "smoke_sharded_timing.csv").read_text().splitlines()
+    assert timing[0].startswith("arch,K,M") and len(timing) == 5
