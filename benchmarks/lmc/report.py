@@ -53,6 +53,12 @@ def load_results(out):
     for df in (bar, models):
         if not df.empty:
             df["lr"] = df["lr"].map(_lr_str)
+    if not bar.empty:  # two processes on one dataset could append a configuration twice
+        bar = bar.drop_duplicates(["experiment", "dataset", "arch", "depth", "n_estimators",
+                                   "epochs", "pair", "method", "invariances", "split"])
+    if not models.empty:
+        models = models.drop_duplicates(["experiment", "dataset", "arch", "depth",
+                                         "n_estimators", "lr", "epochs", "seed"])
     return bar, models, _read_all(out, "hgb.csv")
 
 
