@@ -362,7 +362,7 @@ class SoftTreeEnsembleClassifier(ClassifierMixin, _BaseSoftTreeEnsemble):
         Class labels.
     n_features_in_ : int
         Number of features seen during fit.
-    feature_names_in_ : ndarray of shape (n_features_in_,)
+    feature_names_in_ : ndarray of shape (`n_features_in_`,)
         Feature names, when ``X`` has string column names.
     n_outputs_ : int
         Number of outputs per leaf (the number of classes).
@@ -528,11 +528,11 @@ class SoftTreeEnsembleRegressor(RegressorMixin, _BaseSoftTreeEnsemble):
     ----------
     n_features_in_ : int
         Number of features seen during fit.
-    feature_names_in_ : ndarray of shape (n_features_in_,)
+    feature_names_in_ : ndarray of shape (`n_features_in_`,)
         Feature names, when ``X`` has string column names.
     n_outputs_ : int
         Number of regression targets.
-    y_mean_, y_scale_ : ndarray of shape (n_outputs_,)
+    y_mean_, y_scale_ : ndarray of shape (`n_outputs_`,)
         Target standardization.
     architecture_ : TreeArchitecture
         The architecture table.

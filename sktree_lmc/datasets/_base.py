@@ -204,6 +204,7 @@ def load_tabular_benchmark(name, data_home=None, return_X_y=False, as_frame=Fals
         (n_samples,) int64, ``feature_names``, ``target_names`` (the original class labels),
         ``DESCR``, ``frame`` (None unless ``as_frame``) and ``filename``.
     (data, target) : tuple if ``return_X_y`` is True
+        ``X`` and ``y``, the arrays (or pandas objects) above.
 
     Raises
     ------
@@ -273,6 +274,7 @@ def load_magic_small(return_X_y=False, as_frame=False):
         1 = hadron ("h"), ``feature_names``, ``target_names``, ``DESCR``, ``frame`` and
         ``filename`` (the file inside the package).
     (data, target) : tuple if ``return_X_y`` is True
+        ``X`` and ``y``, the arrays (or pandas objects) above.
 
     Examples
     --------
@@ -318,6 +320,7 @@ def fetch_tabular_benchmark_openml(name, data_home=None, return_X_y=False, as_fr
         As for :func:`load_tabular_benchmark`, with ``openml_id`` instead of ``filename`` and
         ``target_names`` the original labels as OpenML gives them.
     (data, target) : tuple if ``return_X_y`` is True
+        ``X`` and ``y``, the arrays (or pandas objects) above.
 
     Examples
     --------
@@ -386,7 +389,8 @@ def paper_split(X, y, n_train=10_000, n_test=10_000, random_state=0):
 
     Returns
     -------
-    X_train, X_test, y_train, y_test : the split data, of the input types.
+    X_train, X_test, y_train, y_test : array-like
+        The split data, of the input types.
 
     Examples
     --------
