@@ -98,9 +98,9 @@ def _md(header, rows):
 
 
 # -- tables --------------------------------------------------------------------------------
-def accuracy_table(bar, models, hgb, paper):
+def accuracy_table(bar, models, hgb, paper, depth=2, M=256):
     """Issue 2 / Table 12: training accuracy per dataset and architecture, with test accuracy."""
-    lmc = bar[bar.experiment == "lmc"]
+    lmc = bar[(bar.experiment == "lmc") & (bar.depth == depth) & (bar.n_estimators == M)]
     if lmc.empty:
         return "(no results yet)"
     rows = []
