@@ -84,6 +84,18 @@ class SymmetryOps:
         Node signs (+1 keeps, -1 negates the split) of each op.
     leaf_perm : ndarray of shape (U, n_free_leaves), dtype int64
         Leaf permutation of each op.
+
+    Examples
+    --------
+    >>> from sktree_lmc import SymmetryOps, get_architecture
+    >>> ops = get_architecture("oblivious", 2).ops  # the whole group of a depth-2 oblivious tree
+    >>> len(ops), ops.perm.shape, ops.leaf_perm.shape
+    (8, (8, 2), (8, 4))
+    >>> swap = ops[4]  # exchange the two levels; leaves 1 and 2 trade places
+    >>> swap.perm.tolist(), swap.sign.tolist(), swap.leaf_perm.tolist()
+    ([1, 0], [1.0, 1.0], [0, 2, 1, 3])
+    >>> len(SymmetryOps.identity(5, n_nodes=2, n_leaves=4))
+    5
     """
 
     perm: np.ndarray
@@ -98,7 +110,22 @@ class SymmetryOps:
 
     @classmethod
     def identity(cls, n_ops, n_nodes, n_leaves):
-        """Return ``n_ops`` copies of the identity operation."""
+        """Return ``n_ops`` copies of the identity operation.
+
+        Parameters
+        ----------
+        n_ops : int
+            Number of ops (rows).
+        n_nodes : int
+            Splitting nodes per tree.
+        n_leaves : int
+            Free leaves per tree.
+
+        Returns
+        -------
+        SymmetryOps
+            ``perm`` and ``leaf_perm`` the identity, ``sign`` all ones.
+        """
         return cls(
             np.tile(np.arange(n_nodes, dtype=np.int64), (n_ops, 1)),
             np.ones((n_ops, n_nodes), dtype=np.float32),
@@ -129,6 +156,20 @@ class TreeArchitecture:
         True for perfect binary trees without sharing, whose flip group is a
         product over nodes; matching then uses an exact dynamic program
         instead of enumeration.
+
+    Examples
+    --------
+    >>> from sktree_lmc import get_architecture
+    >>> arch = get_architecture("oblivious", 2)
+    >>> arch.code  # leaf rows, node columns: +1 left of the node, -1 right
+    array([[ 1,  1],
+           [ 1, -1],
+           [-1,  1],
+           [-1, -1]], dtype=int8)
+    >>> arch.n_nodes, arch.n_leaves, arch.n_ops, arch.node_weights.tolist()
+    (2, 4, 8, [4.0, 4.0])
+    >>> arch.n_params_per_tree(n_features=10, n_outputs=2)
+    30
     """
 
     name: str
@@ -180,7 +221,20 @@ class TreeArchitecture:
         return np.concatenate([pos, neg], axis=0).astype(np.float32)
 
     def n_params_per_tree(self, n_features, n_outputs):
-        """Number of trainable parameters of one tree."""
+        """Number of trainable parameters of one tree.
+
+        Parameters
+        ----------
+        n_features : int
+            Number of input features ``F``.
+        n_outputs : int
+            Number of outputs per leaf ``C``.
+
+        Returns
+        -------
+        int
+            ``n_nodes * (F + 1) + n_free_leaves * C``.
+        """
         return self.n_nodes * (n_features + 1) + self.n_free_leaves * n_outputs
 
 
@@ -210,6 +264,15 @@ def is_valid_op(arch, perm, sign, leaf_perm):
     -------
     bool
         True iff the op leaves the tree's function unchanged.
+
+    Examples
+    --------
+    >>> from sktree_lmc import get_architecture, is_valid_op
+    >>> arch = get_architecture("oblivious", 2)
+    >>> is_valid_op(arch, perm=[1, 0], sign=[1, 1], leaf_perm=[0, 2, 1, 3])  # swap the levels
+    True
+    >>> is_valid_op(arch, perm=[1, 0], sign=[1, 1], leaf_perm=[0, 1, 2, 3])  # leaves not moved
+    False
     """
     try:
         ops = _ops_from_node_ops(
@@ -316,6 +379,17 @@ def random_ops(arch, n_ops, random_state=None):
     Returns
     -------
     SymmetryOps
+        ``n_ops`` ops, one row each.
+
+    Examples
+    --------
+    >>> from sktree_lmc import get_architecture, is_valid_op, random_ops
+    >>> arch = get_architecture("non_oblivious", 3)
+    >>> ops = random_ops(arch, 4, random_state=0)
+    >>> len(ops), ops.perm.shape, ops.sign.shape, ops.leaf_perm.shape
+    (4, (4, 7), (4, 7), (4, 8))
+    >>> all(is_valid_op(arch, *ops[i].perm[None], ops[i].sign, ops[i].leaf_perm) for i in range(4))
+    True
     """
     from sklearn.utils import check_random_state
 
@@ -408,6 +482,7 @@ def get_architecture(name, depth):
     Returns
     -------
     TreeArchitecture
+        The (cached) table of the architecture.
 
     Examples
     --------

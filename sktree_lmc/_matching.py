@@ -69,6 +69,22 @@ class Alignment:
         One op per (new) tree position.
     score : float
         Value of the matching objective (sum of matched similarities).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from sktree_lmc import TreeParams, get_architecture, random_ops
+    >>> arch = get_architecture("oblivious", 2)
+    >>> rng = np.random.RandomState(0)
+    >>> a = TreeParams(rng.randn(8, arch.n_nodes, 5), rng.randn(8, arch.n_nodes),
+    ...                rng.randn(8, arch.n_free_leaves, 2))
+    >>> from sktree_lmc import weight_matching
+    >>> b = a.permute_trees(rng.permutation(8)).apply_ops(random_ops(arch, 8, random_state=0))
+    >>> alignment = weight_matching(a, b, arch)
+    >>> alignment.tree_perm.shape, len(alignment.ops)
+    ((8,), 8)
+    >>> bool(np.allclose(alignment.apply(b).split_weight, a.split_weight, atol=1e-6))
+    True
     """
 
     tree_perm: np.ndarray
@@ -76,7 +92,18 @@ class Alignment:
     score: float
 
     def apply(self, params):
-        """Return ``params`` (of model ``b``) expressed in the basis of ``a``."""
+        """Return ``params`` (of model ``b``) expressed in the basis of ``a``.
+
+        Parameters
+        ----------
+        params : TreeParams
+            Parameters of model ``b``.
+
+        Returns
+        -------
+        TreeParams
+            The same function, with trees permuted and transformed to match ``a``.
+        """
         return params.permute_trees(self.tree_perm).apply_ops(self.ops)
 
 
@@ -282,6 +309,25 @@ def pairwise_tree_similarity(params_a, params_b, arch, *, invariances="all", wei
     -------
     S : ndarray of shape (M_a, M_b)
         ``S[a, b]`` is the best inner product of tree ``a`` with a transformed tree ``b``.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from sktree_lmc import TreeParams, get_architecture, random_ops
+    >>> arch = get_architecture("oblivious", 2)
+    >>> rng = np.random.RandomState(0)
+    >>> a = TreeParams(rng.randn(8, arch.n_nodes, 5), rng.randn(8, arch.n_nodes),
+    ...                rng.randn(8, arch.n_free_leaves, 2))
+    >>> from sktree_lmc import pairwise_tree_similarity
+    >>> perm = rng.permutation(8)
+    >>> b = a.permute_trees(perm).apply_ops(random_ops(arch, 8, random_state=0))
+    >>> S = pairwise_tree_similarity(a, b, arch)
+    >>> S.shape
+    (8, 8)
+    >>> from scipy.optimize import linear_sum_assignment
+    >>> rows, cols = linear_sum_assignment(S, maximize=True)  # as weight_matching does
+    >>> bool((perm[cols] == rows).all())  # every tree of a is paired with its copy in b
+    True
     """
     if invariances not in ("perm", "all"):
         raise ValueError(f"invariances must be 'perm' or 'all', got {invariances!r}.")
@@ -332,6 +378,20 @@ def best_ops_for_pairs(params_a, params_b, arch, *, weighting=True, device="cpu"
         Op ``m`` maximizes the similarity of ``a[m]`` with transformed ``b[m]``.
     scores : ndarray of shape (M,)
         The maximal similarities.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from sktree_lmc import TreeParams, get_architecture, random_ops
+    >>> arch = get_architecture("oblivious", 2)
+    >>> rng = np.random.RandomState(0)
+    >>> a = TreeParams(rng.randn(8, arch.n_nodes, 5), rng.randn(8, arch.n_nodes),
+    ...                rng.randn(8, arch.n_free_leaves, 2))
+    >>> from sktree_lmc import best_ops_for_pairs
+    >>> b = a.apply_ops(random_ops(arch, 8, random_state=0))  # same order, flipped/reordered
+    >>> ops, scores = best_ops_for_pairs(a, b, arch)
+    >>> bool(np.allclose(b.apply_ops(ops).leaf_value, a.leaf_value, atol=1e-6))
+    True
     """
     theta_a, leaves_a = _tensors(params_a, arch, weighting, device)
     theta_b, leaves_b = _tensors(params_b, arch, weighting, device)
@@ -377,6 +437,25 @@ def weight_matching(params_a, params_b, arch, *, invariances="all", weighting=Tr
     Returns
     -------
     Alignment
+        Tree permutation and one op per tree that map ``params_b`` onto the
+        basis of ``params_a``.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from sktree_lmc import TreeParams, get_architecture, random_ops
+    >>> arch = get_architecture("oblivious", 2)
+    >>> rng = np.random.RandomState(0)
+    >>> a = TreeParams(rng.randn(8, arch.n_nodes, 5), rng.randn(8, arch.n_nodes),
+    ...                rng.randn(8, arch.n_free_leaves, 2))
+    >>> from sktree_lmc import weight_matching
+    >>> b = a.permute_trees(rng.permutation(8)).apply_ops(random_ops(arch, 8, random_state=0))
+    >>> aligned = weight_matching(a, b, arch).apply(b)  # undoes the permutation and the ops
+    >>> bool(np.allclose(aligned.split_bias, a.split_bias, atol=1e-6))
+    True
+    >>> naive = weight_matching(a, b, arch, invariances="none").apply(b)  # identity
+    >>> bool(np.allclose(naive.split_bias, b.split_bias))
+    True
     """
     _check_invariances(invariances)
     M = params_a.n_trees
@@ -421,6 +500,20 @@ def activation_matching(outputs_a, outputs_b, params_a, params_b, arch, *, invar
     Returns
     -------
     Alignment
+        Tree permutation and one op per tree that map ``params_b`` onto the
+        basis of ``params_a``.
+
+    Examples
+    --------
+    >>> from sklearn.datasets import make_classification
+    >>> from sktree_lmc import SoftTreeEnsembleClassifier, activation_matching
+    >>> X, y = make_classification(n_samples=200, random_state=0)
+    >>> a, b = (SoftTreeEnsembleClassifier(n_estimators=8, max_epochs=3, device="cpu",
+    ...                                    random_state=s).fit(X, y) for s in (1, 2))
+    >>> alignment = activation_matching(a.tree_outputs(X), b.tree_outputs(X),
+    ...                                 a.tree_params_, b.tree_params_, a.architecture_)
+    >>> sorted(alignment.tree_perm.tolist()) == list(range(8))
+    True
     """
     _check_invariances(invariances)
     M = params_a.n_trees

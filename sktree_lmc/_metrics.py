@@ -41,6 +41,7 @@ def lmc_barrier(values, lambdas=None, *, greater_is_better=True):
     Returns
     -------
     barrier : float
+        The largest gap to the straight line, at least 0.
 
     Examples
     --------
@@ -70,7 +71,9 @@ def lmc_barrier(values, lambdas=None, *, greater_is_better=True):
 class InterpolationCurve:
     """Metrics of the models interpolated between two aligned ensembles.
 
-    Attributes
+    Returned by :func:`interpolation_curve`.
+
+    Parameters
     ----------
     lambdas : ndarray of shape (n_lambdas,)
         Interpolation weights of the second model.
@@ -81,6 +84,18 @@ class InterpolationCurve:
         Direction of each metric.
     method, invariances : str
         How the second model was aligned.
+    aligner : ModelAligner or None
+        The fitted aligner (its ``alignments_[1]`` maps the second model onto
+        the first).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from sktree_lmc import InterpolationCurve
+    >>> curve = InterpolationCurve(np.linspace(0, 1, 3), {"accuracy": np.array([80.0, 75.0, 82.0])},
+    ...                            {"accuracy": True})
+    >>> curve.barrier("accuracy")  # the line is at 81 for lambda=0.5
+    6.0
     """
 
     lambdas: np.ndarray
@@ -91,7 +106,18 @@ class InterpolationCurve:
     aligner: object = field(default=None, repr=False)
 
     def barrier(self, metric="accuracy"):
-        """Barrier (Eq. 1) of ``metric`` along the curve."""
+        """Barrier (Eq. 1) of ``metric`` along the curve.
+
+        Parameters
+        ----------
+        metric : str, default="accuracy"
+            A key of ``scores``.
+
+        Returns
+        -------
+        float
+            See :func:`lmc_barrier`.
+        """
         if metric not in self.scores:
             raise ValueError(f"Unknown metric {metric!r}; available: {sorted(self.scores)}.")
         return lmc_barrier(
@@ -136,6 +162,7 @@ def interpolation_curve(a, b, X, y, *, lambdas=25, method="wm", invariances="all
     Returns
     -------
     InterpolationCurve
+        The metrics at every ``lambdas`` point, and the fitted aligner.
 
     Examples
     --------
@@ -226,6 +253,7 @@ class InterpolationCurveDisplay:
         Returns
         -------
         self : InterpolationCurveDisplay
+            The display, with ``ax_``, ``figure_`` and ``lines_`` set.
         """
         try:
             import matplotlib.pyplot as plt
@@ -275,6 +303,7 @@ class InterpolationCurveDisplay:
         Returns
         -------
         display : InterpolationCurveDisplay
+            The display, already plotted.
         """
         names = {"none": "naive", "perm": "tree permutation", "all": "all invariances"}
         curves = {

@@ -88,7 +88,13 @@ class TreeParams:
         return (self.n_trees, self.n_nodes, self.n_features, self.n_leaves, self.n_outputs)
 
     def copy(self):
-        """Return a deep copy."""
+        """Return a deep copy.
+
+        Returns
+        -------
+        TreeParams
+            New arrays with the same values.
+        """
         return TreeParams(self.split_weight.copy(), self.split_bias.copy(), self.leaf_value.copy())
 
     # -- operations ----------------------------------------------------------
@@ -103,6 +109,7 @@ class TreeParams:
         Returns
         -------
         TreeParams
+            New parameters; tree ``m`` is tree ``perm[m]`` of ``self``.
         """
         perm = np.asarray(perm)
         return TreeParams(self.split_weight[perm], self.split_bias[perm], self.leaf_value[perm])
@@ -120,6 +127,7 @@ class TreeParams:
         Returns
         -------
         TreeParams
+            New parameters computing the same function.
         """
         if len(ops) != self.n_trees:
             raise ValueError(f"Expected {self.n_trees} ops, got {len(ops)}.")
@@ -132,7 +140,20 @@ class TreeParams:
         )
 
     def interpolate(self, other, lam):
-        """Return ``(1 - lam) * self + lam * other``, parameter by parameter."""
+        """Return ``(1 - lam) * self + lam * other``, parameter by parameter.
+
+        Parameters
+        ----------
+        other : TreeParams
+            Parameters of the same shapes (aligned to ``self`` for merging).
+        lam : float
+            Weight of ``other``.
+
+        Returns
+        -------
+        TreeParams
+            The interpolated parameters.
+        """
         lam = np.float32(lam)
         return TreeParams(
             (1 - lam) * self.split_weight + lam * other.split_weight,
@@ -142,7 +163,20 @@ class TreeParams:
 
     @staticmethod
     def weighted_average(params, weights):
-        """Weighted average of several compatible parameter sets."""
+        """Weighted average of several compatible parameter sets.
+
+        Parameters
+        ----------
+        params : sequence of TreeParams
+            Parameter sets of the same shapes.
+        weights : array-like of shape (len(params),)
+            Non-negative weights; they are normalized to sum to one.
+
+        Returns
+        -------
+        TreeParams
+            ``sum(w_i * params_i) / sum(w_i)``, parameter by parameter.
+        """
         w = np.asarray(weights, dtype=np.float64)
         w = (w / w.sum()).astype(np.float32)
         return TreeParams(
