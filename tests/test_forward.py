@@ -1,0 +1,293 @@
+"""The math of the vectorized kernel (:mod:`sktree_lmc._forward`).
+
+The kernel's routing is derived from each architecture's ``code`` table and its
+backward pass is written by hand, so it is checked against the slow NumPy
+``reference_forward``, against ``torch.autograd.gradcheck`` in float64, and on
+the properties of Eq. 2-4 of the paper.
+"""
+
+import csv
+import types
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from numpy.testing import assert_allclose, assert_array_equal
+
+from sktree_lmc import TreeParams, get_architecture
+from sktree_lmc._forward import SoftTreeEnsembleModule, reference_forward, routing_plan
+
+ARCHS = ["non_oblivious", "oblivious", "decision_list", "decision_list_modified"]
+REPO_ROOT = Path(__file__).resolve().parent.parent
+
+
+def random_params(arch, n_trees, n_features, n_outputs, rng, scale=1.0):
+    return TreeParams(
+        rng.normal(scale=scale, size=(n_trees, arch.n_nodes, n_features)),
+        rng.normal(scale=scale, size=(n_trees, arch.n_nodes)),
+        rng.normal(size=(n_trees, arch.n_free_leaves, n_outputs)),
+    )
+
+
+def reference_leaf_probabilities(arch, params, X):
+    """mu of shape (B, M, L) with unit leaf values, from ``reference_forward``."""
+    L = arch.n_free_leaves
+    out = np.empty((X.shape[0], params.n_trees, L))
+    for j in range(L):
+        unit = np.zeros((params.n_trees, L, 1))
+        unit[:, j, 0] = 1.0
+        p = TreeParams(params.split_weight, params.split_bias, unit)
+        out[:, :, j] = reference_forward(arch, p, X)[:, :, 0]
+    return out
+
+
+def module_and_data(name, depth, n_trees=5, n_features=4, n_outputs=3, n_samples=17, seed=0,
+                    dtype=torch.float32):
+    rng = np.random.default_rng(seed)
+    arch = get_architecture(name, depth)
+    params = random_params(arch, n_trees, n_features, n_outputs, rng)
+    X = rng.normal(size=(n_samples, n_features))
+    module = SoftTreeEnsembleModule.from_params(arch, params).to(dtype)
+    return arch, params, module, X
+
+
+@pytest.mark.parametrize("depth", [1, 2, 3, 4])
+@pytest.mark.parametrize("name", ARCHS)
+def test_vectorized_equals_reference(name, depth):
+    arch, params, module, X = module_and_data(name, depth)
+    Xt = torch.as_tensor(X, dtype=torch.float32)
+    ref = reference_forward(arch, params, X)
+    with torch.no_grad():
+        assert_allclose(module.tree_outputs(Xt).numpy(), ref, rtol=1e-5, atol=1e-5)
+        assert_allclose(module(Xt).numpy(), ref.sum(axis=1), rtol=1e-5, atol=1e-5)
+        assert_allclose(
+            module.leaf_probabilities(Xt).numpy(),
+            reference_leaf_probabilities(arch, params, X),
+            rtol=1e-5,
+            atol=1e-6,
+        )
+
+
+def test_depth_one_architectures_compute_the_same_function():
+    """With one split, all architectures are the same stump (Figure 2); the
+    modified list is the stump whose right leaf is 0."""
+    rng = np.random.default_rng(1)
+    M, F, C = 6, 5, 2
+    w, b = rng.normal(size=(M, 1, F)), rng.normal(size=(M, 1))
+    pi = rng.normal(size=(M, 2, C))
+    X = torch.as_tensor(rng.normal(size=(40, F)), dtype=torch.float32)
+
+    def out(name, leaf_value):
+        module = SoftTreeEnsembleModule.from_params(
+            get_architecture(name, 1), TreeParams(w, b, leaf_value)
+        )
+        with torch.no_grad():
+            return module(X).numpy()
+
+    stump = out("non_oblivious", pi)
+    assert_array_equal(out("oblivious", pi), stump)
+    assert_array_equal(out("decision_list", pi), stump)
+    zero_right = pi.copy()
+    zero_right[:, 1] = 0.0
+    assert_allclose(out("decision_list_modified", pi[:, :1]), out("non_oblivious", zero_right),
+                    rtol=1e-6, atol=1e-7)
+    # and the stump is sigmoid(z) pi_left + sigmoid(-z) pi_right
+    z = X.numpy() @ w[:, 0].T + b[:, 0]
+    s = 1 / (1 + np.exp(-z))
+    expected = s @ pi[:, 0] + (1 - s) @ pi[:, 1]
+    assert_allclose(stump, expected, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("depth", [1, 2, 3, 4])
+@pytest.mark.parametrize("name", ARCHS)
+def test_leaf_probabilities_sum_to_one(name, depth):
+    arch, params, module, X = module_and_data(name, depth, dtype=torch.float64)
+    with torch.no_grad():
+        mu = module.leaf_probabilities(torch.as_tensor(X)).numpy()
+    total = mu.sum(axis=2)  # (B, M)
+    assert (mu > 0).all()
+    if name != "decision_list_modified":
+        assert_allclose(total, 1.0, rtol=0, atol=1e-12)
+        return
+    # The modified list's missing mass is its empty (fixed-zero) last leaf,
+    # reached by going right at every split: prod_i (1 - sigmoid(z_i)).
+    assert (total < 1).all()
+    z = np.einsum("bf,mnf->bmn", X, params.split_weight.astype(np.float64)) + params.split_bias
+    empty_leaf = np.prod(1 - 1 / (1 + np.exp(-z)), axis=2)
+    assert_allclose(1 - total, empty_leaf, rtol=1e-9, atol=1e-12)
+
+
+@pytest.mark.parametrize("name", ARCHS)
+def test_gradients_reach_every_parameter(name):
+    arch, params, module, X = module_and_data(name, 3, n_samples=64)
+    y = torch.as_tensor(np.arange(64) % 3)
+    loss = torch.nn.functional.cross_entropy(module(torch.as_tensor(X, dtype=torch.float32)), y)
+    loss.backward()
+    for p in (module.split_weight, module.split_bias, module.leaf_value):
+        assert p.grad is not None and p.grad.shape == p.shape
+        assert torch.isfinite(p.grad).all()
+        assert (p.grad != 0).all(), "a parameter receives no gradient"
+
+
+@pytest.mark.parametrize("depth", [1, 2, 3])
+@pytest.mark.parametrize("name", ARCHS)
+def test_hand_written_backward_passes_gradcheck(name, depth):
+    """The closed-form backward of the routing and of the leaf contraction,
+    against finite differences in float64, through every public entry point."""
+    arch, params, module, X = module_and_data(name, depth, n_trees=3, n_features=3, n_outputs=2,
+                                              n_samples=4, dtype=torch.float64)
+    Xt = torch.as_tensor(X)
+    inputs = tuple(
+        p.detach().clone().requires_grad_(True)
+        for p in (module.split_weight, module.split_bias, module.leaf_value)
+    )
+    names = ("split_weight", "split_bias", "leaf_value")
+    for method in ("forward", "tree_outputs", "leaf_probabilities"):
+        caller = _MethodCaller(module, method)
+
+        def fn(*tensors, caller=caller):
+            swapped = {f"module.{n}": t for n, t in zip(names, tensors)}
+            return torch.func.functional_call(caller, swapped, (Xt,))
+
+        assert torch.autograd.gradcheck(fn, inputs, fast_mode=depth > 1), method
+
+
+class _MethodCaller(torch.nn.Module):
+    """Calls ``module.<method>`` so that ``functional_call`` can swap its parameters."""
+
+    def __init__(self, module, method):
+        super().__init__()
+        self.module, self.method = module, method
+
+    def forward(self, X):
+        return getattr(self.module, self.method)(X)
+
+
+def _dyadic_params(arch, rng, n_trees=4, n_features=3):
+    """Parameters and inputs on a coarse dyadic grid: every split logit is computed
+    exactly in float32, whatever the order of summation in the matmul."""
+    w = rng.integers(-4, 5, size=(n_trees, arch.n_nodes, n_features)) / 8
+    b = rng.integers(-4, 5, size=(n_trees, arch.n_nodes)) / 8
+    pi = rng.normal(size=(n_trees, arch.n_free_leaves, 2))
+    X = rng.integers(-3, 4, size=(25, n_features)).astype(np.float32)
+    return TreeParams(w, b, pi), torch.as_tensor(X)
+
+
+@pytest.mark.parametrize("depth", [1, 2, 3])
+@pytest.mark.parametrize("name", ["non_oblivious", "oblivious", "decision_list"])
+def test_split_flips_permute_leaf_probabilities_exactly(name, depth):
+    """sigmoid(z) and sigmoid(-z) are computed from the same z, in slabs of the
+    same layout, so flipping splits in place (w, b -> -w, -b; the ops of the
+    group that move no node) gives bit-identical leaf probabilities, permuted.
+    Ops that also move nodes (subtree swaps, splitting-order changes) move
+    values to other memory positions, where float32 sigmoids may round
+    differently by an ulp: those agree to float32 precision."""
+    arch = get_architecture(name, depth)
+    params, X = _dyadic_params(arch, np.random.default_rng(depth))
+    in_place = (arch.ops.perm == np.arange(arch.n_nodes)).all(axis=1)
+    n_flippable_in_place = {"non_oblivious": 2 ** (depth - 1), "oblivious": depth,
+                            "decision_list": 1}
+    assert in_place.sum() == 2 ** n_flippable_in_place[name]
+    with torch.no_grad():
+        mu = SoftTreeEnsembleModule.from_params(arch, params).leaf_probabilities(X).numpy()
+        for u in range(len(arch.ops)):
+            op = arch.ops[np.full(params.n_trees, u)]
+            moved = SoftTreeEnsembleModule.from_params(arch, params.apply_ops(op))
+            mu_moved = moved.leaf_probabilities(X).numpy()
+            if in_place[u]:
+                assert_array_equal(mu_moved, mu[:, :, op.leaf_perm[0]])
+            else:
+                assert_allclose(mu_moved, mu[:, :, op.leaf_perm[0]], rtol=1e-6, atol=0)
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    name=st.sampled_from(ARCHS),
+    depth=st.integers(1, 3),
+    n_trees=st.integers(1, 4),
+    n_features=st.integers(1, 4),
+    n_outputs=st.integers(1, 3),
+    n_samples=st.integers(1, 6),
+    scale=st.floats(0.01, 20.0),
+    seed=st.integers(0, 2**32 - 1),
+)
+def test_property_kernel_matches_reference(name, depth, n_trees, n_features, n_outputs,
+                                           n_samples, scale, seed):
+    """For random shapes and parameter scales (including saturated sigmoids),
+    the kernel equals the reference and routes a mass of at most 1 per tree."""
+    rng = np.random.default_rng(seed)
+    arch = get_architecture(name, depth)
+    params = random_params(arch, n_trees, n_features, n_outputs, rng, scale=scale)
+    X = rng.normal(size=(n_samples, n_features))
+    module = SoftTreeEnsembleModule.from_params(arch, params).double()
+    with torch.no_grad():
+        Xt = torch.as_tensor(X)
+        out = module.tree_outputs(Xt).numpy()
+        mu = module.leaf_probabilities(Xt).numpy()
+    assert_allclose(out, reference_forward(arch, params, X), rtol=1e-9, atol=1e-9)
+    assert (mu >= 0).all() and (mu.sum(axis=2) <= 1 + 1e-12).all()
+
+
+def test_routing_plan_follows_the_code_table():
+    """Each free leaf's path in the plan uses exactly the nodes of its code row."""
+    for name in ARCHS:
+        for depth in (1, 2, 3):
+            arch = get_architecture(name, depth)
+            steps = routing_plan(arch)
+            for j, leaf in enumerate(arch.free_leaves):
+                (i,) = [i for i, s in enumerate(steps) if s[2] == j]
+                row = np.zeros(arch.n_nodes, dtype=int)
+                while i >= 0:
+                    parent, sig, _ = steps[i]
+                    row[sig % arch.n_nodes] = 1 if sig < arch.n_nodes else -1
+                    i = parent
+                assert_array_equal(row, arch.code[leaf])
+    # the fixed-zero leaf of the modified list is never computed
+    arch = get_architecture("decision_list_modified", 3)
+    assert len(routing_plan(arch)) == 2 * 3 - 1
+
+
+def test_routing_plan_rejects_a_table_that_is_not_a_tree():
+    bad = types.SimpleNamespace(
+        name="bad", code=np.array([[1, 0], [0, 1]], dtype=np.int8), free_leaves=np.arange(2)
+    )
+    with pytest.raises(ValueError, match="not a binary tree"):
+        routing_plan(bad)
+
+
+def test_module_parameters_keep_the_documented_layout():
+    arch = get_architecture("non_oblivious", 3)
+    gen = torch.Generator().manual_seed(0)
+    module = SoftTreeEnsembleModule(arch, 6, 5, 4, generator=gen)
+    assert module.split_weight.shape == (6, 7, 5)
+    assert module.split_bias.shape == (6, 7)
+    assert module.leaf_value.shape == (6, 8, 4)
+    # fully-connected initialization bounds
+    assert module.split_weight.abs().max() <= 1 / np.sqrt(5)
+    assert module.leaf_value.abs().max() <= 1 / np.sqrt(8)
+    p = module.to_params()
+    back = SoftTreeEnsembleModule.from_params(arch, p)
+    for a, b in zip(module.parameters(), back.parameters()):
+        assert torch.equal(a, b)
+
+
+def test_benchmark_smoke(tmp_path, monkeypatch, capsys):
+    """``python -m benchmarks.bench_throughput --smoke`` runs and writes its CSV."""
+    monkeypatch.syspath_prepend(str(REPO_ROOT))
+    from benchmarks import bench_throughput
+
+    n_threads = torch.get_num_threads()
+    rows = bench_throughput.main(["--smoke", "--out", str(tmp_path)])
+    assert torch.get_num_threads() == n_threads
+    printed = capsys.readouterr().out
+    assert "| threads | arch | D |" in printed
+    with open(tmp_path / "throughput_smoke.csv") as fh:
+        table = list(csv.DictReader(fh))
+    assert len(table) == len(rows) == 4 * 2
+    for row in table:
+        for kernel in bench_throughput.KERNELS:
+            assert float(row[f"train_{kernel}"]) > 0
+            assert float(row[f"predict_{kernel}"]) > 0
