@@ -410,8 +410,19 @@ def _identity_ops(arch, M):
     return SymmetryOps.identity(M, arch.n_nodes, arch.n_free_leaves)
 
 
-def _assign(S):
-    rows, cols = linear_sum_assignment(S, maximize=True)
+def _assign(S, norms_a=None, norms_b=None):
+    """Tree permutation maximizing ``sum_m S[m, perm[m]]``, and that sum.
+
+    With the squared norms of the compared vectors, the problem is handed to the
+    solver in the equivalent form ``S - |a|^2 / 2 - |b|^2 / 2 = -|a - b|^2 / 2``
+    (row and column constants do not change the optimal assignment). On
+    near-rank-deficient tables, such as inner products of tree outputs, the
+    Jonker-Volgenant solver is several times faster on that form.
+    """
+    cost = S
+    if norms_a is not None:
+        cost = S - 0.5 * norms_a[:, None] - 0.5 * norms_b[None, :]
+    rows, cols = linear_sum_assignment(cost, maximize=True)
     return cols[np.argsort(rows)], float(S[rows, cols].sum())
 
 
@@ -524,7 +535,7 @@ def activation_matching(outputs_a, outputs_b, params_a, params_b, arch, *, invar
     oa = oa.permute(1, 0, 2).reshape(M, -1)
     ob = ob.permute(1, 0, 2).reshape(M, -1)
     S = (oa @ ob.T).cpu().numpy()
-    perm, score = _assign(S)
+    perm, score = _assign(S, (oa * oa).sum(1).cpu().numpy(), (ob * ob).sum(1).cpu().numpy())
     if invariances == "perm" or arch.n_ops == 1:
         return Alignment(perm, _identity_ops(arch, M), score)
     ops, _ = best_ops_for_pairs(
