@@ -12,7 +12,11 @@ these models is reported:
 - ``merged_wm``: weight matching with the iterative N-way refinement (the default);
 - ``merged_am_ref`` / ``merged_am``: the same with activation matching (512 training rows);
 - ``ensemble``: average of the K models' predicted probabilities (K times the inference cost);
-- ``gap_recovered``: ``(merged_wm - shard_mean) / (full - shard_mean)``.
+- ``gap_recovered``: ``(merged_wm - shard_mean) / (full - shard_mean)``;
+- ``logloss_*``: the test log-loss of every variant (less noisy than accuracy).
+
+``--seeds 0 1 2`` repeats everything (split, shard seeds, full model) per seed; the printed
+table shows means over seeds.
 
 A second table times the merge of K=8 models of M=1024 trees (random parameters).
 
@@ -39,6 +43,7 @@ import joblib
 import numpy as np
 import torch
 from sklearn.base import clone
+from sklearn.metrics import log_loss
 
 from sktree_lmc import ShardedSoftTreeEnsemble, SoftTreeEnsembleClassifier, TreeParams
 from sktree_lmc._merge import _with_params
@@ -53,11 +58,13 @@ from sktree_lmc.datasets import (
 DEFAULT_OUT = Path(__file__).resolve().parent / "results"
 DEFAULT_DATASETS = ["MagicTelescope", "electricity", "california", "bank-marketing"]
 
-ACC_FIELDS = [
-    "dataset", "split", "K", "n_train", "shard_size", "shard_mean", "shard_min", "shard_max",
-    "full", "naive", "merged_wm_ref", "merged_wm", "merged_am_ref", "merged_am", "ensemble",
-    "gap_recovered", "wm_sweeps", "wm_objective_gain", "merge_wm_s", "fit_s",
-]
+VARIANTS = ["shard_mean", "full", "naive", "merged_wm_ref", "merged_wm", "merged_am_ref",
+            "merged_am", "ensemble"]
+ACC_FIELDS = (
+    ["dataset", "split", "K", "seed", "n_train", "shard_size", "shard_min", "shard_max"]
+    + VARIANTS + [f"logloss_{v}" for v in VARIANTS]
+    + ["gap_recovered", "wm_sweeps", "wm_objective_gain", "merge_wm_s", "fit_s"]
+)
 TIME_FIELDS = ["arch", "K", "M", "F", "C", "method", "max_iter", "sweeps", "matchings",
                "converged", "seconds"]
 
@@ -86,8 +93,40 @@ def _cached(path, make):
     return obj, seconds
 
 
-def _acc(model, X, y):
-    return 100.0 * float(np.mean(model.predict(X) == y))
+def _scores(proba, classes, y):
+    """Accuracy (percent) and log-loss of predicted probabilities."""
+    acc = 100.0 * float(np.mean(classes[proba.argmax(axis=1)] == y))
+    return acc, float(log_loss(y, proba, labels=classes))
+
+
+def evaluate(models, weights, full, X_train, X_test, y_test, seed):
+    """Test accuracy and log-loss of every variant, and details of the WM merge."""
+    classes = models[0].classes_
+    w = np.asarray(weights, dtype=np.float64) / np.sum(weights)
+    probas = [m.predict_proba(X_test) for m in models]
+    shard = [_scores(p, classes, y_test) for p in probas]
+    row = {"shard_min": min(a for a, _ in shard), "shard_max": max(a for a, _ in shard)}
+    scores = {"shard_mean": tuple(np.mean(shard, axis=0)),
+              "full": _scores(full.predict_proba(X_test), classes, y_test),
+              "ensemble": _scores(sum(wi * p for wi, p in zip(w, probas)), classes, y_test)}
+    naive = merge_many(models, w, invariances="none")
+    scores["naive"] = _scores(naive.predict_proba(X_test), classes, y_test)
+    for method in ("wm", "am"):
+        kw = dict(method=method, X=X_train, random_state=seed)
+        ref = merge_many(models, w, max_iter=0, **kw)
+        start = time.perf_counter()
+        merged, info = merge_many(models, w, return_alignment=True, **kw)
+        seconds = time.perf_counter() - start
+        scores[f"merged_{method}_ref"] = _scores(ref.predict_proba(X_test), classes, y_test)
+        scores[f"merged_{method}"] = _scores(merged.predict_proba(X_test), classes, y_test)
+        if method == "wm":
+            row.update(merge_wm_s=seconds, wm_sweeps=info.n_iter,
+                       wm_objective_gain=info.objective[-1] / info.objective[0] - 1)
+    for v in VARIANTS:
+        row[v], row[f"logloss_{v}"] = scores[v]
+    gap = row["full"] - row["shard_mean"]
+    row["gap_recovered"] = (row["merged_wm"] - row["shard_mean"]) / gap if gap else float("nan")
+    return row
 
 
 def run_accuracy(args, out_csv):
@@ -95,70 +134,78 @@ def run_accuracy(args, out_csv):
         arch=args.arch, depth=args.depth, n_estimators=args.n_estimators,
         learning_rate=args.learning_rate, max_epochs=args.epochs, device="cpu",
     )
-    tag = f"{args.arch}_D{args.depth}_M{args.n_estimators}_e{args.epochs}_s{args.seed}"
     cache = None if args.no_cache else Path(args.out) / "cache"
     done = set()
     if out_csv.exists() and not args.smoke:
         with open(out_csv) as fh:
-            done = {(r["dataset"], r["split"], int(r["K"])) for r in csv.DictReader(fh)}
+            done = {(r["dataset"], r["split"], int(r["K"]), int(r["seed"]))
+                    for r in csv.DictReader(fh)}
     else:
         with open(out_csv, "w", newline="") as fh:
             csv.DictWriter(fh, ACC_FIELDS).writeheader()
-    for name in args.datasets:
-        X_train, X_test, y_train, y_test = _load(name, args.seed)
-        full_path = cache and cache / f"{name}_full_{tag}.joblib"
-        full, _ = _cached(
-            full_path, lambda: clone(base).set_params(random_state=args.seed).fit(X_train, y_train)
-        )
-        acc_full = _acc(full, X_test, y_test)
-        print(f"{name}: full-data model {acc_full:.2f}%", flush=True)
-        for split in args.splits:
-            for K in args.ks:
-                if (name, split, K) in done:
-                    print(f"  {split} K={K}: already in {out_csv}", flush=True)
-                    continue
-                path = cache and cache / f"{name}_{split}_K{K}_{tag}.joblib"
-                sharded, fit_s = _cached(path, lambda: ShardedSoftTreeEnsemble(
-                    base, n_shards=K, split=split, random_state=args.seed, n_jobs=args.n_jobs,
-                ).fit(X_train, y_train))
-                models, w = sharded.estimators_, sharded.shard_sizes_
-                shard_acc = [_acc(m, X_test, y_test) for m in models]
-                row = dict(dataset=name, split=split, K=K, n_train=len(y_train),
-                           shard_size=int(np.mean(w)), shard_mean=np.mean(shard_acc),
-                           shard_min=np.min(shard_acc), shard_max=np.max(shard_acc),
-                           full=acc_full, fit_s=fit_s)
-                row["naive"] = _acc(merge_many(models, w, invariances="none"), X_test, y_test)
-                for method in ("wm", "am"):
-                    kw = dict(method=method, X=X_train, random_state=args.seed)
-                    ref = merge_many(models, w, max_iter=0, **kw)
-                    start = time.perf_counter()
-                    merged, info = merge_many(models, w, return_alignment=True, **kw)
-                    seconds = time.perf_counter() - start
-                    row[f"merged_{method}_ref"] = _acc(ref, X_test, y_test)
-                    row[f"merged_{method}"] = _acc(merged, X_test, y_test)
-                    if method == "wm":
-                        row["merge_wm_s"] = seconds
-                        row["wm_sweeps"] = info.n_iter
-                        row["wm_objective_gain"] = info.objective[-1] / info.objective[0] - 1
-                proba = sum(wi * m.predict_proba(X_test) for wi, m in zip(w / w.sum(), models))
-                row["ensemble"] = 100.0 * float(
-                    np.mean(models[0].classes_[proba.argmax(axis=1)] == y_test)
-                )
-                gap = row["full"] - row["shard_mean"]
-                row["gap_recovered"] = (row["merged_wm"] - row["shard_mean"]) / gap if gap else ""
-                with open(out_csv, "a", newline="") as fh:
-                    csv.DictWriter(fh, ACC_FIELDS).writerow(
-                        {k: round(v, 4) if isinstance(v, float) else v for k, v in row.items()}
-                    )
-                print(f"  {split} K={K}: shard {row['shard_mean']:.2f} naive {row['naive']:.2f} "
-                      f"wm_ref {row['merged_wm_ref']:.2f} wm {row['merged_wm']:.2f} "
-                      f"am {row['merged_am']:.2f} ens {row['ensemble']:.2f} full {acc_full:.2f} "
-                      f"(fit {fit_s:.0f}s, merge {row['merge_wm_s']:.2f}s, "
-                      f"{row['wm_sweeps']} sweeps)", flush=True)
+    for seed in args.seeds:
+        tag = f"{args.arch}_D{args.depth}_M{args.n_estimators}_e{args.epochs}_s{seed}"
+        for name in args.datasets:
+            X_train, X_test, y_train, y_test = _load(name, seed)
+            full_path = cache and cache / f"{name}_full_{tag}.joblib"
+            full, _ = _cached(
+                full_path, lambda: clone(base).set_params(random_state=seed).fit(X_train, y_train)
+            )
+            print(f"{name} seed {seed}: full-data model {100 * full.score(X_test, y_test):.2f}%",
+                  flush=True)
+            for split in args.splits:
+                for K in args.ks:
+                    if (name, split, K, seed) in done:
+                        continue
+                    path = cache and cache / f"{name}_{split}_K{K}_{tag}.joblib"
+                    sharded, fit_s = _cached(path, lambda: ShardedSoftTreeEnsemble(
+                        base, n_shards=K, split=split, random_state=seed, n_jobs=args.n_jobs,
+                    ).fit(X_train, y_train))
+                    row = dict(dataset=name, split=split, K=K, seed=seed, n_train=len(y_train),
+                               shard_size=int(np.mean(sharded.shard_sizes_)), fit_s=fit_s)
+                    row.update(evaluate(sharded.estimators_, sharded.shard_sizes_, full,
+                                        X_train, X_test, y_test, seed))
+                    with open(out_csv, "a", newline="") as fh:
+                        csv.DictWriter(fh, ACC_FIELDS).writerow(
+                            {k: round(v, 4) if isinstance(v, float) else v
+                             for k, v in row.items()}
+                        )
+                    print(f"  {split} K={K}: shard {row['shard_mean']:.2f} "
+                          f"naive {row['naive']:.2f} wm_ref {row['merged_wm_ref']:.2f} "
+                          f"wm {row['merged_wm']:.2f} am {row['merged_am']:.2f} "
+                          f"ens {row['ensemble']:.2f} full {row['full']:.2f} "
+                          f"(fit {fit_s:.0f}s, merge {row['merge_wm_s']:.2f}s, "
+                          f"{row['wm_sweeps']} sweeps)", flush=True)
+
+
+def summarize(csv_path):
+    """Markdown table: means over seeds per (dataset, split, K)."""
+    with open(csv_path) as fh:
+        rows = list(csv.DictReader(fh))
+    groups = {}
+    for r in rows:
+        groups.setdefault((r["dataset"], r["split"], int(r["K"])), []).append(r)
+    cols = ["shard_mean", "full", "naive", "merged_wm_ref", "merged_wm", "merged_am_ref",
+            "merged_am", "ensemble"]
+    head = ["dataset", "split", "K", "seeds", "shard", "full", "naive", "WM ref", "WM iter",
+            "AM ref", "AM iter", "ensemble", "gap rec. (WM iter)", "gap rec. (WM ref)",
+            "logloss WM ref", "logloss WM iter"]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for (name, split, K), rs in sorted(groups.items()):
+        m = {c: np.mean([float(r[c]) for r in rs]) for c in cols}
+        gap = m["full"] - m["shard_mean"]
+        rec = [(m[c] - m["shard_mean"]) / gap if gap else float("nan")
+               for c in ("merged_wm", "merged_wm_ref")]
+        ll = [np.mean([float(r[f"logloss_{c}"]) for r in rs])
+              for c in ("merged_wm_ref", "merged_wm")]
+        cells = [name, split, str(K), str(len(rs))] + [f"{m[c]:.2f}" for c in cols]
+        cells += [f"{x:.0%}" for x in rec] + [f"{x:.4f}" for x in ll]
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines)
 
 
 def run_timing(args, out_csv):
-    rng = np.random.RandomState(args.seed)
+    rng = np.random.RandomState(args.seeds[0])
     F, C = 10, 2
     X = rng.randn(64, F).astype(np.float32)
     y = np.arange(64) % C
@@ -218,7 +265,7 @@ def main(argv=None):
     parser.add_argument("--n-estimators", type=int, default=256)
     parser.add_argument("--learning-rate", type=float, default=1e-2)
     parser.add_argument("--epochs", type=int, default=50)
-    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--seeds", nargs="+", type=int, default=[0])
     parser.add_argument("--n-jobs", type=int, default=1, help="joblib jobs of the shard fits")
     parser.add_argument("--threads", type=int, default=1, help="torch intra-op threads")
     parser.add_argument("--timing-K", type=int, default=8)
@@ -246,9 +293,7 @@ def main(argv=None):
     acc_csv, time_csv = out / f"{prefix}sharded_accuracy.csv", out / f"{prefix}sharded_timing.csv"
     if not args.no_accuracy:
         run_accuracy(args, acc_csv)
-        print(_markdown(acc_csv, ["dataset", "split", "K", "shard_mean", "full", "naive",
-                                  "merged_wm_ref", "merged_wm", "merged_am", "ensemble",
-                                  "gap_recovered"]))
+        print(summarize(acc_csv))
     if not args.no_timing:
         run_timing(args, time_csv)
         print(_markdown(time_csv, TIME_FIELDS))
