@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 import sys
+import warnings
 from numbers import Integral, Real
 
 import numpy as np
@@ -21,8 +22,9 @@ from ._params import TreeParams
 
 __all__ = ["SoftTreeEnsembleClassifier", "SoftTreeEnsembleRegressor"]
 
-#: Rows per chunk at prediction time (bounds memory to chunk * M * L floats).
-_PREDICT_CHUNK = 8192
+#: Bytes of intermediate tensors (two-sided sigmoids and leaf probabilities,
+#: float64) per prediction chunk; bounds the memory of ``predict``.
+_PREDICT_CHUNK_BYTES = 64 * 2**20
 
 
 def resolve_device(device):
@@ -45,6 +47,54 @@ def resolve_device(device):
     if dev.type == "cuda" and not torch.cuda.is_available():
         raise ValueError(f"device={device!r} was requested but CUDA is not available.")
     return dev
+
+
+def _torch_seed(random_state):
+    """A seed for a private :class:`torch.Generator`, without touching global state.
+
+    An int or a ``RandomState`` instance gives a reproducible seed (sklearn's
+    convention); ``None`` draws fresh entropy from the operating system rather
+    than from NumPy's global generator, so that ``fit`` never advances
+    ``np.random``'s state (nor torch's: only private generators are used).
+    """
+    if random_state is None:
+        return int(np.random.SeedSequence().generate_state(1)[0])
+    rng = check_random_state(random_state)
+    return int(rng.randint(np.iinfo(np.int32).max))
+
+
+def _prediction_device(device):
+    """Device for prediction: the ``device`` hyperparameter, or the CPU (with a
+    warning) when it names CUDA on a machine without it, so that a model
+    fitted on a GPU predicts after being loaded on a CPU-only machine.
+
+    Raises
+    ------
+    ValueError
+        If the string is not a device torch understands.
+    """
+    if device != "auto":
+        try:
+            dev = torch.device(device)
+        except (RuntimeError, TypeError) as exc:
+            raise ValueError(f"Invalid device={device!r}: {exc}") from None
+        if dev.type == "cuda" and not torch.cuda.is_available():
+            warnings.warn(
+                f"device={device!r} but CUDA is not available on this machine; "
+                "predicting on the CPU.",
+                UserWarning,
+                stacklevel=4,
+            )
+            return torch.device("cpu")
+    return resolve_device(device)
+
+
+def _as_tensor(array, dtype, device):
+    """``torch.as_tensor``, copying read-only arrays (e.g. memory maps) first,
+    which torch cannot share."""
+    if not array.flags.writeable:
+        array = np.array(array)
+    return torch.as_tensor(array, dtype=dtype, device=device)
 
 
 def _progress(iterable, enabled, desc):
@@ -108,7 +158,7 @@ class _BaseSoftTreeEnsemble(BaseEstimator):
         self.verbose = verbose
 
     # -- hooks for subclasses ---------------------------------------------------
-    def _encode_targets(self, y):  # pragma: no cover - abstract
+    def _encode_targets(self, y, sample_weight):  # pragma: no cover - abstract
         """Return the target array used by ``_loss`` and the number of outputs."""
         raise NotImplementedError
 
@@ -135,13 +185,16 @@ class _BaseSoftTreeEnsemble(BaseEstimator):
             The fitted estimator.
         """
         X, y = self._validate_fit_data(X, y)
-        sample_weight = _check_sample_weight(sample_weight, X, dtype=np.float32)
-        target, n_outputs = self._encode_targets(y)
+        sample_weight = _check_sample_weight(
+            sample_weight, X, dtype=np.float32, ensure_non_negative=True
+        )
+        if not sample_weight.sum() > 0:
+            raise ValueError("sample_weight sums to zero: there is nothing to fit.")
+        target, n_outputs = self._encode_targets(y, sample_weight)
         arch = get_architecture(self.arch, self.depth)
         device = resolve_device(self.device)
 
-        rng = check_random_state(self.random_state)
-        generator = torch.Generator().manual_seed(int(rng.randint(np.iinfo(np.int32).max)))
+        generator = torch.Generator().manual_seed(_torch_seed(self.random_state))
 
         n_samples = X.shape[0]
         train_idx = np.arange(n_samples)
@@ -158,7 +211,7 @@ class _BaseSoftTreeEnsemble(BaseEstimator):
         ).to(device)
         optimizer = torch.optim.Adam(module.parameters(), lr=self.learning_rate)
 
-        Xt = torch.as_tensor(X, dtype=torch.float32, device=device)
+        Xt = _as_tensor(X, torch.float32, device)
         Tt = torch.as_tensor(target, device=device)
         Wt = torch.as_tensor(sample_weight, dtype=torch.float32, device=device)
         train_t = torch.as_tensor(train_idx, device=device)
@@ -219,20 +272,30 @@ class _BaseSoftTreeEnsemble(BaseEstimator):
         return validate_data(self, X, y, dtype=[np.float32, np.float64], y_numeric=False)
 
     # -- prediction ---------------------------------------------------------------
-    def _raw_output(self, X):
-        """Ensemble output (before link function), shape (n_samples, n_outputs)."""
+    def _predict_in_chunks(self, X, method):
+        """Run ``module.<method>`` on row chunks of validated ``X``, in float64.
+
+        Predictions are computed in double precision so that they do not
+        depend on how rows are batched (float32 matmuls round differently
+        for different batch shapes); parameters stay float32.
+        """
         check_is_fitted(self, "tree_params_")
         X = validate_data(self, X, reset=False, dtype=[np.float32, np.float64])
-        device = resolve_device(self.device)
+        device = _prediction_device(self.device)
         module = SoftTreeEnsembleModule.from_params(self.architecture_, self.tree_params_, device)
+        module = module.double()
+        M, N, L = self.tree_params_.n_trees, self.architecture_.n_nodes, self.tree_params_.n_leaves
+        chunk = max(1, _PREDICT_CHUNK_BYTES // (8 * M * (2 * N + L)))
         outs = []
         with torch.inference_mode():
-            for start in range(0, X.shape[0], _PREDICT_CHUNK):
-                xb = torch.as_tensor(X[start : start + _PREDICT_CHUNK], dtype=torch.float32)
-                outs.append(module(xb.to(device)).cpu().numpy())
-        if not outs:
-            return np.zeros((0, self.n_outputs_), dtype=np.float32)
-        return np.concatenate(outs).astype(np.float64)
+            for start in range(0, X.shape[0], chunk):
+                xb = _as_tensor(X[start : start + chunk], torch.float64, device)
+                outs.append(getattr(module, method)(xb).cpu().numpy())
+        return np.concatenate(outs)
+
+    def _raw_output(self, X):
+        """Ensemble output (before link function), shape (n_samples, n_outputs)."""
+        return self._predict_in_chunks(X, "forward")
 
     def tree_outputs(self, X):
         """Outputs of every single tree (Eq. 3 of the paper).
@@ -245,15 +308,9 @@ class _BaseSoftTreeEnsemble(BaseEstimator):
         Returns
         -------
         outputs : ndarray of shape (n_samples, n_estimators, n_outputs)
-            ``outputs.sum(axis=1)`` is the raw ensemble output.
+            ``outputs.sum(axis=1)`` is the raw ensemble output (float64).
         """
-        check_is_fitted(self, "tree_params_")
-        X = validate_data(self, X, reset=False, dtype=[np.float32, np.float64])
-        device = resolve_device(self.device)
-        module = SoftTreeEnsembleModule.from_params(self.architecture_, self.tree_params_, device)
-        with torch.inference_mode():
-            xb = torch.as_tensor(X, dtype=torch.float32, device=device)
-            return module.tree_outputs(xb).cpu().numpy()
+        return self._predict_in_chunks(X, "tree_outputs")
 
     # -- parameters as arrays -----------------------------------------------------
     def get_tree_params(self):
@@ -347,7 +404,10 @@ class SoftTreeEnsembleClassifier(ClassifierMixin, _BaseSoftTreeEnsemble):
         Torch device for fitting and prediction (``"cpu"``, ``"cuda"``,
         ``"cuda:1"``, ...); ``"auto"`` uses CUDA when available. Fitted
         parameters are always stored on the CPU, so a model trained on a GPU
-        pickles and loads anywhere.
+        pickles and loads anywhere; on a machine without CUDA it predicts on
+        the CPU (with a warning). Training runs in float32; predictions are
+        computed in float64, so that they do not depend on how rows are
+        batched.
     random_state : int, RandomState instance or None, default=None
         Seeds a per-fit :class:`torch.Generator` (initialization, minibatch
         order, validation split); global random state is never touched. An
@@ -390,7 +450,7 @@ class SoftTreeEnsembleClassifier(ClassifierMixin, _BaseSoftTreeEnsemble):
     >>> from sktree_lmc import SoftTreeEnsembleClassifier
     >>> X, y = make_classification(n_samples=300, random_state=0)
     >>> clf = SoftTreeEnsembleClassifier(
-    ...     arch="decision_list_modified", n_estimators=16, max_epochs=10,
+    ...     arch="decision_list_modified", n_estimators=16, max_epochs=30,
     ...     device="cpu", random_state=0).fit(X, y)
     >>> clf.predict(X[:3]).shape
     (3,)
@@ -398,7 +458,7 @@ class SoftTreeEnsembleClassifier(ClassifierMixin, _BaseSoftTreeEnsemble):
     True
     """
 
-    def _encode_targets(self, y):
+    def _encode_targets(self, y, sample_weight):
         check_classification_targets(y)
         self.classes_, encoded = np.unique(y, return_inverse=True)
         if len(self.classes_) < 2:
@@ -478,7 +538,8 @@ class SoftTreeEnsembleClassifier(ClassifierMixin, _BaseSoftTreeEnsemble):
         y_pred : ndarray of shape (n_samples,)
             Predicted labels.
         """
-        return self.classes_[np.argmax(self._raw_output(X), axis=1)]
+        scores = self._raw_output(X)
+        return self.classes_[np.argmax(scores, axis=1)]
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
@@ -491,8 +552,9 @@ class SoftTreeEnsembleRegressor(RegressorMixin, _BaseSoftTreeEnsemble):
 
     The same model as :class:`SoftTreeEnsembleClassifier`, trained with Adam on
     the squared error. Targets are standardized internally (``y_mean_``,
-    ``y_scale_``) so that the default learning rate suits any target scale;
-    predictions are returned in the original units.
+    ``y_scale_``, weighted by ``sample_weight``) so that the default learning
+    rate suits any target scale; predictions are returned in the original
+    units.
 
     Parameters
     ----------
@@ -563,12 +625,12 @@ class SoftTreeEnsembleRegressor(RegressorMixin, _BaseSoftTreeEnsemble):
             self, X, y, dtype=[np.float32, np.float64], y_numeric=True, multi_output=True
         )
 
-    def _encode_targets(self, y):
+    def _encode_targets(self, y, sample_weight):
         y = np.asarray(y, dtype=np.float64)
         self._y_1d = y.ndim == 1
         y2 = y.reshape(len(y), -1)
-        self.y_mean_ = y2.mean(axis=0)
-        scale = y2.std(axis=0)
+        self.y_mean_ = np.average(y2, axis=0, weights=sample_weight)
+        scale = np.sqrt(np.average((y2 - self.y_mean_) ** 2, axis=0, weights=sample_weight))
         self.y_scale_ = np.where(scale > 0, scale, 1.0)
         return ((y2 - self.y_mean_) / self.y_scale_).astype(np.float32), y2.shape[1]
 
