@@ -249,7 +249,7 @@ def test_identity_ops_and_apply_errors():
 # ----------------------------------------------------------------------------
 
 
-@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
     name=st.sampled_from(ARCHS),
     depth=st.integers(1, 4),
