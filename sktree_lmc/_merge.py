@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import hashlib
 from numbers import Integral, Real
 
 import numpy as np
@@ -47,6 +48,14 @@ def _check_compatible(estimators):
                 f"Models differ in classes: {ref.classes_!r} (model 0) vs {est.classes_!r} "
                 f"(model {i})."
             )
+
+
+def _fingerprint(params):
+    """A digest of an ensemble's parameters, to recognize the models of a fit."""
+    digest = hashlib.sha1()
+    for array in (params.split_weight, params.split_bias, params.leaf_value):
+        digest.update(np.ascontiguousarray(array).tobytes())
+    return digest.hexdigest()
 
 
 def _sample_rows(X, n_samples, random_state, n_features):
@@ -191,7 +200,7 @@ class ModelAligner(BaseEstimator):
                 )
             self.alignments_.append(al)
         self.reference_ = self.reference
-        self._signatures = [est.tree_params_.shape_signature for est in estimators]
+        self._fingerprints = [_fingerprint(est.tree_params_) for est in estimators]
         return self
 
     def align(self, estimators):
@@ -216,6 +225,12 @@ class ModelAligner(BaseEstimator):
                 f"got {len(estimators)}."
             )
         _check_compatible(estimators)
+        for i, est in enumerate(estimators):
+            if _fingerprint(est.tree_params_) != self._fingerprints[i]:
+                raise ValueError(
+                    f"Estimator {i} is not the one the aligner was fitted on: align() must be "
+                    "given the estimators passed to fit(), in the same order."
+                )
         return [
             _with_params(est, al.apply(est.tree_params_))
             for est, al in zip(estimators, self.alignments_)

@@ -290,3 +290,20 @@ def test_aligner_reference_index(small_data):
     # and with the default reference, b maps onto a
     b3 = ModelAligner().fit_align([a, b])[1]
     assert_array_equal(b3.tree_params_.split_bias, params.split_bias)
+
+
+def test_align_rejects_other_estimators_than_fitted():
+    from sklearn.datasets import make_classification
+
+    from sktree_lmc import ModelAligner, SoftTreeEnsembleClassifier
+
+    X, y = make_classification(n_samples=120, n_features=5, random_state=0)
+    a, b, c = (
+        SoftTreeEnsembleClassifier(n_estimators=4, max_epochs=1, device="cpu",
+                                   random_state=s).fit(X, y)
+        for s in (1, 2, 3)
+    )
+    aligner = ModelAligner().fit([a, b])
+    assert len(aligner.align([a, b])) == 2
+    with pytest.raises(ValueError, match="not the one the aligner was fitted on"):
+        aligner.align([a, c])
