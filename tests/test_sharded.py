@@ -1,8 +1,6 @@
 """ShardedSoftTreeEnsemble: sharded fits through joblib (loky, dask.distributed), then merging."""
 
 import pickle
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -52,6 +50,7 @@ def _assert_same_params(a, b):
         np.testing.assert_array_equal(getattr(a, name), getattr(b, name))
 
 
+@pytest.mark.slow
 def test_dask_localcluster_gives_the_loky_result():
     pytest.importorskip("dask.distributed", reason="needs the [distributed] extra (dask)")
     from dask.distributed import Client, LocalCluster
@@ -210,12 +209,12 @@ def test_sklearn_estimator_checks():
         assert not failed
 
 
-def test_benchmark_smoke(tmp_path):
-    proc = subprocess.run(
-        [sys.executable, "-m", "benchmarks.bench_sharded", "--smoke", "--out", str(tmp_path)],
-        cwd=REPO_ROOT, capture_output=True, text=True, timeout=300,
-    )
-    assert proc.returncode == 0, proc.stderr[-3000:]
+@pytest.mark.slow
+def test_benchmark_smoke(tmp_path, monkeypatch):
+    """``python -m benchmarks.bench_sharded --smoke``, run in-process (imports are paid once)."""
+    monkeypatch.syspath_prepend(str(REPO_ROOT))
+    bench = pytest.importorskip("benchmarks.bench_sharded")
+    assert bench.main(["--smoke", "--out", str(tmp_path)]) == 0
     accuracy = (tmp_path / "smoke_sharded_accuracy.csv").read_text().splitlines()
     assert "merged_wm" in accuracy[0] and len(accuracy) == 3  # header, iid, class_skewed
     timing = (tmp_path / "smoke_sharded_timing.csv").read_text().splitlines()
