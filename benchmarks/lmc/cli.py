@@ -55,6 +55,8 @@ def build_parser():
     p.add_argument("--docs", default=None,
                    help="also rewrite the generated block of this Markdown file (e.g. "
                         "docs/benchmarks.md), with figures and CSVs in --figures-dir")
+    p.add_argument("--report-pairs", type=int, default=None,
+                   help="report only the first N seed pairs (default: all that ran)")
     p.add_argument("--smoke", action="store_true",
                    help="tiny run on the bundled magic_small data into a temporary folder")
     p.add_argument("--verbose", type=int, default=0)
@@ -133,9 +135,10 @@ def main(argv=None):
         from .report import write_docs, write_report
 
         if args.docs:
-            path = write_docs(out, args.docs, args.figures_dir or "docs/_static/benchmarks")
+            path = write_docs(out, args.docs, args.figures_dir or "docs/_static/benchmarks",
+                              max_pairs=args.report_pairs)
         else:
-            path = write_report(out, figures_dir=args.figures_dir)
+            path = write_report(out, figures_dir=args.figures_dir, max_pairs=args.report_pairs)
         log(f"report: {path}")
     print(out)
     return 0

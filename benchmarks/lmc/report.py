@@ -417,7 +417,7 @@ def plot_sweeps(bar, fig_dir):
     return paths
 
 
-def write_report(out, figures_dir=None, figures_link=None):
+def write_report(out, figures_dir=None, figures_link=None, max_pairs=None):
     """Write ``<out>/report/report.md`` (tables) and the figures; return the Markdown path.
 
     ``figures_link`` is the folder name used in the Markdown image links
@@ -429,6 +429,10 @@ def write_report(out, figures_dir=None, figures_link=None):
     fig_dir = Path(figures_dir) if figures_dir else rep
     fig_dir.mkdir(parents=True, exist_ok=True)
     bar, models, hgb = load_results(out)
+    if max_pairs is not None and not bar.empty:  # e.g. report 3 pairs while more are running
+        bar = bar[bar.pair < max_pairs]
+        seeds = {s for p in range(max_pairs) for s in (2 * p + 1, 2 * p + 2)}
+        models = models[models.seed.isin(seeds)]
     paper = load_paper()
     if bar.empty:
         (rep / "report.md").write_text("No results yet.\n")
@@ -504,7 +508,7 @@ def environment():
     ])
 
 
-def write_docs(out, docs_path, figures_dir):
+def write_docs(out, docs_path, figures_dir, max_pairs=None):
     """Regenerate the generated block of ``docs_path`` from the run in ``out``.
 
     Text outside the markers is kept; figures go to ``figures_dir`` and the
@@ -513,7 +517,8 @@ def write_docs(out, docs_path, figures_dir):
     docs_path = Path(docs_path)
     figures_dir = Path(figures_dir)
     md = write_report(out, figures_dir=figures_dir,
-                      figures_link=os.path.relpath(figures_dir, docs_path.parent))
+                      figures_link=os.path.relpath(figures_dir, docs_path.parent),
+                      max_pairs=max_pairs)
     rep = Path(out) / "report"
     for name in ("barriers.csv", "models.csv", "hgb.csv"):
         if (rep / name).exists():
