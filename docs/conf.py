@@ -211,6 +211,12 @@ def _plain_sklearn_roles(app, what, name, obj, options, lines):
                 for line in lines]
 
 
+def _always_reread_index(app, env, added, changed, removed):
+    """Re-read ``index`` on every build, so that a new optional page joins its toctree."""
+    return ["index"]
+
+
 def setup(app):
     app.connect("source-read", _optional_pages)
+    app.connect("env-get-outdated", _always_reread_index)
     app.connect("autodoc-process-docstring", _plain_sklearn_roles)

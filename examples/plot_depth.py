@@ -69,6 +69,7 @@ for arch, invariances in settings.items():
         print(f"{arch:23s} D={depth}  test accuracy {a.score(X_test, y_test):.3f}  barriers "
               + "  ".join(f"{inv} {barrier[(arch, inv)][-1]:.2f}" for inv in invariances))
 
+# sphinx_gallery_thumbnail_number = 2
 labels = {"none": "naive", "perm": "tree permutation", "all": "all invariances"}
 styles = {"none": ":", "perm": "--", "all": "-"}
 fig, ax = plt.subplots(figsize=(7, 4.2))
