@@ -113,19 +113,18 @@ def _check_weights(weights, n_models):
         return np.full(n_models, 1.0 / n_models)
     w = np.asarray(weights, dtype=np.float64)
     if w.shape != (n_models,):
-        raise ValueError(f"weights must have one entry per model ({n_models}), got shape {w.shape}.")
+        raise ValueError(
+            f"weights must have one entry per model ({n_models}), got shape {w.shape}."
+        )
     if not np.all(np.isfinite(w)) or np.any(w < 0) or w.sum() <= 0:
         raise ValueError(f"weights must be finite, non-negative and not all zero, got {w!r}.")
     return w / w.sum()
 
 
-def _scaled_params(params, arch, weighting):
-    """Parameters as float64 arrays in the geometry of weight matching."""
-    w, b = params.split_weight.astype(np.float64), params.split_bias.astype(np.float64)
-    if weighting:
-        s = np.sqrt(arch.node_weights)
-        w, b = w * s[None, :, None], b * s[None, :]
-    return w, b, params.leaf_value.astype(np.float64)
+def _float64(params):
+    """The three parameter arrays of ``params`` as float64 arrays."""
+    return [params.split_weight.astype(np.float64), params.split_bias.astype(np.float64),
+            params.leaf_value.astype(np.float64)]
 
 
 def _same(a: Alignment, b: Alignment):
@@ -243,7 +242,7 @@ def align_many(params, arch, weights=None, *, method="wm", invariances="all", ou
 
     def set_aligned(i):
         al = alignments[i]
-        scaled[i] = _scaled_params(al.apply(params[i]), arch, False)
+        scaled[i] = _float64(al.apply(params[i]))
         if am:
             out_al[i] = outputs[i][:, al.tree_perm]
 

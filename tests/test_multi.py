@@ -16,6 +16,7 @@ from sktree_lmc import (
 from sktree_lmc._merge import _with_params
 from sktree_lmc._multi import align_many, merge_many
 
+
 @pytest.fixture(autouse=True, scope="module")
 def one_torch_thread():
     """Tiny models: one intra-op thread is faster, and robust on a loaded machine."""
