@@ -21,6 +21,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE / "sphinxext"))
 
 import torch  # noqa: E402
+from docutils import nodes  # noqa: E402
 
 import sktree_lmc  # noqa: E402
 
@@ -211,12 +212,27 @@ def _plain_sklearn_roles(app, what, name, obj, options, lines):
                 for line in lines]
 
 
-def _always_reread_index(app, env, added, changed, removed):
-    """Re-read ``index`` on every build, so that a new optional page joins its toctree."""
-    return ["index"]
+def _optional_doc_role(name, rawtext, text, lineno, inliner, options=None, content=None):
+    """``:optional-doc:`benchmarks```: a ``:doc:`` link when the page exists, else its title."""
+    target = text.strip()
+    if (HERE / f"{target}.md").exists() or (HERE / f"{target}.rst").exists():
+        doc_role = inliner.document.settings.env.get_domain("std").role("doc")
+        return doc_role("doc", f":doc:`/{target}`", f"/{target}", lineno, inliner,
+                        options or {}, content or [])
+    return [nodes.emphasis(rawtext, OPTIONAL_PAGES.get(target, target))], []
+
+
+#: Pages that list or link the optional pages, re-read on every build so that
+#: a page that appears (or disappears) is picked up.
+_REREAD = ["index", "user_guide/merging", "user_guide/barrier"]
+
+
+def _always_reread(app, env, added, changed, removed):
+    return [doc for doc in _REREAD if doc in env.found_docs]
 
 
 def setup(app):
     app.connect("source-read", _optional_pages)
-    app.connect("env-get-outdated", _always_reread_index)
+    app.connect("env-get-outdated", _always_reread)
+    app.add_role("optional-doc", _optional_doc_role)
     app.connect("autodoc-process-docstring", _plain_sklearn_roles)
