@@ -395,7 +395,6 @@ def best_ops_for_pairs(params_a, params_b, arch, *, weighting=True, device="cpu"
     """
     theta_a, leaves_a = _tensors(params_a, arch, weighting, device)
     theta_b, leaves_b = _tensors(params_b, arch, weighting, device)
-    M = len(theta_a)
     if arch.flip_recursive:
         score, choices = _dp_scores(
             theta_a, leaves_a, theta_b, leaves_b, arch.depth, True, keep_choices=True

@@ -14,6 +14,7 @@ from sklearn.utils.validation import check_array, check_is_fitted
 
 from ._estimators import _BaseSoftTreeEnsemble
 from ._matching import INVARIANCES, activation_matching, weight_matching
+from ._params import TreeParams
 
 __all__ = ["ModelAligner", "merge_estimators"]
 
@@ -82,6 +83,45 @@ def _with_params(template, params, **overrides):
     for key, value in overrides.items():
         setattr(new, key, value)
     return new
+
+
+def _target_scale(estimators, weights):
+    """Merged target standardization of regressors, and each model's leaf factor.
+
+    Returns ``(y_mean, y_scale, factors)``: the weighted means of ``y_mean_``
+    and ``y_scale_``, and ``y_scale_ / y_scale`` per model, the factor that
+    expresses a model's leaf values in the merged scale (the raw output of a
+    regressor is multiplied by ``y_scale_``). ``None`` for classifiers.
+    """
+    if not hasattr(estimators[0], "y_scale_"):
+        return None
+    w = np.asarray(weights, dtype=np.float64)
+    w = w / w.sum()
+    y_scale = sum(wi * np.asarray(est.y_scale_, dtype=np.float64) for wi, est in zip(w, estimators))
+    y_mean = sum(wi * np.asarray(est.y_mean_, dtype=np.float64) for wi, est in zip(w, estimators))
+    factors = [np.asarray(est.y_scale_, dtype=np.float64) / y_scale for est in estimators]
+    return y_mean, y_scale, factors
+
+
+def _combine(estimators, aligned_params, weights):
+    """The fitted estimator whose parameters are the weighted average of
+    ``aligned_params`` (one per estimator, all in one basis).
+
+    Regressors' leaves are first expressed in the merged target scale (see
+    :func:`_target_scale`), so that weights ``(1, 0, ...)`` reproduce model 0
+    exactly and identical functions merge into the same function.
+    """
+    overrides = {}
+    scale = _target_scale(estimators, weights)
+    if scale is not None:
+        y_mean, y_scale, factors = scale
+        aligned_params = [
+            TreeParams(p.split_weight, p.split_bias, p.leaf_value * f[None, None, :])
+            for p, f in zip(aligned_params, factors)
+        ]
+        overrides = {"y_mean_": y_mean, "y_scale_": y_scale}
+    merged = TreeParams.weighted_average(aligned_params, weights)
+    return _with_params(estimators[0], merged, **overrides)
 
 
 class ModelAligner(BaseEstimator):
@@ -309,8 +349,10 @@ def merge_estimators(a, b=None, lam=0.5, *, method="wm", invariances="all", X=No
     -------
     merged : estimator
         A new fitted estimator (``check_is_fitted`` passes; it predicts,
-        pickles and works in a Pipeline). Regressors also interpolate their
-        target standardization ``y_mean_`` and ``y_scale_``.
+        pickles and works in a Pipeline). Regressors interpolate their target
+        standardization ``y_mean_`` and ``y_scale_`` and first express both
+        models' leaf values in the interpolated scale, so that ``lam=0`` and
+        ``lam=1`` reproduce ``a`` and ``b`` exactly.
 
     Notes
     -----
@@ -351,9 +393,5 @@ def merge_estimators(a, b=None, lam=0.5, *, method="wm", invariances="all", X=No
     aligner = ModelAligner(method=method, invariances=invariances, weighting=weighting,
                            n_samples=n_samples, random_state=random_state, device=device)
     aligner.fit([a, b], X)
-    params = a.tree_params_.interpolate(aligner.alignments_[1].apply(b.tree_params_), lam)
-    overrides = {}
-    if hasattr(a, "y_mean_"):
-        overrides["y_mean_"] = (1 - lam) * a.y_mean_ + lam * b.y_mean_
-        overrides["y_scale_"] = (1 - lam) * a.y_scale_ + lam * b.y_scale_
-    return _with_params(a, params, **overrides)
+    aligned_b = aligner.alignments_[1].apply(b.tree_params_)
+    return _combine([a, b], [a.tree_params_, aligned_b], [1 - lam, lam])

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 import numpy as np
 from sklearn.metrics import accuracy_score, log_loss, mean_squared_error, r2_score
 
-from ._merge import ModelAligner, _check_compatible, _with_params
+from ._merge import ModelAligner, _check_compatible, _combine
 
 __all__ = ["InterpolationCurve", "InterpolationCurveDisplay", "interpolation_curve", "lmc_barrier"]
 
@@ -189,11 +189,7 @@ def interpolation_curve(a, b, X, y, *, lambdas=25, method="wm", invariances="all
     metrics = CLASSIFIER_METRICS if classifier else REGRESSOR_METRICS
     scores = {name: np.empty(len(lambdas)) for name in metrics}
     for i, lam in enumerate(lambdas):
-        overrides = {}
-        if not classifier:
-            overrides["y_mean_"] = (1 - lam) * a.y_mean_ + lam * b.y_mean_
-            overrides["y_scale_"] = (1 - lam) * a.y_scale_ + lam * b.y_scale_
-        model = _with_params(a, a.tree_params_.interpolate(pb, lam), **overrides)
+        model = _combine([a, b], [a.tree_params_, pb], [1 - lam, lam])
         if classifier:
             proba = model.predict_proba(X)
             pred = model.classes_[proba.argmax(axis=1)]

@@ -65,7 +65,7 @@ from ._estimators import (
     _BaseSoftTreeEnsemble,
 )
 from ._matching import INVARIANCES, Alignment, activation_matching, weight_matching
-from ._merge import _check_compatible, _sample_rows, _with_params
+from ._merge import _check_compatible, _combine, _sample_rows, _target_scale
 from ._params import TreeParams
 
 __all__ = ["MultiAlignment", "ShardedSoftTreeEnsemble", "align_many", "merge_many"]
@@ -369,20 +369,15 @@ def merge_many(estimators, weights=None, *, method="wm", invariances="all", X=No
     ref = estimators[0]
     arch = ref.architecture_
     params = [est.tree_params_ for est in estimators]
-    overrides = {}
     factors = None
-    if hasattr(ref, "y_scale_"):
-        # express every regressor's raw output in one target standardization
-        y_scale = sum(wi * np.asarray(est.y_scale_, dtype=np.float64)
-                      for wi, est in zip(w, estimators))
-        y_mean = sum(wi * np.asarray(est.y_mean_, dtype=np.float64)
-                     for wi, est in zip(w, estimators))
-        factors = [np.asarray(est.y_scale_, dtype=np.float64) / y_scale for est in estimators]
+    scale = _target_scale(estimators, w)
+    if scale is not None:
+        # align regressors in one target standardization (as they are merged)
+        factors = scale[2]
         params = [
             TreeParams(p.split_weight, p.split_bias, p.leaf_value * f[None, None, :])
             for p, f in zip(params, factors)
         ]
-        overrides = {"y_mean_": y_mean, "y_scale_": y_scale}
     outputs = None
     if method == "am" and invariances != "none":
         Xs = _sample_rows(X, n_samples, random_state, ref.n_features_in_)
@@ -392,8 +387,8 @@ def merge_many(estimators, weights=None, *, method="wm", invariances="all", X=No
     result = align_many(params, arch, w, method=method, invariances=invariances,
                         outputs=outputs, max_iter=max_iter, tol=tol, weighting=weighting,
                         device=device)
-    aligned = [al.apply(p) for al, p in zip(result.alignments, params)]
-    merged = _with_params(ref, TreeParams.weighted_average(aligned, w), **overrides)
+    aligned = [al.apply(est.tree_params_) for al, est in zip(result.alignments, estimators)]
+    merged = _combine(estimators, aligned, w)
     return (merged, result) if return_alignment else merged
 
 

@@ -307,3 +307,28 @@ def test_align_rejects_other_estimators_than_fitted():
     assert len(aligner.align([a, b])) == 2
     with pytest.raises(ValueError, match="not the one the aligner was fitted on"):
         aligner.align([a, c])
+
+
+def test_regressor_merge_of_different_target_scales_is_exact_at_endpoints():
+    from sklearn.datasets import make_regression
+
+    from sktree_lmc import SoftTreeEnsembleRegressor, interpolation_curve
+
+    X, y = make_regression(n_samples=150, n_features=4, random_state=0)
+    a = SoftTreeEnsembleRegressor(n_estimators=4, max_epochs=2, device="cpu",
+                                  random_state=0).fit(X, y)
+    b = SoftTreeEnsembleRegressor(n_estimators=4, max_epochs=2, device="cpu",
+                                  random_state=1).fit(X, 10 * y + 3)
+    assert not np.allclose(a.y_scale_, b.y_scale_)
+    np.testing.assert_allclose(merge_estimators(a, b, lam=0.0).predict(X), a.predict(X),
+                               rtol=1e-5, atol=1e-4)
+    np.testing.assert_allclose(merge_estimators(a, b, lam=1.0).predict(X), b.predict(X),
+                               rtol=1e-5, atol=1e-3)
+    # the pairwise and the list form agree for regressors too
+    np.testing.assert_allclose(
+        merge_estimators(a, b, lam=0.5, invariances="none").predict(X),
+        merge_estimators([a, b], invariances="none", max_iter=0).predict(X),
+        rtol=1e-4, atol=1e-3,
+    )
+    curve = interpolation_curve(a, b, X, 10 * y + 3, lambdas=3)
+    np.testing.assert_allclose(curve.scores["r2"][-1], b.score(X, 10 * y + 3), rtol=1e-5)

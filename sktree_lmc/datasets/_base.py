@@ -2,8 +2,8 @@
 
 The paper ("Linear Mode Connectivity in Differentiable Tree Ensembles", Section 4.1) evaluates on
 classification datasets of the Tabular-Benchmark (Grinsztajn et al., 2022): 10,000 rows are sampled
-for training and 10,000 for testing (a dataset with fewer than 20,000 rows is split into halves), and
-every feature is quantile-transformed to a normal distribution and standardized.
+for training and 10,000 for testing (a dataset with fewer than 20,000 rows is split into
+halves), and every feature is quantile-transformed to a normal distribution and standardized.
 """
 
 import csv
