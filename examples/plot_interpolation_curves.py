@@ -34,7 +34,8 @@ X_train, X_test = pre.transform(X_train), pre.transform(X_test)
 params = dict(arch="oblivious", depth=2, n_estimators=32, max_epochs=20)
 model_a = SoftTreeEnsembleClassifier(random_state=0, **params).fit(X_train, y_train)
 model_b = SoftTreeEnsembleClassifier(random_state=1, **params).fit(X_train, y_train)
-print(f"test accuracy: A {model_a.score(X_test, y_test):.3f}, B {model_b.score(X_test, y_test):.3f}")
+for name, model in [("A", model_a), ("B", model_b)]:
+    print(f"model {name}: test accuracy {model.score(X_test, y_test):.3f}")
 
 # %%
 # Interpolation curves
