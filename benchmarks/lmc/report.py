@@ -254,7 +254,7 @@ def mlp_table(bar, paper):
                      f"{_ms(v['perm'])} ({_pms(*pp)})", "—", f"{_ms(acc)} ({_pms(*pa)})"])
     t = bar[(bar.experiment == "lmc") & (bar.split == "test") & (bar.method == "wm")
             & bar.dataset.isin(datasets) & bar.arch.isin(["non_oblivious", "oblivious"])
-            & (bar.n_estimators == m.n_estimators.iloc[0])]
+            & (bar.n_estimators == m.n_estimators.iloc[0]) & (bar.depth == 2)]
     for (arch, depth), d in t.groupby(["arch", "depth"]):
         cells = [ARCH_NAMES[arch], depth]
         for inv in ("none", "perm", "all"):
@@ -300,21 +300,43 @@ def timing_table(bar, models):
     return out
 
 
+def _sweep_data(bar, var, fixed, fval):
+    """Test/train rows of a sweep over ``var``, restricted to the datasets and pairs that ran
+    at every value (so that every point averages the same datasets and pairs)."""
+    d = bar[(bar.experiment == "lmc") & (bar[fixed] == fval)]
+    if d[var].nunique() < 2:
+        return None
+    values = sorted(d[var].unique())
+    keep = None
+    for v in values:
+        k = set(map(tuple, d[d[var] == v][["dataset", "arch", "pair"]].values))
+        keep = k if keep is None else keep & k
+    idx = d[["dataset", "arch", "pair"]].apply(tuple, axis=1).isin(keep)
+    return d[idx]
+
+
 def sweep_table(bar, paper):
     """Barrier versus depth (M=256) and number of trees (D=2), when the run swept them."""
-    lmc = bar[(bar.experiment == "lmc") & (bar.split == "test")]
     parts = []
     for var, fixed, fval in (("depth", "n_estimators", 256), ("n_estimators", "depth", 2)):
-        d = lmc[lmc[fixed] == fval]
-        if d[var].nunique() < 2:
+        d = _sweep_data(bar, var, fixed, fval)
+        if d is None or d.empty:
             continue
+        d = d[d.split == "test"]
+        values = sorted(d[var].unique())
         rows = []
-        for (arch, method, inv, v), g in d.groupby(["arch", "method", "invariances", var]):
-            rows.append([ARCH_NAMES[arch], method.upper(), inv, v, g.dataset.nunique(),
-                         _ms(_per_pair_dataset_mean(g, "barrier"))])
-        parts.append(f"Test barrier versus {var} ({fixed}={fval}):\n\n"
-                     + _md(["Architecture", "method", "invariances", var, "datasets",
-                            "test barrier"], rows))
+        for (arch, method, inv), g in d.groupby(["arch", "method", "invariances"]):
+            if method == "am" and inv == "none":
+                continue
+            label = "Naive" if inv == "none" else f"{method.upper()} {inv}"
+            rows.append([ARCH_NAMES[arch], label, ", ".join(sorted(g.dataset.unique())),
+                         g.pair.nunique()]
+                        + [_ms(_per_pair_dataset_mean(g[g[var] == v], "barrier"))
+                           for v in values])
+        parts.append(f"Test barrier versus {var} ({fixed}={fval}; same datasets and pairs at "
+                     "every value):\n\n"
+                     + _md(["Architecture", "alignment", "datasets", "pairs"]
+                           + [f"{var}={v}" for v in values], rows))
     return "\n\n".join(parts) if parts else "(not run)"
 
 
@@ -386,8 +408,8 @@ def plot_sweeps(bar, fig_dir):
     paths = []
     lmc = bar[bar.experiment == "lmc"]
     for var, fixed, fval in (("depth", "n_estimators", 256), ("n_estimators", "depth", 2)):
-        d = lmc[lmc[fixed] == fval]
-        if d[var].nunique() < 2:
+        d = _sweep_data(lmc, var, fixed, fval)
+        if d is None or d.empty:
             continue
         archs = sorted(d.arch.unique())
         fig, axes = plt.subplots(1, len(archs), figsize=(3.5 * len(archs), 3), squeeze=False)
