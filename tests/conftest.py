@@ -3,6 +3,9 @@
 - Points ``SKTREE_LMC_DATA`` at ``<repo root>/../shared/data/tabular_benchmark`` when that folder
   exists and the variable is not set already (CI lays ``shared/`` beside its clone of the repo).
 - Skips tests marked ``gpu`` when PyTorch sees no CUDA device.
+- Runs torch on one intra-op thread: the tests' tensors are small, and on the 2-core CI machine
+  extra threads (and GridSearchCV/joblib workers each starting their own) only oversubscribe.
+  Worker processes inherit it through ``OMP_NUM_THREADS``.
 """
 
 import os
@@ -15,6 +18,18 @@ SHARED_DATA = REPO_ROOT.parent / "shared" / "data" / "tabular_benchmark"
 
 if not os.environ.get("SKTREE_LMC_DATA") and SHARED_DATA.is_dir():
     os.environ["SKTREE_LMC_DATA"] = str(SHARED_DATA)
+
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _one_torch_thread():
+    import torch
+
+    previous = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(previous)
 
 
 @pytest.fixture
