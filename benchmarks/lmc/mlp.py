@@ -83,11 +83,11 @@ def mlp_score(model, X, y):
 def permute(layers, perms):
     """Apply hidden-unit permutations ``perms[l]`` (one per hidden layer) to ``layers``."""
     out = []
-    for l, (W, b) in enumerate(layers):
-        if l < len(perms):
-            W, b = W[perms[l]], b[perms[l]]
-        if l > 0:
-            W = W[:, perms[l - 1]]
+    for k, (W, b) in enumerate(layers):
+        if k < len(perms):
+            W, b = W[perms[k]], b[perms[k]]
+        if k > 0:
+            W = W[:, perms[k - 1]]
         out.append((W, b))
     return out
 
@@ -99,26 +99,26 @@ def weight_matching(layers_a, layers_b, *, max_iter=100, seed=0):
     function as ``b`` and is close to ``a`` in parameter space.
     """
     n_hidden = len(layers_a) - 1
-    perms = [np.arange(layers_a[l][0].shape[0]) for l in range(n_hidden)]
+    perms = [np.arange(layers_a[k][0].shape[0]) for k in range(n_hidden)]
     rng = np.random.RandomState(seed)
     for _ in range(max_iter):
         improved = False
-        for l in rng.permutation(n_hidden):
-            Wa, ba = layers_a[l]
-            Wb, bb = layers_b[l]
-            if l > 0:
-                Wb = Wb[:, perms[l - 1]]
+        for k in rng.permutation(n_hidden):
+            Wa, ba = layers_a[k]
+            Wb, bb = layers_b[k]
+            if k > 0:
+                Wb = Wb[:, perms[k - 1]]
             S = Wa @ Wb.T + np.outer(ba, bb)
-            Wa_next = layers_a[l + 1][0]
-            Wb_next = layers_b[l + 1][0]
-            if l + 1 < n_hidden:
-                Wb_next = Wb_next[perms[l + 1]]
+            Wa_next = layers_a[k + 1][0]
+            Wb_next = layers_b[k + 1][0]
+            if k + 1 < n_hidden:
+                Wb_next = Wb_next[perms[k + 1]]
             S = S + Wa_next.T @ Wb_next
-            old = S[np.arange(len(perms[l])), perms[l]].sum()
+            old = S[np.arange(len(perms[k])), perms[k]].sum()
             _, col = linear_sum_assignment(S, maximize=True)
             new = S[np.arange(len(col)), col].sum()
             if new > old + 1e-9:
-                perms[l] = col
+                perms[k] = col
                 improved = True
         if not improved:
             break
@@ -139,7 +139,8 @@ def run_mlp(out, dataset, depth, width, epochs, pairs, lrs, data, *, n_lambdas=2
                r["seed"]) for r in read_csv(out / "raw" / dataset / "models.csv")}
 
     def get(lr, seed, role):
-        p = out / "models" / dataset / f"mlp_D{depth}_W{width}_lr{fmt_lr(lr)}_s{seed}_e{epochs}.joblib"
+        name = f"mlp_D{depth}_W{width}_lr{fmt_lr(lr)}_s{seed}_e{epochs}.joblib"
+        p = out / "models" / dataset / name
         cached = p.exists()
         if cached:
             blob = joblib.load(p)
