@@ -6,8 +6,6 @@ from naming checks that do not exist; the reason of each entry is itself
 tested in ``test_estimators.py``.
 """
 
-import pytest
-import torch
 from sklearn.utils.estimator_checks import parametrize_with_checks
 
 from sktree_lmc import ARCHITECTURES, SoftTreeEnsembleClassifier, SoftTreeEnsembleRegressor
@@ -57,16 +55,6 @@ ESTIMATORS = [
     for cls in (SoftTreeEnsembleClassifier, SoftTreeEnsembleRegressor)
     for arch in sorted(ARCHITECTURES)
 ]
-
-
-@pytest.fixture(autouse=True, scope="module")
-def _one_torch_thread():
-    # The checks fit hundreds of tiny models, for which torch's inter-op threads
-    # cost far more than they bring on a busy 2-core machine.
-    n_threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n_threads)
 
 
 def test_expected_failures_name_real_checks():

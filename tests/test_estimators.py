@@ -33,15 +33,6 @@ FAST = dict(n_estimators=8, depth=2, learning_rate=0.05, batch_size=64, max_epoc
             device="cpu", random_state=0)
 
 
-@pytest.fixture(autouse=True, scope="module")
-def _one_torch_thread():
-    # Tiny models: torch's threads only add overhead on a shared 2-core machine.
-    n_threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n_threads)
-
-
 @pytest.fixture(scope="module")
 def binary():
     return make_classification(n_samples=200, n_features=6, n_informative=4, random_state=0)
@@ -74,11 +65,12 @@ def assert_same_params(p, q):
 def test_random_state_gives_bit_identical_fits(arch, n_threads, binary):
     X, y = binary
     kw = dict(arch=arch, max_epochs=5, early_stopping=True, validation_fraction=0.2)
+    previous = torch.get_num_threads()
     torch.set_num_threads(n_threads)
     try:
         a, b = clf(**kw).fit(X, y), clf(**kw).fit(X, y)
     finally:
-        torch.set_num_threads(1)
+        torch.set_num_threads(previous)
     assert_same_params(a.tree_params_, b.tree_params_)
     assert_array_equal(a.predict_proba(X), b.predict_proba(X))
     assert a.loss_curve_ == b.loss_curve_
