@@ -250,13 +250,18 @@ def mlp_table(bar, paper):
         pn = _paper_value(paper, table=2, arch="mlp", depth=depth, invariances="none")
         pp = _paper_value(paper, table=2, arch="mlp", depth=depth, invariances="perm")
         pa = _paper_value(paper, table=2, arch="mlp", depth=depth, metric="accuracy")
-        rows.append(["MLP", depth, f"{_ms(v['none'])} ({_pms(*pn)})",
+        rows.append([f"MLP (lr {', '.join(sorted(d.lr.unique()))})", depth,
+                     f"{_ms(v['none'])} ({_pms(*pn)})",
                      f"{_ms(v['perm'])} ({_pms(*pp)})", "—", f"{_ms(acc)} ({_pms(*pa)})"])
     t = bar[(bar.experiment == "lmc") & (bar.split == "test") & (bar.method == "wm")
             & bar.dataset.isin(datasets) & bar.arch.isin(["non_oblivious", "oblivious"])
-            & (bar.n_estimators == m.n_estimators.iloc[0]) & (bar.depth == 2)]
+            & (bar.n_estimators == m.n_estimators.iloc[0])]
     for (arch, depth), d in t.groupby(["arch", "depth"]):
-        cells = [ARCH_NAMES[arch], depth]
+        if d.dataset.nunique() < len(datasets):
+            continue  # only depths that ran on every dataset of the MLP
+        pairs = sorted(set.intersection(*[set(g.pair) for _, g in d.groupby("dataset")]))
+        d = d[d.pair.isin(pairs[:m.pair.nunique()])]
+        cells = [f"{ARCH_NAMES[arch]} (lr {', '.join(sorted(d.lr.unique()))})", depth]
         for inv in ("none", "perm", "all"):
             p = _paper_value(paper, table=2, arch=arch, depth=depth, invariances=inv)
             cells.append(f"{_ms(_per_pair_dataset_mean(d[d.invariances == inv], 'barrier'))} "
@@ -269,7 +274,8 @@ def mlp_table(bar, paper):
         rows.append(cells)
     header = ["Model", "D", "test barrier Naive", "test barrier Perm (WM)", "test barrier Ours",
               "test acc"]
-    return (f"Datasets: {', '.join(datasets)} (paper: 16 datasets, in parentheses).\n\n"
+    return (f"Datasets: {', '.join(datasets)}; {m.pair.nunique()} seed pairs for every row; "
+            "paper (16 datasets, 5 pairs) in parentheses.\n\n"
             + _md(header, rows))
 
 
