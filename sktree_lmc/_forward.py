@@ -233,12 +233,17 @@ class SoftTreeEnsembleModule(nn.Module):
     generator : torch.Generator, optional
         Generator for the initialization. Parameters are drawn on the CPU so
         that initialization does not depend on the device.
+    leaf_init : {"tree", "ensemble"}, default="tree"
+        Fan-in of the leaf-value initialization: ``L`` per tree, or ``M * L``
+        for the whole ensemble (see Notes).
 
     Notes
     -----
     Initialization follows a fully connected layer (as in the paper):
     split weights and biases ``U(-1/sqrt(F), 1/sqrt(F))``, leaf values
-    ``U(-1/sqrt(L), 1/sqrt(L))`` with ``L`` the number of free leaves.
+    ``U(-1/sqrt(L), 1/sqrt(L))`` with ``L`` the number of free leaves
+    (``leaf_init="tree"``) or ``U(-1/sqrt(M L), 1/sqrt(M L))``
+    (``leaf_init="ensemble"``: the output as one layer over all leaves).
 
     The parameters keep the documented layout ``(M, N, F)``, ``(M, N)``,
     ``(M, L, C)``; the forward pass works internally in node-major order
@@ -246,11 +251,14 @@ class SoftTreeEnsembleModule(nn.Module):
     product.
     """
 
-    def __init__(self, arch, n_trees, n_features, n_outputs, generator=None):
+    def __init__(self, arch, n_trees, n_features, n_outputs, generator=None, leaf_init="tree"):
         super().__init__()
         N, L = arch.n_nodes, arch.n_free_leaves
         bound = 1.0 / math.sqrt(n_features)
-        lbound = 1.0 / math.sqrt(L)
+        fan_in = {"tree": L, "ensemble": L * n_trees}.get(leaf_init)
+        if fan_in is None:
+            raise ValueError(f"leaf_init must be 'tree' or 'ensemble', got {leaf_init!r}.")
+        lbound = 1.0 / math.sqrt(fan_in)
 
         def uniform(shape, b):
             return (torch.rand(shape, generator=generator) * 2 - 1) * b

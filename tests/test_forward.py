@@ -291,3 +291,17 @@ def test_benchmark_smoke(tmp_path, monkeypatch, capsys):
         for kernel in bench_throughput.KERNELS:
             assert float(row[f"train_{kernel}"]) > 0
             assert float(row[f"predict_{kernel}"]) > 0
+
+
+def test_leaf_init_scales_the_leaf_values():
+    arch = get_architecture("oblivious", 2)
+    gen = torch.Generator().manual_seed(0)
+    tree = SoftTreeEnsembleModule(arch, 64, 5, 2, generator=gen, leaf_init="tree")
+    gen = torch.Generator().manual_seed(0)
+    ens = SoftTreeEnsembleModule(arch, 64, 5, 2, generator=gen, leaf_init="ensemble")
+    # same draws, leaves scaled by 1/sqrt(M); splits untouched
+    torch.testing.assert_close(ens.split_weight, tree.split_weight)
+    torch.testing.assert_close(ens.leaf_value * 8.0, tree.leaf_value)
+    assert float(tree.leaf_value.abs().max()) <= 0.5
+    with pytest.raises(ValueError, match="leaf_init"):
+        SoftTreeEnsembleModule(arch, 4, 5, 2, leaf_init="bogus")
