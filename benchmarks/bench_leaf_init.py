@@ -20,6 +20,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from benchmarks.lmc.core import default_data_home
 from sktree_lmc import ARCHITECTURES, SoftTreeEnsembleClassifier, interpolation_curve
 from sktree_lmc.datasets import (
     TABULAR_BENCHMARK,
@@ -36,7 +37,7 @@ def _data(name):
     if name == "magic_small":
         X, y = load_magic_small(return_X_y=True)
     else:
-        X, y = load_tabular_benchmark(name, return_X_y=True)
+        X, y = load_tabular_benchmark(name, data_home=default_data_home(), return_X_y=True)
     X_train, X_test, y_train, y_test = paper_split(X, y, random_state=0)
     pre = make_paper_preprocessor().fit(X_train)
     return pre.transform(X_train), pre.transform(X_test), y_train, y_test
