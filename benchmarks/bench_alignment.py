@@ -38,6 +38,7 @@ from pathlib import Path
 
 import numpy as np
 import torch
+
 from sktree_lmc import (
     TreeParams,
     best_ops_for_pairs,

@@ -233,7 +233,7 @@ class SoftTreeEnsembleModule(nn.Module):
     generator : torch.Generator, optional
         Generator for the initialization. Parameters are drawn on the CPU so
         that initialization does not depend on the device.
-    leaf_init : {"tree", "ensemble"}, default="tree"
+    leaf_init : {"ensemble", "tree"}, default="ensemble"
         Fan-in of the leaf-value initialization: ``L`` per tree, or ``M * L``
         for the whole ensemble (see Notes).
 
@@ -251,7 +251,8 @@ class SoftTreeEnsembleModule(nn.Module):
     product.
     """
 
-    def __init__(self, arch, n_trees, n_features, n_outputs, generator=None, leaf_init="tree"):
+    def __init__(self, arch, n_trees, n_features, n_outputs, generator=None,
+                 leaf_init="ensemble"):
         super().__init__()
         N, L = arch.n_nodes, arch.n_free_leaves
         bound = 1.0 / math.sqrt(n_features)

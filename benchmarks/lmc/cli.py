@@ -35,6 +35,8 @@ def build_parser():
     p.add_argument("--lrs", nargs="+", type=float, default=list(LR_GRID),
                    help="learning-rate grid; chosen by the training accuracy of the seed-1 model")
     p.add_argument("--epochs", type=int, default=50)
+    p.add_argument("--leaf-init", default="ensemble", choices=["tree", "ensemble"],
+                   help="leaf_init of the soft tree models (use a separate --out per value)")
     p.add_argument("--batch-size", type=int, default=512)
     p.add_argument("--lambdas", type=int, default=25)
     p.add_argument("--n-train", type=int, default=10_000)
@@ -90,6 +92,7 @@ def main(argv=None):
         if not 1 <= args.pairs <= 5:
             raise SystemExit("--pairs must be between 1 and 5")
         store = ModelStore(out, device=args.device, batch_size=args.batch_size,
+                           leaf_init=args.leaf_init,
                            verbose=args.verbose)
         total = 0
         if not args.no_lmc:

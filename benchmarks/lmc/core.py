@@ -138,12 +138,14 @@ class ModelStore:
     """Fits soft tree ensembles once and caches them with joblib.
 
     Models live in ``<out>/models/<dataset>/<tag>_<arch>_D<depth>_M<M>_lr<lr>_s<seed>_e<epochs>
-    .joblib`` with their fit time; every model used is logged once to
+    .joblib`` with their fit time (the tag carries ``leaf_init`` unless it is ``"tree"``, the
+    setting of the first runs); every model used is logged once to
     ``<out>/raw/<dataset>/models.csv``.
     """
 
-    def __init__(self, out, *, device="cpu", batch_size=512, verbose=0):
+    def __init__(self, out, *, device="cpu", batch_size=512, verbose=0, leaf_init="tree"):
         self.out = Path(out)
+        self.leaf_init = leaf_init
         self.device = device
         self.batch_size = batch_size
         self.verbose = verbose
@@ -161,7 +163,7 @@ class ModelStore:
     def get(self, dataset, arch, depth, M, lr, seed, epochs, X, y, X_test, y_test, *,
             experiment="lmc", role=""):
         """Return ``(model, fit_time_s)``, fitting and caching on a miss."""
-        tag = experiment
+        tag = experiment if self.leaf_init == "tree" else f"{experiment}-{self.leaf_init}"
         path = (self.out / "models" / dataset
                 / f"{tag}_{arch}_D{depth}_M{M}_lr{fmt_lr(lr)}_s{seed}_e{epochs}.joblib")
         cached = path.exists()
@@ -172,7 +174,7 @@ class ModelStore:
             model = SoftTreeEnsembleClassifier(
                 arch=arch, n_estimators=M, depth=depth, learning_rate=lr,
                 batch_size=self.batch_size, max_epochs=epochs, device=self.device,
-                random_state=seed, verbose=self.verbose,
+                random_state=seed, verbose=self.verbose, leaf_init=self.leaf_init,
             )
             t0 = time.perf_counter()
             model.fit(X, y)
