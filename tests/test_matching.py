@@ -7,20 +7,17 @@ node weighting, and taking dot products; they share nothing with
 ``test_symmetries.py`` checks against the routing table).
 """
 
-import copy
-import functools
 import itertools
 
 import numpy as np
 import pytest
+from _helpers import N_CLASSES, N_FEATURES, N_TREES, model_with_params, random_params
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from numpy.testing import assert_allclose, assert_array_equal
-from scipy.optimize import linear_sum_assignment
 
 import sktree_lmc._matching as matching
 from sktree_lmc import (
-    SoftTreeEnsembleClassifier,
     SymmetryOps,
     TreeParams,
     activation_matching,
@@ -33,14 +30,6 @@ from sktree_lmc import (
 )
 
 ARCHS = ["non_oblivious", "oblivious", "decision_list", "decision_list_modified"]
-
-
-def random_params(arch, n_trees, n_features, n_outputs, rng, scale=1.0):
-    return TreeParams(
-        scale * rng.standard_normal((n_trees, arch.n_nodes, n_features)),
-        scale * rng.standard_normal((n_trees, arch.n_nodes)),
-        rng.standard_normal((n_trees, arch.n_free_leaves, n_outputs)),
-    )
 
 
 def flat_tree(params, t, arch, weighting, op=None):
@@ -270,22 +259,6 @@ def test_deep_non_oblivious_self_alignment():
 # ----------------------------------------------------------------------------
 # Self-recovery (hypothesis): WM and AM undo any tree permutation plus ops
 # ----------------------------------------------------------------------------
-
-N_FEATURES, N_CLASSES, N_TREES = 5, 3, 8
-
-
-@functools.lru_cache(maxsize=None)
-def _template(name, depth):
-    rng = np.random.RandomState(0)
-    X = rng.standard_normal((30, N_FEATURES))
-    y = np.arange(30) % N_CLASSES
-    return SoftTreeEnsembleClassifier(
-        arch=name, depth=depth, n_estimators=N_TREES, max_epochs=1, device="cpu", random_state=0
-    ).fit(X, y)
-
-
-def model_with_params(name, depth, params):
-    return copy.deepcopy(_template(name, depth)).set_tree_params(params)
 
 
 def assert_params_equal(p, q, exact=True):

@@ -5,22 +5,19 @@ group builders): an op ``(perm, sign, leaf_perm)`` preserves a tree's function i
 ``code[leaf_perm[l], perm[n]] == sign[n] * code[l, n]`` for every leaf and node.
 """
 
-import copy
-import functools
 import itertools
 import math
 
 import numpy as np
 import pytest
 import torch
+from _helpers import N_CLASSES, N_FEATURES, N_TREES, model_with_params, random_params
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from numpy.testing import assert_allclose, assert_array_equal
 
 from sktree_lmc import (
-    SoftTreeEnsembleClassifier,
     SymmetryOps,
-    TreeParams,
     get_architecture,
     is_valid_op,
     random_ops,
@@ -66,32 +63,6 @@ def independent_leaf_perm(arch, perm, sign):
         if (leaf in free) != (full[leaf] in free):
             return None
     return np.array([free.index(full[leaf]) for leaf in free])
-
-
-def random_params(arch, n_trees, n_features, n_outputs, rng, scale=1.0):
-    return TreeParams(
-        scale * rng.standard_normal((n_trees, arch.n_nodes, n_features)),
-        scale * rng.standard_normal((n_trees, arch.n_nodes)),
-        rng.standard_normal((n_trees, arch.n_free_leaves, n_outputs)),
-    )
-
-
-N_FEATURES, N_CLASSES, N_TREES = 5, 3, 8
-
-
-@functools.lru_cache(maxsize=None)
-def _template(name, depth):
-    rng = np.random.RandomState(0)
-    X = rng.standard_normal((30, N_FEATURES))
-    y = np.arange(30) % N_CLASSES
-    return SoftTreeEnsembleClassifier(
-        arch=name, depth=depth, n_estimators=N_TREES, max_epochs=1, device="cpu", random_state=0
-    ).fit(X, y)
-
-
-def model_with_params(name, depth, params):
-    """A fitted classifier holding ``params`` (no training cost: a cached tiny fit)."""
-    return copy.deepcopy(_template(name, depth)).set_tree_params(params)
 
 
 # ----------------------------------------------------------------------------

@@ -1,0 +1,34 @@
+"""Helpers shared by the symmetry and matching tests."""
+
+import copy
+import functools
+
+import numpy as np
+
+from sktree_lmc import SoftTreeEnsembleClassifier, TreeParams
+
+N_FEATURES, N_CLASSES, N_TREES = 5, 3, 8
+
+
+def random_params(arch, n_trees, n_features, n_outputs, rng, scale=1.0):
+    """Gaussian parameters of ``n_trees`` trees of ``arch`` (splits scaled by ``scale``)."""
+    return TreeParams(
+        scale * rng.standard_normal((n_trees, arch.n_nodes, n_features)),
+        scale * rng.standard_normal((n_trees, arch.n_nodes)),
+        rng.standard_normal((n_trees, arch.n_free_leaves, n_outputs)),
+    )
+
+
+@functools.lru_cache(maxsize=None)
+def _template(name, depth):
+    rng = np.random.RandomState(0)
+    X = rng.standard_normal((30, N_FEATURES))
+    y = np.arange(30) % N_CLASSES
+    return SoftTreeEnsembleClassifier(
+        arch=name, depth=depth, n_estimators=N_TREES, max_epochs=1, device="cpu", random_state=0
+    ).fit(X, y)
+
+
+def model_with_params(name, depth, params):
+    """A fitted classifier holding ``params`` (no training cost: a cached tiny fit)."""
+    return copy.deepcopy(_template(name, depth)).set_tree_params(params)
