@@ -38,7 +38,6 @@ import torch
 from scipy.optimize import linear_sum_assignment
 
 from ._architectures import SymmetryOps
-from ._params import TreeParams
 
 __all__ = [
     "Alignment",
@@ -409,6 +408,19 @@ def _identity_ops(arch, M):
     return SymmetryOps.identity(M, arch.n_nodes, arch.n_free_leaves)
 
 
+def _complete_alignment(perm, score, params_a, params_b, arch, invariances, weighting, device):
+    """Alignment for the tree permutation ``perm``: the identity op per tree
+    (``"perm"``, or an architecture without ops), else the best op of every
+    matched pair (shared by weight and activation matching)."""
+    M = params_a.n_trees
+    if invariances == "perm" or arch.n_ops == 1:
+        return Alignment(perm, _identity_ops(arch, M), score)
+    ops, _ = best_ops_for_pairs(
+        params_a, params_b.permute_trees(perm), arch, weighting=weighting, device=device
+    )
+    return Alignment(perm, ops, score)
+
+
 def _assign(S, norms_a=None, norms_b=None):
     """Tree permutation maximizing ``sum_m S[m, perm[m]]``, and that sum.
 
@@ -475,12 +487,8 @@ def weight_matching(params_a, params_b, arch, *, invariances="all", weighting=Tr
         params_a, params_b, arch, invariances=invariances, weighting=weighting, device=device
     )
     perm, score = _assign(S)
-    if invariances == "perm" or arch.n_ops == 1:
-        return Alignment(perm, _identity_ops(arch, M), score)
-    ops, _ = best_ops_for_pairs(
-        params_a, params_b.permute_trees(perm), arch, weighting=weighting, device=device
-    )
-    return Alignment(perm, ops, score)
+    return _complete_alignment(perm, score, params_a, params_b, arch, invariances, weighting,
+                               device)
 
 
 def activation_matching(outputs_a, outputs_b, params_a, params_b, arch, *, invariances="all",
@@ -535,20 +543,5 @@ def activation_matching(outputs_a, outputs_b, params_a, params_b, arch, *, invar
     ob = ob.permute(1, 0, 2).reshape(M, -1)
     S = (oa @ ob.T).cpu().numpy()
     perm, score = _assign(S, (oa * oa).sum(1).cpu().numpy(), (ob * ob).sum(1).cpu().numpy())
-    if invariances == "perm" or arch.n_ops == 1:
-        return Alignment(perm, _identity_ops(arch, M), score)
-    ops, _ = best_ops_for_pairs(
-        params_a, params_b.permute_trees(perm), arch, weighting=weighting, device=device
-    )
-    return Alignment(perm, ops, score)
-
-
-def check_alignment_inputs(params_a, params_b):
-    """Raise a ValueError when two parameter sets cannot be aligned."""
-    if not isinstance(params_a, TreeParams) or not isinstance(params_b, TreeParams):
-        raise TypeError("Expected TreeParams.")
-    if params_a.shape_signature != params_b.shape_signature:
-        raise ValueError(
-            "Models differ in shape (trees, nodes, features, leaves, outputs): "
-            f"{params_a.shape_signature} vs {params_b.shape_signature}."
-        )
+    return _complete_alignment(perm, score, params_a, params_b, arch, invariances, weighting,
+                               device)
