@@ -217,6 +217,32 @@ class _Ensemble(torch.autograd.Function):
         return grad_z, grad_pi, None
 
 
+def split_init_bound(split_init, n_features):
+    """Bound ``c`` of the ``U(-c, c)`` initialization of split weights and biases.
+
+    Parameters
+    ----------
+    split_init : "fan_in" or float
+        ``"fan_in"`` gives ``1/sqrt(n_features)`` (a fully connected layer with
+        ``n_features`` inputs, so the initial split logits have the same scale
+        for any ``F``); a positive float is used as the bound itself.
+    n_features : int
+        Number of input features ``F``.
+
+    Returns
+    -------
+    bound : float
+    """
+    if isinstance(split_init, str):
+        if split_init != "fan_in":
+            raise ValueError(f"split_init must be 'fan_in' or a positive float, got {split_init!r}.")
+        return 1.0 / math.sqrt(n_features)
+    bound = float(split_init)
+    if not (math.isfinite(bound) and bound > 0):
+        raise ValueError(f"split_init must be 'fan_in' or a positive float, got {split_init!r}.")
+    return bound
+
+
 class SoftTreeEnsembleModule(nn.Module):
     """PyTorch module computing the sum of ``M`` soft trees of one architecture.
 
@@ -236,11 +262,15 @@ class SoftTreeEnsembleModule(nn.Module):
     leaf_init : {"ensemble", "tree"}, default="ensemble"
         Fan-in of the leaf-value initialization: ``L`` per tree, or ``M * L``
         for the whole ensemble (see Notes).
+    split_init : "fan_in" or float, default="fan_in"
+        Bound of the uniform initialization of split weights and biases:
+        ``1/sqrt(F)`` for ``"fan_in"``, the float itself otherwise (see Notes).
 
     Notes
     -----
     Initialization follows a fully connected layer (as in the paper):
-    split weights and biases ``U(-1/sqrt(F), 1/sqrt(F))``, leaf values
+    split weights and biases ``U(-1/sqrt(F), 1/sqrt(F))`` (or ``U(-c, c)`` for
+    ``split_init=c``, independent of ``F``), leaf values
     ``U(-1/sqrt(L), 1/sqrt(L))`` with ``L`` the number of free leaves
     (``leaf_init="tree"``) or ``U(-1/sqrt(M L), 1/sqrt(M L))``
     (``leaf_init="ensemble"``: the output as one layer over all leaves).
@@ -252,10 +282,10 @@ class SoftTreeEnsembleModule(nn.Module):
     """
 
     def __init__(self, arch, n_trees, n_features, n_outputs, generator=None,
-                 leaf_init="ensemble"):
+                 leaf_init="ensemble", split_init="fan_in"):
         super().__init__()
         N, L = arch.n_nodes, arch.n_free_leaves
-        bound = 1.0 / math.sqrt(n_features)
+        bound = split_init_bound(split_init, n_features)
         fan_in = {"tree": L, "ensemble": L * n_trees}.get(leaf_init)
         if fan_in is None:
             raise ValueError(f"leaf_init must be 'tree' or 'ensemble', got {leaf_init!r}.")

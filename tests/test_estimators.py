@@ -326,6 +326,9 @@ def test_single_class_is_rejected(binary):
         {"batch_size": 0},
         {"max_epochs": 0},
         {"validation_fraction": 1.0},
+        {"split_init": 0.0},
+        {"split_init": -0.5},
+        {"split_init": "uniform"},
     ],
     ids=lambda p: "-".join(f"{k}={v}" for k, v in p.items()),
 )

@@ -305,3 +305,38 @@ def test_leaf_init_scales_the_leaf_values():
     assert float(tree.leaf_value.abs().max()) <= 0.5
     with pytest.raises(ValueError, match="leaf_init"):
         SoftTreeEnsembleModule(arch, 4, 5, 2, leaf_init="bogus")
+
+
+@pytest.mark.parametrize("n_features", [3, 20, 100])
+def test_split_init_sets_the_split_bound(n_features):
+    arch = get_architecture("non_oblivious", 2)
+    gen = torch.Generator().manual_seed(0)
+    fan_in = SoftTreeEnsembleModule(arch, 64, n_features, 2, generator=gen)
+    gen = torch.Generator().manual_seed(0)
+    const = SoftTreeEnsembleModule(arch, 64, n_features, 2, generator=gen, split_init=0.45)
+    # same draws, split weights and biases rescaled from 1/sqrt(F) to 0.45; leaves untouched
+    scale = 0.45 * n_features**0.5
+    torch.testing.assert_close(const.split_weight, fan_in.split_weight * scale)
+    torch.testing.assert_close(const.split_bias, fan_in.split_bias * scale)
+    torch.testing.assert_close(const.leaf_value, fan_in.leaf_value)
+    for module, bound in [(fan_in, n_features**-0.5), (const, 0.45)]:
+        w = torch.cat([module.split_weight.flatten(), module.split_bias.flatten()])
+        assert float(w.abs().max()) <= bound
+        assert float(w.abs().max()) > 0.9 * bound  # the whole range is used
+    for bad in ["bogus", 0.0, -1.0, float("nan"), float("inf")]:
+        with pytest.raises(ValueError, match="split_init"):
+            SoftTreeEnsembleModule(arch, 4, 5, 2, split_init=bad)
+
+
+def test_split_init_reaches_the_estimator():
+    from sktree_lmc import SoftTreeEnsembleClassifier
+
+    rng = np.random.default_rng(0)
+    X, y = rng.normal(size=(40, 30)), np.arange(40) % 2
+    params = {"n_estimators": 4, "max_epochs": 1, "learning_rate": 1e-12, "random_state": 0}
+    wide = SoftTreeEnsembleClassifier(split_init=1.0, **params).fit(X, y)
+    default = SoftTreeEnsembleClassifier(**params).fit(X, y)
+    w_wide = wide.get_tree_params().split_weight
+    w_default = default.get_tree_params().split_weight
+    # a learning rate of 1e-12 leaves the initialization in place
+    np.testing.assert_allclose(w_wide, w_default * 30**0.5, rtol=1e-5, atol=1e-9)

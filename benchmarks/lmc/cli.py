@@ -37,6 +37,9 @@ def build_parser():
     p.add_argument("--epochs", type=int, default=50)
     p.add_argument("--leaf-init", default="ensemble", choices=["tree", "ensemble"],
                    help="leaf_init of the soft tree models (use a separate --out per value)")
+    p.add_argument("--split-init", default="fan_in", type=_split_init,
+                   help="split_init of the soft tree models: 'fan_in' or a positive float "
+                        "(use a separate --out per value)")
     p.add_argument("--batch-size", type=int, default=512)
     p.add_argument("--lambdas", type=int, default=25)
     p.add_argument("--n-train", type=int, default=10_000)
@@ -63,6 +66,18 @@ def build_parser():
                    help="tiny run on the bundled magic_small data into a temporary folder")
     p.add_argument("--verbose", type=int, default=0)
     return p
+
+
+def _split_init(value):
+    if value == "fan_in":
+        return value
+    try:
+        bound = float(value)
+    except ValueError:
+        bound = float("nan")
+    if not bound > 0:
+        raise argparse.ArgumentTypeError(f"expected 'fan_in' or a positive float, got {value!r}")
+    return bound
 
 
 def apply_smoke(args):
@@ -92,7 +107,7 @@ def main(argv=None):
         if not 1 <= args.pairs <= 5:
             raise SystemExit("--pairs must be between 1 and 5")
         store = ModelStore(out, device=args.device, batch_size=args.batch_size,
-                           leaf_init=args.leaf_init,
+                           leaf_init=args.leaf_init, split_init=args.split_init,
                            verbose=args.verbose)
         total = 0
         if not args.no_lmc:

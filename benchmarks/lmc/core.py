@@ -139,13 +139,16 @@ class ModelStore:
 
     Models live in ``<out>/models/<dataset>/<tag>_<arch>_D<depth>_M<M>_lr<lr>_s<seed>_e<epochs>
     .joblib`` with their fit time (the tag carries ``leaf_init`` unless it is ``"tree"``, the
-    setting of the first runs); every model used is logged once to
+    setting of the first runs, and ``split_init`` unless it is ``"fan_in"``); every model used
+    is logged once to
     ``<out>/raw/<dataset>/models.csv``.
     """
 
-    def __init__(self, out, *, device="cpu", batch_size=512, verbose=0, leaf_init="tree"):
+    def __init__(self, out, *, device="cpu", batch_size=512, verbose=0, leaf_init="tree",
+                 split_init="fan_in"):
         self.out = Path(out)
         self.leaf_init = leaf_init
+        self.split_init = split_init
         self.device = device
         self.batch_size = batch_size
         self.verbose = verbose
@@ -164,6 +167,8 @@ class ModelStore:
             experiment="lmc", role=""):
         """Return ``(model, fit_time_s)``, fitting and caching on a miss."""
         tag = experiment if self.leaf_init == "tree" else f"{experiment}-{self.leaf_init}"
+        if self.split_init != "fan_in":
+            tag += f"-split{self.split_init:g}"
         path = (self.out / "models" / dataset
                 / f"{tag}_{arch}_D{depth}_M{M}_lr{fmt_lr(lr)}_s{seed}_e{epochs}.joblib")
         cached = path.exists()
@@ -175,6 +180,7 @@ class ModelStore:
                 arch=arch, n_estimators=M, depth=depth, learning_rate=lr,
                 batch_size=self.batch_size, max_epochs=epochs, device=self.device,
                 random_state=seed, verbose=self.verbose, leaf_init=self.leaf_init,
+                split_init=self.split_init,
             )
             t0 = time.perf_counter()
             model.fit(X, y)
