@@ -233,13 +233,14 @@ def split_init_bound(split_init, n_features):
     -------
     bound : float
     """
+    message = f"split_init must be 'fan_in' or a positive float, got {split_init!r}."
     if isinstance(split_init, str):
         if split_init != "fan_in":
-            raise ValueError(f"split_init must be 'fan_in' or a positive float, got {split_init!r}.")
+            raise ValueError(message)
         return 1.0 / math.sqrt(n_features)
     bound = float(split_init)
     if not (math.isfinite(bound) and bound > 0):
-        raise ValueError(f"split_init must be 'fan_in' or a positive float, got {split_init!r}.")
+        raise ValueError(message)
     return bound
 
 

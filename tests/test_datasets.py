@@ -282,7 +282,9 @@ def test_paper_split_exactly_enough_rows_uses_all():
     assert sorted(np.concatenate([X_train[:, 0], X_test[:, 0]])) == list(range(20_000))
 
 
-@pytest.mark.parametrize("n, expected", [(3000, (1500, 1500)), (19_999, (9999, 10_000)), (7, (3, 4))])
+@pytest.mark.parametrize(
+    "n, expected", [(3000, (1500, 1500)), (19_999, (9999, 10_000)), (7, (3, 4))]
+)
 def test_paper_split_small_dataset_halves(n, expected):
     X, y = index_data(n)
     X_train, X_test, y_train, y_test = paper_split(X, y)
@@ -305,7 +307,9 @@ def test_paper_split_keeps_pandas_objects():
     assert (X_train.index == y_train.index).all()
 
 
-@pytest.mark.parametrize("kwargs", [{"n_train": 0}, {"n_test": -1}, {"n_train": 1.5}, {"n_test": True}])
+@pytest.mark.parametrize(
+    "kwargs", [{"n_train": 0}, {"n_test": -1}, {"n_train": 1.5}, {"n_test": True}]
+)
 def test_paper_split_rejects_bad_sizes(kwargs):
     X, y = index_data(10)
     with pytest.raises(ValueError, match="must be a positive integer"):

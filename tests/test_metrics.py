@@ -90,7 +90,8 @@ def test_curve_endpoints_are_the_models(clf_data, method):
     for score in curve.scores.values():
         assert score.shape == (5,) and np.isfinite(score).all()
     for model, i in ((a, 0), (b, -1)):
-        assert curve.scores["accuracy"][i] == pytest.approx(100 * accuracy_score(y, model.predict(X)))
+        expected = 100 * accuracy_score(y, model.predict(X))
+        assert curve.scores["accuracy"][i] == pytest.approx(expected)
         assert curve.scores["log_loss"][i] == pytest.approx(
             log_loss(y, model.predict_proba(X)), rel=1e-5
         )
