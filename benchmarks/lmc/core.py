@@ -299,20 +299,35 @@ def _done_keys(path):
             for r in read_csv(path)}
 
 
+def _pending_pairs(path, experiment, arch, depth, M, epochs, pairs, progress):
+    """Yield ``(pair, seed_a, seed_b)`` for the pairs without rows in ``path`` yet.
+
+    A rerun resumes: pairs already recorded are skipped. ``progress`` (a tqdm bar or
+    ``None``) advances once per pair, skipped or run.
+    """
+    done = _done_keys(path)
+    for p in range(pairs):
+        if (experiment, arch, str(depth), str(M), str(epochs), str(p)) not in done:
+            yield (p, *SEED_PAIRS[p])
+        if progress is not None:
+            progress.update(1)
+
+
+def _append_pair_rows(path, rows, *, experiment, dataset, arch, depth, M, lr, epochs, pair,
+                      seed_a, seed_b):
+    base = {"experiment": experiment, "dataset": dataset, "arch": arch, "depth": depth,
+            "n_estimators": M, "lr": fmt_lr(lr), "epochs": epochs, "pair": pair,
+            "seed_a": seed_a, "seed_b": seed_b}
+    append_rows(path, [dict(base, **r) for r in rows], BARRIER_FIELDS)
+
+
 def run_lmc(store, out, dataset, arch, depth, M, epochs, pairs, lrs, data, *, methods,
-            n_lambdas=25, device="cpu", progress=None):
+            n_lambdas=25, progress=None):
     """Barriers of ``pairs`` seed pairs for one configuration (Tables 3, 4, 6-11)."""
     path = Path(out) / "raw" / dataset / "barriers.csv"
     X_tr, X_te, y_tr, y_te = data
     lr, _ = select_lr(store, dataset, arch, depth, M, epochs, lrs, data)
-    done = _done_keys(path)
-    for p in range(pairs):
-        key = ("lmc", arch, str(depth), str(M), str(epochs), str(p))
-        if key in done:
-            if progress is not None:
-                progress.update(1)
-            continue
-        sa, sb = SEED_PAIRS[p]
+    for p, sa, sb in _pending_pairs(path, "lmc", arch, depth, M, epochs, pairs, progress):
         a, _ = store.get(dataset, arch, depth, M, lr, sa, epochs, X_tr, y_tr, X_te, y_te,
                          role="pair")
         b, _ = store.get(dataset, arch, depth, M, lr, sb, epochs, X_tr, y_tr, X_te, y_te,
@@ -320,35 +335,25 @@ def run_lmc(store, out, dataset, arch, depth, M, epochs, pairs, lrs, data, *, me
         t0 = time.perf_counter()
         rows = interpolate_pair(a, b, {"train": (X_tr, y_tr), "test": (X_te, y_te)},
                                 n_lambdas=n_lambdas, methods=methods, X_align=X_tr,
-                                align_seed=sa, device="cpu")
-        base = {"experiment": "lmc", "dataset": dataset, "arch": arch, "depth": depth,
-                "n_estimators": M, "lr": fmt_lr(lr), "epochs": epochs, "pair": p,
-                "seed_a": sa, "seed_b": sb}
-        append_rows(path, [dict(base, **r) for r in rows], BARRIER_FIELDS)
+                                align_seed=sa)
+        _append_pair_rows(path, rows, experiment="lmc", dataset=dataset, arch=arch,
+                          depth=depth, M=M, lr=lr, epochs=epochs, pair=p, seed_a=sa,
+                          seed_b=sb)
         test = {(r["method"], r["invariances"]): r["barrier"] for r in rows
                 if r["split"] == "test"}
         log(f"{dataset} {arch} D={depth} M={M} pair {p}: test barriers "
             + " ".join(f"{m}/{i}={v}" for (m, i), v in sorted(test.items()))
             + f" ({time.perf_counter() - t0:.1f}s)")
-        if progress is not None:
-            progress.update(1)
 
 
 def run_split(store, out, dataset, arch, depth, M, epochs, pairs, lrs, data, *, methods,
-              n_lambdas=25, frac=0.8, device="cpu", progress=None):
+              n_lambdas=25, frac=0.8, progress=None):
     """Split-data experiment (Figure 8): models on disjoint class-skewed halves."""
     path = Path(out) / "raw" / dataset / "barriers.csv"
     X_tr, X_te, y_tr, y_te = data
     lr, _ = select_lr(store, dataset, arch, depth, M, epochs, lrs, data)
     ia, ib = skewed_halves(y_tr, frac=frac, random_state=0)
-    done = _done_keys(path)
-    for p in range(pairs):
-        key = ("split", arch, str(depth), str(M), str(epochs), str(p))
-        if key in done:
-            if progress is not None:
-                progress.update(1)
-            continue
-        sa, sb = SEED_PAIRS[p]
+    for p, sa, sb in _pending_pairs(path, "split", arch, depth, M, epochs, pairs, progress):
         full, _ = store.get(dataset, arch, depth, M, lr, sa, epochs, X_tr, y_tr, X_te, y_te,
                             role="pair")
         a, _ = store.get(dataset, arch, depth, M, lr, sa, epochs, X_tr[ia], y_tr[ia], X_te, y_te,
@@ -358,17 +363,14 @@ def run_split(store, out, dataset, arch, depth, M, epochs, pairs, lrs, data, *, 
         ref = {"train": 100 * full.score(X_tr, y_tr), "test": 100 * full.score(X_te, y_te)}
         rows = interpolate_pair(a, b, {"train": (X_tr, y_tr), "test": (X_te, y_te)},
                                 n_lambdas=n_lambdas, methods=methods, X_align=X_tr,
-                                align_seed=sa, device="cpu", ref=ref)
-        base = {"experiment": "split", "dataset": dataset, "arch": arch, "depth": depth,
-                "n_estimators": M, "lr": fmt_lr(lr), "epochs": epochs, "pair": p,
-                "seed_a": sa, "seed_b": sb}
-        append_rows(path, [dict(base, **r) for r in rows], BARRIER_FIELDS)
+                                align_seed=sa, ref=ref)
+        _append_pair_rows(path, rows, experiment="split", dataset=dataset, arch=arch,
+                          depth=depth, M=M, lr=lr, epochs=epochs, pair=p, seed_a=sa,
+                          seed_b=sb)
         t = [r for r in rows if r["split"] == "test" and r["method"] == methods[-1]
              and r["invariances"] == "all"][0]
         log(f"split {dataset} {arch} pair {p}: test acc A={t['acc_a']} B={t['acc_b']} "
             f"merged({methods[-1]}, all, lam=.5)={t['acc_mid']} full={ref['test']:.2f}")
-        if progress is not None:
-            progress.update(1)
 
 
 def run_hgb(out, dataset, data):
