@@ -16,18 +16,6 @@ from sktree_lmc import (
 from sktree_lmc._merge import _with_params
 from sktree_lmc._multi import align_many, merge_many
 
-
-@pytest.fixture(autouse=True, scope="module")
-def one_torch_thread():
-    """Tiny models: one intra-op thread is faster, and robust on a loaded machine."""
-    import torch
-
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
-
-
 X_CLF, Y_CLF = make_classification(
     n_samples=240, n_features=5, n_informative=4, n_redundant=0, n_classes=3, random_state=0
 )

@@ -25,17 +25,6 @@ from sktree_lmc._multi import make_shards
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 
-@pytest.fixture(autouse=True, scope="module")
-def one_torch_thread():
-    """Tiny models: one intra-op thread is faster, and robust on a loaded machine."""
-    import torch
-
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
-
-
 X, Y = make_classification(n_samples=360, n_features=6, n_informative=4, random_state=0)
 
 
