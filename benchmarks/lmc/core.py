@@ -19,7 +19,7 @@ from pathlib import Path
 import joblib
 import numpy as np
 
-from sktree_lmc import ModelAligner, SoftTreeEnsembleClassifier
+from sktree_lmc import ModelAligner, SoftTreeEnsembleClassifier, lmc_barrier
 from sktree_lmc.datasets import (
     load_magic_small,
     load_tabular_benchmark,
@@ -237,14 +237,6 @@ def _evaluate(template, params, X, y):
     return acc, float(-np.mean(np.log(p)))
 
 
-def barrier(values, lambdas, greater_is_better=True):
-    """Eq. 1 of the paper (see :func:`sktree_lmc.lmc_barrier`)."""
-    values = np.asarray(values, dtype=np.float64)
-    line = (1 - lambdas) * values[0] + lambdas * values[-1]
-    gap = line - values if greater_is_better else values - line
-    return float(max(gap.max(), 0.0))
-
-
 def interpolate_pair(a, b, splits, *, n_lambdas=25, methods=("wm", "am"), X_align=None,
                      n_samples=512, align_seed=0, device="cpu", ref=None):
     """Curves of every alignment configuration between ``a`` and ``b``.
@@ -279,8 +271,8 @@ def interpolate_pair(a, b, splits, *, n_lambdas=25, methods=("wm", "am"), X_alig
             best = int(np.argmax(acc))
             row = {
                 "invariances": inv, "split": split, "n_rows": len(y),
-                "barrier": f"{barrier(acc, lambdas):.4f}",
-                "barrier_log_loss": f"{barrier(ll, lambdas, greater_is_better=False):.5f}",
+                "barrier": f"{lmc_barrier(acc, lambdas):.4f}",
+                "barrier_log_loss": f"{lmc_barrier(ll, lambdas, greater_is_better=False):.5f}",
                 "acc_a": f"{acc[0]:.3f}", "acc_b": f"{acc[-1]:.3f}",
                 "acc_mid": f"{acc[n_lambdas // 2]:.3f}", "acc_best": f"{acc[best]:.3f}",
                 "lam_best": f"{lambdas[best]:.4f}",

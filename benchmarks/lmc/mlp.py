@@ -19,12 +19,13 @@ import numpy as np
 import torch
 from scipy.optimize import linear_sum_assignment
 
+from sktree_lmc import lmc_barrier
+
 from .core import (
     BARRIER_FIELDS,
     MODEL_FIELDS,
     SEED_PAIRS,
     append_rows,
-    barrier,
     fmt_lr,
     log,
     read_csv,
@@ -193,7 +194,7 @@ def run_mlp(out, dataset, depth, width, epochs, pairs, lrs, data, *, n_lambdas=2
                     "experiment": "mlp", "dataset": dataset, "arch": "mlp", "depth": depth,
                     "n_estimators": width, "lr": fmt_lr(lr), "epochs": epochs, "pair": p,
                     "seed_a": sa, "seed_b": sb, "method": "wm", "invariances": inv,
-                    "split": split, "n_rows": len(y), "barrier": f"{barrier(acc, lambdas):.4f}",
+                    "split": split, "n_rows": len(y), "barrier": f"{lmc_barrier(acc, lambdas):.4f}",
                     "barrier_log_loss": "", "acc_a": f"{acc[0]:.3f}", "acc_b": f"{acc[-1]:.3f}",
                     "acc_mid": f"{acc[n_lambdas // 2]:.3f}", "acc_best": f"{acc[best]:.3f}",
                     "lam_best": f"{lambdas[best]:.4f}", "acc_ref": "",
