@@ -10,6 +10,7 @@ from numbers import Integral, Real
 import numpy as np
 import torch
 import torch.nn.functional as F
+from scipy.special import log_softmax, softmax
 from sklearn.base import BaseEstimator, ClassifierMixin, RegressorMixin, _fit_context
 from sklearn.utils import check_random_state
 from sklearn.utils._param_validation import Interval, StrOptions
@@ -539,10 +540,7 @@ class SoftTreeEnsembleClassifier(ClassifierMixin, _BaseSoftTreeEnsemble):
         proba : ndarray of shape (n_samples, n_classes)
             Probabilities, columns ordered as ``classes_``.
         """
-        out = self._raw_output(X)
-        out -= out.max(axis=1, keepdims=True)
-        proba = np.exp(out)
-        return proba / proba.sum(axis=1, keepdims=True)
+        return softmax(self._raw_output(X), axis=1)
 
     def predict_log_proba(self, X):
         """Logarithm of :meth:`predict_proba`.
@@ -557,9 +555,7 @@ class SoftTreeEnsembleClassifier(ClassifierMixin, _BaseSoftTreeEnsemble):
         log_proba : ndarray of shape (n_samples, n_classes)
             Log-probabilities, columns ordered as ``classes_``.
         """
-        out = self._raw_output(X)
-        out -= out.max(axis=1, keepdims=True)
-        return out - np.log(np.exp(out).sum(axis=1, keepdims=True))
+        return log_softmax(self._raw_output(X), axis=1)
 
     def predict(self, X):
         """Predict class labels (elements of ``classes_``).
