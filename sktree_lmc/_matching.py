@@ -37,7 +37,8 @@ import numpy as np
 import torch
 from scipy.optimize import linear_sum_assignment
 
-from ._architectures import SymmetryOps
+from ._architectures import SymmetryOps, _ops_from_node_ops
+from ._oblivious import oblivious_search
 
 __all__ = [
     "Alignment",
@@ -285,6 +286,60 @@ def _dp_traceback(choices, depth):
     return SymmetryOps(perm, sign, local)
 
 
+#: Oblivious trees at least this deep are searched level by level
+#: (:mod:`sktree_lmc._oblivious`) instead of scoring the enumerated group.
+_LEVEL_SEARCH_FROM_DEPTH = 5
+#: Tree-pair tables of oblivious trees are exact when ``Ma * Mb * 4**D`` is at most this.
+_EXACT_TABLE_BUDGET = 1 << 24
+
+
+def _uses_level_search(arch):
+    return arch.level_search and (arch.ops is None or arch.depth >= _LEVEL_SEARCH_FROM_DEPTH)
+
+
+def _level_search(theta_a, leaves_a, theta_b, leaves_b, arch, exact=True):
+    """Best level order and signs for aligned pairs of oblivious trees.
+
+    Exact (branch and bound) for every pair whose search fits the frontier
+    budget; the others fall back to scoring the enumerated group when it exists
+    (depth <= 6), else keep the local-search optimum. Returns (perm, sign, score).
+    """
+    G = torch.bmm(theta_a, theta_b.transpose(1, 2))
+    perm, sign, score, certified = oblivious_search(G, leaves_a, leaves_b, exact=exact,
+                                                    max_iter=0)
+    todo = (~certified).nonzero()[:, 0]
+    step = max(1, _CHUNK_BYTES // (8 * leaves_a[0].numel() * len(arch.ops or ())  + 1))
+    for s in range(0, len(todo) if exact and arch.ops is not None else 0, step):
+        rows = todo[s:s + step]
+        cand = _enumerated_scores(theta_a[rows], leaves_a[rows], theta_b[rows], leaves_b[rows],
+                                  arch.ops, True)
+        best = cand.argmax(dim=1).cpu().numpy()
+        perm[rows] = torch.as_tensor(arch.ops.perm[best], device=perm.device)
+        sign[rows] = torch.as_tensor(arch.ops.sign[best], dtype=sign.dtype, device=sign.device)
+        score[rows] = cand.max(dim=1).values
+    return perm, sign, score
+
+
+def _level_search_table(theta_a, leaves_a, theta_b, leaves_b, arch):
+    """(Ma, Mb) table of the best similarities of oblivious trees, chunked over pairs.
+
+    Exact (branch and bound) when ``Ma * Mb * 4**D <= 2**24`` (about 20 s on
+    one core), else the seed of every pair, the assignment over levels (a lower
+    bound of the exact maximum, measured within 0.5% of it per pair and 0.01%
+    on average at depths 6 to 8)."""
+    Ma, Mb = len(theta_a), len(theta_b)
+    exact = Ma * Mb * 4 ** arch.depth <= _EXACT_TABLE_BUDGET
+    L, C = leaves_a.shape[1:]
+    pairs = max(1, _CHUNK_BYTES // (8 * (2 * L * C + 8 * arch.depth ** 2)) // 4)
+    out = torch.empty(Ma * Mb, dtype=torch.float64, device=theta_a.device)
+    for s in range(0, Ma * Mb, pairs):
+        idx = torch.arange(s, min(s + pairs, Ma * Mb), device=theta_a.device)
+        ia, ib = idx // Mb, idx % Mb
+        out[idx] = _level_search(theta_a[ia], leaves_a[ia], theta_b[ib], leaves_b[ib], arch,
+                                 exact=exact)[2]
+    return out.reshape(Ma, Mb).cpu().numpy()
+
+
 def pairwise_tree_similarity(params_a, params_b, arch, *, invariances="all", weighting=True,
                              device="cpu"):
     """Best similarity of every pair of trees over the symmetry group.
@@ -337,6 +392,8 @@ def pairwise_tree_similarity(params_a, params_b, arch, *, invariances="all", wei
         fa = torch.cat([theta_a.reshape(Ma, -1), leaves_a.reshape(Ma, -1)], dim=1)
         fb = torch.cat([theta_b.reshape(Mb, -1), leaves_b.reshape(Mb, -1)], dim=1)
         return (fa @ fb.T).cpu().numpy()
+    if _uses_level_search(arch):
+        return _level_search_table(theta_a, leaves_a, theta_b, leaves_b, arch)
     L, N = arch.n_free_leaves, arch.n_nodes
     if arch.flip_recursive:
         per_row = Mb * (L // 2) ** 2 * 8 * 4  # bottom-level keep, swap, V and a temporary
@@ -399,6 +456,11 @@ def best_ops_for_pairs(params_a, params_b, arch, *, weighting=True, device="cpu"
             theta_a, leaves_a, theta_b, leaves_b, arch.depth, True, keep_choices=True
         )
         return _dp_traceback(choices, arch.depth), score.cpu().numpy()
+    if _uses_level_search(arch):
+        perm, sign, score = _level_search(theta_a, leaves_a, theta_b, leaves_b, arch)
+        ops = _ops_from_node_ops(arch.code, arch.free_leaves, perm.cpu().numpy(),
+                                 sign.cpu().numpy())
+        return ops, score.cpu().numpy()
     scores = _enumerated_scores(theta_a, leaves_a, theta_b, leaves_b, arch.ops, True)
     best = scores.argmax(dim=1).cpu().numpy()  # first maximum: identity wins ties
     return arch.ops[best], scores.max(dim=1).values.cpu().numpy()
