@@ -19,10 +19,20 @@ wall-clock times to other jobs on a shared machine). A last
 row times non-oblivious WM at depth 6 (``2**63`` flip patterns per tree) with
 ``M = 256``.
 
+``--depth`` runs the depth grid instead: weight matching with ``invariances="all"``
+(``weight_matching``: table, assignment, ops of the matched pairs) of oblivious trees at
+``D = 2..10`` and non-oblivious trees at ``D = 2..12``, ``M`` in {64, 256}, ``F = 16``
+(the issue's setting), each timed (wall and CPU), with its objective (the sum of the
+matched similarities) and, for oblivious trees, that objective relative to the exact
+optimum where it can be afforded (the exact table by branch and bound, then the
+assignment) and the fraction of matched pairs whose op the branch and bound certified.
+A configuration beyond reach records the error the library raises (with its estimate).
+
 Run from the repository root::
 
     python -m benchmarks.bench_alignment            # the full grid (a few minutes on 2 cores)
     python -m benchmarks.bench_alignment --smoke    # a tiny grid, seconds
+    python -m benchmarks.bench_alignment --depth    # the depth grid (long: in the background)
 
 It prints a Markdown table and writes a CSV to ``benchmarks/results/`` (git-ignored).
 """
@@ -110,6 +120,94 @@ def time_alignment(method, arch_name, depth, M, *, F=44, C=2, n_samples=512, see
                 cpu_s=time.process_time() - cpu0)
 
 
+DEPTH_COLUMNS = ("arch", "depth", "M", "F", "wall_s", "cpu_s", "score", "exact_score",
+                 "fraction", "certified", "error")
+
+
+def exact_oblivious_score(pa, pb, arch):
+    """Exact WM objective of oblivious trees: exact table (branch and bound) + assignment."""
+    from sktree_lmc._matching import _level_search, _tensors
+
+    ta, la = _tensors(pa, arch, True, "cpu")
+    tb, lb = _tensors(pb, arch, True, "cpu")
+    M = len(ta)
+    ia, ib = torch.arange(M).repeat_interleave(M), torch.arange(M).repeat(M)
+    S = np.empty(M * M)
+    for s in range(0, M * M, 256):
+        sl = slice(s, s + 256)
+        S[sl] = _level_search(ta[ia[sl]], la[ia[sl]], tb[ib[sl]], lb[ib[sl]], arch)[2].numpy()
+    return _assign(S.reshape(M, M))[1]
+
+
+def time_depth(arch_name, depth, M, *, F=16, C=2, seed=0, exact_budget=2 ** 27,
+               max_dp_seconds=120.0):
+    """One weight matching at depth; returns a dict of ``DEPTH_COLUMNS``.
+
+    Non-oblivious configurations whose estimated time (:func:`sktree_lmc._matching.dp_cost`)
+    exceeds ``max_dp_seconds`` are skipped with the estimate in ``error``, unless the
+    library itself refuses them (then its error is recorded).
+    """
+    from sktree_lmc import weight_matching
+    from sktree_lmc._matching import MAX_DP_SECONDS, _tensors, dp_cost
+    from sktree_lmc._oblivious import oblivious_search
+
+    arch = get_architecture(arch_name, depth)
+    row = dict(arch=arch_name, depth=depth, M=M, F=F, wall_s="", cpu_s="", score="",
+               exact_score="", fraction="", certified="", error="")
+    if arch_name == "non_oblivious":
+        est = dp_cost(arch, M * M)[0] + dp_cost(arch, M)[0]
+        if max_dp_seconds < est <= MAX_DP_SECONDS:
+            row["error"] = f"skipped here: estimated {est:.0f} s on one core"
+            return row
+    rng = np.random.RandomState(seed)
+    pa, pb = random_params(arch, M, F, C, rng), random_params(arch, M, F, C, rng)
+    cpu0, t0 = time.process_time(), time.perf_counter()
+    try:
+        al = weight_matching(pa, pb, arch)
+    except ValueError as exc:
+        row["error"] = str(exc)
+        return row
+    row.update(wall_s=time.perf_counter() - t0, cpu_s=time.process_time() - cpu0)
+    moved = al.apply(pb)
+    ta, la = _tensors(pa, arch, True, "cpu")
+    tm, lm = _tensors(moved, arch, True, "cpu")
+    row["score"] = float((ta * tm).sum() + (la * lm).sum())
+    if arch_name == "oblivious":
+        tb, lb = _tensors(pb.permute_trees(al.tree_perm), arch, True, "cpu")
+        *_, cert = oblivious_search(torch.bmm(ta, tb.transpose(1, 2)), la, lb)
+        row["certified"] = float(cert.double().mean())
+        if M * M * 4 ** depth <= exact_budget:
+            row["exact_score"] = exact_oblivious_score(pa, pb, arch)
+            row["fraction"] = row["score"] / row["exact_score"]
+    else:  # the dynamic program is exact
+        row["exact_score"], row["fraction"] = row["score"], 1.0
+    return row
+
+
+def depth_grid(smoke=False):
+    if smoke:
+        return [("oblivious", 7, 8), ("non_oblivious", 7, 8)]
+    return ([("oblivious", d, M) for M in (64, 256) for d in range(2, 11)]
+            + [("non_oblivious", d, M) for M in (64, 256) for d in range(2, 13)])
+
+
+def run_depth(out, smoke=False, max_m=None):
+    rows = []
+    for arch, depth, M in depth_grid(smoke):
+        if max_m and M > max_m:
+            continue
+        rows.append(time_depth(arch, depth, M))
+        r = rows[-1]
+        print(f"  {arch} D={depth} M={M}: wall {r['wall_s'] or 0:.2f} s, cpu {r['cpu_s'] or 0:.2f}"
+              f" s, fraction {r['fraction']}, certified {r['certified']} {r['error'][:80]}",
+              flush=True)
+        with open(out, "w", newline="") as fh:
+            writer = csv.DictWriter(fh, fieldnames=DEPTH_COLUMNS)
+            writer.writeheader()
+            writer.writerows(rows)
+    return rows
+
+
 def grid(smoke=False):
     if smoke:
         configs = [(m, a, 2, 16) for m in ("wm", "am") for a in ARCHS]
@@ -139,7 +237,15 @@ def main(argv=None):
     parser.add_argument("--out", type=Path, default=None,
                         help="CSV path (default benchmarks/results/bench_alignment[_smoke].csv)")
     parser.add_argument("--max-m", type=int, default=None, help="skip configs with more trees")
+    parser.add_argument("--depth", action="store_true",
+                        help="the depth grid (oblivious D=2..10, non-oblivious D=2..12)")
     args = parser.parse_args(argv)
+    if args.depth:
+        out = args.out or RESULTS / ("bench_alignment_depth_smoke.csv" if args.smoke
+                                     else "bench_alignment_depth.csv")
+        out.parent.mkdir(parents=True, exist_ok=True)
+        torch.set_num_threads(1)
+        return run_depth(out, args.smoke, args.max_m)
 
     out = args.out or RESULTS / ("bench_alignment_smoke.csv" if args.smoke
                                  else "bench_alignment.csv")

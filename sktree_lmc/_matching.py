@@ -239,7 +239,7 @@ def _dp_scores(theta_a, leaves_a, theta_b, leaves_b, depth, diagonal, keep_choic
         choices.append(flip)
         V = torch.where(flip, swap, keep)
     else:
-        V = torch.maximum(keep, swap)
+        V = torch.maximum(keep, swap, out=keep)
     del keep, swap
     for nodes in reversed(levels[:-1]):
         K = len(nodes)
@@ -247,18 +247,20 @@ def _dp_scores(theta_a, leaves_a, theta_b, leaves_b, depth, diagonal, keep_choic
         # Children blocks: V[..., 2i + x, ..., 2j + y]
         if diagonal:
             V6 = V.reshape(Ma, K, 2, K, 2)
-            keep = G + V6[:, :, 0, :, 0] + V6[:, :, 1, :, 1]
-            swap = V6[:, :, 0, :, 1] + V6[:, :, 1, :, 0] - G
+            keep = torch.add(V6[:, :, 0, :, 0], V6[:, :, 1, :, 1]).add_(G)
+            swap = torch.add(V6[:, :, 0, :, 1], V6[:, :, 1, :, 0]).sub_(G)
         else:
             V6 = V.reshape(Ma, K, 2, Mb, K, 2)
-            keep = G + V6[:, :, 0, :, :, 0] + V6[:, :, 1, :, :, 1]
-            swap = V6[:, :, 0, :, :, 1] + V6[:, :, 1, :, :, 0] - G
+            keep = torch.add(V6[:, :, 0, :, :, 0], V6[:, :, 1, :, :, 1]).add_(G)
+            swap = torch.add(V6[:, :, 0, :, :, 1], V6[:, :, 1, :, :, 0]).sub_(G)
+        del V, V6
         if keep_choices:
             flip = swap > keep
             choices.append(flip)
             V = torch.where(flip, swap, keep)
         else:
-            V = torch.maximum(keep, swap)
+            V = torch.maximum(keep, swap, out=keep)
+        del swap
     score = V[:, 0, 0] if diagonal else V[:, 0, :, 0]
     return score, choices[::-1]
 
@@ -284,6 +286,63 @@ def _dp_traceback(choices, depth):
         child[:, 1::2] = 2 * local + 1 - f
         local = child
     return SymmetryOps(perm, sign, local)
+
+
+#: Seconds per bottom-level node pair of the flip dynamic program (one core,
+#: measured at depth 10, F=16: 13.5 s CPU for 64 x 64 tree pairs of 2**18 node pairs).
+_DP_SECONDS_PER_ENTRY = 1.3e-8
+#: Estimated single-core running time beyond which the dynamic program refuses to start.
+MAX_DP_SECONDS = 900.0
+
+
+def dp_cost(arch, n_pairs):
+    """Estimated single-core seconds and peak bytes of the flip dynamic program.
+
+    Parameters
+    ----------
+    arch : TreeArchitecture
+        A non-oblivious architecture.
+    n_pairs : int
+        Tree pairs to score (``Ma * Mb`` for a table, ``M`` for matched pairs).
+
+    Returns
+    -------
+    seconds : float
+    peak_bytes : int
+        Work arrays of one chunk (the computation is chunked over tree pairs).
+    """
+    entries = 4 ** (arch.depth - 1)  # bottom-level node pairs per tree pair
+    per_pair = entries * 8 * 5  # keep, swap, V, a temporary and the flip choices
+    return n_pairs * entries * _DP_SECONDS_PER_ENTRY, max(per_pair, _CHUNK_BYTES)
+
+
+def check_dp_cost(arch, n_pairs):
+    """Raise ValueError with the estimate when the dynamic program is beyond reach."""
+    seconds, peak = dp_cost(arch, n_pairs)
+    if seconds > MAX_DP_SECONDS:
+        raise ValueError(
+            f"Exact flip matching of {n_pairs} pairs of non_oblivious trees of depth "
+            f"{arch.depth} would take about {seconds / 60:.0f} min on one core "
+            f"({4 ** (arch.depth - 1) * n_pairs:.2e} node pairs, {peak / 2**20:.0f} MiB of work "
+            f"arrays); the limit is {MAX_DP_SECONDS / 60:.0f} min "
+            "(sktree_lmc._matching.MAX_DP_SECONDS). Use fewer trees, a smaller depth, or "
+            "invariances='perm'."
+        )
+
+
+def _dp_table(theta_a, leaves_a, theta_b, leaves_b, depth):
+    """(Ma, Mb) table of exact best flip scores, chunked over both ensembles."""
+    Ma, Mb = len(theta_a), len(theta_b)
+    per_pair = 4 ** (depth - 1) * 8 * 4  # bottom-level keep, swap, V and a temporary
+    cols = min(Mb, max(1, _CHUNK_BYTES // per_pair))
+    rows = max(1, _CHUNK_BYTES // (per_pair * cols))
+    out = np.empty((Ma, Mb))
+    for i in range(0, Ma, rows):
+        for j in range(0, Mb, cols):
+            score, _ = _dp_scores(theta_a[i:i + rows], leaves_a[i:i + rows],
+                                  theta_b[j:j + cols], leaves_b[j:j + cols], depth, False)
+            out[i:i + rows, j:j + cols] = score.cpu().numpy()
+    return out
 
 
 #: Oblivious trees at least this deep are searched level by level
@@ -396,7 +455,8 @@ def pairwise_tree_similarity(params_a, params_b, arch, *, invariances="all", wei
         return _level_search_table(theta_a, leaves_a, theta_b, leaves_b, arch)
     L, N = arch.n_free_leaves, arch.n_nodes
     if arch.flip_recursive:
-        per_row = Mb * (L // 2) ** 2 * 8 * 4  # bottom-level keep, swap, V and a temporary
+        check_dp_cost(arch, Ma * Mb)
+        return _dp_table(theta_a, leaves_a, theta_b, leaves_b, arch.depth)
     else:
         per_row = Mb * (N * N + L * L + 4 * len(arch.ops)) * 8
     chunk = max(1, _CHUNK_BYTES // per_row)
@@ -404,12 +464,9 @@ def pairwise_tree_similarity(params_a, params_b, arch, *, invariances="all", wei
     cache = {}
     for s in range(0, Ma, chunk):
         sl = slice(s, s + chunk)
-        if arch.flip_recursive:
-            score, _ = _dp_scores(theta_a[sl], leaves_a[sl], theta_b, leaves_b, arch.depth, False)
-        else:
-            score = _enumerated_scores(
-                theta_a[sl], leaves_a[sl], theta_b, leaves_b, arch.ops, False, cache
-            ).amax(dim=-1)
+        score = _enumerated_scores(
+            theta_a[sl], leaves_a[sl], theta_b, leaves_b, arch.ops, False, cache
+        ).amax(dim=-1)
         out[sl] = score.cpu().numpy()
     return out
 
@@ -452,10 +509,18 @@ def best_ops_for_pairs(params_a, params_b, arch, *, weighting=True, device="cpu"
     theta_a, leaves_a = _tensors(params_a, arch, weighting, device)
     theta_b, leaves_b = _tensors(params_b, arch, weighting, device)
     if arch.flip_recursive:
-        score, choices = _dp_scores(
-            theta_a, leaves_a, theta_b, leaves_b, arch.depth, True, keep_choices=True
-        )
-        return _dp_traceback(choices, arch.depth), score.cpu().numpy()
+        M = len(theta_a)
+        check_dp_cost(arch, M)
+        step = max(1, _CHUNK_BYTES // (4 ** (arch.depth - 1) * 8 * 5))
+        parts = []
+        for s in range(0, M, step):
+            sl = slice(s, s + step)
+            score, choices = _dp_scores(theta_a[sl], leaves_a[sl], theta_b[sl], leaves_b[sl],
+                                        arch.depth, True, keep_choices=True)
+            parts.append((_dp_traceback(choices, arch.depth), score.cpu().numpy()))
+        ops = SymmetryOps(*(np.concatenate([getattr(p[0], f) for p in parts])
+                            for f in ("perm", "sign", "leaf_perm")))
+        return ops, np.concatenate([p[1] for p in parts])
     if _uses_level_search(arch):
         perm, sign, score = _level_search(theta_a, leaves_a, theta_b, leaves_b, arch)
         ops = _ops_from_node_ops(arch.code, arch.free_leaves, perm.cpu().numpy(),

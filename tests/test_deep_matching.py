@@ -163,3 +163,19 @@ def test_ops_preserve_function_and_planted_recovery_any_depth(name, depth, seed)
         back = al.apply(moved)
         for f in ("split_weight", "split_bias", "leaf_value"):
             assert_allclose(getattr(back, f), getattr(params, f), atol=1e-12)
+
+
+def test_non_oblivious_dp_beyond_reach_raises_with_estimate():
+    arch = get_architecture("non_oblivious", 12)
+    rng = np.random.RandomState(0)
+    pa, pb = (random_params(arch, 256, 1, 1, rng) for _ in range(2))
+    with pytest.raises(ValueError, match=r"would take about \d+ min on one core"):
+        weight_matching(pa, pb, arch)
+    # the estimate is the same one the message quotes, and smaller requests run
+    from sktree_lmc._matching import MAX_DP_SECONDS, dp_cost
+
+    assert dp_cost(arch, 256 * 256)[0] > MAX_DP_SECONDS > dp_cost(arch, 64 * 64)[0]
+    small = get_architecture("non_oblivious", 9)
+    qa, qb = (random_params(small, 2, 1, 1, rng) for _ in range(2))
+    ops, scores = best_ops_for_pairs(qa, qb, small)
+    assert ops.perm.shape == (2, small.n_nodes) and np.isfinite(scores).all()
