@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import copy
 import sys
-import warnings
 from numbers import Integral, Real
 from typing import NamedTuple
 
@@ -19,6 +18,7 @@ from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import _check_sample_weight, check_is_fitted, validate_data
 
 from ._architectures import ARCHITECTURES, get_architecture
+from ._device import prediction_device, resolve_device
 from ._forward import SoftTreeEnsembleModule
 from ._params import TreeParams
 
@@ -27,28 +27,6 @@ __all__ = ["SoftTreeEnsembleClassifier", "SoftTreeEnsembleRegressor"]
 #: Bytes of intermediate tensors (two-sided sigmoids and leaf probabilities,
 #: float64) per prediction chunk; bounds the memory of ``predict``.
 _PREDICT_CHUNK_BYTES = 64 * 2**20
-
-
-def resolve_device(device):
-    """Turn the ``device`` hyperparameter into a :class:`torch.device`.
-
-    ``"auto"`` picks ``"cuda"`` when available, else ``"cpu"``.
-
-    Raises
-    ------
-    ValueError
-        If the string is not a device torch understands, or CUDA is requested
-        but not available.
-    """
-    if device == "auto":
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    try:
-        dev = torch.device(device)
-    except (RuntimeError, TypeError) as exc:
-        raise ValueError(f"Invalid device={device!r}: {exc}") from None
-    if dev.type == "cuda" and not torch.cuda.is_available():
-        raise ValueError(f"device={device!r} was requested but CUDA is not available.")
-    return dev
 
 
 def _torch_seed(random_state):
@@ -63,32 +41,6 @@ def _torch_seed(random_state):
         return int(np.random.SeedSequence().generate_state(1)[0])
     rng = check_random_state(random_state)
     return int(rng.randint(np.iinfo(np.int32).max))
-
-
-def _prediction_device(device):
-    """Device for prediction: the ``device`` hyperparameter, or the CPU (with a
-    warning) when it names CUDA on a machine without it, so that a model
-    fitted on a GPU predicts after being loaded on a CPU-only machine.
-
-    Raises
-    ------
-    ValueError
-        If the string is not a device torch understands.
-    """
-    if device != "auto":
-        try:
-            dev = torch.device(device)
-        except (RuntimeError, TypeError) as exc:
-            raise ValueError(f"Invalid device={device!r}: {exc}") from None
-        if dev.type == "cuda" and not torch.cuda.is_available():
-            warnings.warn(
-                f"device={device!r} but CUDA is not available on this machine; "
-                "predicting on the CPU.",
-                UserWarning,
-                stacklevel=4,
-            )
-            return torch.device("cpu")
-    return resolve_device(device)
 
 
 def _as_tensor(array, dtype, device):
@@ -376,7 +328,7 @@ class _BaseSoftTreeEnsemble(BaseEstimator):
         """
         check_is_fitted(self, "tree_params_")
         X = validate_data(self, X, reset=False, dtype=[np.float32, np.float64])
-        device = _prediction_device(self.device)
+        device = prediction_device(self.device)
         module = SoftTreeEnsembleModule.from_params(self.architecture_, self.tree_params_, device)
         module = module.double()
         M, N, L = self.tree_params_.n_trees, self.architecture_.n_nodes, self.tree_params_.n_leaves
@@ -744,6 +696,10 @@ class SoftTreeEnsembleRegressor(RegressorMixin, _BaseSoftTreeEnsemble):
     >>> reg.predict(X[:2]).shape
     (2,)
     """
+
+    #: Private fitted state (besides the public ``*_`` attributes), copied
+    #: into estimators built from parameters (see ``_bridge.with_params``).
+    _fitted_private_attrs = ("_y_1d",)
 
     def _validate_fit_data(self, X, y):
         return validate_data(

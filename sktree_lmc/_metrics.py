@@ -5,9 +5,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 import numpy as np
+from sklearn.base import is_classifier
 from sklearn.metrics import accuracy_score, log_loss, mean_squared_error, r2_score
 
-from ._merge import ModelAligner, _check_compatible, _combine
+from ._bridge import check_compatible, combine
+from ._merge import ModelAligner
 
 __all__ = ["InterpolationCurve", "InterpolationCurveDisplay", "interpolation_curve", "lmc_barrier"]
 
@@ -175,7 +177,7 @@ def interpolation_curve(a, b, X, y, *, lambdas=25, method="wm", invariances="all
     >>> curve.scores["accuracy"].shape, curve.barrier("accuracy") >= 0
     ((5,), True)
     """
-    _check_compatible([a, b])
+    check_compatible([a, b])
     if np.ndim(lambdas) == 0:
         lambdas = np.linspace(0.0, 1.0, int(lambdas))
     lambdas = np.asarray(lambdas, dtype=np.float64)
@@ -185,11 +187,11 @@ def interpolation_curve(a, b, X, y, *, lambdas=25, method="wm", invariances="all
                            n_samples=n_samples, random_state=random_state, device=device)
     aligner.fit([a, b], X if X_align is None else X_align)
     pb = aligner.alignments_[1].apply(b.tree_params_)
-    classifier = hasattr(a, "classes_")
+    classifier = is_classifier(a)
     metrics = CLASSIFIER_METRICS if classifier else REGRESSOR_METRICS
     scores = {name: np.empty(len(lambdas)) for name in metrics}
     for i, lam in enumerate(lambdas):
-        model = _combine([a, b], [a.tree_params_, pb], [1 - lam, lam])
+        model = combine([a, b], [a.tree_params_, pb], [1 - lam, lam])
         if classifier:
             proba = model.predict_proba(X)
             pred = model.classes_[proba.argmax(axis=1)]
