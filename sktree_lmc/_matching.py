@@ -90,6 +90,20 @@ class Alignment:
     ops: SymmetryOps
     score: float
 
+    def __eq__(self, other):
+        """Alignments are equal when they map parameters the same way (same
+        tree permutation and ops; the ``score`` is not compared)."""
+        if not isinstance(other, Alignment):
+            return NotImplemented
+        return (
+            np.array_equal(self.tree_perm, other.tree_perm)
+            and np.array_equal(self.ops.perm, other.ops.perm)
+            and np.array_equal(self.ops.sign, other.ops.sign)
+            and np.array_equal(self.ops.leaf_perm, other.ops.leaf_perm)
+        )
+
+    __hash__ = None
+
     def apply(self, params):
         """Return ``params`` (of model ``b``) expressed in the basis of ``a``.
 

@@ -9,7 +9,7 @@ from sklearn.base import is_classifier
 from sklearn.metrics import accuracy_score, log_loss, mean_squared_error, r2_score
 
 from ._bridge import check_compatible, combine
-from ._merge import ModelAligner
+from ._merge import ModelAligner, check_aligner, fit_aligner
 
 __all__ = ["InterpolationCurve", "InterpolationCurveDisplay", "interpolation_curve", "lmc_barrier"]
 
@@ -127,8 +127,7 @@ class InterpolationCurve:
         )
 
 
-def interpolation_curve(a, b, X, y, *, lambdas=25, method="wm", invariances="all", X_align=None,
-                        weighting=True, n_samples=512, random_state=None, device="cpu"):
+def interpolation_curve(a, b, X, y, *, lambdas=25, aligner="wm", X_align=None):
     """Evaluate the models on the segment between ``a`` and ``b`` aligned to ``a``.
 
     ``b`` is aligned once (see :class:`ModelAligner`); the model at ``lam`` has
@@ -145,21 +144,13 @@ def interpolation_curve(a, b, X, y, *, lambdas=25, method="wm", invariances="all
     lambdas : int or array-like, default=25
         Number of evenly spaced points in [0, 1] (25 as in the paper), or
         the points themselves.
-    method : {"wm", "am"}, default="wm"
-        Matching method.
-    invariances : {"none", "perm", "all"}, default="all"
-        Symmetries used for the alignment.
+    aligner : {"wm", "am", "naive"} or ModelAligner, default="wm"
+        How ``b`` is aligned to ``a``, as in :func:`merge_estimators`. An
+        aligner already fitted on ``[a, b]``, such as ``curve.aligner`` of an
+        earlier curve, is reused: one alignment, several evaluation sets.
     X_align : array-like, default=None
         Data for activation matching; defaults to ``X``. Pass training data
         to keep test data out of the alignment.
-    weighting : bool, default=True
-        Node weighting of the matching.
-    n_samples : int, default=512
-        Rows sampled for activation matching.
-    random_state : int, RandomState instance or None, default=None
-        Seed of the row sampling.
-    device : str, default="cpu"
-        Torch device of the similarity computations.
 
     Returns
     -------
@@ -176,6 +167,12 @@ def interpolation_curve(a, b, X, y, *, lambdas=25, method="wm", invariances="all
     >>> curve = interpolation_curve(a, b, X, y, lambdas=5)
     >>> curve.scores["accuracy"].shape, curve.barrier("accuracy") >= 0
     ((5,), True)
+    >>> naive = interpolation_curve(a, b, X, y, lambdas=5, aligner="naive")
+    >>> naive.invariances
+    'none'
+    >>> again = interpolation_curve(a, b, X[:100], y[:100], lambdas=5, aligner=curve.aligner)
+    >>> again.aligner is curve.aligner  # the alignment is reused, not recomputed
+    True
     """
     check_compatible([a, b])
     if np.ndim(lambdas) == 0:
@@ -183,15 +180,13 @@ def interpolation_curve(a, b, X, y, *, lambdas=25, method="wm", invariances="all
     lambdas = np.asarray(lambdas, dtype=np.float64)
     if lambdas.ndim != 1 or lambdas.min() < 0 or lambdas.max() > 1:
         raise ValueError("lambdas must be a 1-D array of values in [0, 1].")
-    aligner = ModelAligner(method=method, invariances=invariances, weighting=weighting,
-                           n_samples=n_samples, random_state=random_state, device=device)
-    aligner.fit([a, b], X if X_align is None else X_align)
-    pb = aligner.alignments_[1].apply(b.tree_params_)
+    aligner = fit_aligner(aligner, [a, b], X if X_align is None else X_align)
+    pa, pb = aligner.aligned_params([a, b])
     classifier = is_classifier(a)
     metrics = CLASSIFIER_METRICS if classifier else REGRESSOR_METRICS
     scores = {name: np.empty(len(lambdas)) for name in metrics}
     for i, lam in enumerate(lambdas):
-        model = combine([a, b], [a.tree_params_, pb], [1 - lam, lam])
+        model = combine([a, b], [pa, pb], [1 - lam, lam])
         if classifier:
             proba = model.predict_proba(X)
             pred = model.classes_[proba.argmax(axis=1)]
@@ -201,7 +196,8 @@ def interpolation_curve(a, b, X, y, *, lambdas=25, method="wm", invariances="all
             pred = model.predict(X)
             scores["r2"][i] = r2_score(y, pred)
             scores["mse"][i] = mean_squared_error(y, pred)
-    return InterpolationCurve(lambdas, scores, dict(metrics), method, invariances, aligner)
+    return InterpolationCurve(lambdas, scores, dict(metrics), aligner.method,
+                              aligner.invariances, aligner)
 
 
 class InterpolationCurveDisplay:
@@ -231,7 +227,7 @@ class InterpolationCurveDisplay:
     >>> a, b = (SoftTreeEnsembleClassifier(n_estimators=8, max_epochs=5, device="cpu",
     ...                                    random_state=s).fit(X, y) for s in (1, 2))
     >>> disp = InterpolationCurveDisplay.from_estimators(
-    ...     a, b, X, y, invariances=["none", "all"], lambdas=5)  # doctest: +SKIP
+    ...     a, b, X, y, aligners=["naive", "wm"], lambdas=5)  # doctest: +SKIP
     """
 
     def __init__(self, curves, metric="accuracy"):
@@ -277,9 +273,9 @@ class InterpolationCurveDisplay:
         return self
 
     @classmethod
-    def from_estimators(cls, a, b, X, y, *, method="wm", invariances=("none", "perm", "all"),
-                        metric="accuracy", ax=None, **kwargs):
-        """Compute the curves of ``a`` and ``b`` for several invariance sets and plot them.
+    def from_estimators(cls, a, b, X, y, *, aligners=None, metric="accuracy", ax=None,
+                        **kwargs):
+        """Compute the curves of ``a`` and ``b`` for several aligners and plot them.
 
         Parameters
         ----------
@@ -287,27 +283,35 @@ class InterpolationCurveDisplay:
             The two models.
         X, y : array-like
             Evaluation data.
-        method : {"wm", "am"}, default="wm"
-            Matching method.
-        invariances : sequence of {"none", "perm", "all"}
-            One curve per entry.
+        aligners : sequence of ("wm", "am", "naive" or ModelAligner), or dict, default=None
+            One curve per aligner (see :func:`interpolation_curve`), labelled
+            by its method and invariances, or a dict of label to aligner.
+            None compares the invariance sets of weight matching:
+            ``("naive", ModelAligner(invariances="perm"), "wm")``.
         metric : str, default="accuracy"
             Metric to plot.
         ax : matplotlib Axes, default=None
             Axes to draw on.
         **kwargs : dict
-            Passed to :func:`interpolation_curve`.
+            Passed to :func:`interpolation_curve` (``lambdas``, ``X_align``).
 
         Returns
         -------
         display : InterpolationCurveDisplay
             The display, already plotted.
         """
-        names = {"none": "naive", "perm": "tree permutation", "all": "all invariances"}
+        if aligners is None:
+            aligners = ("naive", ModelAligner(invariances="perm"), "wm")
+        if not isinstance(aligners, dict):
+            aligners = {_label(check_aligner(al)): al for al in aligners}
         curves = {
-            f"{method.upper()} {names[inv]}": interpolation_curve(
-                a, b, X, y, method=method, invariances=inv, **kwargs
-            )
-            for inv in invariances
+            label: interpolation_curve(a, b, X, y, aligner=al, **kwargs)
+            for label, al in aligners.items()
         }
         return cls(curves, metric=metric).plot(ax=ax)
+
+
+def _label(aligner):
+    """Legend label of an aligner: its method and invariances."""
+    names = {"none": "naive", "perm": "tree permutation", "all": "all invariances"}
+    return f"{aligner.method.upper()} {names[aligner.invariances]}"

@@ -9,6 +9,7 @@ from sklearn.metrics import accuracy_score, log_loss, mean_squared_error, r2_sco
 from sktree_lmc import (
     InterpolationCurve,
     InterpolationCurveDisplay,
+    ModelAligner,
     SoftTreeEnsembleClassifier,
     SoftTreeEnsembleRegressor,
     interpolation_curve,
@@ -83,7 +84,8 @@ def test_barrier_of_curve_object():
 @pytest.mark.parametrize("method", ["wm", "am"])
 def test_curve_endpoints_are_the_models(clf_data, method):
     a, b, X, y = clf_data
-    curve = interpolation_curve(a, b, X, y, lambdas=5, method=method, random_state=0)
+    curve = interpolation_curve(a, b, X, y, lambdas=5,
+                                aligner=ModelAligner(method=method, random_state=0))
     assert_allclose(curve.lambdas, np.linspace(0, 1, 5))
     assert set(curve.scores) == {"accuracy", "log_loss"}
     assert curve.greater_is_better == {"accuracy": True, "log_loss": False}
@@ -102,7 +104,7 @@ def test_curve_endpoints_are_the_models(clf_data, method):
 
 def test_curve_explicit_lambdas_and_errors(clf_data):
     a, b, X, y = clf_data
-    curve = interpolation_curve(a, b, X, y, lambdas=[0.0, 0.3, 1.0], invariances="none")
+    curve = interpolation_curve(a, b, X, y, lambdas=[0.0, 0.3, 1.0], aligner="naive")
     assert_allclose(curve.lambdas, [0.0, 0.3, 1.0])
     with pytest.raises(ValueError, match="lambdas"):
         interpolation_curve(a, b, X, y, lambdas=[0.0, 1.5])
@@ -113,7 +115,7 @@ def test_naive_curve_matches_manual_interpolation(clf_data):
     import copy
 
     a, b, X, y = clf_data
-    curve = interpolation_curve(a, b, X, y, lambdas=[0.5], invariances="none")
+    curve = interpolation_curve(a, b, X, y, lambdas=[0.5], aligner="naive")
     mid = copy.deepcopy(a).set_tree_params(a.tree_params_.interpolate(b.tree_params_, 0.5))
     assert curve.scores["accuracy"][0] == pytest.approx(100 * mid.score(X, y))
 
@@ -140,7 +142,7 @@ def test_display(clf_data):
     import matplotlib.pyplot as plt
 
     a, b, X, y = clf_data
-    disp = InterpolationCurveDisplay.from_estimators(a, b, X, y, invariances=["none", "all"],
+    disp = InterpolationCurveDisplay.from_estimators(a, b, X, y, aligners=["naive", "wm"],
                                                      lambdas=3)
     assert len(disp.lines_) == 2 and len(disp.curves) == 2
     assert disp.ax_.get_xlabel().startswith("$\\lambda$")
