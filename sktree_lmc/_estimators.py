@@ -18,15 +18,11 @@ from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import _check_sample_weight, check_is_fitted, validate_data
 
 from ._architectures import ARCHITECTURES, get_architecture
-from ._forward import SoftTreeEnsembleModule
+from ._forward import SoftTreeEnsembleModule, predict_chunked
 from ._params import TreeParams
+from ._threads import limit_threads
 
 __all__ = ["SoftTreeEnsembleClassifier", "SoftTreeEnsembleRegressor"]
-
-#: Bytes of intermediate tensors (two-sided sigmoids and leaf probabilities,
-#: float64) per prediction chunk; bounds the memory of ``predict``.
-_PREDICT_CHUNK_BYTES = 64 * 2**20
-
 
 def resolve_device(device):
     """Turn the ``device`` hyperparameter into a :class:`torch.device`.
@@ -128,6 +124,11 @@ class _BaseSoftTreeEnsemble(BaseEstimator):
         "device": [str],
         "random_state": ["random_state"],
         "verbose": ["verbose"],
+        "n_threads": [
+            Interval(Integral, 1, None, closed="left"),
+            Interval(Integral, None, -1, closed="right"),
+            None,
+        ],
     }
 
     def __init__(
@@ -147,6 +148,7 @@ class _BaseSoftTreeEnsemble(BaseEstimator):
         device="auto",
         random_state=None,
         verbose=0,
+        n_threads=1,
     ):
         self.arch = arch
         self.n_estimators = n_estimators
@@ -163,6 +165,7 @@ class _BaseSoftTreeEnsemble(BaseEstimator):
         self.device = device
         self.random_state = random_state
         self.verbose = verbose
+        self.n_threads = n_threads
 
     # -- hooks for subclasses ---------------------------------------------------
     def _encode_targets(self, y, sample_weight):  # pragma: no cover - abstract
@@ -174,6 +177,7 @@ class _BaseSoftTreeEnsemble(BaseEstimator):
 
     # -- fitting ------------------------------------------------------------------
     @_fit_context(prefer_skip_nested_validation=True)
+    @limit_threads
     def fit(self, X, y, sample_weight=None):
         """Fit the ensemble with Adam on minibatches.
 
@@ -280,26 +284,19 @@ class _BaseSoftTreeEnsemble(BaseEstimator):
         return validate_data(self, X, y, dtype=[np.float32, np.float64], y_numeric=False)
 
     # -- prediction ---------------------------------------------------------------
+    @limit_threads
     def _predict_in_chunks(self, X, method):
-        """Run ``module.<method>`` on row chunks of validated ``X``, in float64.
+        """Run the inference kernel (:func:`predict_chunked`) on validated ``X``.
 
-        Predictions are computed in double precision so that they do not
-        depend on how rows are batched (float32 matmuls round differently
-        for different batch shapes); parameters stay float32.
+        ``method`` is ``"forward"`` or ``"tree_outputs"``. The kernel works in
+        float32 on fixed-size row chunks, so that a row's prediction does not
+        depend on how rows are batched; the result is a float64 array.
         """
         check_is_fitted(self, "tree_params_")
         X = validate_data(self, X, reset=False, dtype=[np.float32, np.float64])
         device = _prediction_device(self.device)
         module = SoftTreeEnsembleModule.from_params(self.architecture_, self.tree_params_, device)
-        module = module.double()
-        M, N, L = self.tree_params_.n_trees, self.architecture_.n_nodes, self.tree_params_.n_leaves
-        chunk = max(1, _PREDICT_CHUNK_BYTES // (8 * M * (2 * N + L)))
-        outs = []
-        with torch.inference_mode():
-            for start in range(0, X.shape[0], chunk):
-                xb = _as_tensor(X[start : start + chunk], torch.float64, device)
-                outs.append(getattr(module, method)(xb).cpu().numpy())
-        return np.concatenate(outs)
+        return predict_chunked(module, X, output=method)
 
     def _raw_output(self, X):
         """Ensemble output (before link function), shape (n_samples, n_outputs)."""
@@ -316,7 +313,8 @@ class _BaseSoftTreeEnsemble(BaseEstimator):
         Returns
         -------
         outputs : ndarray of shape (n_samples, n_estimators, n_outputs)
-            ``outputs.sum(axis=1)`` is the raw ensemble output (float64).
+            ``outputs.sum(axis=1)`` is the raw ensemble output, up to float32
+            rounding (the kernel computes in float32; see ``device``).
         """
         return self._predict_in_chunks(X, "tree_outputs")
 
@@ -442,8 +440,9 @@ class SoftTreeEnsembleClassifier(ClassifierMixin, _BaseSoftTreeEnsemble):
         ``"cuda:1"``, ...); ``"auto"`` uses CUDA when available. Fitted
         parameters are always stored on the CPU, so a model trained on a GPU
         pickles and loads anywhere; on a machine without CUDA it predicts on
-        the CPU (with a warning). Training runs in float32; predictions are
-        computed in float64, so that they do not depend on how rows are
+        the CPU (with a warning). Training and prediction run in float32;
+        predictions are computed on fixed-size row chunks (the last one
+        padded), so a row's prediction does not depend on how rows are
         batched.
     random_state : int, RandomState instance or None, default=None
         Seeds a per-fit :class:`torch.Generator` (initialization, minibatch
@@ -452,6 +451,20 @@ class SoftTreeEnsembleClassifier(ClassifierMixin, _BaseSoftTreeEnsemble):
     verbose : int, default=0
         ``1`` shows a per-epoch progress bar (tqdm, when installed) or prints
         one line per epoch; ``2`` prints one line per epoch.
+    n_threads : int or None, default=1
+        Torch intra-op threads used inside ``fit`` and the prediction methods
+        (set on entry, the caller's ``torch.get_num_threads()`` restored on
+        exit, also on error). ``None`` keeps the caller's setting; a negative
+        value counts back from the available CPUs as joblib does (``-1``: all).
+        One thread is the default because the per-minibatch kernels are small:
+        with one core busy with another process, torch's default of one
+        thread per core made fits 10-30x slower (every kernel waits for the
+        descheduled thread), while on an idle 2-core machine two threads were
+        at most 1.6x faster (``benchmarks/README.md``, "Threads on a busy
+        machine"). Named ``n_threads`` rather than ``n_jobs`` because it sets
+        threads inside one process; ``ShardedSoftTreeEnsemble(n_jobs=...)``
+        sets the number of worker processes, whose fits each use the
+        estimator's ``n_threads``.
 
     Attributes
     ----------
@@ -623,6 +636,9 @@ class SoftTreeEnsembleRegressor(RegressorMixin, _BaseSoftTreeEnsemble):
         Seeds a per-fit :class:`torch.Generator`.
     verbose : int, default=0
         Progress display level.
+    n_threads : int or None, default=1
+        Torch intra-op threads inside ``fit`` and prediction, see
+        :class:`SoftTreeEnsembleClassifier`.
 
     Attributes
     ----------
