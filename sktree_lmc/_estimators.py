@@ -50,6 +50,29 @@ def resolve_device(device):
     return dev
 
 
+class _NumberInterval(Interval):
+    """An :class:`~sklearn.utils._param_validation.Interval` that rejects
+    booleans: ``batch_size=True`` is a mistake, not ``batch_size=1``."""
+
+    def is_satisfied_by(self, val):
+        return not isinstance(val, (bool, np.bool_)) and super().is_satisfied_by(val)
+
+
+_FLOAT32_MAX = float(np.finfo(np.float32).max)
+
+
+def _check_float32_range(array, name):
+    """Raise a ValueError if ``array`` (finite, validated) holds values that
+    float32, the training precision, cannot represent (they would become
+    infinite and turn every parameter into NaN)."""
+    if array.size and np.abs(array).max() > _FLOAT32_MAX:
+        raise ValueError(
+            f"{name} contains values beyond the float32 range (largest magnitude "
+            f"{np.abs(array).max():.3g} > {_FLOAT32_MAX:.3g}); the model trains in float32. "
+            f"Rescale {name} first."
+        )
+
+
 def _torch_seed(random_state):
     """A seed for a private :class:`torch.Generator`, without touching global state.
 
@@ -114,17 +137,17 @@ class _BaseSoftTreeEnsemble(BaseEstimator):
 
     _parameter_constraints: dict = {
         "arch": [StrOptions(set(ARCHITECTURES))],
-        "n_estimators": [Interval(Integral, 1, None, closed="left")],
-        "depth": [Interval(Integral, 1, None, closed="left")],
+        "n_estimators": [_NumberInterval(Integral, 1, None, closed="left")],
+        "depth": [_NumberInterval(Integral, 1, None, closed="left")],
         "leaf_init": [StrOptions({"tree", "ensemble"})],
-        "split_init": [StrOptions({"fan_in"}), Interval(Real, 0, None, closed="neither")],
-        "learning_rate": [Interval(Real, 0, None, closed="neither")],
-        "batch_size": [Interval(Integral, 1, None, closed="left")],
-        "max_epochs": [Interval(Integral, 1, None, closed="left")],
+        "split_init": [StrOptions({"fan_in"}), _NumberInterval(Real, 0, None, closed="neither")],
+        "learning_rate": [_NumberInterval(Real, 0, None, closed="neither")],
+        "batch_size": [_NumberInterval(Integral, 1, None, closed="left")],
+        "max_epochs": [_NumberInterval(Integral, 1, None, closed="left")],
         "early_stopping": ["boolean"],
-        "validation_fraction": [Interval(Real, 0, 1, closed="neither")],
-        "n_iter_no_change": [Interval(Integral, 1, None, closed="left")],
-        "tol": [Interval(Real, 0, None, closed="left")],
+        "validation_fraction": [_NumberInterval(Real, 0, 1, closed="neither")],
+        "n_iter_no_change": [_NumberInterval(Integral, 1, None, closed="left")],
+        "tol": [_NumberInterval(Real, 0, None, closed="left")],
         "device": [str],
         "random_state": ["random_state"],
         "verbose": ["verbose"],
@@ -277,7 +300,9 @@ class _BaseSoftTreeEnsemble(BaseEstimator):
             return float((self._loss(module(Xt[idx]), Tt[idx]) * w).sum() / w.sum())
 
     def _validate_fit_data(self, X, y):
-        return validate_data(self, X, y, dtype=[np.float32, np.float64], y_numeric=False)
+        X, y = validate_data(self, X, y, dtype=[np.float32, np.float64], y_numeric=False)
+        _check_float32_range(X, "X")
+        return X, y
 
     # -- prediction ---------------------------------------------------------------
     def _predict_in_chunks(self, X, method):
@@ -289,6 +314,7 @@ class _BaseSoftTreeEnsemble(BaseEstimator):
         """
         check_is_fitted(self, "tree_params_")
         X = validate_data(self, X, reset=False, dtype=[np.float32, np.float64])
+        _check_float32_range(X, "X")
         device = _prediction_device(self.device)
         module = SoftTreeEnsembleModule.from_params(self.architecture_, self.tree_params_, device)
         module = module.double()
@@ -659,16 +685,22 @@ class SoftTreeEnsembleRegressor(RegressorMixin, _BaseSoftTreeEnsemble):
     """
 
     def _validate_fit_data(self, X, y):
-        return validate_data(
+        X, y = validate_data(
             self, X, y, dtype=[np.float32, np.float64], y_numeric=True, multi_output=True
         )
+        _check_float32_range(X, "X")
+        _check_float32_range(np.asarray(y, dtype=np.float64), "y")
+        return X, y
 
     def _encode_targets(self, y, sample_weight):
         y = np.asarray(y, dtype=np.float64)
         self._y_1d = y.ndim == 1
         y2 = y.reshape(len(y), -1)
-        self.y_mean_ = np.average(y2, axis=0, weights=sample_weight)
-        scale = np.sqrt(np.average((y2 - self.y_mean_) ** 2, axis=0, weights=sample_weight))
+        # y is within float32's range (checked), so in float64 neither the mean
+        # nor the spread can overflow.
+        w = np.asarray(sample_weight, dtype=np.float64)
+        self.y_mean_ = np.average(y2, axis=0, weights=w)
+        scale = np.sqrt(np.average((y2 - self.y_mean_) ** 2, axis=0, weights=w))
         self.y_scale_ = np.where(scale > 0, scale, 1.0)
         return ((y2 - self.y_mean_) / self.y_scale_).astype(np.float32), y2.shape[1]
 

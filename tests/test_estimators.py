@@ -299,6 +299,42 @@ def test_nan_and_inf_in_X_are_rejected(bad, binary):
         est.predict(X)
 
 
+@pytest.mark.parametrize("value", [1e39, -3.5e38, 1e300])
+def test_values_beyond_float32_are_rejected(value, binary):
+    """Finite in float64 but infinite in float32 (the training precision)."""
+    X, y = binary
+    bad = X.copy()
+    bad[5, 1] = value
+    with pytest.raises(ValueError, match="X contains values beyond the float32 range"):
+        clf().fit(bad, y)
+    with pytest.raises(ValueError, match="X contains values beyond the float32 range"):
+        reg().fit(bad, X[:, 0])
+    est = clf().fit(X, y)
+    with pytest.raises(ValueError, match="X contains values beyond the float32 range"):
+        est.predict_proba(bad)
+    with pytest.raises(ValueError, match="y contains values beyond the float32 range"):
+        reg().fit(X, np.r_[value, X[1:, 0]])
+
+
+def test_huge_target_spread_is_rejected_not_inf(binary):
+    X, _ = binary
+    with pytest.raises(ValueError, match="y contains values beyond the float32 range"):
+        reg().fit(X, X[:, 0] * 1e160)
+    # the largest spread float32 can hold still standardizes to finite numbers
+    est = reg(max_epochs=2).fit(X, np.sign(X[:, 0]) * 3e38)
+    assert np.isfinite(est.y_scale_).all() and np.isfinite(est.predict(X)).all()
+
+
+@pytest.mark.parametrize("name", ["n_estimators", "depth", "batch_size", "max_epochs",
+                                  "n_iter_no_change", "learning_rate", "tol"])
+@pytest.mark.parametrize("make", [clf, reg], ids=["classifier", "regressor"])
+def test_booleans_are_not_numbers(make, name, binary):
+    X, y = binary
+    for value in (True, np.True_):
+        with pytest.raises(InvalidParameterError, match=f"'{name}' parameter.*Got (np.)?True"):
+            make(**{name: value}).fit(X, y)
+
+
 def test_wrong_feature_count_at_predict(binary):
     X, y = binary
     est = clf().fit(X, y)
