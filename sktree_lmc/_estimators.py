@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import dataclasses
 import sys
 import warnings
 from numbers import Integral, Real
@@ -17,7 +18,7 @@ from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import _check_sample_weight, check_is_fitted, validate_data
 
-from ._architectures import ARCHITECTURES, get_architecture
+from ._architectures import ARCHITECTURES, TreeArchitecture, get_architecture
 from ._forward import SoftTreeEnsembleModule
 from ._params import TreeParams
 
@@ -383,6 +384,37 @@ class _BaseSoftTreeEnsemble(BaseEstimator):
             )
         self.tree_params_ = params.copy()
         return self
+
+    # -- persistence --------------------------------------------------------------
+    def __getstate__(self):
+        """The state to pickle, with the fitted state in plain types only.
+
+        ``architecture_`` is stored as its ``(name, depth)`` and ``tree_params_``
+        as a dict of three arrays, so that loading with :mod:`skops.io` needs
+        only the estimator class trusted; :meth:`__setstate__` rebuilds both.
+        """
+        state = dict(super().__getstate__())  # a copy: object's is self.__dict__ itself
+        arch = state.get("architecture_")
+        if isinstance(arch, TreeArchitecture):
+            state["architecture_"] = (arch.name, arch.depth)
+        params = state.get("tree_params_")
+        if isinstance(params, TreeParams):
+            state["tree_params_"] = {
+                f.name: getattr(params, f.name) for f in dataclasses.fields(TreeParams)
+            }
+        return state
+
+    def __setstate__(self, state):
+        """Restore a pickled state (of this version, or one storing the objects)."""
+        state = dict(state)
+        arch = state.get("architecture_")
+        if isinstance(arch, (tuple, list)):
+            name, depth = arch
+            state["architecture_"] = get_architecture(str(name), int(depth))
+        params = state.get("tree_params_")
+        if isinstance(params, dict):
+            state["tree_params_"] = TreeParams(**params)
+        super().__setstate__(state)
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
