@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import dataclasses
 import sys
 from numbers import Integral, Real
 from typing import NamedTuple
@@ -17,8 +18,12 @@ from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import _check_sample_weight, check_is_fitted, validate_data
 
+<<<<<<< HEAD
 from ._architectures import ARCHITECTURES, get_architecture
 from ._device import prediction_device, resolve_device
+=======
+from ._architectures import ARCHITECTURES, TreeArchitecture, get_architecture
+>>>>>>> issue13
 from ._forward import SoftTreeEnsembleModule
 from ._params import TreeParams
 
@@ -29,6 +34,54 @@ __all__ = ["SoftTreeEnsembleClassifier", "SoftTreeEnsembleRegressor"]
 _PREDICT_CHUNK_BYTES = 64 * 2**20
 
 
+<<<<<<< HEAD
+=======
+def resolve_device(device):
+    """Turn the ``device`` hyperparameter into a :class:`torch.device`.
+
+    ``"auto"`` picks ``"cuda"`` when available, else ``"cpu"``.
+
+    Raises
+    ------
+    ValueError
+        If the string is not a device torch understands, or CUDA is requested
+        but not available.
+    """
+    if device == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    try:
+        dev = torch.device(device)
+    except (RuntimeError, TypeError) as exc:
+        raise ValueError(f"Invalid device={device!r}: {exc}") from None
+    if dev.type == "cuda" and not torch.cuda.is_available():
+        raise ValueError(f"device={device!r} was requested but CUDA is not available.")
+    return dev
+
+
+class _NumberInterval(Interval):
+    """An :class:`~sklearn.utils._param_validation.Interval` that rejects
+    booleans: ``batch_size=True`` is a mistake, not ``batch_size=1``."""
+
+    def is_satisfied_by(self, val):
+        return not isinstance(val, (bool, np.bool_)) and super().is_satisfied_by(val)
+
+
+_FLOAT32_MAX = float(np.finfo(np.float32).max)
+
+
+def _check_float32_range(array, name):
+    """Raise a ValueError if ``array`` (finite, validated) holds values that
+    float32, the training precision, cannot represent (they would become
+    infinite and turn every parameter into NaN)."""
+    if array.size and np.abs(array).max() > _FLOAT32_MAX:
+        raise ValueError(
+            f"{name} contains values beyond the float32 range (largest magnitude "
+            f"{np.abs(array).max():.3g} > {_FLOAT32_MAX:.3g}); the model trains in float32. "
+            f"Rescale {name} first."
+        )
+
+
+>>>>>>> issue13
 def _torch_seed(random_state):
     """A seed for a private :class:`torch.Generator`, without touching global state.
 
@@ -184,17 +237,17 @@ class _BaseSoftTreeEnsemble(BaseEstimator):
 
     _parameter_constraints: dict = {
         "arch": [StrOptions(set(ARCHITECTURES))],
-        "n_estimators": [Interval(Integral, 1, None, closed="left")],
-        "depth": [Interval(Integral, 1, None, closed="left")],
+        "n_estimators": [_NumberInterval(Integral, 1, None, closed="left")],
+        "depth": [_NumberInterval(Integral, 1, None, closed="left")],
         "leaf_init": [StrOptions({"tree", "ensemble"})],
-        "split_init": [StrOptions({"fan_in"}), Interval(Real, 0, None, closed="neither")],
-        "learning_rate": [Interval(Real, 0, None, closed="neither")],
-        "batch_size": [Interval(Integral, 1, None, closed="left")],
-        "max_epochs": [Interval(Integral, 1, None, closed="left")],
+        "split_init": [StrOptions({"fan_in"}), _NumberInterval(Real, 0, None, closed="neither")],
+        "learning_rate": [_NumberInterval(Real, 0, None, closed="neither")],
+        "batch_size": [_NumberInterval(Integral, 1, None, closed="left")],
+        "max_epochs": [_NumberInterval(Integral, 1, None, closed="left")],
         "early_stopping": ["boolean"],
-        "validation_fraction": [Interval(Real, 0, 1, closed="neither")],
-        "n_iter_no_change": [Interval(Integral, 1, None, closed="left")],
-        "tol": [Interval(Real, 0, None, closed="left")],
+        "validation_fraction": [_NumberInterval(Real, 0, 1, closed="neither")],
+        "n_iter_no_change": [_NumberInterval(Integral, 1, None, closed="left")],
+        "tol": [_NumberInterval(Real, 0, None, closed="left")],
         "device": [str],
         "random_state": ["random_state"],
         "verbose": ["verbose"],
@@ -316,7 +369,9 @@ class _BaseSoftTreeEnsemble(BaseEstimator):
         ).to(device)
 
     def _validate_fit_data(self, X, y):
-        return validate_data(self, X, y, dtype=[np.float32, np.float64], y_numeric=False)
+        X, y = validate_data(self, X, y, dtype=[np.float32, np.float64], y_numeric=False)
+        _check_float32_range(X, "X")
+        return X, y
 
     # -- prediction ---------------------------------------------------------------
     def _predict_in_chunks(self, X, method):
@@ -328,7 +383,12 @@ class _BaseSoftTreeEnsemble(BaseEstimator):
         """
         check_is_fitted(self, "tree_params_")
         X = validate_data(self, X, reset=False, dtype=[np.float32, np.float64])
+<<<<<<< HEAD
         device = prediction_device(self.device)
+=======
+        _check_float32_range(X, "X")
+        device = _prediction_device(self.device)
+>>>>>>> issue13
         module = SoftTreeEnsembleModule.from_params(self.architecture_, self.tree_params_, device)
         module = module.double()
         M, N, L = self.tree_params_.n_trees, self.architecture_.n_nodes, self.tree_params_.n_leaves
@@ -396,6 +456,37 @@ class _BaseSoftTreeEnsemble(BaseEstimator):
             )
         self.tree_params_ = params.copy()
         return self
+
+    # -- persistence --------------------------------------------------------------
+    def __getstate__(self):
+        """The state to pickle, with the fitted state in plain types only.
+
+        ``architecture_`` is stored as its ``(name, depth)`` and ``tree_params_``
+        as a dict of three arrays, so that loading with :mod:`skops.io` needs
+        only the estimator class trusted; :meth:`__setstate__` rebuilds both.
+        """
+        state = dict(super().__getstate__())  # a copy: object's is self.__dict__ itself
+        arch = state.get("architecture_")
+        if isinstance(arch, TreeArchitecture):
+            state["architecture_"] = (arch.name, arch.depth)
+        params = state.get("tree_params_")
+        if isinstance(params, TreeParams):
+            state["tree_params_"] = {
+                f.name: getattr(params, f.name) for f in dataclasses.fields(TreeParams)
+            }
+        return state
+
+    def __setstate__(self, state):
+        """Restore a pickled state (of this version, or one storing the objects)."""
+        state = dict(state)
+        arch = state.get("architecture_")
+        if isinstance(arch, (tuple, list)):
+            name, depth = arch
+            state["architecture_"] = get_architecture(str(name), int(depth))
+        params = state.get("tree_params_")
+        if isinstance(params, dict):
+            state["tree_params_"] = TreeParams(**params)
+        super().__setstate__(state)
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
@@ -702,16 +793,22 @@ class SoftTreeEnsembleRegressor(RegressorMixin, _BaseSoftTreeEnsemble):
     _fitted_private_attrs = ("_y_1d",)
 
     def _validate_fit_data(self, X, y):
-        return validate_data(
+        X, y = validate_data(
             self, X, y, dtype=[np.float32, np.float64], y_numeric=True, multi_output=True
         )
+        _check_float32_range(X, "X")
+        _check_float32_range(np.asarray(y, dtype=np.float64), "y")
+        return X, y
 
     def _encode_targets(self, y, sample_weight):
         y = np.asarray(y, dtype=np.float64)
         self._y_1d = y.ndim == 1
         y2 = y.reshape(len(y), -1)
-        self.y_mean_ = np.average(y2, axis=0, weights=sample_weight)
-        scale = np.sqrt(np.average((y2 - self.y_mean_) ** 2, axis=0, weights=sample_weight))
+        # y is within float32's range (checked), so in float64 neither the mean
+        # nor the spread can overflow.
+        w = np.asarray(sample_weight, dtype=np.float64)
+        self.y_mean_ = np.average(y2, axis=0, weights=w)
+        scale = np.sqrt(np.average((y2 - self.y_mean_) ** 2, axis=0, weights=w))
         self.y_scale_ = np.where(scale > 0, scale, 1.0)
         return ((y2 - self.y_mean_) / self.y_scale_).astype(np.float32), y2.shape[1]
 
