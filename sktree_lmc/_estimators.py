@@ -18,12 +18,8 @@ from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import _check_sample_weight, check_is_fitted, validate_data
 
-<<<<<<< HEAD
-from ._architectures import ARCHITECTURES, get_architecture
-from ._device import prediction_device, resolve_device
-=======
 from ._architectures import ARCHITECTURES, TreeArchitecture, get_architecture
->>>>>>> issue13
+from ._device import prediction_device, resolve_device
 from ._forward import SoftTreeEnsembleModule
 from ._params import TreeParams
 
@@ -32,30 +28,6 @@ __all__ = ["SoftTreeEnsembleClassifier", "SoftTreeEnsembleRegressor"]
 #: Bytes of intermediate tensors (two-sided sigmoids and leaf probabilities,
 #: float64) per prediction chunk; bounds the memory of ``predict``.
 _PREDICT_CHUNK_BYTES = 64 * 2**20
-
-
-<<<<<<< HEAD
-=======
-def resolve_device(device):
-    """Turn the ``device`` hyperparameter into a :class:`torch.device`.
-
-    ``"auto"`` picks ``"cuda"`` when available, else ``"cpu"``.
-
-    Raises
-    ------
-    ValueError
-        If the string is not a device torch understands, or CUDA is requested
-        but not available.
-    """
-    if device == "auto":
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    try:
-        dev = torch.device(device)
-    except (RuntimeError, TypeError) as exc:
-        raise ValueError(f"Invalid device={device!r}: {exc}") from None
-    if dev.type == "cuda" and not torch.cuda.is_available():
-        raise ValueError(f"device={device!r} was requested but CUDA is not available.")
-    return dev
 
 
 class _NumberInterval(Interval):
@@ -81,7 +53,6 @@ def _check_float32_range(array, name):
         )
 
 
->>>>>>> issue13
 def _torch_seed(random_state):
     """A seed for a private :class:`torch.Generator`, without touching global state.
 
@@ -383,12 +354,8 @@ class _BaseSoftTreeEnsemble(BaseEstimator):
         """
         check_is_fitted(self, "tree_params_")
         X = validate_data(self, X, reset=False, dtype=[np.float32, np.float64])
-<<<<<<< HEAD
-        device = prediction_device(self.device)
-=======
         _check_float32_range(X, "X")
-        device = _prediction_device(self.device)
->>>>>>> issue13
+        device = prediction_device(self.device)
         module = SoftTreeEnsembleModule.from_params(self.architecture_, self.tree_params_, device)
         module = module.double()
         M, N, L = self.tree_params_.n_trees, self.architecture_.n_nodes, self.tree_params_.n_leaves
