@@ -46,8 +46,8 @@ from sklearn.base import clone
 from sklearn.metrics import log_loss
 
 from sktree_lmc import ShardedSoftTreeEnsemble, SoftTreeEnsembleClassifier, TreeParams
-from sktree_lmc._merge import _with_params
-from sktree_lmc._multi import merge_many
+from sktree_lmc._bridge import with_params as _with_params
+from sktree_lmc._merge import merge_many
 from sktree_lmc.datasets import (
     load_magic_small,
     load_tabular_benchmark,

@@ -29,8 +29,8 @@ from ._metrics import (
     interpolation_curve,
     lmc_barrier,
 )
-from ._multi import ShardedSoftTreeEnsemble
 from ._params import TreeParams
+from ._sharded import ShardedSoftTreeEnsemble
 
 __version__ = "0.1.0.dev0"
 

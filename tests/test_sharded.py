@@ -14,14 +14,14 @@ from sklearn.preprocessing import StandardScaler
 from sklearn.utils._param_validation import InvalidParameterError
 from sklearn.utils.estimator_checks import check_estimator
 
-import sktree_lmc._multi as multi
+import sktree_lmc._sharded as sharded
 from sktree_lmc import (
     ShardedSoftTreeEnsemble,
     SoftTreeEnsembleClassifier,
     SoftTreeEnsembleRegressor,
     merge_estimators,
 )
-from sktree_lmc._multi import make_shards
+from sktree_lmc._sharded import make_shards
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 
@@ -59,13 +59,13 @@ def test_dask_localcluster_gives_the_loky_result():
 
 def test_a_worker_receives_only_its_own_shard(monkeypatch):
     seen = []
-    fit_shard = multi._fit_shard
+    fit_shard = sharded._fit_shard
 
     def spy(estimator, X_shard, y_shard, sample_weight):
         seen.append((X_shard.copy(), y_shard.copy(), estimator.random_state))
         return fit_shard(estimator, X_shard, y_shard, sample_weight)
 
-    monkeypatch.setattr(multi, "_fit_shard", spy)
+    monkeypatch.setattr(sharded, "_fit_shard", spy)
     est = ShardedSoftTreeEnsemble(_base(), n_shards=3, random_state=0, n_jobs=2)
     with parallel_config(backend="threading"):
         est.fit(X, Y)
