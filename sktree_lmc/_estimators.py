@@ -19,7 +19,7 @@ from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import _check_sample_weight, check_is_fitted, validate_data
 
 from ._architectures import ARCHITECTURES, TreeArchitecture, get_architecture
-from ._device import prediction_device, resolve_device
+from ._device import DEVICE_CONSTRAINT, prediction_device, resolve_device
 from ._forward import SoftTreeEnsembleModule, predict_chunked
 from ._params import TreeParams
 from ._threads import limit_threads
@@ -215,7 +215,7 @@ class _BaseSoftTreeEnsemble(BaseEstimator):
         "validation_fraction": [_NumberInterval(Real, 0, 1, closed="neither")],
         "n_iter_no_change": [_NumberInterval(Integral, 1, None, closed="left")],
         "tol": [_NumberInterval(Real, 0, None, closed="left")],
-        "device": [str],
+        "device": DEVICE_CONSTRAINT,
         "random_state": ["random_state"],
         "verbose": ["verbose"],
         "n_threads": [
@@ -532,9 +532,10 @@ class SoftTreeEnsembleClassifier(ClassifierMixin, _BaseSoftTreeEnsemble):
         Patience of early stopping, in epochs.
     tol : float, default=1e-4
         Minimum validation-loss improvement for early stopping.
-    device : str, default="auto"
+    device : str or torch.device, default="auto"
         Torch device for fitting and prediction (``"cpu"``, ``"cuda"``,
-        ``"cuda:1"``, ...); ``"auto"`` uses CUDA when available. Fitted
+        ``"cuda:1"``, ``"mps"``, ...); ``"auto"`` uses CUDA when available.
+        A device that is not available is a ``ValueError`` at fit. Fitted
         parameters are always stored on the CPU, so a model trained on a GPU
         pickles and loads anywhere; on a machine without CUDA it predicts on
         the CPU (with a warning). Training and prediction run in float32;
@@ -727,7 +728,7 @@ class SoftTreeEnsembleRegressor(RegressorMixin, _BaseSoftTreeEnsemble):
         Patience of early stopping, in epochs.
     tol : float, default=1e-4
         Minimum validation-loss improvement for early stopping.
-    device : str, default="auto"
+    device : str or torch.device, default="auto"
         Torch device; ``"auto"`` uses CUDA when available.
     random_state : int, RandomState instance or None, default=None
         Seeds a per-fit :class:`torch.Generator`.

@@ -14,7 +14,6 @@ from __future__ import annotations
 from numbers import Integral, Real
 
 import numpy as np
-import torch
 from sklearn.base import BaseEstimator, clone
 from sklearn.utils._param_validation import Interval, StrOptions, validate_params
 from sklearn.utils.validation import check_is_fitted
@@ -28,7 +27,7 @@ from ._bridge import (
     target_scale,
     with_params,
 )
-from ._device import resolve_device
+from ._device import DEVICE_CONSTRAINT, resolve_device
 from ._matching import INVARIANCES
 from ._nway import _check_weights, align_many
 
@@ -139,7 +138,7 @@ class ModelAligner(BaseEstimator):
         "max_iter": [Interval(Integral, 0, None, closed="left")],
         "tol": [Interval(Real, 0, None, closed="left")],
         "random_state": ["random_state"],
-        "device": [str, torch.device],
+        "device": DEVICE_CONSTRAINT,
     }
 
     def __init__(self, method="wm", invariances="all", weighting=True, n_samples=512,
