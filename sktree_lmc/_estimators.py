@@ -15,6 +15,7 @@ from scipy.special import log_softmax, softmax
 from sklearn.base import BaseEstimator, ClassifierMixin, RegressorMixin, _fit_context
 from sklearn.utils import check_random_state
 from sklearn.utils._param_validation import Interval, StrOptions
+from sklearn.utils.class_weight import compute_sample_weight
 from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import _check_sample_weight, check_is_fitted, validate_data
 
@@ -39,6 +40,10 @@ class _NumberInterval(Interval):
 
 
 _FLOAT32_MAX = float(np.finfo(np.float32).max)
+#: Upper bound of ``learning_rate`` and ``split_init``: larger values overflow
+#: float32 in Adam's first step (``learning_rate / (1 - beta1)``) or in the
+#: initialization itself.
+_MAX_SCALE = 1e30
 
 
 def _check_float32_range(array, name):
@@ -151,6 +156,24 @@ def _run_epoch(module, optimizer, loss_fn, data, train_idx, batch_size, generato
     return total / count
 
 
+def _check_finite_epoch(module, epoch, learning_rate, loss, val_loss=None):
+    """Stop the fit with a ValueError when an epoch ends with a non-finite
+    training or validation loss or parameter: the optimization diverged or
+    overflowed float32, and every later prediction would be NaN."""
+    if not np.isfinite(loss):
+        what = f"the training loss is {loss}"
+    elif val_loss is not None and not np.isfinite(val_loss):
+        what = f"the validation loss is {val_loss}"
+    elif not all(bool(torch.isfinite(p).all()) for p in module.parameters()):
+        what = "the parameters are no longer finite"
+    else:
+        return
+    raise ValueError(
+        f"Training diverged at epoch {epoch + 1}: {what}. Use a lower learning_rate "
+        f"(now {learning_rate!r}), or rescale X (or y)."
+    )
+
+
 def _evaluate_loss(module, loss_fn, data, idx):
     """Weighted mean loss of rows ``idx`` in evaluation mode, without gradients."""
     module.eval()
@@ -211,8 +234,10 @@ class _BaseSoftTreeEnsemble(BaseEstimator):
         "n_estimators": [_NumberInterval(Integral, 1, None, closed="left")],
         "depth": [_NumberInterval(Integral, 1, None, closed="left")],
         "leaf_init": [StrOptions({"tree", "ensemble"})],
-        "split_init": [StrOptions({"fan_in"}), _NumberInterval(Real, 0, None, closed="neither")],
-        "learning_rate": [_NumberInterval(Real, 0, None, closed="neither")],
+        "split_init": [
+            StrOptions({"fan_in"}), _NumberInterval(Real, 0, _MAX_SCALE, closed="right")
+        ],
+        "learning_rate": [_NumberInterval(Real, 0, _MAX_SCALE, closed="right")],
         "batch_size": [_NumberInterval(Integral, 1, None, closed="left")],
         "max_epochs": [_NumberInterval(Integral, 1, None, closed="left")],
         "early_stopping": ["boolean"],
@@ -266,6 +291,11 @@ class _BaseSoftTreeEnsemble(BaseEstimator):
     def _loss(self, output, target):  # pragma: no cover - abstract
         raise NotImplementedError
 
+    def _target_weights(self, y):
+        """Per-sample weight factors that depend on the target (class weights);
+        they multiply ``sample_weight``."""
+        return 1.0
+
     # -- fitting ------------------------------------------------------------------
     @_fit_context(prefer_skip_nested_validation=True)
     def fit(self, X, y, sample_weight=None):
@@ -278,12 +308,20 @@ class _BaseSoftTreeEnsemble(BaseEstimator):
         y : array-like of shape (n_samples,) or (n_samples, n_targets)
             Targets (class labels of any type for the classifier).
         sample_weight : array-like of shape (n_samples,), default=None
-            Per-sample weights of the loss.
+            Per-sample weights of the loss (multiplied by the classifier's
+            ``class_weight``); only their ratios matter.
 
         Returns
         -------
         self : object
             The fitted estimator.
+
+        Raises
+        ------
+        ValueError
+            For invalid data or hyperparameters, and when training diverges:
+            an epoch that ends with a non-finite loss or parameter stops the
+            fit with an error naming the epoch.
         """
         X, target, sample_weight, n_outputs = self._prepare_fit_data(X, y, sample_weight)
         arch = get_architecture(self.arch, self.depth)
@@ -310,6 +348,8 @@ class _BaseSoftTreeEnsemble(BaseEstimator):
             if stopper is not None:
                 val_loss = _evaluate_loss(module, self._loss, data, val_idx)
                 self.validation_loss_curve_.append(val_loss)
+            _check_finite_epoch(module, epoch, self.learning_rate, loss, val_loss)
+            if stopper is not None:
                 stopper.update(val_loss, module)
             _report_epoch(epochs, epoch, self.max_epochs, loss, val_loss, self.verbose)
             if stopper is not None and stopper.should_stop:
@@ -325,10 +365,17 @@ class _BaseSoftTreeEnsemble(BaseEstimator):
         float32 sample weights and the number of outputs."""
         X, y = self._validate_fit_data(X, y)
         sample_weight = _check_sample_weight(
-            sample_weight, X, dtype=np.float32, ensure_non_negative=True
+            sample_weight, X, dtype=np.float64, ensure_non_negative=True
         )
+        sample_weight = sample_weight * self._target_weights(y)
         if not sample_weight.sum() > 0:
-            raise ValueError("sample_weight sums to zero: there is nothing to fit.")
+            raise ValueError(
+                "sample_weight (times class_weight, for a classifier) sums to zero: "
+                "there is nothing to fit."
+            )
+        # The loss is a weighted mean, so the scale of the weights is free: a
+        # largest weight of 1 keeps their float32 sums finite.
+        sample_weight = (sample_weight / sample_weight.max()).astype(np.float32)
         target, n_outputs = self._encode_targets(y, sample_weight)
         return X, target, sample_weight, n_outputs
 
@@ -549,6 +596,12 @@ class SoftTreeEnsembleClassifier(ClassifierMixin, _BaseSoftTreeEnsemble):
     verbose : int, default=0
         ``1`` shows a per-epoch progress bar (tqdm, when installed) or prints
         one line per epoch; ``2`` prints one line per epoch.
+    class_weight : dict, "balanced" or None, default=None
+        Weights of the classes in the loss, as in scikit-learn's classifiers:
+        ``None`` weighs every class 1; a dict maps class labels to weights
+        (missing classes weigh 1); ``"balanced"`` weighs each class by
+        ``n_samples / (n_classes * count)`` of its count in ``y``. They
+        multiply ``sample_weight`` given to :meth:`fit`.
 
     Attributes
     ----------
@@ -591,6 +644,63 @@ class SoftTreeEnsembleClassifier(ClassifierMixin, _BaseSoftTreeEnsemble):
     >>> bool(clf.score(X, y) > 0.8)
     True
     """
+
+    _parameter_constraints: dict = {
+        **_BaseSoftTreeEnsemble._parameter_constraints,
+        "class_weight": [dict, StrOptions({"balanced"}), None],
+    }
+
+    def __init__(
+        self,
+        arch="oblivious",
+        n_estimators=256,
+        depth=2,
+        leaf_init="ensemble",
+        split_init="fan_in",
+        learning_rate=1e-2,
+        batch_size=512,
+        max_epochs=50,
+        early_stopping=False,
+        validation_fraction=0.1,
+        n_iter_no_change=5,
+        tol=1e-4,
+        device="auto",
+        random_state=None,
+        verbose=0,
+        class_weight=None,
+    ):
+        super().__init__(
+            arch=arch, n_estimators=n_estimators, depth=depth, leaf_init=leaf_init,
+            split_init=split_init, learning_rate=learning_rate, batch_size=batch_size,
+            max_epochs=max_epochs, early_stopping=early_stopping,
+            validation_fraction=validation_fraction, n_iter_no_change=n_iter_no_change, tol=tol,
+            device=device, random_state=random_state, verbose=verbose,
+        )
+        self.class_weight = class_weight
+
+    def _target_weights(self, y):
+        if self.class_weight is None:
+            return 1.0
+        check_classification_targets(y)
+        if isinstance(self.class_weight, dict):
+            classes = np.unique(y)
+            unknown = [label for label in self.class_weight if label not in set(classes)]
+            if unknown:
+                raise ValueError(
+                    f"class_weight has labels {unknown!r} that are not classes of y "
+                    f"{classes.tolist()!r}."
+                )
+            weights = list(self.class_weight.values())
+            if not all(
+                isinstance(w, Real) and not isinstance(w, (bool, np.bool_))
+                and np.isfinite(w) and w >= 0
+                for w in weights
+            ):
+                raise ValueError(
+                    "class_weight values must be finite non-negative numbers, got "
+                    f"{self.class_weight!r}."
+                )
+        return compute_sample_weight(self.class_weight, y)
 
     def _encode_targets(self, y, sample_weight):
         check_classification_targets(y)
