@@ -5,6 +5,7 @@ from __future__ import annotations
 import copy
 import dataclasses
 import sys
+import warnings
 from numbers import Integral, Real
 from typing import NamedTuple
 
@@ -13,6 +14,7 @@ import torch
 import torch.nn.functional as F
 from scipy.special import log_softmax, softmax
 from sklearn.base import BaseEstimator, ClassifierMixin, RegressorMixin, _fit_context
+from sklearn.exceptions import ConvergenceWarning
 from sklearn.utils import check_random_state
 from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.class_weight import compute_sample_weight
@@ -172,6 +174,24 @@ def _check_finite_epoch(module, epoch, learning_rate, loss, val_loss=None):
         f"Training diverged at epoch {epoch + 1}: {what}. Use a lower learning_rate "
         f"(now {learning_rate!r}), or rescale X (or y)."
     )
+
+
+#: A fit whose last epoch's loss exceeds this multiple of the initial model's
+#: loss has diverged (finite, but far worse than where it started).
+_DIVERGED_LOSS_FACTOR = 10.0
+
+
+def _warn_if_diverged(loss_curve, initial_loss, learning_rate):
+    """ConvergenceWarning when training ended far worse than it started
+    (finite but diverged: e.g. a learning rate orders of magnitude too high)."""
+    if loss_curve and loss_curve[-1] > _DIVERGED_LOSS_FACTOR * initial_loss:
+        warnings.warn(
+            f"Training diverged: the last epoch's loss {loss_curve[-1]:.4g} is more than "
+            f"{_DIVERGED_LOSS_FACTOR:g} times the initial model's ({initial_loss:.4g}). "
+            f"Use a lower learning_rate (now {learning_rate!r}), or rescale X.",
+            ConvergenceWarning,
+            stacklevel=4,  # the caller of fit (through sklearn's _fit_context)
+        )
 
 
 def _evaluate_loss(module, loss_fn, data, idx):
@@ -335,6 +355,8 @@ class _BaseSoftTreeEnsemble(BaseEstimator):
         data = _FitTensors.from_arrays(X, target, sample_weight, device)
         stopper = _EarlyStopping(self.tol, self.n_iter_no_change) if self.early_stopping else None
 
+        # the initial model's loss on one batch: the reference of _warn_if_diverged
+        initial_loss = _evaluate_loss(module, self._loss, data, train_idx[: self.batch_size])
         self.loss_curve_, self.n_epochs_ = [], 0
         self.validation_loss_curve_ = [] if stopper is not None else None
         epochs = _progress(range(self.max_epochs), self.verbose > 0, type(self).__name__)
@@ -354,6 +376,7 @@ class _BaseSoftTreeEnsemble(BaseEstimator):
             _report_epoch(epochs, epoch, self.max_epochs, loss, val_loss, self.verbose)
             if stopper is not None and stopper.should_stop:
                 break
+        _warn_if_diverged(self.loss_curve_, initial_loss, self.learning_rate)
         if stopper is not None:
             stopper.restore_best(module)
         self.architecture_, self.device_, self.n_outputs_ = arch, str(device), n_outputs

@@ -7,6 +7,7 @@ import random
 import subprocess
 import sys
 import textwrap
+import warnings
 
 import joblib
 import numpy as np
@@ -15,7 +16,7 @@ import torch
 from numpy.testing import assert_allclose, assert_array_equal
 from sklearn.base import clone
 from sklearn.datasets import make_blobs, make_classification, make_regression
-from sklearn.exceptions import NotFittedError
+from sklearn.exceptions import ConvergenceWarning, NotFittedError
 from sklearn.model_selection import GridSearchCV
 from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import QuantileTransformer
@@ -477,6 +478,25 @@ def test_diverging_training_stops_with_an_error_naming_the_epoch(make, params, X
     with pytest.raises(ValueError, match=match) as info:
         make(**params, max_epochs=3).fit(np.sign(X) * X_scale, y)
     assert "lower learning_rate" in str(info.value)
+
+
+@pytest.mark.parametrize("make", [clf, reg], ids=["classifier", "regressor"])
+def test_finite_divergence_warns(make, binary):
+    X, y = binary
+    with pytest.warns(ConvergenceWarning, match="Training diverged.*lower learning_rate") as rec:
+        make(learning_rate=1e6, max_epochs=3).fit(X, y)
+    assert rec[0].filename == __file__  # points at the caller of fit
+
+
+@pytest.mark.parametrize("leaf_init", ["tree", "ensemble"])
+@pytest.mark.parametrize("make", [clf, reg], ids=["classifier", "regressor"])
+def test_ordinary_fits_do_not_warn_of_divergence(make, leaf_init, binary):
+    X, y = binary
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", ConvergenceWarning)
+        for arch in ARCHS:  # one epoch, a tiny rate: the loss stays at its initial value
+            make(arch=arch, leaf_init=leaf_init, n_estimators=64, learning_rate=1e-6,
+                 max_epochs=1).fit(X, y)
 
 
 @pytest.mark.parametrize("scale", [1e-40, 3e38, 1e39, 1e300])
