@@ -23,15 +23,11 @@ from sklearn.utils.validation import _check_sample_weight, check_is_fitted, vali
 
 from ._architectures import ARCHITECTURES, TreeArchitecture, get_architecture
 from ._device import prediction_device, resolve_device
-from ._forward import SoftTreeEnsembleModule
+from ._forward import SoftTreeEnsembleModule, predict_chunked
 from ._params import TreeParams
+from ._threads import limit_threads
 
 __all__ = ["SoftTreeEnsembleClassifier", "SoftTreeEnsembleRegressor"]
-
-#: Bytes of intermediate tensors (two-sided sigmoids and leaf probabilities,
-#: float64) per prediction chunk; bounds the memory of ``predict``.
-_PREDICT_CHUNK_BYTES = 64 * 2**20
-
 
 class _NumberInterval(Interval):
     """An :class:`~sklearn.utils._param_validation.Interval` that rejects
@@ -190,7 +186,7 @@ def _warn_if_diverged(loss_curve, initial_loss, learning_rate):
             f"{_DIVERGED_LOSS_FACTOR:g} times the initial model's ({initial_loss:.4g}). "
             f"Use a lower learning_rate (now {learning_rate!r}), or rescale X.",
             ConvergenceWarning,
-            stacklevel=4,  # the caller of fit (through sklearn's _fit_context)
+            stacklevel=5,  # the caller of fit, through limit_threads and _fit_context
         )
 
 
@@ -267,6 +263,11 @@ class _BaseSoftTreeEnsemble(BaseEstimator):
         "device": [str],
         "random_state": ["random_state"],
         "verbose": ["verbose"],
+        "n_threads": [
+            _NumberInterval(Integral, 1, None, closed="left"),
+            _NumberInterval(Integral, None, -1, closed="right"),
+            None,
+        ],
     }
 
     def __init__(
@@ -286,6 +287,7 @@ class _BaseSoftTreeEnsemble(BaseEstimator):
         device="auto",
         random_state=None,
         verbose=0,
+        n_threads=1,
     ):
         self.arch = arch
         self.n_estimators = n_estimators
@@ -302,6 +304,7 @@ class _BaseSoftTreeEnsemble(BaseEstimator):
         self.device = device
         self.random_state = random_state
         self.verbose = verbose
+        self.n_threads = n_threads
 
     # -- hooks for subclasses ---------------------------------------------------
     def _encode_targets(self, y, sample_weight):  # pragma: no cover - abstract
@@ -318,6 +321,7 @@ class _BaseSoftTreeEnsemble(BaseEstimator):
 
     # -- fitting ------------------------------------------------------------------
     @_fit_context(prefer_skip_nested_validation=True)
+    @limit_threads
     def fit(self, X, y, sample_weight=None):
         """Fit the ensemble with Adam on minibatches.
 
@@ -415,27 +419,20 @@ class _BaseSoftTreeEnsemble(BaseEstimator):
         return X, y
 
     # -- prediction ---------------------------------------------------------------
+    @limit_threads
     def _predict_in_chunks(self, X, method):
-        """Run ``module.<method>`` on row chunks of validated ``X``, in float64.
+        """Run the inference kernel (:func:`predict_chunked`) on validated ``X``.
 
-        Predictions are computed in double precision so that they do not
-        depend on how rows are batched (float32 matmuls round differently
-        for different batch shapes); parameters stay float32.
+        ``method`` is ``"forward"`` or ``"tree_outputs"``. The kernel works in
+        float32 on fixed-size row chunks, so that a row's prediction does not
+        depend on how rows are batched; the result is a float64 array.
         """
         check_is_fitted(self, "tree_params_")
         X = validate_data(self, X, reset=False, dtype=[np.float32, np.float64])
         _check_float32_range(X, "X")
         device = prediction_device(self.device)
         module = SoftTreeEnsembleModule.from_params(self.architecture_, self.tree_params_, device)
-        module = module.double()
-        M, N, L = self.tree_params_.n_trees, self.architecture_.n_nodes, self.tree_params_.n_leaves
-        chunk = max(1, _PREDICT_CHUNK_BYTES // (8 * M * (2 * N + L)))
-        outs = []
-        with torch.inference_mode():
-            for start in range(0, X.shape[0], chunk):
-                xb = _as_tensor(X[start : start + chunk], torch.float64, device)
-                outs.append(getattr(module, method)(xb).cpu().numpy())
-        return np.concatenate(outs)
+        return predict_chunked(module, X, output=method)
 
     def _raw_output(self, X):
         """Ensemble output (before link function), shape (n_samples, n_outputs)."""
@@ -452,7 +449,8 @@ class _BaseSoftTreeEnsemble(BaseEstimator):
         Returns
         -------
         outputs : ndarray of shape (n_samples, n_estimators, n_outputs)
-            ``outputs.sum(axis=1)`` is the raw ensemble output (float64).
+            ``outputs.sum(axis=1)`` is the raw ensemble output, up to float32
+            rounding (the kernel computes in float32; see ``device``).
         """
         return self._predict_in_chunks(X, "tree_outputs")
 
@@ -609,8 +607,9 @@ class SoftTreeEnsembleClassifier(ClassifierMixin, _BaseSoftTreeEnsemble):
         ``"cuda:1"``, ...); ``"auto"`` uses CUDA when available. Fitted
         parameters are always stored on the CPU, so a model trained on a GPU
         pickles and loads anywhere; on a machine without CUDA it predicts on
-        the CPU (with a warning). Training runs in float32; predictions are
-        computed in float64, so that they do not depend on how rows are
+        the CPU (with a warning). Training and prediction run in float32;
+        predictions are computed on fixed-size row chunks (the last one
+        padded), so a row's prediction does not depend on how rows are
         batched.
     random_state : int, RandomState instance or None, default=None
         Seeds a per-fit :class:`torch.Generator` (initialization, minibatch
@@ -619,6 +618,20 @@ class SoftTreeEnsembleClassifier(ClassifierMixin, _BaseSoftTreeEnsemble):
     verbose : int, default=0
         ``1`` shows a per-epoch progress bar (tqdm, when installed) or prints
         one line per epoch; ``2`` prints one line per epoch.
+    n_threads : int or None, default=1
+        Torch intra-op threads used inside ``fit`` and the prediction methods
+        (set on entry, the caller's ``torch.get_num_threads()`` restored on
+        exit, also on error). ``None`` keeps the caller's setting; a negative
+        value counts back from the available CPUs as joblib does (``-1``: all).
+        One thread is the default because the per-minibatch kernels are small:
+        with one core busy with another process, torch's default of one
+        thread per core made fits 10-30x slower (every kernel waits for the
+        descheduled thread), while on an idle 2-core machine two threads were
+        at most 1.6x faster (``benchmarks/README.md``, "Threads on a busy
+        machine"). Named ``n_threads`` rather than ``n_jobs`` because it sets
+        threads inside one process; ``ShardedSoftTreeEnsemble(n_jobs=...)``
+        sets the number of worker processes, whose fits each use the
+        estimator's ``n_threads``.
     class_weight : dict, "balanced" or None, default=None
         Weights of the classes in the loss, as in scikit-learn's classifiers:
         ``None`` weighs every class 1; a dict maps class labels to weights
@@ -690,6 +703,7 @@ class SoftTreeEnsembleClassifier(ClassifierMixin, _BaseSoftTreeEnsemble):
         device="auto",
         random_state=None,
         verbose=0,
+        n_threads=1,
         class_weight=None,
     ):
         super().__init__(
@@ -697,7 +711,7 @@ class SoftTreeEnsembleClassifier(ClassifierMixin, _BaseSoftTreeEnsemble):
             split_init=split_init, learning_rate=learning_rate, batch_size=batch_size,
             max_epochs=max_epochs, early_stopping=early_stopping,
             validation_fraction=validation_fraction, n_iter_no_change=n_iter_no_change, tol=tol,
-            device=device, random_state=random_state, verbose=verbose,
+            device=device, random_state=random_state, verbose=verbose, n_threads=n_threads,
         )
         self.class_weight = class_weight
 
@@ -853,6 +867,9 @@ class SoftTreeEnsembleRegressor(RegressorMixin, _BaseSoftTreeEnsemble):
         Seeds a per-fit :class:`torch.Generator`.
     verbose : int, default=0
         Progress display level.
+    n_threads : int or None, default=1
+        Torch intra-op threads inside ``fit`` and prediction, see
+        :class:`SoftTreeEnsembleClassifier`.
 
     Attributes
     ----------
