@@ -6,8 +6,9 @@ are fitted with the paper's protocol (:func:`~sktree_lmc.datasets.paper_split`,
 the learning rate is the one the paper protocol selected at depth 2 for that dataset
 and architecture, read from ``docs/_static/benchmarks/lmc_models.csv``, instead of a
 new 3-point grid search per depth). The second model is aligned to the first with
-:class:`~sktree_lmc.ModelAligner` (timed) and :func:`~sktree_lmc.interpolation_curve`
-measures the accuracy barrier along 25 interpolation points, for
+:class:`~sktree_lmc.ModelAligner` on the training rows (timed), and
+:func:`~sktree_lmc.interpolation_curve` (given that fitted aligner) measures the
+accuracy barrier along 25 interpolation points, for
 
 * ``naive`` (no alignment), and for weight matching (WM) and activation matching (AM)
   with ``perm`` (tree permutation only) and ``all`` (every invariance of the
@@ -125,10 +126,10 @@ def run_pair(out, csv_path, dataset, arch, depth, M, pair, epochs, data, done):
     b, fit_b = fitted(out, dataset, arch, depth, M, lr, seed_b, epochs, X_tr, y_tr)
     for name, method, inv in todo:
         t0 = time.perf_counter()
-        ModelAligner(method=method, invariances=inv, random_state=0).fit([a, b], X_tr)
+        aligner = ModelAligner(method=method, invariances=inv, random_state=0).fit([a, b], X_tr)
         align_s = time.perf_counter() - t0
-        curves = [interpolation_curve(a, b, Xe, ye, method=method, invariances=inv,
-                                      X_align=X_tr, random_state=0)
+        # one alignment (on training rows), two evaluation sets
+        curves = [interpolation_curve(a, b, Xe, ye, aligner=aligner)
                   for Xe, ye in ((Xe_tr, ye_tr), (Xe_te, ye_te))]
         acc = [c.scores["accuracy"] for c in curves]
         row = dict(dataset=dataset, arch=arch, depth=depth, M=M, pair=pair, seed_a=seed_a,

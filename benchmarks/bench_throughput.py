@@ -44,8 +44,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from sktree_lmc._architectures import ARCHITECTURES, get_architecture
-from sktree_lmc._forward import SoftTreeEnsembleModule
+from sktree_lmc import ARCHITECTURES, SoftTreeEnsembleModule, get_architecture
 
 DEFAULT_OUT = Path(__file__).resolve().parent / "results"
 KERNELS = ("vectorized", "logspace", "loop")

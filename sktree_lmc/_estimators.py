@@ -3,51 +3,57 @@
 from __future__ import annotations
 
 import copy
+import dataclasses
 import sys
 import warnings
 from numbers import Integral, Real
+from typing import NamedTuple
 
 import numpy as np
 import torch
 import torch.nn.functional as F
 from scipy.special import log_softmax, softmax
 from sklearn.base import BaseEstimator, ClassifierMixin, RegressorMixin, _fit_context
+from sklearn.exceptions import ConvergenceWarning
 from sklearn.utils import check_random_state
 from sklearn.utils._param_validation import Interval, StrOptions
+from sklearn.utils.class_weight import compute_sample_weight
 from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import _check_sample_weight, check_is_fitted, validate_data
 
-from ._architectures import ARCHITECTURES, get_architecture
-from ._forward import SoftTreeEnsembleModule
+from ._architectures import ARCHITECTURES, TreeArchitecture, get_architecture
+from ._device import DEVICE_CONSTRAINT, prediction_device, resolve_device
+from ._forward import SoftTreeEnsembleModule, predict_chunked
 from ._params import TreeParams
+from ._threads import limit_threads
 
 __all__ = ["SoftTreeEnsembleClassifier", "SoftTreeEnsembleRegressor"]
 
-#: Bytes of intermediate tensors (two-sided sigmoids and leaf probabilities,
-#: float64) per prediction chunk; bounds the memory of ``predict``.
-_PREDICT_CHUNK_BYTES = 64 * 2**20
+class _NumberInterval(Interval):
+    """An :class:`~sklearn.utils._param_validation.Interval` that rejects
+    booleans: ``batch_size=True`` is a mistake, not ``batch_size=1``."""
+
+    def is_satisfied_by(self, val):
+        return not isinstance(val, (bool, np.bool_)) and super().is_satisfied_by(val)
 
 
-def resolve_device(device):
-    """Turn the ``device`` hyperparameter into a :class:`torch.device`.
+_FLOAT32_MAX = float(np.finfo(np.float32).max)
+#: Upper bound of ``learning_rate`` and ``split_init``: larger values overflow
+#: float32 in Adam's first step (``learning_rate / (1 - beta1)``) or in the
+#: initialization itself.
+_MAX_SCALE = 1e30
 
-    ``"auto"`` picks ``"cuda"`` when available, else ``"cpu"``.
 
-    Raises
-    ------
-    ValueError
-        If the string is not a device torch understands, or CUDA is requested
-        but not available.
-    """
-    if device == "auto":
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    try:
-        dev = torch.device(device)
-    except (RuntimeError, TypeError) as exc:
-        raise ValueError(f"Invalid device={device!r}: {exc}") from None
-    if dev.type == "cuda" and not torch.cuda.is_available():
-        raise ValueError(f"device={device!r} was requested but CUDA is not available.")
-    return dev
+def _check_float32_range(array, name):
+    """Raise a ValueError if ``array`` (finite, validated) holds values that
+    float32, the training precision, cannot represent (they would become
+    infinite and turn every parameter into NaN)."""
+    if array.size and np.abs(array).max() > _FLOAT32_MAX:
+        raise ValueError(
+            f"{name} contains values beyond the float32 range (largest magnitude "
+            f"{np.abs(array).max():.3g} > {_FLOAT32_MAX:.3g}); the model trains in float32. "
+            f"Rescale {name} first."
+        )
 
 
 def _torch_seed(random_state):
@@ -62,32 +68,6 @@ def _torch_seed(random_state):
         return int(np.random.SeedSequence().generate_state(1)[0])
     rng = check_random_state(random_state)
     return int(rng.randint(np.iinfo(np.int32).max))
-
-
-def _prediction_device(device):
-    """Device for prediction: the ``device`` hyperparameter, or the CPU (with a
-    warning) when it names CUDA on a machine without it, so that a model
-    fitted on a GPU predicts after being loaded on a CPU-only machine.
-
-    Raises
-    ------
-    ValueError
-        If the string is not a device torch understands.
-    """
-    if device != "auto":
-        try:
-            dev = torch.device(device)
-        except (RuntimeError, TypeError) as exc:
-            raise ValueError(f"Invalid device={device!r}: {exc}") from None
-        if dev.type == "cuda" and not torch.cuda.is_available():
-            warnings.warn(
-                f"device={device!r} but CUDA is not available on this machine; "
-                "predicting on the CPU.",
-                UserWarning,
-                stacklevel=4,
-            )
-            return torch.device("cpu")
-    return resolve_device(device)
 
 
 def _as_tensor(array, dtype, device):
@@ -109,25 +89,185 @@ def _progress(iterable, enabled, desc):
     return tqdm(iterable, desc=desc, leave=False, file=sys.stderr)
 
 
+def _validation_split(n_samples, validation_fraction, generator):
+    """Indices ``(train_idx, val_idx)`` of the early-stopping split.
+
+    ``validation_fraction=None`` (no early stopping) trains on every sample,
+    returns ``val_idx=None`` and draws nothing from ``generator``; otherwise
+    one ``randperm`` of ``generator`` picks the held-out samples.
+
+    Raises
+    ------
+    ValueError
+        If the held-out fraction leaves no training samples.
+    """
+    if validation_fraction is None:
+        return np.arange(n_samples), None
+    n_val = max(1, int(round(validation_fraction * n_samples)))
+    if n_val >= n_samples:
+        raise ValueError("validation_fraction leaves no training samples.")
+    order = torch.randperm(n_samples, generator=generator).numpy()
+    return order[n_val:], order[:n_val]
+
+
+class _FitTensors(NamedTuple):
+    """Training inputs, encoded targets and sample weights, on the fit device."""
+
+    X: torch.Tensor
+    target: torch.Tensor
+    weight: torch.Tensor
+
+    @classmethod
+    def from_arrays(cls, X, target, sample_weight, device):
+        return cls(
+            _as_tensor(X, torch.float32, device),
+            torch.as_tensor(target, device=device),
+            torch.as_tensor(sample_weight, dtype=torch.float32, device=device),
+        )
+
+
+def _train_step(module, optimizer, loss_fn, data, idx):
+    """One Adam step on the weighted mean loss of rows ``idx``; returns the loss."""
+    w = data.weight[idx]
+    loss = (loss_fn(module(data.X[idx]), data.target[idx]) * w).sum() / w.sum().clamp_min(1e-12)
+    optimizer.zero_grad(set_to_none=True)
+    loss.backward()
+    optimizer.step()
+    return float(loss.detach())
+
+
+def _run_epoch(module, optimizer, loss_fn, data, train_idx, batch_size, generator):
+    """One pass over ``train_idx`` in minibatches of a fresh ``generator`` order.
+
+    Returns the mean training loss of the epoch (minibatch losses weighted by
+    minibatch size).
+    """
+    module.train()
+    device = data.X.device
+    train_t = torch.as_tensor(train_idx, device=device)
+    order = train_t[torch.randperm(len(train_idx), generator=generator).to(device)]
+    total, count = 0.0, 0.0
+    for start in range(0, len(order), batch_size):
+        idx = order[start : start + batch_size]
+        total += _train_step(module, optimizer, loss_fn, data, idx) * len(idx)
+        count += len(idx)
+    return total / count
+
+
+def _check_finite_epoch(module, epoch, learning_rate, loss, val_loss=None):
+    """Stop the fit with a ValueError when an epoch ends with a non-finite
+    training or validation loss or parameter: the optimization diverged or
+    overflowed float32, and every later prediction would be NaN."""
+    if not np.isfinite(loss):
+        what = f"the training loss is {loss}"
+    elif val_loss is not None and not np.isfinite(val_loss):
+        what = f"the validation loss is {val_loss}"
+    elif not all(bool(torch.isfinite(p).all()) for p in module.parameters()):
+        what = "the parameters are no longer finite"
+    else:
+        return
+    raise ValueError(
+        f"Training diverged at epoch {epoch + 1}: {what}. Use a lower learning_rate "
+        f"(now {learning_rate!r}), or rescale X (or y)."
+    )
+
+
+#: A fit whose last epoch's loss exceeds this multiple of the initial model's
+#: loss has diverged (finite, but far worse than where it started).
+_DIVERGED_LOSS_FACTOR = 10.0
+
+
+def _warn_if_diverged(loss_curve, initial_loss, learning_rate):
+    """ConvergenceWarning when training ended far worse than it started
+    (finite but diverged: e.g. a learning rate orders of magnitude too high)."""
+    if loss_curve and loss_curve[-1] > _DIVERGED_LOSS_FACTOR * initial_loss:
+        warnings.warn(
+            f"Training diverged: the last epoch's loss {loss_curve[-1]:.4g} is more than "
+            f"{_DIVERGED_LOSS_FACTOR:g} times the initial model's ({initial_loss:.4g}). "
+            f"Use a lower learning_rate (now {learning_rate!r}), or rescale X.",
+            ConvergenceWarning,
+            stacklevel=5,  # the caller of fit, through limit_threads and _fit_context
+        )
+
+
+def _evaluate_loss(module, loss_fn, data, idx):
+    """Weighted mean loss of rows ``idx`` in evaluation mode, without gradients."""
+    module.eval()
+    idx = torch.as_tensor(idx, device=data.X.device)
+    with torch.inference_mode():
+        w = data.weight[idx]
+        return float((loss_fn(module(data.X[idx]), data.target[idx]) * w).sum() / w.sum())
+
+
+class _EarlyStopping:
+    """Early-stopping state: best validation loss, its parameters, patience count.
+
+    A validation loss counts as an improvement when it is below the best one
+    by more than ``tol``; training should stop after ``patience`` epochs in a
+    row without one.
+    """
+
+    def __init__(self, tol, patience):
+        self.tol, self.patience = tol, patience
+        self.best_loss, self.best_state, self.no_improve = np.inf, None, 0
+
+    def update(self, val_loss, module):
+        """Record one epoch's validation loss (and ``module``'s state if best)."""
+        if val_loss < self.best_loss - self.tol:
+            self.best_loss, self.no_improve = val_loss, 0
+            self.best_state = copy.deepcopy(module.state_dict())
+        else:
+            self.no_improve += 1
+
+    @property
+    def should_stop(self):
+        return self.no_improve >= self.patience
+
+    def restore_best(self, module):
+        """Load the parameters of the best epoch into ``module`` (if any improved)."""
+        if self.best_state is not None:
+            module.load_state_dict(self.best_state)
+
+
+def _report_epoch(epochs, epoch, max_epochs, loss, val_loss, verbose):
+    """Show one epoch's losses: on the progress bar ``epochs`` when it has one
+    (``verbose=1`` with tqdm), else on stderr when ``verbose`` is set."""
+    message = f"epoch {epoch + 1}/{max_epochs} loss {loss:.5f}"
+    if val_loss is not None:
+        message += f" val_loss {val_loss:.5f}"
+    has_bar = hasattr(epochs, "set_postfix_str")
+    if verbose > 1 or (verbose and not has_bar):
+        print(message, file=sys.stderr)
+    elif has_bar:
+        epochs.set_postfix_str(message)
+
+
 class _BaseSoftTreeEnsemble(BaseEstimator):
     """Shared fitting and prediction logic; see the public subclasses."""
 
     _parameter_constraints: dict = {
         "arch": [StrOptions(set(ARCHITECTURES))],
-        "n_estimators": [Interval(Integral, 1, None, closed="left")],
-        "depth": [Interval(Integral, 1, None, closed="left")],
+        "n_estimators": [_NumberInterval(Integral, 1, None, closed="left")],
+        "depth": [_NumberInterval(Integral, 1, None, closed="left")],
         "leaf_init": [StrOptions({"tree", "ensemble"})],
-        "split_init": [StrOptions({"fan_in"}), Interval(Real, 0, None, closed="neither")],
-        "learning_rate": [Interval(Real, 0, None, closed="neither")],
-        "batch_size": [Interval(Integral, 1, None, closed="left")],
-        "max_epochs": [Interval(Integral, 1, None, closed="left")],
+        "split_init": [
+            StrOptions({"fan_in"}), _NumberInterval(Real, 0, _MAX_SCALE, closed="right")
+        ],
+        "learning_rate": [_NumberInterval(Real, 0, _MAX_SCALE, closed="right")],
+        "batch_size": [_NumberInterval(Integral, 1, None, closed="left")],
+        "max_epochs": [_NumberInterval(Integral, 1, None, closed="left")],
         "early_stopping": ["boolean"],
-        "validation_fraction": [Interval(Real, 0, 1, closed="neither")],
-        "n_iter_no_change": [Interval(Integral, 1, None, closed="left")],
-        "tol": [Interval(Real, 0, None, closed="left")],
-        "device": [str],
+        "validation_fraction": [_NumberInterval(Real, 0, 1, closed="neither")],
+        "n_iter_no_change": [_NumberInterval(Integral, 1, None, closed="left")],
+        "tol": [_NumberInterval(Real, 0, None, closed="left")],
+        "device": DEVICE_CONSTRAINT,
         "random_state": ["random_state"],
         "verbose": ["verbose"],
+        "n_threads": [
+            _NumberInterval(Integral, 1, None, closed="left"),
+            _NumberInterval(Integral, None, -1, closed="right"),
+            None,
+        ],
     }
 
     def __init__(
@@ -147,6 +287,7 @@ class _BaseSoftTreeEnsemble(BaseEstimator):
         device="auto",
         random_state=None,
         verbose=0,
+        n_threads=1,
     ):
         self.arch = arch
         self.n_estimators = n_estimators
@@ -163,6 +304,7 @@ class _BaseSoftTreeEnsemble(BaseEstimator):
         self.device = device
         self.random_state = random_state
         self.verbose = verbose
+        self.n_threads = n_threads
 
     # -- hooks for subclasses ---------------------------------------------------
     def _encode_targets(self, y, sample_weight):  # pragma: no cover - abstract
@@ -172,8 +314,14 @@ class _BaseSoftTreeEnsemble(BaseEstimator):
     def _loss(self, output, target):  # pragma: no cover - abstract
         raise NotImplementedError
 
+    def _target_weights(self, y):
+        """Per-sample weight factors that depend on the target (class weights);
+        they multiply ``sample_weight``."""
+        return 1.0
+
     # -- fitting ------------------------------------------------------------------
     @_fit_context(prefer_skip_nested_validation=True)
+    @limit_threads
     def fit(self, X, y, sample_weight=None):
         """Fit the ensemble with Adam on minibatches.
 
@@ -184,122 +332,107 @@ class _BaseSoftTreeEnsemble(BaseEstimator):
         y : array-like of shape (n_samples,) or (n_samples, n_targets)
             Targets (class labels of any type for the classifier).
         sample_weight : array-like of shape (n_samples,), default=None
-            Per-sample weights of the loss.
+            Per-sample weights of the loss (multiplied by the classifier's
+            ``class_weight``); only their ratios matter.
 
         Returns
         -------
         self : object
             The fitted estimator.
+
+        Raises
+        ------
+        ValueError
+            For invalid data or hyperparameters, and when training diverges:
+            an epoch that ends with a non-finite loss or parameter stops the
+            fit with an error naming the epoch.
         """
-        X, y = self._validate_fit_data(X, y)
-        sample_weight = _check_sample_weight(
-            sample_weight, X, dtype=np.float32, ensure_non_negative=True
-        )
-        if not sample_weight.sum() > 0:
-            raise ValueError("sample_weight sums to zero: there is nothing to fit.")
-        target, n_outputs = self._encode_targets(y, sample_weight)
+        X, target, sample_weight, n_outputs = self._prepare_fit_data(X, y, sample_weight)
         arch = get_architecture(self.arch, self.depth)
         device = resolve_device(self.device)
-
         generator = torch.Generator().manual_seed(_torch_seed(self.random_state))
-
-        n_samples = X.shape[0]
-        train_idx = np.arange(n_samples)
-        val_idx = None
-        if self.early_stopping:
-            n_val = max(1, int(round(self.validation_fraction * n_samples)))
-            if n_val >= n_samples:
-                raise ValueError("validation_fraction leaves no training samples.")
-            order = torch.randperm(n_samples, generator=generator).numpy()
-            val_idx, train_idx = order[:n_val], order[n_val:]
-
-        module = SoftTreeEnsembleModule(
-            arch, self.n_estimators, X.shape[1], n_outputs, generator=generator,
-            leaf_init=self.leaf_init, split_init=self.split_init,
-        ).to(device)
+        train_idx, val_idx = _validation_split(
+            X.shape[0], self.validation_fraction if self.early_stopping else None, generator
+        )
+        module = self._init_module(arch, X.shape[1], n_outputs, generator, device)
         optimizer = torch.optim.Adam(module.parameters(), lr=self.learning_rate)
+        data = _FitTensors.from_arrays(X, target, sample_weight, device)
+        stopper = _EarlyStopping(self.tol, self.n_iter_no_change) if self.early_stopping else None
 
-        Xt = _as_tensor(X, torch.float32, device)
-        Tt = torch.as_tensor(target, device=device)
-        Wt = torch.as_tensor(sample_weight, dtype=torch.float32, device=device)
-        train_t = torch.as_tensor(train_idx, device=device)
-
-        self.loss_curve_ = []
-        self.validation_loss_curve_ = [] if self.early_stopping else None
-        best_loss, best_state, no_improve = np.inf, None, 0
+        # the initial model's loss on one batch: the reference of _warn_if_diverged
+        initial_loss = _evaluate_loss(module, self._loss, data, train_idx[: self.batch_size])
+        self.loss_curve_, self.n_epochs_ = [], 0
+        self.validation_loss_curve_ = [] if stopper is not None else None
         epochs = _progress(range(self.max_epochs), self.verbose > 0, type(self).__name__)
-        self.n_epochs_ = 0
         for epoch in epochs:
-            module.train()
-            order = train_t[torch.randperm(len(train_idx), generator=generator).to(device)]
-            total, count = 0.0, 0.0
-            for start in range(0, len(order), self.batch_size):
-                idx = order[start : start + self.batch_size]
-                w = Wt[idx]
-                loss = (self._loss(module(Xt[idx]), Tt[idx]) * w).sum() / w.sum().clamp_min(1e-12)
-                optimizer.zero_grad(set_to_none=True)
-                loss.backward()
-                optimizer.step()
-                total += float(loss.detach()) * len(idx)
-                count += len(idx)
-            self.loss_curve_.append(total / count)
+            loss = _run_epoch(
+                module, optimizer, self._loss, data, train_idx, self.batch_size, generator
+            )
+            self.loss_curve_.append(loss)
             self.n_epochs_ = epoch + 1
-            message = f"epoch {epoch + 1}/{self.max_epochs} loss {self.loss_curve_[-1]:.5f}"
-            if self.early_stopping:
-                val_loss = self._eval_loss(module, Xt, Tt, Wt, val_idx, device)
+            val_loss = None
+            if stopper is not None:
+                val_loss = _evaluate_loss(module, self._loss, data, val_idx)
                 self.validation_loss_curve_.append(val_loss)
-                message += f" val_loss {val_loss:.5f}"
-                if val_loss < best_loss - self.tol:
-                    best_loss, no_improve = val_loss, 0
-                    best_state = copy.deepcopy(module.state_dict())
-                else:
-                    no_improve += 1
-            if self.verbose > 1 or (self.verbose and not hasattr(epochs, "set_postfix_str")):
-                print(message, file=sys.stderr)
-            elif hasattr(epochs, "set_postfix_str"):
-                epochs.set_postfix_str(message)
-            if self.early_stopping and no_improve >= self.n_iter_no_change:
+            _check_finite_epoch(module, epoch, self.learning_rate, loss, val_loss)
+            if stopper is not None:
+                stopper.update(val_loss, module)
+            _report_epoch(epochs, epoch, self.max_epochs, loss, val_loss, self.verbose)
+            if stopper is not None and stopper.should_stop:
                 break
-        if best_state is not None:
-            module.load_state_dict(best_state)
-
-        self.architecture_ = arch
-        self.device_ = str(device)
-        self.n_outputs_ = n_outputs
+        _warn_if_diverged(self.loss_curve_, initial_loss, self.learning_rate)
+        if stopper is not None:
+            stopper.restore_best(module)
+        self.architecture_, self.device_, self.n_outputs_ = arch, str(device), n_outputs
         self.tree_params_ = module.to_params()
         return self
 
-    def _eval_loss(self, module, Xt, Tt, Wt, idx, device):
-        module.eval()
-        idx = torch.as_tensor(idx, device=device)
-        with torch.inference_mode():
-            w = Wt[idx]
-            return float((self._loss(module(Xt[idx]), Tt[idx]) * w).sum() / w.sum())
+    def _prepare_fit_data(self, X, y, sample_weight):
+        """Validate the training data; return ``X``, the encoded target, the
+        float32 sample weights and the number of outputs."""
+        X, y = self._validate_fit_data(X, y)
+        sample_weight = _check_sample_weight(
+            sample_weight, X, dtype=np.float64, ensure_non_negative=True
+        )
+        sample_weight = sample_weight * self._target_weights(y)
+        if not sample_weight.sum() > 0:
+            raise ValueError(
+                "sample_weight (times class_weight, for a classifier) sums to zero: "
+                "there is nothing to fit."
+            )
+        # The loss is a weighted mean, so the scale of the weights is free: a
+        # largest weight of 1 keeps their float32 sums finite.
+        sample_weight = (sample_weight / sample_weight.max()).astype(np.float32)
+        target, n_outputs = self._encode_targets(y, sample_weight)
+        return X, target, sample_weight, n_outputs
+
+    def _init_module(self, arch, n_features, n_outputs, generator, device):
+        """The freshly initialized module to train (draws from ``generator``)."""
+        return SoftTreeEnsembleModule(
+            arch, self.n_estimators, n_features, n_outputs, generator=generator,
+            leaf_init=self.leaf_init, split_init=self.split_init,
+        ).to(device)
 
     def _validate_fit_data(self, X, y):
-        return validate_data(self, X, y, dtype=[np.float32, np.float64], y_numeric=False)
+        X, y = validate_data(self, X, y, dtype=[np.float32, np.float64], y_numeric=False)
+        _check_float32_range(X, "X")
+        return X, y
 
     # -- prediction ---------------------------------------------------------------
+    @limit_threads
     def _predict_in_chunks(self, X, method):
-        """Run ``module.<method>`` on row chunks of validated ``X``, in float64.
+        """Run the inference kernel (:func:`predict_chunked`) on validated ``X``.
 
-        Predictions are computed in double precision so that they do not
-        depend on how rows are batched (float32 matmuls round differently
-        for different batch shapes); parameters stay float32.
+        ``method`` is ``"forward"`` or ``"tree_outputs"``. The kernel works in
+        float32 on fixed-size row chunks, so that a row's prediction does not
+        depend on how rows are batched; the result is a float64 array.
         """
         check_is_fitted(self, "tree_params_")
         X = validate_data(self, X, reset=False, dtype=[np.float32, np.float64])
-        device = _prediction_device(self.device)
+        _check_float32_range(X, "X")
+        device = prediction_device(self.device)
         module = SoftTreeEnsembleModule.from_params(self.architecture_, self.tree_params_, device)
-        module = module.double()
-        M, N, L = self.tree_params_.n_trees, self.architecture_.n_nodes, self.tree_params_.n_leaves
-        chunk = max(1, _PREDICT_CHUNK_BYTES // (8 * M * (2 * N + L)))
-        outs = []
-        with torch.inference_mode():
-            for start in range(0, X.shape[0], chunk):
-                xb = _as_tensor(X[start : start + chunk], torch.float64, device)
-                outs.append(getattr(module, method)(xb).cpu().numpy())
-        return np.concatenate(outs)
+        return predict_chunked(module, X, output=method)
 
     def _raw_output(self, X):
         """Ensemble output (before link function), shape (n_samples, n_outputs)."""
@@ -316,7 +449,8 @@ class _BaseSoftTreeEnsemble(BaseEstimator):
         Returns
         -------
         outputs : ndarray of shape (n_samples, n_estimators, n_outputs)
-            ``outputs.sum(axis=1)`` is the raw ensemble output (float64).
+            ``outputs.sum(axis=1)`` is the raw ensemble output, up to float32
+            rounding (the kernel computes in float32; see ``device``).
         """
         return self._predict_in_chunks(X, "tree_outputs")
 
@@ -357,6 +491,37 @@ class _BaseSoftTreeEnsemble(BaseEstimator):
             )
         self.tree_params_ = params.copy()
         return self
+
+    # -- persistence --------------------------------------------------------------
+    def __getstate__(self):
+        """The state to pickle, with the fitted state in plain types only.
+
+        ``architecture_`` is stored as its ``(name, depth)`` and ``tree_params_``
+        as a dict of three arrays, so that loading with :mod:`skops.io` needs
+        only the estimator class trusted; :meth:`__setstate__` rebuilds both.
+        """
+        state = dict(super().__getstate__())  # a copy: object's is self.__dict__ itself
+        arch = state.get("architecture_")
+        if isinstance(arch, TreeArchitecture):
+            state["architecture_"] = (arch.name, arch.depth)
+        params = state.get("tree_params_")
+        if isinstance(params, TreeParams):
+            state["tree_params_"] = {
+                f.name: getattr(params, f.name) for f in dataclasses.fields(TreeParams)
+            }
+        return state
+
+    def __setstate__(self, state):
+        """Restore a pickled state (of this version, or one storing the objects)."""
+        state = dict(state)
+        arch = state.get("architecture_")
+        if isinstance(arch, (tuple, list)):
+            name, depth = arch
+            state["architecture_"] = get_architecture(str(name), int(depth))
+        params = state.get("tree_params_")
+        if isinstance(params, dict):
+            state["tree_params_"] = TreeParams(**params)
+        super().__setstate__(state)
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
@@ -437,13 +602,15 @@ class SoftTreeEnsembleClassifier(ClassifierMixin, _BaseSoftTreeEnsemble):
         Patience of early stopping, in epochs.
     tol : float, default=1e-4
         Minimum validation-loss improvement for early stopping.
-    device : str, default="auto"
+    device : str or torch.device, default="auto"
         Torch device for fitting and prediction (``"cpu"``, ``"cuda"``,
-        ``"cuda:1"``, ...); ``"auto"`` uses CUDA when available. Fitted
+        ``"cuda:1"``, ``"mps"``, ...); ``"auto"`` uses CUDA when available.
+        A device that is not available is a ``ValueError`` at fit. Fitted
         parameters are always stored on the CPU, so a model trained on a GPU
         pickles and loads anywhere; on a machine without CUDA it predicts on
-        the CPU (with a warning). Training runs in float32; predictions are
-        computed in float64, so that they do not depend on how rows are
+        the CPU (with a warning). Training and prediction run in float32;
+        predictions are computed on fixed-size row chunks (the last one
+        padded), so a row's prediction does not depend on how rows are
         batched.
     random_state : int, RandomState instance or None, default=None
         Seeds a per-fit :class:`torch.Generator` (initialization, minibatch
@@ -452,6 +619,26 @@ class SoftTreeEnsembleClassifier(ClassifierMixin, _BaseSoftTreeEnsemble):
     verbose : int, default=0
         ``1`` shows a per-epoch progress bar (tqdm, when installed) or prints
         one line per epoch; ``2`` prints one line per epoch.
+    n_threads : int or None, default=1
+        Torch intra-op threads used inside ``fit`` and the prediction methods
+        (set on entry, the caller's ``torch.get_num_threads()`` restored on
+        exit, also on error). ``None`` keeps the caller's setting; a negative
+        value counts back from the available CPUs as joblib does (``-1``: all).
+        One thread is the default because the per-minibatch kernels are small:
+        with one core busy with another process, torch's default of one
+        thread per core made fits 10-30x slower (every kernel waits for the
+        descheduled thread), while on an idle 2-core machine two threads were
+        at most 1.6x faster (``benchmarks/README.md``, "Threads on a busy
+        machine"). Named ``n_threads`` rather than ``n_jobs`` because it sets
+        threads inside one process; ``ShardedSoftTreeEnsemble(n_jobs=...)``
+        sets the number of worker processes, whose fits each use the
+        estimator's ``n_threads``.
+    class_weight : dict, "balanced" or None, default=None
+        Weights of the classes in the loss, as in scikit-learn's classifiers:
+        ``None`` weighs every class 1; a dict maps class labels to weights
+        (missing classes weigh 1); ``"balanced"`` weighs each class by
+        ``n_samples / (n_classes * count)`` of its count in ``y``. They
+        multiply ``sample_weight`` given to :meth:`fit`.
 
     Attributes
     ----------
@@ -494,6 +681,64 @@ class SoftTreeEnsembleClassifier(ClassifierMixin, _BaseSoftTreeEnsemble):
     >>> bool(clf.score(X, y) > 0.8)
     True
     """
+
+    _parameter_constraints: dict = {
+        **_BaseSoftTreeEnsemble._parameter_constraints,
+        "class_weight": [dict, StrOptions({"balanced"}), None],
+    }
+
+    def __init__(
+        self,
+        arch="oblivious",
+        n_estimators=256,
+        depth=2,
+        leaf_init="ensemble",
+        split_init="fan_in",
+        learning_rate=1e-2,
+        batch_size=512,
+        max_epochs=50,
+        early_stopping=False,
+        validation_fraction=0.1,
+        n_iter_no_change=5,
+        tol=1e-4,
+        device="auto",
+        random_state=None,
+        verbose=0,
+        n_threads=1,
+        class_weight=None,
+    ):
+        super().__init__(
+            arch=arch, n_estimators=n_estimators, depth=depth, leaf_init=leaf_init,
+            split_init=split_init, learning_rate=learning_rate, batch_size=batch_size,
+            max_epochs=max_epochs, early_stopping=early_stopping,
+            validation_fraction=validation_fraction, n_iter_no_change=n_iter_no_change, tol=tol,
+            device=device, random_state=random_state, verbose=verbose, n_threads=n_threads,
+        )
+        self.class_weight = class_weight
+
+    def _target_weights(self, y):
+        if self.class_weight is None:
+            return 1.0
+        check_classification_targets(y)
+        if isinstance(self.class_weight, dict):
+            classes = np.unique(y)
+            unknown = [label for label in self.class_weight if label not in set(classes)]
+            if unknown:
+                raise ValueError(
+                    f"class_weight has labels {unknown!r} that are not classes of y "
+                    f"{classes.tolist()!r}."
+                )
+            weights = list(self.class_weight.values())
+            if not all(
+                isinstance(w, Real) and not isinstance(w, (bool, np.bool_))
+                and np.isfinite(w) and w >= 0
+                for w in weights
+            ):
+                raise ValueError(
+                    "class_weight values must be finite non-negative numbers, got "
+                    f"{self.class_weight!r}."
+                )
+        return compute_sample_weight(self.class_weight, y)
 
     def _encode_targets(self, y, sample_weight):
         check_classification_targets(y)
@@ -617,12 +862,15 @@ class SoftTreeEnsembleRegressor(RegressorMixin, _BaseSoftTreeEnsemble):
         Patience of early stopping, in epochs.
     tol : float, default=1e-4
         Minimum validation-loss improvement for early stopping.
-    device : str, default="auto"
+    device : str or torch.device, default="auto"
         Torch device; ``"auto"`` uses CUDA when available.
     random_state : int, RandomState instance or None, default=None
         Seeds a per-fit :class:`torch.Generator`.
     verbose : int, default=0
         Progress display level.
+    n_threads : int or None, default=1
+        Torch intra-op threads inside ``fit`` and prediction, see
+        :class:`SoftTreeEnsembleClassifier`.
 
     Attributes
     ----------
@@ -658,17 +906,27 @@ class SoftTreeEnsembleRegressor(RegressorMixin, _BaseSoftTreeEnsemble):
     (2,)
     """
 
+    #: Private fitted state (besides the public ``*_`` attributes), copied
+    #: into estimators built from parameters (see ``_bridge.with_params``).
+    _fitted_private_attrs = ("_y_1d",)
+
     def _validate_fit_data(self, X, y):
-        return validate_data(
+        X, y = validate_data(
             self, X, y, dtype=[np.float32, np.float64], y_numeric=True, multi_output=True
         )
+        _check_float32_range(X, "X")
+        _check_float32_range(np.asarray(y, dtype=np.float64), "y")
+        return X, y
 
     def _encode_targets(self, y, sample_weight):
         y = np.asarray(y, dtype=np.float64)
         self._y_1d = y.ndim == 1
         y2 = y.reshape(len(y), -1)
-        self.y_mean_ = np.average(y2, axis=0, weights=sample_weight)
-        scale = np.sqrt(np.average((y2 - self.y_mean_) ** 2, axis=0, weights=sample_weight))
+        # y is within float32's range (checked), so in float64 neither the mean
+        # nor the spread can overflow.
+        w = np.asarray(sample_weight, dtype=np.float64)
+        self.y_mean_ = np.average(y2, axis=0, weights=w)
+        scale = np.sqrt(np.average((y2 - self.y_mean_) ** 2, axis=0, weights=w))
         self.y_scale_ = np.where(scale > 0, scale, 1.0)
         return ((y2 - self.y_mean_) / self.y_scale_).astype(np.float32), y2.shape[1]
 

@@ -3,17 +3,88 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from numbers import Integral
 
 import numpy as np
+from sklearn.base import is_classifier
 from sklearn.metrics import accuracy_score, log_loss, mean_squared_error, r2_score
+from sklearn.utils.validation import _num_samples
 
-from ._merge import ModelAligner, _check_compatible, _combine
+from ._bridge import check_compatible, combine
+from ._estimators import _check_float32_range
+from ._merge import ModelAligner, check_aligner, fit_aligner
 
 __all__ = ["InterpolationCurve", "InterpolationCurveDisplay", "interpolation_curve", "lmc_barrier"]
 
 #: Metrics computed along a curve, and whether higher is better.
 CLASSIFIER_METRICS = {"accuracy": True, "log_loss": False}
 REGRESSOR_METRICS = {"r2": True, "mse": False}
+
+
+def _as_real_array(values, name):
+    """``values`` as a float64 array; a TypeError names ``name`` unless they
+    are real numbers (booleans, complex numbers and strings are not)."""
+    try:
+        array = np.asarray(values)
+    except ValueError as exc:  # ragged nested sequences
+        raise TypeError(f"{name} must be an array of real numbers: {exc}") from None
+    if array.dtype.kind == "O":
+        try:
+            array = array.astype(np.float64)
+        except (TypeError, ValueError) as exc:
+            raise TypeError(f"{name} must be an array of real numbers: {exc}") from None
+    if array.dtype.kind not in "iuf":
+        raise TypeError(f"{name} must be an array of real numbers, got dtype {array.dtype}.")
+    return array.astype(np.float64)
+
+
+def _check_lambdas(lambdas, n_values=None):
+    """Validated interpolation weights: a 1-D float array of distinct finite
+    values in [0, 1] that contains both endpoints 0 and 1, in any order.
+
+    ``n_values``, when given, is the length the array must have (that of the
+    curve's values).
+    """
+    if isinstance(lambdas, str):
+        raise TypeError(f"lambdas must be an array of numbers, got the string {lambdas!r}.")
+    lam = _as_real_array(lambdas, "lambdas")
+    if lam.ndim != 1:
+        raise ValueError(f"lambdas must be a 1-D array, got an array of shape {lam.shape}.")
+    if n_values is not None and len(lam) != n_values:
+        raise ValueError(
+            f"lambdas and values must have the same length, got {len(lam)} and {n_values}."
+        )
+    if not np.isfinite(lam).all():
+        raise ValueError("lambdas must be finite; got NaN or infinity.")
+    if lam.min(initial=0.0) < 0 or lam.max(initial=0.0) > 1:
+        raise ValueError(f"lambdas must lie in [0, 1], got values from {lam.min()} to {lam.max()}.")
+    if not (np.any(lam == 0) and np.any(lam == 1)):
+        raise ValueError(
+            "lambdas must contain both endpoints 0 and 1 (the barrier is measured against "
+            "the straight line between the two models)."
+        )
+    if len(np.unique(lam)) != len(lam):
+        raise ValueError("lambdas must not contain repeated values.")
+    return lam
+
+
+def _curve_lambdas(lambdas):
+    """The ``lambdas`` of :func:`interpolation_curve`: an int ``n >= 2`` gives
+    ``n`` evenly spaced points in [0, 1]; an array is checked by
+    :func:`_check_lambdas`."""
+    if isinstance(lambdas, (bool, np.bool_)):
+        raise TypeError(f"lambdas must be an int >= 2 or an array of numbers, got {lambdas!r}.")
+    if isinstance(lambdas, Integral):
+        if lambdas < 2:
+            raise ValueError(
+                f"lambdas must be at least 2 (the two endpoints), got lambdas={lambdas}."
+            )
+        return np.linspace(0.0, 1.0, int(lambdas))
+    if np.ndim(lambdas) == 0 and not isinstance(lambdas, str):
+        raise TypeError(
+            f"lambdas must be an int >= 2 or an array of numbers in [0, 1], got {lambdas!r}."
+        )
+    return _check_lambdas(lambdas)
 
 
 def lmc_barrier(values, lambdas=None, *, greater_is_better=True):
@@ -34,7 +105,9 @@ def lmc_barrier(values, lambdas=None, *, greater_is_better=True):
         Metric along the curve; or a curve, whose ``accuracy`` (classifier) or
         ``r2`` (regressor) values are used.
     lambdas : array-like of shape (n_lambdas,), default=None
-        Interpolation weights, increasing from 0 to 1; evenly spaced when None.
+        Interpolation weights of ``values``: distinct values in [0, 1], in any
+        order, that include both endpoints 0 and 1; evenly spaced from 0 to 1
+        when None.
     greater_is_better : bool, default=True
         False for losses, where the subtraction is reversed.
 
@@ -43,6 +116,12 @@ def lmc_barrier(values, lambdas=None, *, greater_is_better=True):
     barrier : float
         The largest gap to the straight line, at least 0.
 
+    Raises
+    ------
+    ValueError
+        If ``values`` is not a finite 1-D curve of at least two points, or
+        ``lambdas`` does not match it (see above).
+
     Examples
     --------
     >>> from sktree_lmc import lmc_barrier
@@ -50,21 +129,32 @@ def lmc_barrier(values, lambdas=None, *, greater_is_better=True):
     12.0
     >>> lmc_barrier([0.4, 0.9, 0.5], greater_is_better=False)
     0.45
+    >>> lmc_barrier([84.0, 70.0, 80.0], lambdas=[1.0, 0.5, 0.0])  # any order
+    12.0
     """
     if isinstance(values, InterpolationCurve):
         metric = "accuracy" if "accuracy" in values.scores else "r2"
         return values.barrier(metric)
-    values = np.asarray(values, dtype=np.float64)
+    if not isinstance(greater_is_better, (bool, np.bool_)):
+        raise TypeError(f"greater_is_better must be a bool, got {greater_is_better!r}.")
+    values = _as_real_array(values, "values")
     if values.ndim != 1 or len(values) < 2:
-        raise ValueError("values must be a 1-D curve with at least two points.")
+        raise ValueError(
+            f"values must be a 1-D curve with at least two points, got shape {values.shape}."
+        )
+    if not np.isfinite(values).all():
+        raise ValueError("values must be finite; the curve contains NaN or infinity.")
     if lambdas is None:
         lambdas = np.linspace(0.0, 1.0, len(values))
-    lambdas = np.asarray(lambdas, dtype=np.float64)
-    if lambdas.shape != values.shape:
-        raise ValueError("lambdas and values must have the same length.")
-    line = (1 - lambdas) * values[0] + lambdas * values[-1]
-    gap = line - values if greater_is_better else values - line
-    return float(round(max(gap.max(), 0.0), 12))
+    lambdas = _check_lambdas(lambdas, len(values))
+    start, end = values[lambdas == 0][0], values[lambdas == 1][0]
+    line = (1 - lambdas) * start + lambdas * end
+    with np.errstate(over="ignore", invalid="ignore"):
+        gap = line - values if greater_is_better else values - line
+    barrier = float(max(gap.max(), 0.0))
+    if not np.isfinite(barrier):
+        raise ValueError("values are too large: the barrier overflows float64.")
+    return round(barrier, 12)  # Python's rounding: exact, and no overflow for huge values
 
 
 @dataclass
@@ -125,8 +215,7 @@ class InterpolationCurve:
         )
 
 
-def interpolation_curve(a, b, X, y, *, lambdas=25, method="wm", invariances="all", X_align=None,
-                        weighting=True, n_samples=512, random_state=None, device="cpu"):
+def interpolation_curve(a, b, X, y, *, lambdas=25, aligner="wm", X_align=None):
     """Evaluate the models on the segment between ``a`` and ``b`` aligned to ``a``.
 
     ``b`` is aligned once (see :class:`ModelAligner`); the model at ``lam`` has
@@ -141,23 +230,16 @@ def interpolation_curve(a, b, X, y, *, lambdas=25, method="wm", invariances="all
     y : array-like of shape (n_samples,) or (n_samples, n_outputs)
         Evaluation targets.
     lambdas : int or array-like, default=25
-        Number of evenly spaced points in [0, 1] (25 as in the paper), or
-        the points themselves.
-    method : {"wm", "am"}, default="wm"
-        Matching method.
-    invariances : {"none", "perm", "all"}, default="all"
-        Symmetries used for the alignment.
+        Number of evenly spaced points in [0, 1] (at least 2; 25 as in the
+        paper), or the points themselves: distinct values in [0, 1] that
+        include 0 and 1, in any order.
+    aligner : {"wm", "am", "naive"} or ModelAligner, default="wm"
+        How ``b`` is aligned to ``a``, as in :func:`merge_estimators`. An
+        aligner already fitted on ``[a, b]``, such as ``curve.aligner`` of an
+        earlier curve, is reused: one alignment, several evaluation sets.
     X_align : array-like, default=None
         Data for activation matching; defaults to ``X``. Pass training data
         to keep test data out of the alignment.
-    weighting : bool, default=True
-        Node weighting of the matching.
-    n_samples : int, default=512
-        Rows sampled for activation matching.
-    random_state : int, RandomState instance or None, default=None
-        Seed of the row sampling.
-    device : str, default="cpu"
-        Torch device of the similarity computations.
 
     Returns
     -------
@@ -174,22 +256,31 @@ def interpolation_curve(a, b, X, y, *, lambdas=25, method="wm", invariances="all
     >>> curve = interpolation_curve(a, b, X, y, lambdas=5)
     >>> curve.scores["accuracy"].shape, curve.barrier("accuracy") >= 0
     ((5,), True)
+    >>> naive = interpolation_curve(a, b, X, y, lambdas=5, aligner="naive")
+    >>> naive.invariances
+    'none'
+    >>> again = interpolation_curve(a, b, X[:100], y[:100], lambdas=5, aligner=curve.aligner)
+    >>> again.aligner is curve.aligner  # the alignment is reused, not recomputed
+    True
     """
-    _check_compatible([a, b])
-    if np.ndim(lambdas) == 0:
-        lambdas = np.linspace(0.0, 1.0, int(lambdas))
-    lambdas = np.asarray(lambdas, dtype=np.float64)
-    if lambdas.ndim != 1 or lambdas.min() < 0 or lambdas.max() > 1:
-        raise ValueError("lambdas must be a 1-D array of values in [0, 1].")
-    aligner = ModelAligner(method=method, invariances=invariances, weighting=weighting,
-                           n_samples=n_samples, random_state=random_state, device=device)
-    aligner.fit([a, b], X if X_align is None else X_align)
-    pb = aligner.alignments_[1].apply(b.tree_params_)
-    classifier = hasattr(a, "classes_")
+    check_compatible([a, b])
+    if X is None or y is None:
+        raise ValueError(
+            "interpolation_curve needs evaluation data: X and y must not be None."
+        )
+    if not is_classifier(a):
+        if _num_samples(X) < 2:
+            raise ValueError("X needs at least 2 samples for the r2 score of a regressor's curve.")
+        if np.asarray(y).dtype.kind in "iuf":  # others are left to the scores' own checks
+            _check_float32_range(np.asarray(y, dtype=np.float64), "y")
+    lambdas = _curve_lambdas(lambdas)
+    aligner = fit_aligner(aligner, [a, b], X if X_align is None else X_align)
+    pa, pb = aligner.aligned_params([a, b])
+    classifier = is_classifier(a)
     metrics = CLASSIFIER_METRICS if classifier else REGRESSOR_METRICS
     scores = {name: np.empty(len(lambdas)) for name in metrics}
     for i, lam in enumerate(lambdas):
-        model = _combine([a, b], [a.tree_params_, pb], [1 - lam, lam])
+        model = combine([a, b], [pa, pb], [1 - lam, lam])
         if classifier:
             proba = model.predict_proba(X)
             pred = model.classes_[proba.argmax(axis=1)]
@@ -199,7 +290,8 @@ def interpolation_curve(a, b, X, y, *, lambdas=25, method="wm", invariances="all
             pred = model.predict(X)
             scores["r2"][i] = r2_score(y, pred)
             scores["mse"][i] = mean_squared_error(y, pred)
-    return InterpolationCurve(lambdas, scores, dict(metrics), method, invariances, aligner)
+    return InterpolationCurve(lambdas, scores, dict(metrics), aligner.method,
+                              aligner.invariances, aligner)
 
 
 class InterpolationCurveDisplay:
@@ -229,7 +321,7 @@ class InterpolationCurveDisplay:
     >>> a, b = (SoftTreeEnsembleClassifier(n_estimators=8, max_epochs=5, device="cpu",
     ...                                    random_state=s).fit(X, y) for s in (1, 2))
     >>> disp = InterpolationCurveDisplay.from_estimators(
-    ...     a, b, X, y, invariances=["none", "all"], lambdas=5)  # doctest: +SKIP
+    ...     a, b, X, y, aligners=["naive", "wm"], lambdas=5)  # doctest: +SKIP
     """
 
     def __init__(self, curves, metric="accuracy"):
@@ -275,9 +367,9 @@ class InterpolationCurveDisplay:
         return self
 
     @classmethod
-    def from_estimators(cls, a, b, X, y, *, method="wm", invariances=("none", "perm", "all"),
-                        metric="accuracy", ax=None, **kwargs):
-        """Compute the curves of ``a`` and ``b`` for several invariance sets and plot them.
+    def from_estimators(cls, a, b, X, y, *, aligners=None, metric="accuracy", ax=None,
+                        **kwargs):
+        """Compute the curves of ``a`` and ``b`` for several aligners and plot them.
 
         Parameters
         ----------
@@ -285,27 +377,35 @@ class InterpolationCurveDisplay:
             The two models.
         X, y : array-like
             Evaluation data.
-        method : {"wm", "am"}, default="wm"
-            Matching method.
-        invariances : sequence of {"none", "perm", "all"}
-            One curve per entry.
+        aligners : sequence of ("wm", "am", "naive" or ModelAligner), or dict, default=None
+            One curve per aligner (see :func:`interpolation_curve`), labelled
+            by its method and invariances, or a dict of label to aligner.
+            None compares the invariance sets of weight matching:
+            ``("naive", ModelAligner(invariances="perm"), "wm")``.
         metric : str, default="accuracy"
             Metric to plot.
         ax : matplotlib Axes, default=None
             Axes to draw on.
         **kwargs : dict
-            Passed to :func:`interpolation_curve`.
+            Passed to :func:`interpolation_curve` (``lambdas``, ``X_align``).
 
         Returns
         -------
         display : InterpolationCurveDisplay
             The display, already plotted.
         """
-        names = {"none": "naive", "perm": "tree permutation", "all": "all invariances"}
+        if aligners is None:
+            aligners = ("naive", ModelAligner(invariances="perm"), "wm")
+        if not isinstance(aligners, dict):
+            aligners = {_label(check_aligner(al)): al for al in aligners}
         curves = {
-            f"{method.upper()} {names[inv]}": interpolation_curve(
-                a, b, X, y, method=method, invariances=inv, **kwargs
-            )
-            for inv in invariances
+            label: interpolation_curve(a, b, X, y, aligner=al, **kwargs)
+            for label, al in aligners.items()
         }
         return cls(curves, metric=metric).plot(ax=ax)
+
+
+def _label(aligner):
+    """Legend label of an aligner: its method and invariances."""
+    names = {"none": "naive", "perm": "tree permutation", "all": "all invariances"}
+    return f"{aligner.method.upper()} {names[aligner.invariances]}"

@@ -139,7 +139,7 @@ def test_merge_estimators_depth_7_oblivious():
     a, b = model_with_params("oblivious", 7, params), model_with_params("oblivious", 7, moved)
     X = rng.standard_normal((40, 5))
     for method in ("wm", "am"):
-        merged = merge_estimators(a, b, method=method, X=X)
+        merged = merge_estimators(a, b, aligner=method, X=X)
         assert_allclose(merged.predict_proba(X), a.predict_proba(X), atol=1e-6)
 
 

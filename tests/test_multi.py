@@ -1,4 +1,5 @@
-"""N-way merging: merge_estimators([m1, ..., mK]) and sktree_lmc._multi.align_many."""
+"""N-way merging: merge_estimators([m1, ..., mK]), ModelAligner with K models, and
+the procedure behind them, sktree_lmc._nway.align_many."""
 
 import numpy as np
 import pytest
@@ -6,6 +7,7 @@ from sklearn.datasets import make_classification, make_regression
 
 from sktree_lmc import (
     ARCHITECTURES,
+    ModelAligner,
     SoftTreeEnsembleClassifier,
     SoftTreeEnsembleRegressor,
     TreeParams,
@@ -13,8 +15,8 @@ from sktree_lmc import (
     merge_estimators,
     random_ops,
 )
-from sktree_lmc._merge import _with_params
-from sktree_lmc._multi import align_many, merge_many
+from sktree_lmc._bridge import with_params as _with_params
+from sktree_lmc._nway import align_many
 
 X_CLF, Y_CLF = make_classification(
     n_samples=240, n_features=5, n_informative=4, n_redundant=0, n_classes=3, random_state=0
@@ -56,14 +58,14 @@ def _random_params_model(template, seed):
 def test_copies_under_random_symmetries_merge_to_the_original(arch, depth, method):
     original = _random_params_model(_tiny(arch, depth, epochs=1), seed=1)
     copies = [original] + [_scrambled(original, s) for s in range(2, 6)]
-    merged = merge_estimators(copies, method=method, X=X_CLF)
+    merged = merge_estimators(copies, aligner=method, X=X_CLF)
     # model 0's basis is kept: the merge gives the original parameters back
     for name in ("split_weight", "split_bias", "leaf_value"):
         np.testing.assert_allclose(
             getattr(merged.tree_params_, name), getattr(original.tree_params_, name), atol=1e-6
         )
     # with a scrambled reference, the same function in the reference's basis
-    merged = merge_estimators(copies[::-1], method=method, X=X_CLF, weights=[1, 2, 3, 4, 5])
+    merged = merge_estimators(copies[::-1], aligner=method, X=X_CLF, weights=[1, 2, 3, 4, 5])
     np.testing.assert_allclose(
         merged.predict_proba(X_CLF), original.predict_proba(X_CLF), atol=1e-5
     )
@@ -87,12 +89,12 @@ def test_weights(models):
     uniform = merge_estimators(models)
     scaled = merge_estimators(models, weights=[3, 3, 3, 3])
     np.testing.assert_array_equal(uniform.tree_params_.leaf_value, scaled.tree_params_.leaf_value)
-    _, info = merge_many(models, weights=[1, 1, 1, 5], return_alignment=True)
-    np.testing.assert_allclose(info.weights, [0.125, 0.125, 0.125, 0.625])
+    info = ModelAligner().fit(models, weights=[1, 1, 1, 5])
+    np.testing.assert_allclose(info.weights_, [0.125, 0.125, 0.125, 0.625])
 
 
 def test_naive_merge_is_the_plain_average(models):
-    naive = merge_estimators(models, invariances="none")
+    naive = merge_estimators(models, aligner="naive")
     expected = TreeParams.weighted_average([m.tree_params_ for m in models], [1] * 4)
     np.testing.assert_allclose(naive.tree_params_.split_weight, expected.split_weight)
     np.testing.assert_allclose(naive.tree_params_.leaf_value, expected.leaf_value)
@@ -100,14 +102,15 @@ def test_naive_merge_is_the_plain_average(models):
 
 @pytest.mark.parametrize("method", ["wm", "am"])
 def test_refinement_never_lowers_the_objective(models, method):
-    base, info0 = merge_many(models, method=method, X=X_CLF, max_iter=0, return_alignment=True)
-    merged, info = merge_many(models, method=method, X=X_CLF, return_alignment=True)
-    assert info0.n_iter == 0 and info0.n_matchings == len(models) - 1
-    assert info.objective[0] == pytest.approx(info0.objective[0])
-    assert np.all(np.diff(info.objective) >= -1e-9 * info.objective[0])
-    assert info.objective[-1] >= info.objective[0]
-    assert info.converged and 1 <= info.n_iter <= 20
-    assert info.n_matchings == len(models) - 1 + len(models) * info.n_iter
+    info0 = ModelAligner(method=method, max_iter=0).fit(models, X_CLF)
+    info = ModelAligner(method=method).fit(models, X_CLF)
+    assert info0.n_iter_ == 0 and info0.n_matchings_ == len(models) - 1
+    assert info.objective_[0] == pytest.approx(info0.objective_[0])
+    assert np.all(np.diff(info.objective_) >= -1e-9 * info.objective_[0])
+    assert info.objective_[-1] >= info.objective_[0]
+    assert info.converged_ and 1 <= info.n_iter_ <= 20
+    assert info.n_matchings_ == len(models) - 1 + len(models) * info.n_iter_
+    merged = merge_estimators(models, aligner=ModelAligner(method=method), X=X_CLF)
     assert merged.predict(X_CLF).shape == (len(X_CLF),)
 
 
@@ -152,7 +155,7 @@ def test_errors(models):
     with pytest.raises(ValueError, match="weights"):
         merge_estimators([a, b], weights=[0, 0])
     with pytest.raises(ValueError, match="needs data"):
-        merge_estimators([a, b], method="am")
+        merge_estimators([a, b], aligner="am")
     with pytest.raises(TypeError, match="lam"):
         merge_estimators([a, b], lam=0.3)
     with pytest.raises(TypeError, match="list"):

@@ -14,14 +14,15 @@ from sklearn.preprocessing import StandardScaler
 from sklearn.utils._param_validation import InvalidParameterError
 from sklearn.utils.estimator_checks import check_estimator
 
-import sktree_lmc._multi as multi
+import sktree_lmc._sharded as sharded
 from sktree_lmc import (
+    ModelAligner,
     ShardedSoftTreeEnsemble,
     SoftTreeEnsembleClassifier,
     SoftTreeEnsembleRegressor,
+    make_shards,
     merge_estimators,
 )
-from sktree_lmc._multi import make_shards
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 
@@ -59,13 +60,13 @@ def test_dask_localcluster_gives_the_loky_result():
 
 def test_a_worker_receives_only_its_own_shard(monkeypatch):
     seen = []
-    fit_shard = multi._fit_shard
+    fit_shard = sharded._fit_shard
 
     def spy(estimator, X_shard, y_shard, sample_weight):
         seen.append((X_shard.copy(), y_shard.copy(), estimator.random_state))
         return fit_shard(estimator, X_shard, y_shard, sample_weight)
 
-    monkeypatch.setattr(multi, "_fit_shard", spy)
+    monkeypatch.setattr(sharded, "_fit_shard", spy)
     est = ShardedSoftTreeEnsemble(_base(), n_shards=3, random_state=0, n_jobs=2)
     with parallel_config(backend="threading"):
         est.fit(X, Y)
@@ -130,16 +131,16 @@ def test_classifier_behaviour():
     assert est.decision_function(X).shape == (len(X),)
     assert est.n_features_in_ == X.shape[1] and len(est.estimators_) == 2
     assert est.weights_.sum() == pytest.approx(1.0)
-    assert est.n_iter_ == est.alignment_.n_iter
+    assert est.n_iter_ == est.aligner_.n_iter_ == 0  # two models: no sweep needed
     loaded = pickle.loads(pickle.dumps(est))
     np.testing.assert_array_equal(loaded.predict(X), est.predict(X))
     pipe = make_pipeline(StandardScaler(), clone(est)).fit(X, Y)
     assert pipe.predict(X).shape == (len(X),)
     # merge options
-    for merge in ("am", "naive"):
-        other = clone(est).set_params(merge=merge, merge_weights="uniform").fit(X, Y)
+    for aligner in ("am", "naive", ModelAligner(invariances="perm", max_iter=0)):
+        other = clone(est).set_params(aligner=aligner, merge_weights="uniform").fit(X, Y)
         assert other.predict(X).shape == (len(X),)
-    assert other.alignment_.n_iter == 0
+        assert other.aligner_.n_matchings_ == (0 if aligner == "naive" else 1)
 
 
 def test_regressor_behaviour():
@@ -170,7 +171,7 @@ def test_errors():
     with pytest.raises(InvalidParameterError):
         ShardedSoftTreeEnsemble(_base(), n_shards=1).fit(X, Y)
     with pytest.raises(InvalidParameterError):
-        ShardedSoftTreeEnsemble(_base(), merge="bogus").fit(X, Y)
+        ShardedSoftTreeEnsemble(_base(), aligner="bogus").fit(X, Y)
     with pytest.raises(TypeError, match="SoftTreeEnsemble"):
         ShardedSoftTreeEnsemble(LogisticRegression(), n_shards=2).fit(X, Y)
     y_rare = np.zeros(len(Y), dtype=int)

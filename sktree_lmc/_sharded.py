@@ -1,0 +1,459 @@
+"""Training on disjoint shards through joblib, and merging the shard models.
+
+:class:`ShardedSoftTreeEnsemble` splits the rows into shards
+(:func:`make_shards`), fits one clone of a soft tree ensemble per shard on the
+active joblib backend and merges the fitted clones with the N-way merge of
+:mod:`._merge`.
+"""
+
+from __future__ import annotations
+
+from numbers import Integral, Real
+
+import numpy as np
+from joblib import Parallel, delayed
+from sklearn.base import BaseEstimator, MetaEstimatorMixin, _fit_context, clone
+from sklearn.metrics import accuracy_score, r2_score
+from sklearn.utils import check_random_state, get_tags
+from sklearn.utils._available_if import available_if
+from sklearn.utils._param_validation import HasMethods, Interval, StrOptions
+from sklearn.utils.multiclass import check_classification_targets
+from sklearn.utils.validation import _check_sample_weight, check_is_fitted, validate_data
+
+from ._bridge import combine
+from ._estimators import SoftTreeEnsembleClassifier, _BaseSoftTreeEnsemble
+from ._merge import ALIGNER_SHORTCUTS, ModelAligner, check_aligner
+
+__all__ = ["ShardedSoftTreeEnsemble", "make_shards"]
+
+
+def _fit_shard(estimator, X, y, sample_weight):
+    """Fit one clone on one shard (runs on a joblib worker).
+
+    The worker receives only its own rows and returns the fitted estimator,
+    whose state is NumPy arrays (``tree_params_``) and small metadata.
+    """
+    if sample_weight is None:
+        return estimator.fit(X, y)
+    return estimator.fit(X, y, sample_weight=sample_weight)
+
+
+def _largest_remainder(total, fractions):
+    """Integer counts summing to ``total``, proportional to ``fractions``."""
+    raw = total * np.asarray(fractions, dtype=np.float64)
+    counts = np.floor(raw).astype(np.int64)
+    order = np.argsort(-(raw - counts), kind="stable")
+    counts[order[: total - counts.sum()]] += 1
+    return counts
+
+
+def _strata(y, is_classifier, n_bins):
+    """Integer labels used by the stratified and skewed splits."""
+    if is_classifier:
+        return np.unique(y, return_inverse=True)[1].ravel()
+    t = np.asarray(y, dtype=np.float64).reshape(len(y), -1)[:, 0]
+    edges = np.quantile(t, np.linspace(0, 1, n_bins + 1)[1:-1])
+    return np.searchsorted(edges, t, side="right")
+
+
+def make_shards(y, n_shards, split="iid", *, skew=0.8, is_classifier=True, random_state=None):
+    """Disjoint shard indices of ``len(y)`` rows.
+
+    Parameters
+    ----------
+    y : array-like of shape (n_samples,) or (n_samples, n_targets)
+        Targets (used by the stratified and skewed splits).
+    n_shards : int
+        Number of shards ``K``.
+    split : {"iid", "stratified", "class_skewed"}, default="iid"
+        ``"iid"``: a random partition into ``K`` near-equal parts.
+        ``"stratified"``: every shard has the class proportions of ``y``.
+        ``"class_skewed"``: shard ``k`` is dominated by class ``k mod C``: of
+        each class, a share proportional to ``skew`` goes to the shards it
+        dominates and a share proportional to ``(1 - skew) / (C - 1)`` to each
+        other shard (two balanced classes and two shards: 80%/20% and
+        20%/80%, the split of the paper). For regressors the classes are
+        quantile bins of the (first) target: 10 for ``"stratified"`` and
+        ``max(K, 2)`` for ``"class_skewed"``.
+    skew : float in (0, 1), default=0.8
+        Dominance of the skewed split.
+    is_classifier : bool, default=True
+        Whether ``y`` holds class labels.
+    random_state : int, RandomState instance or None, default=None
+        Seed of the shuffling.
+
+    Returns
+    -------
+    shards : list of ndarray
+        ``K`` sorted, disjoint index arrays covering all rows.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from sktree_lmc import make_shards
+    >>> y = np.repeat([0, 1], 50)
+    >>> a, b = make_shards(y, 2, "class_skewed", skew=0.8, random_state=0)
+    >>> float(np.mean(y[a] == 0)), float(np.mean(y[b] == 0))  # the split of the paper
+    (0.8, 0.2)
+    """
+    rng = check_random_state(random_state)
+    n = len(y)
+    if split == "iid":
+        perm = rng.permutation(n)
+        return [np.sort(part) for part in np.array_split(perm, n_shards)]
+    n_bins = 10 if split == "stratified" else max(n_shards, 2)
+    labels = _strata(y, is_classifier, n_bins)
+    classes = np.unique(labels)
+    C = len(classes)
+    parts = [[] for _ in range(n_shards)]
+    if split == "stratified":
+        order = np.concatenate([rng.permutation(np.flatnonzero(labels == c)) for c in classes])
+        for k in range(n_shards):
+            parts[k].append(order[k::n_shards])
+    elif split == "class_skewed":
+        if C < 2:
+            raise ValueError("split='class_skewed' needs at least two classes.")
+        q = np.full((n_shards, C), (1.0 - skew) / (C - 1))
+        q[np.arange(n_shards), np.arange(n_shards) % C] = skew
+        q /= q.sum(axis=0, keepdims=True)
+        for j, c in enumerate(classes):
+            idx = rng.permutation(np.flatnonzero(labels == c))
+            counts = _largest_remainder(len(idx), q[:, j])
+            for k, chunk in enumerate(np.split(idx, np.cumsum(counts)[:-1])):
+                parts[k].append(chunk)
+    else:
+        raise ValueError(f"Unknown split {split!r}.")
+    return [np.sort(np.concatenate(p)).astype(np.int64) for p in parts]
+
+
+def _estimator_has(attr):
+    def check(self):
+        if hasattr(self, "merged_"):
+            return hasattr(self.merged_, attr)
+        est = self.estimator if self.estimator is not None else SoftTreeEnsembleClassifier()
+        return hasattr(est, attr)
+
+    return check
+
+
+class ShardedSoftTreeEnsemble(MetaEstimatorMixin, BaseEstimator):
+    """Fit clones of a soft tree ensemble on disjoint shards in parallel, and merge them.
+
+    The training rows are split into ``n_shards`` disjoint shards; one clone
+    of ``estimator`` is fitted on each shard through :class:`joblib.Parallel`
+    and the fitted models are merged into one model of the same size (N-way
+    alignment and averaging, :class:`ModelAligner`), which costs one model at
+    prediction time. It is a classifier or a regressor as ``estimator`` is:
+    ``predict``, ``predict_proba``, ``score`` and ``classes_`` are those of
+    the merged model.
+
+    The fits run on whatever joblib backend is active: processes (loky) on
+    one machine by default, a ``dask.distributed`` cluster inside
+    ``joblib.parallel_config(backend="dask")``, Ray inside
+    ``joblib.parallel_config(backend="ray")`` after
+    ``ray.util.joblib.register_ray()``. The task sent to a worker holds the
+    unfitted clone and the rows of its own shard only; it returns the fitted
+    clone, whose state is NumPy arrays. No worker sees another shard's data.
+
+    Parameters
+    ----------
+    estimator : SoftTreeEnsembleClassifier or SoftTreeEnsembleRegressor, default=None
+        The model to clone (unfitted). None means
+        ``SoftTreeEnsembleClassifier()``.
+    n_shards : int, default=4
+        Number of shards ``K`` (at least 2).
+    split : {"iid", "stratified", "class_skewed"}, default="iid"
+        How rows are assigned to shards; see :func:`make_shards`. Every shard
+        of a classifier must contain every class.
+    skew : float in (0, 1), default=0.8
+        Dominance of the ``"class_skewed"`` split (share of a shard's rows
+        from its dominant class, for balanced classes).
+    aligner : {"wm", "am", "naive"} or ModelAligner, default="wm"
+        How the shard models are aligned before averaging (see
+        :class:`ModelAligner`): weight matching, activation matching (on
+        rows of the training data, at the merging site), plain averaging
+        without alignment, or an aligner with other settings (refinement
+        sweeps ``max_iter``, ``tol``, rows ``n_samples``, ``device``, ...).
+        When the aligner's ``random_state`` is None, activation matching
+        samples its rows from this estimator's ``random_state`` stream.
+    merge_weights : {"size", "uniform"}, default="size"
+        Weight of each shard model in the average: its number of rows (sum
+        of sample weights) or equal.
+    n_jobs : int, default=None
+        Passed to :class:`joblib.Parallel`; None uses the active backend's
+        default (one job outside a ``parallel_config`` context).
+    random_state : int, RandomState instance or None, default=None
+        Seeds the split and the clones: shard ``k``'s clone gets
+        ``random_state=seed_k``, drawn in order from this seed, so the
+        result does not depend on the backend or the number of jobs.
+    verbose : int, default=0
+        Verbosity of :class:`joblib.Parallel`.
+
+    Attributes
+    ----------
+    estimators_ : list of estimators
+        The fitted shard models (in their own bases).
+    merged_ : estimator
+        The merged model, used for prediction.
+    aligner_ : ModelAligner
+        The fitted N-way aligner of the shard models (``alignments_``,
+        ``objective_``, ``n_matchings_``, ...).
+    shard_indices_ : list of ndarray
+        Row indices of every shard.
+    shard_sizes_ : ndarray of shape (n_shards,)
+        Rows per shard.
+    weights_ : ndarray of shape (n_shards,)
+        Normalized merge weights.
+    n_iter_ : int
+        Refinement sweeps run by the N-way alignment.
+    classes_ : ndarray of shape (n_classes,)
+        Class labels (classifiers only).
+    n_features_in_ : int
+        Number of features seen during fit.
+    feature_names_in_ : ndarray of shape (`n_features_in_`,)
+        Feature names, when ``X`` has string column names.
+
+    See Also
+    --------
+    merge_estimators : Merge fitted models (two, or a list).
+
+    Examples
+    --------
+    >>> from sklearn.datasets import make_classification
+    >>> from sktree_lmc import ShardedSoftTreeEnsemble, SoftTreeEnsembleClassifier
+    >>> X, y = make_classification(n_samples=600, random_state=0)
+    >>> base = SoftTreeEnsembleClassifier(n_estimators=16, max_epochs=10, device="cpu")
+    >>> sharded = ShardedSoftTreeEnsemble(base, n_shards=3, random_state=0).fit(X, y)
+    >>> len(sharded.estimators_), sharded.shard_sizes_.tolist()
+    (3, [200, 200, 200])
+    >>> sharded.predict_proba(X[:2]).shape
+    (2, 2)
+
+    On a dask cluster (``pip install "sktree_lmc[distributed]"``)::
+
+        from dask.distributed import Client
+        from joblib import parallel_config
+        client = Client("scheduler-address:8786")
+        with parallel_config(backend="dask"):
+            sharded.fit(X, y)
+    """
+
+    _parameter_constraints: dict = {
+        "estimator": [HasMethods(["fit", "predict"]), None],
+        "n_shards": [Interval(Integral, 2, None, closed="left")],
+        "split": [StrOptions({"iid", "stratified", "class_skewed"})],
+        "skew": [Interval(Real, 0, 1, closed="neither")],
+        "aligner": [StrOptions(set(ALIGNER_SHORTCUTS)), ModelAligner],
+        "merge_weights": [StrOptions({"size", "uniform"})],
+        "n_jobs": [Integral, None],
+        "random_state": ["random_state"],
+        "verbose": ["verbose"],
+    }
+
+    def __init__(self, estimator=None, *, n_shards=4, split="iid", skew=0.8, aligner="wm",
+                 merge_weights="size", n_jobs=None, random_state=None, verbose=0):
+        self.estimator = estimator
+        self.n_shards = n_shards
+        self.split = split
+        self.skew = skew
+        self.aligner = aligner
+        self.merge_weights = merge_weights
+        self.n_jobs = n_jobs
+        self.random_state = random_state
+        self.verbose = verbose
+
+    def _base_estimator(self):
+        return self.estimator if self.estimator is not None else SoftTreeEnsembleClassifier()
+
+    def _is_classifier(self):
+        return get_tags(self._base_estimator()).estimator_type == "classifier"
+
+    @_fit_context(prefer_skip_nested_validation=False)
+    def fit(self, X, y, sample_weight=None):
+        """Split the data into shards, fit one clone per shard in parallel, merge.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+            Training data.
+        y : array-like of shape (n_samples,) or (n_samples, n_targets)
+            Targets.
+        sample_weight : array-like of shape (n_samples,), default=None
+            Per-sample weights, passed to each shard's fit with its rows.
+
+        Returns
+        -------
+        self : ShardedSoftTreeEnsemble
+            The fitted meta-estimator.
+        """
+        base = self._base_estimator()
+        if not isinstance(base, _BaseSoftTreeEnsemble):
+            raise TypeError(
+                "estimator must be a SoftTreeEnsembleClassifier or SoftTreeEnsembleRegressor, "
+                f"got {type(base).__name__}."
+            )
+        is_clf = self._is_classifier()
+        X, y = validate_data(
+            self, X, y, dtype=[np.float32, np.float64], multi_output=not is_clf,
+            y_numeric=not is_clf,
+        )
+        if is_clf:
+            check_classification_targets(y)
+        if sample_weight is not None:
+            sample_weight = _check_sample_weight(sample_weight, X, dtype=np.float32)
+        n = X.shape[0]
+        if n < 2 * self.n_shards:
+            raise ValueError(
+                f"n_shards={self.n_shards} needs at least {2 * self.n_shards} samples, got "
+                f"n_samples={n}."
+            )
+        rng = check_random_state(self.random_state)
+        seeds = rng.randint(np.iinfo(np.int32).max, size=self.n_shards)
+        shards = make_shards(y, self.n_shards, self.split, skew=self.skew,
+                             is_classifier=is_clf, random_state=rng)
+        if is_clf:
+            classes = np.unique(y)
+            for k, idx in enumerate(shards):
+                missing = np.setdiff1d(classes, np.unique(y[idx]))
+                if len(missing):
+                    raise ValueError(
+                        f"Shard {k} ({len(idx)} rows) has no sample of class(es) "
+                        f"{missing.tolist()}; every shard must contain every class. Use fewer "
+                        "shards or split='stratified'."
+                    )
+        clones = []
+        for seed in seeds:
+            est = clone(base)
+            if "random_state" in est.get_params():
+                est.set_params(random_state=int(seed))
+            clones.append(est)
+
+        self.estimators_ = Parallel(n_jobs=self.n_jobs, verbose=self.verbose)(
+            delayed(_fit_shard)(
+                est, X[idx], y[idx], None if sample_weight is None else sample_weight[idx]
+            )
+            for est, idx in zip(clones, shards)
+        )
+        self.shard_indices_ = shards
+        self.shard_sizes_ = np.array([len(idx) for idx in shards])
+        if self.merge_weights == "uniform":
+            weights = np.ones(self.n_shards)
+        elif sample_weight is None:
+            weights = self.shard_sizes_.astype(np.float64)
+        else:
+            weights = np.array([sample_weight[idx].sum() for idx in shards], dtype=np.float64)
+        aligner = check_aligner(self.aligner)
+        if aligner.random_state is None:
+            aligner.set_params(random_state=rng)
+        self.aligner_ = aligner.fit(self.estimators_, X, weights=weights)
+        self.merged_ = combine(
+            self.estimators_, aligner.aligned_params(self.estimators_), aligner.weights_
+        )
+        self.weights_ = aligner.weights_
+        self.n_iter_ = aligner.n_iter_
+        if is_clf:
+            self.classes_ = self.merged_.classes_
+        return self
+
+    def _check_X(self, X):
+        check_is_fitted(self, "merged_")
+        return validate_data(self, X, reset=False, dtype=[np.float32, np.float64])
+
+    def predict(self, X):
+        """Predict with the merged model.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+            Input samples.
+
+        Returns
+        -------
+        y_pred : ndarray of shape (n_samples,) or (n_samples, n_outputs)
+            Class labels or regression targets.
+        """
+        X = self._check_X(X)
+        return self.merged_.predict(X)
+
+    @available_if(_estimator_has("predict_proba"))
+    def predict_proba(self, X):
+        """Class probabilities of the merged model.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+            Input samples.
+
+        Returns
+        -------
+        proba : ndarray of shape (n_samples, n_classes)
+            Probabilities, columns ordered as ``classes_``.
+        """
+        X = self._check_X(X)
+        return self.merged_.predict_proba(X)
+
+    @available_if(_estimator_has("predict_log_proba"))
+    def predict_log_proba(self, X):
+        """Log class probabilities of the merged model.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+            Input samples.
+
+        Returns
+        -------
+        log_proba : ndarray of shape (n_samples, n_classes)
+            Log-probabilities, columns ordered as ``classes_``.
+        """
+        X = self._check_X(X)
+        return self.merged_.predict_log_proba(X)
+
+    @available_if(_estimator_has("decision_function"))
+    def decision_function(self, X):
+        """Raw scores of the merged model.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+            Input samples.
+
+        Returns
+        -------
+        scores : ndarray of shape (n_samples,) or (n_samples, n_classes)
+            See :meth:`SoftTreeEnsembleClassifier.decision_function`.
+        """
+        X = self._check_X(X)
+        return self.merged_.decision_function(X)
+
+    def score(self, X, y, sample_weight=None):
+        """Accuracy (classifier) or R^2 (regressor) of the merged model.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+            Test samples.
+        y : array-like of shape (n_samples,) or (n_samples, n_outputs)
+            True targets.
+        sample_weight : array-like of shape (n_samples,), default=None
+            Sample weights.
+
+        Returns
+        -------
+        score : float
+        """
+        y_pred = self.predict(X)
+        if get_tags(self).estimator_type == "classifier":
+            return float(accuracy_score(y, y_pred, sample_weight=sample_weight))
+        return float(r2_score(y, y_pred, sample_weight=sample_weight))
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        sub = get_tags(self._base_estimator())
+        tags.estimator_type = sub.estimator_type
+        tags.classifier_tags = sub.classifier_tags
+        tags.regressor_tags = sub.regressor_tags
+        tags.target_tags = sub.target_tags
+        tags.input_tags = sub.input_tags
+        tags.non_deterministic = sub.non_deterministic
+        return tags
