@@ -185,6 +185,64 @@ def time_depth(arch_name, depth, M, *, F=16, C=2, seed=0, exact_budget=2 ** 27,
     return row
 
 
+def exhaustive_oblivious(theta_a, leaves_a, theta_b, leaves_b):
+    """Max over all ``2**D * D!`` ops of every aligned pair, by brute force."""
+    import itertools
+
+    from sktree_lmc._oblivious import leaf_perm
+
+    M, D, _ = theta_a.shape
+    G = torch.bmm(theta_a, theta_b.transpose(1, 2))
+    signs = 1.0 - 2.0 * ((torch.arange(1 << D)[:, None] >> torch.arange(D)) & 1).double()
+    best = torch.full((M,), -np.inf, dtype=torch.float64)
+    for order in itertools.permutations(range(D)):
+        lp = leaf_perm(torch.tensor(order).repeat(len(signs), 1), signs, D)
+        node = (G[:, torch.arange(D), torch.tensor(order)][:, None, :] * signs).sum(2)
+        leaf = torch.einsum("mlc,mulc->mu", leaves_a, leaves_b[:, lp])
+        best = torch.maximum(best, (node + leaf).max(dim=1).values)
+    return best
+
+
+def exhaustive_check(n_pairs=16, depth=7, seed=0, models=None):
+    """Fractions of the brute-force maximum reached on sampled pairs at ``depth``.
+
+    Pairs are (tree ``m`` of ``a``, tree ``m`` of ``b``) of random ensembles (the
+    scale of the default initialization) and, when ``models`` (two fitted
+    estimators of that depth) are given, of fitted ones. Returns rows with the
+    fraction of the seed (the value a large weight-matching table holds) and of
+    the full search (the op chosen for matched pairs), min and mean.
+    """
+    from sktree_lmc._matching import _tensors
+    from sktree_lmc._oblivious import oblivious_search
+
+    arch = get_architecture("oblivious", depth)
+    rng = np.random.RandomState(seed)
+    sets = [("random F=44", random_params(arch, n_pairs, 44, 2, rng),
+             random_params(arch, n_pairs, 44, 2, rng))]
+    if models is not None:  # the pairs weight matching forms
+        from sktree_lmc import weight_matching
+
+        fa, fb = (m.tree_params_ for m in models)
+        sets.append(("fitted", fa, fb.permute_trees(weight_matching(fa, fb, arch).tree_perm)))
+    rows = []
+    for name, pa, pb in sets:
+        idx = np.arange(min(n_pairs, pa.n_trees))
+        ta, la = _tensors(pa, arch, True, "cpu")
+        tb, lb = _tensors(pb, arch, True, "cpu")
+        ta, la, tb, lb = ta[idx], la[idx], tb[idx], lb[idx]
+        ref = exhaustive_oblivious(ta, la, tb, lb)
+        G = torch.bmm(ta, tb.transpose(1, 2))
+        *_, seed_score, _ = oblivious_search(G, la, lb, exact=False, max_iter=0)
+        *_, score, cert = oblivious_search(G, la, lb)
+        for what, val in (("seed (table)", seed_score), ("search (matched ops)", score)):
+            frac = (val / ref).numpy()
+            rows.append(dict(pairs=name, depth=depth, n=len(idx), value=what,
+                             min_fraction=float(frac.min()), mean_fraction=float(frac.mean()),
+                             certified=float(cert.double().mean())))
+            print(rows[-1], flush=True)
+    return rows
+
+
 def depth_grid(smoke=False):
     if smoke:
         return [("oblivious", 7, 8), ("non_oblivious", 7, 8)]
@@ -240,7 +298,20 @@ def main(argv=None):
     parser.add_argument("--max-m", type=int, default=None, help="skip configs with more trees")
     parser.add_argument("--depth", action="store_true",
                         help="the depth grid (oblivious D=2..10, non-oblivious D=2..12)")
+    parser.add_argument("--exhaustive", action="store_true",
+                        help="fractions of the brute-force optimum on sampled pairs at D=7")
+    parser.add_argument("--models", nargs=2, type=Path, default=None,
+                        help="with --exhaustive: two joblib files of fitted depth-7 models "
+                             "(as cached by benchmarks.bench_depth)")
     args = parser.parse_args(argv)
+    if args.exhaustive:
+        torch.set_num_threads(1)
+        models = None
+        if args.models:
+            import joblib
+
+            models = [joblib.load(p)[0] for p in args.models]
+        return exhaustive_check(n_pairs=4 if args.smoke else 16, models=models)
     if args.depth:
         out = args.out or RESULTS / ("bench_alignment_depth_smoke.csv" if args.smoke
                                      else "bench_alignment_depth.csv")

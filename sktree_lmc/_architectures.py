@@ -293,7 +293,7 @@ def _ops_from_node_ops(code, free_leaves, perms, signs):
 
     Vectorized over ops. New leaf ``l`` corresponds to the old leaf ``k`` whose
     row satisfies ``code[k, perm[n]] == sign[n] * code[l, n]``; rows are
-    identified by base-3 integer keys.
+    identified by byte-string keys (exact at any number of nodes).
 
     Raises
     ------
@@ -306,14 +306,16 @@ def _ops_from_node_ops(code, free_leaves, perms, signs):
     L, N = code.shape
     if perms.shape[1] != N or not (np.sort(perms, axis=1) == np.arange(N)).all():
         raise ValueError("perm is not a permutation of the nodes")
-    base = 3 ** np.arange(N, dtype=np.int64)
-    keys = (code + 1) @ base  # (L,)
+    def row_keys(rows):  # entries -1, 0, 1 -> bytes 1, 2, 3 (no NUL, which 'S' strips)
+        return np.ascontiguousarray(rows + 2, dtype=np.uint8).view(f"S{N}")[..., 0]
+
+    keys = row_keys(code)  # (L,)
     order = np.argsort(keys)
     inv = np.argsort(perms, axis=1)  # (U, N)
     # Row of old leaf k in original node coordinates m:
     #   code[k, m] = sign[inv[m]] * code[l, inv[m]]
     tgt = np.take_along_axis(signs, inv, axis=1)[:, None, :] * code[:, inv].transpose(1, 0, 2)
-    tkeys = (tgt + 1) @ base  # (U, L)
+    tkeys = row_keys(tgt)  # (U, L)
     pos = np.clip(np.searchsorted(keys[order], tkeys), 0, L - 1)
     full = order[pos]
     if not (keys[full] == tkeys).all():

@@ -179,3 +179,22 @@ def test_non_oblivious_dp_beyond_reach_raises_with_estimate():
     qa, qb = (random_params(small, 2, 1, 1, rng) for _ in range(2))
     ops, scores = best_ops_for_pairs(qa, qb, small)
     assert ops.perm.shape == (2, small.n_nodes) and np.isfinite(scores).all()
+
+
+@pytest.mark.parametrize("name", ["decision_list", "decision_list_modified"])
+def test_long_decision_lists(name):
+    """Past 40 nodes, where base-3 row keys would overflow int64: ops and matching exact."""
+    arch = get_architecture(name, 48)
+    rng = np.random.RandomState(0)
+    params = random_params(arch, 4, 3, 2, rng)
+    ops = random_ops(arch, 4, random_state=0)
+    for i in range(4):
+        assert is_valid_op(arch, ops.perm[i], ops.sign[i], ops.leaf_perm[i])
+    assert not is_valid_op(arch, np.arange(48), np.ones(48), np.roll(np.arange(arch.n_free_leaves),
+                                                                     1))
+    X = rng.standard_normal((8, 3))
+    assert_allclose(reference_forward(arch, params.apply_ops(ops), X),
+                    reference_forward(arch, params, X), rtol=1e-6, atol=1e-9)
+    moved = params.permute_trees(rng.permutation(4)).apply_ops(ops)
+    back = weight_matching(params, moved, arch).apply(moved)
+    assert_allclose(back.leaf_value, params.leaf_value, atol=1e-12)
