@@ -8,8 +8,10 @@ from numbers import Integral
 import numpy as np
 from sklearn.base import is_classifier
 from sklearn.metrics import accuracy_score, log_loss, mean_squared_error, r2_score
+from sklearn.utils.validation import _num_samples
 
 from ._bridge import check_compatible, combine
+from ._estimators import _check_float32_range
 from ._merge import ModelAligner, check_aligner, fit_aligner
 
 __all__ = ["InterpolationCurve", "InterpolationCurveDisplay", "interpolation_curve", "lmc_barrier"]
@@ -17,6 +19,23 @@ __all__ = ["InterpolationCurve", "InterpolationCurveDisplay", "interpolation_cur
 #: Metrics computed along a curve, and whether higher is better.
 CLASSIFIER_METRICS = {"accuracy": True, "log_loss": False}
 REGRESSOR_METRICS = {"r2": True, "mse": False}
+
+
+def _as_real_array(values, name):
+    """``values`` as a float64 array; a TypeError names ``name`` unless they
+    are real numbers (booleans, complex numbers and strings are not)."""
+    try:
+        array = np.asarray(values)
+    except ValueError as exc:  # ragged nested sequences
+        raise TypeError(f"{name} must be an array of real numbers: {exc}") from None
+    if array.dtype.kind == "O":
+        try:
+            array = array.astype(np.float64)
+        except (TypeError, ValueError) as exc:
+            raise TypeError(f"{name} must be an array of real numbers: {exc}") from None
+    if array.dtype.kind not in "iuf":
+        raise TypeError(f"{name} must be an array of real numbers, got dtype {array.dtype}.")
+    return array.astype(np.float64)
 
 
 def _check_lambdas(lambdas, n_values=None):
@@ -28,10 +47,7 @@ def _check_lambdas(lambdas, n_values=None):
     """
     if isinstance(lambdas, str):
         raise TypeError(f"lambdas must be an array of numbers, got the string {lambdas!r}.")
-    try:
-        lam = np.asarray(lambdas, dtype=np.float64)
-    except (TypeError, ValueError) as exc:
-        raise TypeError(f"lambdas must be an array of numbers in [0, 1]: {exc}") from None
+    lam = _as_real_array(lambdas, "lambdas")
     if lam.ndim != 1:
         raise ValueError(f"lambdas must be a 1-D array, got an array of shape {lam.shape}.")
     if n_values is not None and len(lam) != n_values:
@@ -119,10 +135,9 @@ def lmc_barrier(values, lambdas=None, *, greater_is_better=True):
     if isinstance(values, InterpolationCurve):
         metric = "accuracy" if "accuracy" in values.scores else "r2"
         return values.barrier(metric)
-    try:
-        values = np.asarray(values, dtype=np.float64)
-    except (TypeError, ValueError) as exc:
-        raise TypeError(f"values must be an array of numbers: {exc}") from None
+    if not isinstance(greater_is_better, (bool, np.bool_)):
+        raise TypeError(f"greater_is_better must be a bool, got {greater_is_better!r}.")
+    values = _as_real_array(values, "values")
     if values.ndim != 1 or len(values) < 2:
         raise ValueError(
             f"values must be a 1-D curve with at least two points, got shape {values.shape}."
@@ -134,8 +149,12 @@ def lmc_barrier(values, lambdas=None, *, greater_is_better=True):
     lambdas = _check_lambdas(lambdas, len(values))
     start, end = values[lambdas == 0][0], values[lambdas == 1][0]
     line = (1 - lambdas) * start + lambdas * end
-    gap = line - values if greater_is_better else values - line
-    return float(round(max(gap.max(), 0.0), 12))
+    with np.errstate(over="ignore", invalid="ignore"):
+        gap = line - values if greater_is_better else values - line
+    barrier = float(max(gap.max(), 0.0))
+    if not np.isfinite(barrier):
+        raise ValueError("values are too large: the barrier overflows float64.")
+    return round(barrier, 12)  # Python's rounding: exact, and no overflow for huge values
 
 
 @dataclass
@@ -249,6 +268,11 @@ def interpolation_curve(a, b, X, y, *, lambdas=25, aligner="wm", X_align=None):
         raise ValueError(
             "interpolation_curve needs evaluation data: X and y must not be None."
         )
+    if not is_classifier(a):
+        if _num_samples(X) < 2:
+            raise ValueError("X needs at least 2 samples for the r2 score of a regressor's curve.")
+        if np.asarray(y).dtype.kind in "iuf":  # others are left to the scores' own checks
+            _check_float32_range(np.asarray(y, dtype=np.float64), "y")
     lambdas = _curve_lambdas(lambdas)
     aligner = fit_aligner(aligner, [a, b], X if X_align is None else X_align)
     pa, pb = aligner.aligned_params([a, b])

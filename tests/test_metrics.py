@@ -67,8 +67,18 @@ def test_barrier_errors():
         lmc_barrier([80.0, 70.0, 84.0], lambdas=[0.0, 1.0, 1.0])
     with pytest.raises(TypeError, match="values"):
         lmc_barrier(["a", "b"])
+    with pytest.raises(TypeError, match="values must be an array of real numbers"):
+        lmc_barrier([1 + 1j, 2.0])
+    with pytest.raises(TypeError, match="greater_is_better must be a bool"):
+        lmc_barrier([1.0, 2.0], greater_is_better="yes")
+    with pytest.raises(ValueError, match="overflows"):
+        lmc_barrier([1e308, -1e308, 1e308])
     with pytest.raises(TypeError, match="lambdas"):
         lmc_barrier([1.0, 2.0], lambdas="ab")
+
+
+def test_barrier_of_huge_values_is_not_rounded_to_infinity():
+    assert lmc_barrier([0.0, -1e297, 0.0]) == 1e297
 
 
 def test_barrier_does_not_depend_on_the_order_of_the_points():
@@ -169,6 +179,15 @@ def test_curve_needs_data(clf_data):
         interpolation_curve(a, b, None, y)
     with pytest.raises(ValueError, match="X and y"):
         interpolation_curve(a, b, X, None)
+
+
+def test_regressor_curve_needs_two_samples_and_float32_targets():
+    X, y = make_regression(n_samples=60, n_features=4, random_state=0)
+    a, b = (SoftTreeEnsembleRegressor(random_state=s, **FAST).fit(X, y) for s in (1, 2))
+    with pytest.raises(ValueError, match="at least 2 samples"):
+        interpolation_curve(a, b, X[:1], y[:1], lambdas=3)
+    with pytest.raises(ValueError, match="y contains values beyond the float32 range"):
+        interpolation_curve(a, b, X, y * 1e160, lambdas=3)
 
 
 def test_unsorted_curve_has_the_barrier_of_the_sorted_one(clf_data):
