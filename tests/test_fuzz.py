@@ -29,6 +29,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 
 from sktree_lmc import (
+    ModelAligner,
     SoftTreeEnsembleClassifier,
     SoftTreeEnsembleRegressor,
     interpolation_curve,
@@ -287,15 +288,32 @@ def eval_data(models):
                      data_arrays(), st.sampled_from([None, "abc", 3.0]))
 
 
-MERGE_KWARGS = {
-    "lam": [0.0, 0.5, 1.0, 0.3, -0.1, 1.1, np.nan, True, "0.5", None],
+#: The alignment settings, fuzzed through ``aligner=`` (a ModelAligner built from up to
+#: three of them, or a shortcut string, or something else).
+ALIGNER_SETTINGS = {
     "method": ["wm", "am", "am", "xx", None],
     "invariances": ["none", "perm", "all", "some"],
     "weighting": [True, False, "no"],
     "n_samples": [1, 7, 512, 0, True],
     "random_state": [0, None, "x"],
     "max_iter": [0, 3, -1, True],
-    "device": ["cpu"],
+    "tol": [0.0, 1e-3, -1.0, np.nan],
+    "device": ["cpu", "cpu", "auto", "bogus", "cuda", "mps", 3],
+}
+
+
+@st.composite
+def aligners(draw):
+    kind = draw(st.sampled_from(["shortcut", "aligner", "aligner", "other"]))
+    if kind == "shortcut":
+        return draw(st.sampled_from(["wm", "am", "naive", "xx", ""]))
+    if kind == "other":
+        return draw(st.sampled_from([None, 3, "WM"]))
+    return ModelAligner(**draw(some_of(ALIGNER_SETTINGS)))
+
+
+MERGE_KWARGS = {
+    "lam": [0.0, 0.5, 1.0, 0.3, -0.1, 1.1, np.nan, True, "0.5", None],
 }
 LIST_KWARGS = {
     **{k: v for k, v in MERGE_KWARGS.items() if k != "lam"},
@@ -309,6 +327,8 @@ def test_fuzz_merge_estimators(models, data):
     a, b = data.draw(model_pairs(models), label="models")
     as_list = data.draw(st.sampled_from([False, False, True]), label="list form")
     kwargs = data.draw(some_of(LIST_KWARGS if as_list else MERGE_KWARGS), label="kwargs")
+    if data.draw(st.booleans(), label="aligner given"):
+        kwargs["aligner"] = data.draw(aligners(), label="aligner")
     kwargs["X"] = data.draw(eval_data(models), label="X")
     X = models["X"]
 
@@ -327,8 +347,6 @@ def test_fuzz_merge_estimators(models, data):
 CURVE_KWARGS = {
     "lambdas": [2, 3, 0, 1, -1, True, 2.5, "abc", None, [0.0, 1.0], [1.0, 0.5, 0.0],
                 [0.25, 0.75], [0.0, np.nan, 1.0], [[0, 1]], [], np.linspace(0, 1, 4)],
-    "method": ["wm", "am", "xx"],
-    "invariances": ["none", "perm", "all", "some"],
 }
 
 
@@ -344,6 +362,8 @@ def test_fuzz_interpolation_curve(models, data):
         y = data.draw(st.one_of(targets(n, not regression), st.sampled_from([None, "abc"])),
                       label="y")
     kwargs = data.draw(some_of(CURVE_KWARGS), label="kwargs")
+    if data.draw(st.booleans(), label="aligner given"):
+        kwargs["aligner"] = data.draw(aligners(), label="aligner")
 
     def check(curve):
         for metric, scores in curve.scores.items():
