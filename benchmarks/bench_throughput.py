@@ -77,10 +77,12 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from sktree_lmc import SoftTreeEnsembleClassifier
-from sktree_lmc._architectures import ARCHITECTURES, get_architecture
-from sktree_lmc._forward import SoftTreeEnsembleModule
-from sktree_lmc._threads import torch_threads
+from sktree_lmc import (
+    ARCHITECTURES,
+    SoftTreeEnsembleClassifier,
+    SoftTreeEnsembleModule,
+    get_architecture,
+)
 
 DEFAULT_OUT = Path(__file__).resolve().parent / "results"
 KERNELS = ("vectorized", "logspace", "loop")
@@ -336,9 +338,13 @@ def ratio_interleaved(archs, depths, n_trees, n_features, batch_size, n_classes,
     the per-round ratios are reported. Alternating puts both under the same load. Both run
     with ``n_threads`` torch threads (restored afterwards).
     """
-    with torch_threads(n_threads):
+    old_threads = torch.get_num_threads()
+    torch.set_num_threads(n_threads)
+    try:
         return _ratio_rows(archs, depths, n_trees, n_features, batch_size, n_classes, n_predict,
                            min_time, rounds, clock, progress, csv_path, n_threads)
+    finally:
+        torch.set_num_threads(old_threads)
 
 
 def _ratio_rows(archs, depths, n_trees, n_features, batch_size, n_classes, n_predict,

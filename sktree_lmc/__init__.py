@@ -15,6 +15,7 @@ from ._architectures import (
     random_ops,
 )
 from ._estimators import SoftTreeEnsembleClassifier, SoftTreeEnsembleRegressor
+from ._forward import SoftTreeEnsembleModule
 from ._matching import (
     Alignment,
     activation_matching,
@@ -30,7 +31,7 @@ from ._metrics import (
     lmc_barrier,
 )
 from ._params import TreeParams
-from ._sharded import ShardedSoftTreeEnsemble
+from ._sharded import ShardedSoftTreeEnsemble, make_shards
 
 __version__ = "0.1.0.dev0"
 
@@ -42,6 +43,7 @@ __all__ = [
     "ModelAligner",
     "ShardedSoftTreeEnsemble",
     "SoftTreeEnsembleClassifier",
+    "SoftTreeEnsembleModule",
     "SoftTreeEnsembleRegressor",
     "SymmetryOps",
     "TreeArchitecture",
@@ -52,6 +54,7 @@ __all__ = [
     "interpolation_curve",
     "is_valid_op",
     "lmc_barrier",
+    "make_shards",
     "merge_estimators",
     "pairwise_tree_similarity",
     "random_ops",

@@ -317,6 +317,21 @@ class SoftTreeEnsembleModule(nn.Module):
     ``(M, L, C)``; the forward pass works internally in node-major order
     ``(N, M, B)`` so that every routing step is one contiguous elementwise
     product.
+
+    The estimators train this module; use it directly to put a soft tree
+    ensemble into a PyTorch model of your own.
+
+    Examples
+    --------
+    >>> import torch
+    >>> from sktree_lmc import SoftTreeEnsembleModule, get_architecture
+    >>> module = SoftTreeEnsembleModule(get_architecture("oblivious", 2), n_trees=16,
+    ...                                 n_features=5, n_outputs=3,
+    ...                                 generator=torch.Generator().manual_seed(0))
+    >>> module(torch.randn(8, 5)).shape
+    torch.Size([8, 3])
+    >>> module.to_params().split_weight.shape  # (M, N, F), as NumPy arrays
+    (16, 2, 5)
     """
 
     def __init__(self, arch, n_trees, n_features, n_outputs, generator=None,
@@ -353,23 +368,62 @@ class SoftTreeEnsembleModule(nn.Module):
         return _Routing.apply(self._split_logits(X), self._steps, self.leaf_value.shape[1])
 
     def leaf_probabilities(self, X):
-        """Routing probabilities ``mu`` of shape ``(B, M, L)`` (free leaves)."""
+        """Routing probabilities ``mu`` of every sample to every free leaf.
+
+        Parameters
+        ----------
+        X : torch.Tensor of shape (B, F)
+            Input samples.
+
+        Returns
+        -------
+        torch.Tensor of shape (B, M, L)
+            Probability of reaching each free leaf of each tree.
+        """
         return self._routing_probabilities(X).permute(2, 1, 0)
 
     def tree_outputs(self, X):
-        """Per-tree outputs of shape ``(B, M, C)`` (Eq. 3)."""
+        """Outputs of every single tree (Eq. 3).
+
+        Parameters
+        ----------
+        X : torch.Tensor of shape (B, F)
+            Input samples.
+
+        Returns
+        -------
+        torch.Tensor of shape (B, M, C)
+            Per-tree outputs; their sum over trees is :meth:`forward`.
+        """
         mu = self._routing_probabilities(X)
         return torch.einsum("lmb,mlc->bmc", mu, self.leaf_value)
 
     def forward(self, X):
-        """Ensemble output of shape ``(B, C)``: the sum of the trees (Eq. 4)."""
+        """Ensemble output: the sum of the trees (Eq. 4).
+
+        Parameters
+        ----------
+        X : torch.Tensor of shape (B, F)
+            Input samples.
+
+        Returns
+        -------
+        torch.Tensor of shape (B, C)
+            Raw output (logits for classification).
+        """
         M, L, C = self.leaf_value.shape
         pi = self.leaf_value.transpose(0, 1).reshape(L * M, C)
         return _Ensemble.apply(self._split_logits(X), pi, self._steps)
 
     # -- conversion to and from arrays -----------------------------------------
     def to_params(self):
-        """Copy the parameters to a CPU :class:`TreeParams`."""
+        """Copy the parameters to a CPU :class:`TreeParams`.
+
+        Returns
+        -------
+        TreeParams
+            NumPy copies of the split weights, split biases and leaf values.
+        """
         with torch.no_grad():
             return TreeParams(
                 self.split_weight.detach().cpu().numpy().copy(),
@@ -379,7 +433,22 @@ class SoftTreeEnsembleModule(nn.Module):
 
     @classmethod
     def from_params(cls, arch, params, device="cpu"):
-        """Build a module holding ``params`` on ``device``."""
+        """Build a module holding ``params`` on ``device``.
+
+        Parameters
+        ----------
+        arch : TreeArchitecture
+            Architecture of the parameters.
+        params : TreeParams
+            Parameters to load.
+        device : str or torch.device, default="cpu"
+            Device of the module.
+
+        Returns
+        -------
+        SoftTreeEnsembleModule
+            A module computing the ensemble of ``params``.
+        """
         module = cls.__new__(cls)
         nn.Module.__init__(module)
         module._set_arch(arch)

@@ -38,6 +38,7 @@ import torch
 from scipy.optimize import linear_sum_assignment
 
 from ._architectures import SymmetryOps
+from ._device import resolve_device
 
 __all__ = [
     "Alignment",
@@ -89,6 +90,20 @@ class Alignment:
     tree_perm: np.ndarray
     ops: SymmetryOps
     score: float
+
+    def __eq__(self, other):
+        """Alignments are equal when they map parameters the same way (same
+        tree permutation and ops; the ``score`` is not compared)."""
+        if not isinstance(other, Alignment):
+            return NotImplemented
+        return (
+            np.array_equal(self.tree_perm, other.tree_perm)
+            and np.array_equal(self.ops.perm, other.ops.perm)
+            and np.array_equal(self.ops.sign, other.ops.sign)
+            and np.array_equal(self.ops.leaf_perm, other.ops.leaf_perm)
+        )
+
+    __hash__ = None
 
     def apply(self, params):
         """Return ``params`` (of model ``b``) expressed in the basis of ``a``.
@@ -328,6 +343,7 @@ def pairwise_tree_similarity(params_a, params_b, arch, *, invariances="all", wei
     >>> bool((perm[cols] == rows).all())  # every tree of a is paired with its copy in b
     True
     """
+    device = resolve_device(device)
     if invariances not in ("perm", "all"):
         raise ValueError(f"invariances must be 'perm' or 'all', got {invariances!r}.")
     theta_a, leaves_a = _tensors(params_a, arch, weighting, device)
@@ -392,6 +408,7 @@ def best_ops_for_pairs(params_a, params_b, arch, *, weighting=True, device="cpu"
     >>> bool(np.allclose(b.apply_ops(ops).leaf_value, a.leaf_value, atol=1e-6))
     True
     """
+    device = resolve_device(device)
     theta_a, leaves_a = _tensors(params_a, arch, weighting, device)
     theta_b, leaves_b = _tensors(params_b, arch, weighting, device)
     if arch.flip_recursive:
@@ -479,6 +496,7 @@ def weight_matching(params_a, params_b, arch, *, invariances="all", weighting=Tr
     >>> bool(np.allclose(naive.split_bias, b.split_bias))
     True
     """
+    device = resolve_device(device)
     _check_invariances(invariances)
     M = params_a.n_trees
     if invariances == "none":
@@ -533,6 +551,7 @@ def activation_matching(outputs_a, outputs_b, params_a, params_b, arch, *, invar
     >>> sorted(alignment.tree_perm.tolist()) == list(range(8))
     True
     """
+    device = resolve_device(device)
     _check_invariances(invariances)
     M = params_a.n_trees
     if invariances == "none":

@@ -20,8 +20,9 @@ from sklearn.utils._param_validation import HasMethods, Interval, StrOptions
 from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import _check_sample_weight, check_is_fitted, validate_data
 
+from ._bridge import combine
 from ._estimators import SoftTreeEnsembleClassifier, _BaseSoftTreeEnsemble
-from ._merge import merge_many
+from ._merge import ALIGNER_SHORTCUTS, ModelAligner, check_aligner
 
 __all__ = ["ShardedSoftTreeEnsemble", "make_shards"]
 
@@ -85,6 +86,15 @@ def make_shards(y, n_shards, split="iid", *, skew=0.8, is_classifier=True, rando
     -------
     shards : list of ndarray
         ``K`` sorted, disjoint index arrays covering all rows.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from sktree_lmc import make_shards
+    >>> y = np.repeat([0, 1], 50)
+    >>> a, b = make_shards(y, 2, "class_skewed", skew=0.8, random_state=0)
+    >>> float(np.mean(y[a] == 0)), float(np.mean(y[b] == 0))  # the split of the paper
+    (0.8, 0.2)
     """
     rng = check_random_state(random_state)
     n = len(y)
@@ -132,7 +142,7 @@ class ShardedSoftTreeEnsemble(MetaEstimatorMixin, BaseEstimator):
     The training rows are split into ``n_shards`` disjoint shards; one clone
     of ``estimator`` is fitted on each shard through :class:`joblib.Parallel`
     and the fitted models are merged into one model of the same size (N-way
-    alignment and averaging, :func:`merge_many`), which costs one model at
+    alignment and averaging, :class:`ModelAligner`), which costs one model at
     prediction time. It is a classifier or a regressor as ``estimator`` is:
     ``predict``, ``predict_proba``, ``score`` and ``classes_`` are those of
     the merged model.
@@ -158,18 +168,17 @@ class ShardedSoftTreeEnsemble(MetaEstimatorMixin, BaseEstimator):
     skew : float in (0, 1), default=0.8
         Dominance of the ``"class_skewed"`` split (share of a shard's rows
         from its dominant class, for balanced classes).
-    merge : {"wm", "am", "naive"}, default="wm"
-        Weight matching, activation matching (on ``n_samples`` rows of the
-        training data, at the merging site) or plain averaging without
-        alignment.
+    aligner : {"wm", "am", "naive"} or ModelAligner, default="wm"
+        How the shard models are aligned before averaging (see
+        :class:`ModelAligner`): weight matching, activation matching (on
+        rows of the training data, at the merging site), plain averaging
+        without alignment, or an aligner with other settings (refinement
+        sweeps ``max_iter``, ``tol``, rows ``n_samples``, ``device``, ...).
+        When the aligner's ``random_state`` is None, activation matching
+        samples its rows from this estimator's ``random_state`` stream.
     merge_weights : {"size", "uniform"}, default="size"
         Weight of each shard model in the average: its number of rows (sum
         of sample weights) or equal.
-    max_iter : int, default=20
-        Refinement sweeps of the N-way alignment (``0``: align every model
-        to shard 0's model only).
-    n_samples : int, default=512
-        Rows used by activation matching.
     n_jobs : int, default=None
         Passed to :class:`joblib.Parallel`; None uses the active backend's
         default (one job outside a ``parallel_config`` context).
@@ -186,8 +195,9 @@ class ShardedSoftTreeEnsemble(MetaEstimatorMixin, BaseEstimator):
         The fitted shard models (in their own bases).
     merged_ : estimator
         The merged model, used for prediction.
-    alignment_ : MultiAlignment
-        The N-way alignment of the shard models.
+    aligner_ : ModelAligner
+        The fitted N-way aligner of the shard models (``alignments_``,
+        ``objective_``, ``n_matchings_``, ...).
     shard_indices_ : list of ndarray
         Row indices of every shard.
     shard_sizes_ : ndarray of shape (n_shards,)
@@ -233,26 +243,21 @@ class ShardedSoftTreeEnsemble(MetaEstimatorMixin, BaseEstimator):
         "n_shards": [Interval(Integral, 2, None, closed="left")],
         "split": [StrOptions({"iid", "stratified", "class_skewed"})],
         "skew": [Interval(Real, 0, 1, closed="neither")],
-        "merge": [StrOptions({"wm", "am", "naive"})],
+        "aligner": [StrOptions(set(ALIGNER_SHORTCUTS)), ModelAligner],
         "merge_weights": [StrOptions({"size", "uniform"})],
-        "max_iter": [Interval(Integral, 0, None, closed="left")],
-        "n_samples": [Interval(Integral, 1, None, closed="left")],
         "n_jobs": [Integral, None],
         "random_state": ["random_state"],
         "verbose": ["verbose"],
     }
 
-    def __init__(self, estimator=None, *, n_shards=4, split="iid", skew=0.8, merge="wm",
-                 merge_weights="size", max_iter=20, n_samples=512, n_jobs=None,
-                 random_state=None, verbose=0):
+    def __init__(self, estimator=None, *, n_shards=4, split="iid", skew=0.8, aligner="wm",
+                 merge_weights="size", n_jobs=None, random_state=None, verbose=0):
         self.estimator = estimator
         self.n_shards = n_shards
         self.split = split
         self.skew = skew
-        self.merge = merge
+        self.aligner = aligner
         self.merge_weights = merge_weights
-        self.max_iter = max_iter
-        self.n_samples = n_samples
         self.n_jobs = n_jobs
         self.random_state = random_state
         self.verbose = verbose
@@ -337,15 +342,15 @@ class ShardedSoftTreeEnsemble(MetaEstimatorMixin, BaseEstimator):
             weights = self.shard_sizes_.astype(np.float64)
         else:
             weights = np.array([sample_weight[idx].sum() for idx in shards], dtype=np.float64)
-        method = "am" if self.merge == "am" else "wm"
-        invariances = "none" if self.merge == "naive" else "all"
-        self.merged_, self.alignment_ = merge_many(
-            self.estimators_, weights, method=method, invariances=invariances,
-            X=X if method == "am" else None, max_iter=self.max_iter, n_samples=self.n_samples,
-            random_state=rng, return_alignment=True,
+        aligner = check_aligner(self.aligner)
+        if aligner.random_state is None:
+            aligner.set_params(random_state=rng)
+        self.aligner_ = aligner.fit(self.estimators_, X, weights=weights)
+        self.merged_ = combine(
+            self.estimators_, aligner.aligned_params(self.estimators_), aligner.weights_
         )
-        self.weights_ = self.alignment_.weights
-        self.n_iter_ = self.alignment_.n_iter
+        self.weights_ = aligner.weights_
+        self.n_iter_ = aligner.n_iter_
         if is_clf:
             self.classes_ = self.merged_.classes_
         return self
