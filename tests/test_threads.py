@@ -189,3 +189,12 @@ def test_shard_workers_and_the_merge_use_the_estimators_n_threads(
     assert recorded and set(recorded) == {1}
     assert merge_threads == [1]
     assert torch.get_num_threads() == caller_threads
+
+
+def test_a_model_pickled_before_n_threads_predicts_with_one_thread(caller_threads, recorded):
+    est = clf(n_threads=2).fit(X, Y)
+    del est.n_threads  # as unpickled from a version without the hyperparameter
+    recorded.clear()
+    est.predict(X)
+    assert set(recorded) == {1}
+    assert torch.get_num_threads() == caller_threads
