@@ -13,6 +13,7 @@ import joblib
 import numpy as np
 import pytest
 import torch
+from conftest import FAST
 from numpy.testing import assert_allclose, assert_array_equal
 from sklearn.base import clone
 from sklearn.datasets import make_blobs, make_classification, make_regression
@@ -32,8 +33,8 @@ from sktree_lmc import (
 )
 
 ARCHS = sorted(ARCHITECTURES)
-FAST = dict(n_estimators=8, depth=2, learning_rate=0.05, batch_size=64, max_epochs=10,
-            device="cpu", random_state=0)
+#: conftest's FAST, trained a little longer: the score checks need fitted models
+TRAINED = {**FAST, "learning_rate": 0.05, "max_epochs": 10, "random_state": 0}
 
 
 @pytest.fixture(scope="module")
@@ -47,11 +48,11 @@ def blobs3():
 
 
 def clf(**kw):
-    return SoftTreeEnsembleClassifier(**{**FAST, **kw})
+    return SoftTreeEnsembleClassifier(**{**TRAINED, **kw})
 
 
 def reg(**kw):
-    return SoftTreeEnsembleRegressor(**{**FAST, **kw})
+    return SoftTreeEnsembleRegressor(**{**TRAINED, **kw})
 
 
 def assert_same_params(p, q):

@@ -361,7 +361,7 @@ def aligners(draw):
     if kind == "shortcut":
         return draw(st.sampled_from(["wm", "am", "naive"]))
     if kind == "odd":
-        return draw(st.sampled_from(["xx", None, 3, ModelAligner]))
+        return draw(st.sampled_from(["xx", "", "WM", None, 3, ModelAligner]))
     return ModelAligner(**draw(some_of(ALIGNER_SETTINGS)))
 
 
