@@ -19,7 +19,7 @@ parameters: the better the models agree, the less averaging shrinks them.
 :func:`align_many` maximizes ``J`` by block coordinate ascent:
 
 1. **initialization** (the usual baseline): align every model to a reference
-   model (model 0), ``K - 1`` pairwise matchings;
+   model (model 0 by default), ``K - 1`` pairwise matchings;
 2. **refinement sweeps**: for ``i = 0, ..., K-1`` in turn, re-align the
    *original* model ``i`` to the weighted sum of the other aligned models
    (leave-one-out target), which is exactly the maximization of ``J`` over
@@ -107,7 +107,11 @@ def align_many(params, arch, weights=None, *, method="wm", invariances="all", ou
     models: align every model to a reference, then repeatedly re-align each
     model to the weighted sum of the others until no alignment changes. See
     the module docstring of :mod:`sktree_lmc._nway` for the objective and the
-    cost.
+    cost. This is the procedure behind :class:`~sktree_lmc.ModelAligner`,
+    which validates the settings (they are not validated again here); the
+    loop is written once for both methods over a "space" (parameters for
+    weight matching, parameters and tree outputs for activation matching)
+    using the algebra of :class:`~sktree_lmc.TreeParams`.
 
     Parameters
     ----------
@@ -135,12 +139,13 @@ def align_many(params, arch, weights=None, *, method="wm", invariances="all", ou
         refinement: the gains shrink quickly (on K=8 random ensembles of
         M=1024 trees: +8.1%, +1.3%, +0.4%, +0.2%, ... per sweep), and
         ``tol=0`` runs until no alignment changes (or ``max_iter``).
-    device : str, default="cpu"
+    device : str or torch.device, default="cpu"
         Torch device of the similarity computations.
 
     Returns
     -------
     MultiAlignment
+        The alignments, normalized weights and the history of the objective.
 
     Examples
     --------

@@ -6,7 +6,6 @@ import numpy as np
 import pytest
 import torch
 from sklearn.base import clone
-from sklearn.datasets import make_classification
 
 from sktree_lmc import (
     ModelAligner,
@@ -17,8 +16,6 @@ from sktree_lmc import (
 )
 from sktree_lmc._device import prediction_device, resolve_device
 
-X, Y = make_classification(n_samples=80, n_features=4, n_informative=3, n_redundant=0,
-                           random_state=0)
 NO_CUDA = pytest.mark.skipif(torch.cuda.is_available(), reason="needs a machine without CUDA")
 NO_MPS = pytest.mark.skipif(
     getattr(torch.backends, "mps", None) is not None and torch.backends.mps.is_available(),
@@ -26,13 +23,17 @@ NO_MPS = pytest.mark.skipif(
 )
 
 
-@pytest.fixture(scope="module")
-def pair():
-    return [SoftTreeEnsembleClassifier(n_estimators=4, max_epochs=1, device="cpu",
-                                       random_state=s).fit(X, Y) for s in (0, 1)]
+@pytest.fixture
+def pair(clf_data):
+    return list(clf_data[:2])
 
 
-def _entry_points(pair):
+@pytest.fixture
+def XY(clf_data):
+    return clf_data[2:]
+
+
+def _entry_points(pair, X, Y):
     """Every public way to ask for a device, as ``device -> call``."""
     a, b = pair
     return {
@@ -85,7 +86,7 @@ def test_cuda_index_beyond_the_visible_gpus():
 
 
 @pytest.mark.parametrize("device", ["bogus", "cuda", "mps"])
-def test_the_same_error_everywhere(pair, device):
+def test_the_same_error_everywhere(pair, XY, device):
     """Each entry point rejects an unusable device with the same ValueError (also when
     there is nothing to compute on it, e.g. without invariances)."""
     try:
@@ -94,15 +95,16 @@ def test_the_same_error_everywhere(pair, device):
         expected = str(exc)
     else:
         pytest.skip(f"{device} is available here")
-    for name, call in _entry_points(pair).items():
+    for name, call in _entry_points(pair, *XY).items():
         with pytest.raises(ValueError) as info:
             call(device)
         assert expected in str(info.value), name
 
 
-def test_a_torch_device_is_accepted_wherever_a_string_is(pair):
+def test_a_torch_device_is_accepted_wherever_a_string_is(pair, XY):
+    X, Y = XY
     cpu = torch.device("cpu")
-    for name, call in _entry_points(pair).items():
+    for name, call in _entry_points(pair, X, Y).items():
         call(cpu)  # no error
     est = SoftTreeEnsembleClassifier(n_estimators=2, max_epochs=1, device=cpu,
                                      random_state=0).fit(X, Y)
@@ -113,7 +115,8 @@ def test_a_torch_device_is_accepted_wherever_a_string_is(pair):
     assert clone(ModelAligner(device=cpu)).device == cpu
 
 
-def test_non_device_types_are_rejected(pair):
+def test_non_device_types_are_rejected(pair, XY):
+    X, Y = XY
     with pytest.raises((TypeError, ValueError), match="device"):
         SoftTreeEnsembleClassifier(device=0).fit(X, Y)
     with pytest.raises((TypeError, ValueError), match="device"):
@@ -121,7 +124,8 @@ def test_non_device_types_are_rejected(pair):
 
 
 @pytest.mark.parametrize("bad", [np.nan, np.inf])
-def test_merging_non_finite_parameters_is_a_clear_error(pair, bad):
+def test_merging_non_finite_parameters_is_a_clear_error(pair, XY, bad):
+    X, Y = XY
     a, b = pair
     params = b.get_tree_params()
     params.leaf_value[0, 0, 0] = bad

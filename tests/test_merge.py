@@ -5,6 +5,7 @@ import pickle
 
 import numpy as np
 import pytest
+from conftest import FAST
 from numpy.testing import assert_allclose, assert_array_equal
 from sklearn.base import clone
 from sklearn.datasets import make_classification, make_regression
@@ -22,22 +23,6 @@ from sktree_lmc import (
     merge_estimators,
     random_ops,
 )
-from sktree_lmc.datasets import load_magic_small
-
-FAST = dict(n_estimators=8, depth=2, max_epochs=3, batch_size=128, device="cpu")
-
-
-@pytest.fixture(scope="module")
-def magic():
-    X, y = load_magic_small(return_X_y=True)
-    idx = np.random.RandomState(0).choice(len(y), 600, replace=False)  # rows are class-sorted
-    return StandardScaler().fit_transform(X[idx]), y[idx]
-
-
-@pytest.fixture(scope="module")
-def clf_pair(magic):
-    X, y = magic
-    return tuple(SoftTreeEnsembleClassifier(random_state=s, **FAST).fit(X, y) for s in (1, 2))
 
 
 @pytest.fixture(scope="module")

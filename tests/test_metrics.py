@@ -4,32 +4,20 @@ import hypothesis.extra.numpy as hnp
 import hypothesis.strategies as st
 import numpy as np
 import pytest
+from conftest import FAST
 from hypothesis import given, settings
 from numpy.testing import assert_allclose
-from sklearn.datasets import make_classification, make_regression
+from sklearn.datasets import make_regression
 from sklearn.metrics import accuracy_score, log_loss, mean_squared_error, r2_score
 
 from sktree_lmc import (
     InterpolationCurve,
     InterpolationCurveDisplay,
     ModelAligner,
-    SoftTreeEnsembleClassifier,
     SoftTreeEnsembleRegressor,
     interpolation_curve,
     lmc_barrier,
 )
-
-FAST = dict(n_estimators=8, depth=2, max_epochs=3, batch_size=64, device="cpu")
-
-
-@pytest.fixture(scope="module")
-def clf_data():
-    X, y = make_classification(n_samples=200, n_features=6, n_informative=4, n_classes=3,
-                               random_state=0)
-    a = SoftTreeEnsembleClassifier(random_state=1, **FAST).fit(X, y)
-    b = SoftTreeEnsembleClassifier(random_state=2, **FAST).fit(X, y)
-    return a, b, X, y
-
 
 # ----------------------------------------------------------------------------
 # lmc_barrier on hand-made curves

@@ -3,6 +3,7 @@ the procedure behind them, sktree_lmc._nway.align_many."""
 
 import numpy as np
 import pytest
+from conftest import FAST
 from sklearn.datasets import make_classification, make_regression
 
 from sktree_lmc import (
@@ -24,10 +25,10 @@ X_CLF, Y_CLF = make_classification(
 
 
 def _tiny(arch="oblivious", depth=2, seed=0, n_estimators=12, epochs=3, **kw):
-    return SoftTreeEnsembleClassifier(
-        arch=arch, depth=depth, n_estimators=n_estimators, max_epochs=epochs, batch_size=64,
-        device="cpu", random_state=seed, **kw,
-    ).fit(X_CLF, Y_CLF)
+    return SoftTreeEnsembleClassifier(**{
+        **FAST, "arch": arch, "depth": depth, "n_estimators": n_estimators,
+        "max_epochs": epochs, "random_state": seed, **kw,
+    }).fit(X_CLF, Y_CLF)
 
 
 @pytest.fixture(scope="module")

@@ -5,6 +5,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from conftest import FAST
 from joblib import parallel_config
 from sklearn.base import clone, is_classifier, is_regressor
 from sklearn.datasets import make_classification, make_regression
@@ -30,9 +31,7 @@ X, Y = make_classification(n_samples=360, n_features=6, n_informative=4, random_
 
 
 def _base(**kw):
-    params = dict(n_estimators=8, max_epochs=3, batch_size=64, device="cpu")
-    params.update(kw)
-    return SoftTreeEnsembleClassifier(**params)
+    return SoftTreeEnsembleClassifier(**{**FAST, **kw})
 
 
 def _assert_same_params(a, b):
