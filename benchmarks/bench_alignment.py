@@ -271,10 +271,10 @@ def depth_markdown(rows):
     return "\n".join(lines)
 
 
-def run_depth(out, smoke=False, max_m=None):
+def run_depth(out, smoke=False, max_m=None, archs=None):
     rows = []
     for arch, depth, M in depth_grid(smoke):
-        if max_m and M > max_m:
+        if (max_m and M > max_m) or (archs and arch not in archs):
             continue
         rows.append(time_depth(arch, depth, M))
         r = rows[-1]
@@ -320,6 +320,9 @@ def main(argv=None):
     parser.add_argument("--max-m", type=int, default=None, help="skip configs with more trees")
     parser.add_argument("--depth", action="store_true",
                         help="the depth grid (oblivious D=2..10, non-oblivious D=2..12)")
+    parser.add_argument("--depth-archs", nargs="+", default=None,
+                        choices=["oblivious", "non_oblivious"],
+                        help="with --depth: only these architectures")
     parser.add_argument("--exhaustive", action="store_true",
                         help="fractions of the brute-force optimum on sampled pairs at D=7")
     parser.add_argument("--models", nargs=2, type=Path, default=None,
@@ -351,7 +354,7 @@ def main(argv=None):
                                      else "bench_alignment_depth.csv")
         out.parent.mkdir(parents=True, exist_ok=True)
         torch.set_num_threads(1)
-        return run_depth(out, args.smoke, args.max_m)
+        return run_depth(out, args.smoke, args.max_m, args.depth_archs)
 
     out = args.out or RESULTS / ("bench_alignment_smoke.csv" if args.smoke
                                  else "bench_alignment.csv")

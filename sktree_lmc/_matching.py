@@ -382,8 +382,10 @@ def _level_search(theta_a, leaves_a, theta_b, leaves_b, arch, exact=True):
     perm, sign, score, certified = oblivious_search(G, leaves_a, leaves_b, exact=exact,
                                                     max_iter=0)
     todo = (~certified).nonzero()[:, 0]
-    step = max(1, _CHUNK_BYTES // (8 * leaves_a[0].numel() * len(arch.ops or ())  + 1))
-    for s in range(0, len(todo) if exact and arch.ops is not None else 0, step):
+    if not exact or arch.ops is None:
+        return perm, sign, score
+    step = max(1, _CHUNK_BYTES // (8 * leaves_a[0].numel() * len(arch.ops)))
+    for s in range(0, len(todo), step):
         rows = todo[s:s + step]
         cand = _enumerated_scores(theta_a[rows], leaves_a[rows], theta_b[rows], leaves_b[rows],
                                   arch.ops, True)
