@@ -31,6 +31,7 @@ from ._metrics import (
 )
 from ._multi import ShardedSoftTreeEnsemble
 from ._params import TreeParams
+from ._refit import refit_leaves
 
 __version__ = "0.1.0.dev0"
 
@@ -55,5 +56,6 @@ __all__ = [
     "merge_estimators",
     "pairwise_tree_similarity",
     "random_ops",
+    "refit_leaves",
     "weight_matching",
 ]
