@@ -6,6 +6,7 @@ import copy
 import sys
 import warnings
 from numbers import Integral, Real
+from typing import NamedTuple
 
 import numpy as np
 import torch
@@ -109,6 +110,123 @@ def _progress(iterable, enabled, desc):
     return tqdm(iterable, desc=desc, leave=False, file=sys.stderr)
 
 
+def _validation_split(n_samples, validation_fraction, generator):
+    """Indices ``(train_idx, val_idx)`` of the early-stopping split.
+
+    ``validation_fraction=None`` (no early stopping) trains on every sample,
+    returns ``val_idx=None`` and draws nothing from ``generator``; otherwise
+    one ``randperm`` of ``generator`` picks the held-out samples.
+
+    Raises
+    ------
+    ValueError
+        If the held-out fraction leaves no training samples.
+    """
+    if validation_fraction is None:
+        return np.arange(n_samples), None
+    n_val = max(1, int(round(validation_fraction * n_samples)))
+    if n_val >= n_samples:
+        raise ValueError("validation_fraction leaves no training samples.")
+    order = torch.randperm(n_samples, generator=generator).numpy()
+    return order[n_val:], order[:n_val]
+
+
+class _FitTensors(NamedTuple):
+    """Training inputs, encoded targets and sample weights, on the fit device."""
+
+    X: torch.Tensor
+    target: torch.Tensor
+    weight: torch.Tensor
+
+    @classmethod
+    def from_arrays(cls, X, target, sample_weight, device):
+        return cls(
+            _as_tensor(X, torch.float32, device),
+            torch.as_tensor(target, device=device),
+            torch.as_tensor(sample_weight, dtype=torch.float32, device=device),
+        )
+
+
+def _train_step(module, optimizer, loss_fn, data, idx):
+    """One Adam step on the weighted mean loss of rows ``idx``; returns the loss."""
+    w = data.weight[idx]
+    loss = (loss_fn(module(data.X[idx]), data.target[idx]) * w).sum() / w.sum().clamp_min(1e-12)
+    optimizer.zero_grad(set_to_none=True)
+    loss.backward()
+    optimizer.step()
+    return float(loss.detach())
+
+
+def _run_epoch(module, optimizer, loss_fn, data, train_idx, batch_size, generator):
+    """One pass over ``train_idx`` in minibatches of a fresh ``generator`` order.
+
+    Returns the mean training loss of the epoch (minibatch losses weighted by
+    minibatch size).
+    """
+    module.train()
+    device = data.X.device
+    train_t = torch.as_tensor(train_idx, device=device)
+    order = train_t[torch.randperm(len(train_idx), generator=generator).to(device)]
+    total, count = 0.0, 0.0
+    for start in range(0, len(order), batch_size):
+        idx = order[start : start + batch_size]
+        total += _train_step(module, optimizer, loss_fn, data, idx) * len(idx)
+        count += len(idx)
+    return total / count
+
+
+def _evaluate_loss(module, loss_fn, data, idx):
+    """Weighted mean loss of rows ``idx`` in evaluation mode, without gradients."""
+    module.eval()
+    idx = torch.as_tensor(idx, device=data.X.device)
+    with torch.inference_mode():
+        w = data.weight[idx]
+        return float((loss_fn(module(data.X[idx]), data.target[idx]) * w).sum() / w.sum())
+
+
+class _EarlyStopping:
+    """Early-stopping state: best validation loss, its parameters, patience count.
+
+    A validation loss counts as an improvement when it is below the best one
+    by more than ``tol``; training should stop after ``patience`` epochs in a
+    row without one.
+    """
+
+    def __init__(self, tol, patience):
+        self.tol, self.patience = tol, patience
+        self.best_loss, self.best_state, self.no_improve = np.inf, None, 0
+
+    def update(self, val_loss, module):
+        """Record one epoch's validation loss (and ``module``'s state if best)."""
+        if val_loss < self.best_loss - self.tol:
+            self.best_loss, self.no_improve = val_loss, 0
+            self.best_state = copy.deepcopy(module.state_dict())
+        else:
+            self.no_improve += 1
+
+    @property
+    def should_stop(self):
+        return self.no_improve >= self.patience
+
+    def restore_best(self, module):
+        """Load the parameters of the best epoch into ``module`` (if any improved)."""
+        if self.best_state is not None:
+            module.load_state_dict(self.best_state)
+
+
+def _report_epoch(epochs, epoch, max_epochs, loss, val_loss, verbose):
+    """Show one epoch's losses: on the progress bar ``epochs`` when it has one
+    (``verbose=1`` with tqdm), else on stderr when ``verbose`` is set."""
+    message = f"epoch {epoch + 1}/{max_epochs} loss {loss:.5f}"
+    if val_loss is not None:
+        message += f" val_loss {val_loss:.5f}"
+    has_bar = hasattr(epochs, "set_postfix_str")
+    if verbose > 1 or (verbose and not has_bar):
+        print(message, file=sys.stderr)
+    elif has_bar:
+        epochs.set_postfix_str(message)
+
+
 class _BaseSoftTreeEnsemble(BaseEstimator):
     """Shared fitting and prediction logic; see the public subclasses."""
 
@@ -191,6 +309,44 @@ class _BaseSoftTreeEnsemble(BaseEstimator):
         self : object
             The fitted estimator.
         """
+        X, target, sample_weight, n_outputs = self._prepare_fit_data(X, y, sample_weight)
+        arch = get_architecture(self.arch, self.depth)
+        device = resolve_device(self.device)
+        generator = torch.Generator().manual_seed(_torch_seed(self.random_state))
+        train_idx, val_idx = _validation_split(
+            X.shape[0], self.validation_fraction if self.early_stopping else None, generator
+        )
+        module = self._init_module(arch, X.shape[1], n_outputs, generator, device)
+        optimizer = torch.optim.Adam(module.parameters(), lr=self.learning_rate)
+        data = _FitTensors.from_arrays(X, target, sample_weight, device)
+        stopper = _EarlyStopping(self.tol, self.n_iter_no_change) if self.early_stopping else None
+
+        self.loss_curve_, self.n_epochs_ = [], 0
+        self.validation_loss_curve_ = [] if stopper is not None else None
+        epochs = _progress(range(self.max_epochs), self.verbose > 0, type(self).__name__)
+        for epoch in epochs:
+            loss = _run_epoch(
+                module, optimizer, self._loss, data, train_idx, self.batch_size, generator
+            )
+            self.loss_curve_.append(loss)
+            self.n_epochs_ = epoch + 1
+            val_loss = None
+            if stopper is not None:
+                val_loss = _evaluate_loss(module, self._loss, data, val_idx)
+                self.validation_loss_curve_.append(val_loss)
+                stopper.update(val_loss, module)
+            _report_epoch(epochs, epoch, self.max_epochs, loss, val_loss, self.verbose)
+            if stopper is not None and stopper.should_stop:
+                break
+        if stopper is not None:
+            stopper.restore_best(module)
+        self.architecture_, self.device_, self.n_outputs_ = arch, str(device), n_outputs
+        self.tree_params_ = module.to_params()
+        return self
+
+    def _prepare_fit_data(self, X, y, sample_weight):
+        """Validate the training data; return ``X``, the encoded target, the
+        float32 sample weights and the number of outputs."""
         X, y = self._validate_fit_data(X, y)
         sample_weight = _check_sample_weight(
             sample_weight, X, dtype=np.float32, ensure_non_negative=True
@@ -198,83 +354,14 @@ class _BaseSoftTreeEnsemble(BaseEstimator):
         if not sample_weight.sum() > 0:
             raise ValueError("sample_weight sums to zero: there is nothing to fit.")
         target, n_outputs = self._encode_targets(y, sample_weight)
-        arch = get_architecture(self.arch, self.depth)
-        device = resolve_device(self.device)
+        return X, target, sample_weight, n_outputs
 
-        generator = torch.Generator().manual_seed(_torch_seed(self.random_state))
-
-        n_samples = X.shape[0]
-        train_idx = np.arange(n_samples)
-        val_idx = None
-        if self.early_stopping:
-            n_val = max(1, int(round(self.validation_fraction * n_samples)))
-            if n_val >= n_samples:
-                raise ValueError("validation_fraction leaves no training samples.")
-            order = torch.randperm(n_samples, generator=generator).numpy()
-            val_idx, train_idx = order[:n_val], order[n_val:]
-
-        module = SoftTreeEnsembleModule(
-            arch, self.n_estimators, X.shape[1], n_outputs, generator=generator,
+    def _init_module(self, arch, n_features, n_outputs, generator, device):
+        """The freshly initialized module to train (draws from ``generator``)."""
+        return SoftTreeEnsembleModule(
+            arch, self.n_estimators, n_features, n_outputs, generator=generator,
             leaf_init=self.leaf_init, split_init=self.split_init,
         ).to(device)
-        optimizer = torch.optim.Adam(module.parameters(), lr=self.learning_rate)
-
-        Xt = _as_tensor(X, torch.float32, device)
-        Tt = torch.as_tensor(target, device=device)
-        Wt = torch.as_tensor(sample_weight, dtype=torch.float32, device=device)
-        train_t = torch.as_tensor(train_idx, device=device)
-
-        self.loss_curve_ = []
-        self.validation_loss_curve_ = [] if self.early_stopping else None
-        best_loss, best_state, no_improve = np.inf, None, 0
-        epochs = _progress(range(self.max_epochs), self.verbose > 0, type(self).__name__)
-        self.n_epochs_ = 0
-        for epoch in epochs:
-            module.train()
-            order = train_t[torch.randperm(len(train_idx), generator=generator).to(device)]
-            total, count = 0.0, 0.0
-            for start in range(0, len(order), self.batch_size):
-                idx = order[start : start + self.batch_size]
-                w = Wt[idx]
-                loss = (self._loss(module(Xt[idx]), Tt[idx]) * w).sum() / w.sum().clamp_min(1e-12)
-                optimizer.zero_grad(set_to_none=True)
-                loss.backward()
-                optimizer.step()
-                total += float(loss.detach()) * len(idx)
-                count += len(idx)
-            self.loss_curve_.append(total / count)
-            self.n_epochs_ = epoch + 1
-            message = f"epoch {epoch + 1}/{self.max_epochs} loss {self.loss_curve_[-1]:.5f}"
-            if self.early_stopping:
-                val_loss = self._eval_loss(module, Xt, Tt, Wt, val_idx, device)
-                self.validation_loss_curve_.append(val_loss)
-                message += f" val_loss {val_loss:.5f}"
-                if val_loss < best_loss - self.tol:
-                    best_loss, no_improve = val_loss, 0
-                    best_state = copy.deepcopy(module.state_dict())
-                else:
-                    no_improve += 1
-            if self.verbose > 1 or (self.verbose and not hasattr(epochs, "set_postfix_str")):
-                print(message, file=sys.stderr)
-            elif hasattr(epochs, "set_postfix_str"):
-                epochs.set_postfix_str(message)
-            if self.early_stopping and no_improve >= self.n_iter_no_change:
-                break
-        if best_state is not None:
-            module.load_state_dict(best_state)
-
-        self.architecture_ = arch
-        self.device_ = str(device)
-        self.n_outputs_ = n_outputs
-        self.tree_params_ = module.to_params()
-        return self
-
-    def _eval_loss(self, module, Xt, Tt, Wt, idx, device):
-        module.eval()
-        idx = torch.as_tensor(idx, device=device)
-        with torch.inference_mode():
-            w = Wt[idx]
-            return float((self._loss(module(Xt[idx]), Tt[idx]) * w).sum() / w.sum())
 
     def _validate_fit_data(self, X, y):
         return validate_data(self, X, y, dtype=[np.float32, np.float64], y_numeric=False)

@@ -1,0 +1,150 @@
+"""The steps of ``fit`` (validation split, train step, epoch, early stopping,
+report), each tested on its own."""
+
+import numpy as np
+import pytest
+import torch
+import torch.nn.functional as F
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from sktree_lmc._architectures import get_architecture
+from sktree_lmc._estimators import (
+    _EarlyStopping,
+    _evaluate_loss,
+    _FitTensors,
+    _report_epoch,
+    _run_epoch,
+    _train_step,
+    _validation_split,
+)
+from sktree_lmc._forward import SoftTreeEnsembleModule
+
+
+def _setup(n_samples=40, n_features=3, n_classes=2, seed=0):
+    rng = np.random.RandomState(seed)
+    X = rng.standard_normal((n_samples, n_features)).astype(np.float32)
+    y = (X[:, 0] > 0).astype(np.int64) if n_classes == 2 else rng.randint(n_classes, size=n_samples)
+    w = np.ones(n_samples, dtype=np.float32)
+    gen = torch.Generator().manual_seed(seed)
+    module = SoftTreeEnsembleModule(get_architecture("oblivious", 2), 4, n_features, n_classes,
+                                    generator=gen)
+    optimizer = torch.optim.Adam(module.parameters(), lr=0.05)
+    data = _FitTensors.from_arrays(X, y, w, torch.device("cpu"))
+    return module, optimizer, data, gen
+
+
+def _ce(output, target):
+    return F.cross_entropy(output, target, reduction="none")
+
+
+@settings(max_examples=50, deadline=None)
+@given(n_samples=st.integers(2, 500), fraction=st.floats(0.01, 0.99), seed=st.integers(0, 99))
+def test_validation_split_partitions_the_samples(n_samples, fraction, seed):
+    gen = torch.Generator().manual_seed(seed)
+    n_val = max(1, int(round(fraction * n_samples)))
+    if n_val >= n_samples:
+        with pytest.raises(ValueError, match="validation_fraction"):
+            _validation_split(n_samples, fraction, gen)
+        return
+    train, val = _validation_split(n_samples, fraction, gen)
+    assert len(val) == n_val
+    assert np.array_equal(np.sort(np.concatenate([train, val])), np.arange(n_samples))
+
+
+def test_validation_split_without_early_stopping_draws_nothing():
+    gen = torch.Generator().manual_seed(0)
+    state = gen.get_state()
+    train, val = _validation_split(7, None, gen)
+    assert val is None and np.array_equal(train, np.arange(7))
+    assert torch.equal(gen.get_state(), state)
+
+
+def test_train_step_lowers_the_loss_on_its_batch():
+    module, optimizer, data, _ = _setup()
+    idx = torch.arange(40)
+    first = _train_step(module, optimizer, _ce, data, idx)
+    for _ in range(20):
+        last = _train_step(module, optimizer, _ce, data, idx)
+    assert last < first
+
+
+def test_train_step_ignores_zero_weight_rows():
+    module, optimizer, data, _ = _setup()
+    weight = data.weight.clone()
+    weight[20:] = 0.0
+    data_w = data._replace(weight=weight)
+    loss = _train_step(module, optimizer, _ce, data_w, torch.arange(40))
+    module2, optimizer2, data2, _ = _setup()
+    loss2 = _train_step(module2, optimizer2, _ce, data2, torch.arange(20))
+    assert loss == pytest.approx(loss2, rel=1e-6)
+
+
+def test_run_epoch_returns_the_size_weighted_mean_of_its_batch_losses(monkeypatch):
+    module, optimizer, data, gen = _setup(n_samples=25)
+    seen = []
+    losses = iter([1.0, 2.0, 4.0])
+
+    def fake_step(module, optimizer, loss_fn, data, idx):
+        seen.append(idx.clone())
+        return next(losses)
+
+    monkeypatch.setattr("sktree_lmc._estimators._train_step", fake_step)
+    mean = _run_epoch(module, optimizer, _ce, data, np.arange(5, 25), 8, gen)
+    assert [len(i) for i in seen] == [8, 8, 4]
+    assert np.array_equal(np.sort(torch.cat(seen).numpy()), np.arange(5, 25))
+    assert mean == pytest.approx((8 * 1 + 8 * 2 + 4 * 4) / 20)
+
+
+def test_evaluate_loss_does_not_change_the_module():
+    module, _, data, _ = _setup()
+    before = {k: v.clone() for k, v in module.state_dict().items()}
+    loss = _evaluate_loss(module, _ce, data, np.arange(10))
+    assert np.isfinite(loss) and loss > 0
+    assert all(torch.equal(before[k], v) for k, v in module.state_dict().items())
+
+
+def test_early_stopping_keeps_the_best_state_and_counts_patience():
+    module, _, _, _ = _setup()
+    stopper = _EarlyStopping(tol=0.1, patience=2)
+    stopper.update(1.0, module)
+    best = {k: v.clone() for k, v in module.state_dict().items()}
+    with torch.no_grad():
+        for p in module.parameters():
+            p.add_(1.0)
+    stopper.update(0.95, module)  # not better by more than tol
+    assert stopper.best_loss == 1.0 and stopper.no_improve == 1 and not stopper.should_stop
+    stopper.update(2.0, module)
+    assert stopper.should_stop
+    stopper.restore_best(module)
+    assert all(torch.equal(best[k], v) for k, v in module.state_dict().items())
+    stopper.update(0.5, module)
+    assert stopper.no_improve == 0 and not stopper.should_stop
+
+
+def test_early_stopping_without_improvement_leaves_the_module_alone():
+    module, _, _, _ = _setup()
+    before = {k: v.clone() for k, v in module.state_dict().items()}
+    stopper = _EarlyStopping(tol=0.0, patience=1)
+    stopper.update(np.nan, module)
+    assert stopper.should_stop
+    stopper.restore_best(module)
+    assert all(torch.equal(before[k], v) for k, v in module.state_dict().items())
+
+
+class _Bar(list):
+    def set_postfix_str(self, message):
+        self.append(message)
+
+
+@pytest.mark.parametrize("verbose", [0, 1, 2])
+def test_report_epoch(verbose, capsys):
+    _report_epoch(range(3), 0, 3, 0.5, None, verbose)
+    err = capsys.readouterr().err
+    assert (err == "epoch 1/3 loss 0.50000\n") == (verbose > 0)
+    bar = _Bar()
+    _report_epoch(bar, 1, 3, 0.25, 0.125, verbose)
+    err = capsys.readouterr().err
+    message = "epoch 2/3 loss 0.25000 val_loss 0.12500"
+    assert bar == ([message] if verbose < 2 else [])
+    assert err == (message + "\n" if verbose == 2 else "")
