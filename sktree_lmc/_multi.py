@@ -51,7 +51,6 @@ from dataclasses import dataclass, field
 from numbers import Integral, Real
 
 import numpy as np
-from joblib import Parallel, delayed
 from sklearn.base import BaseEstimator, MetaEstimatorMixin, _fit_context, clone
 from sklearn.metrics import accuracy_score, r2_score
 from sklearn.utils import check_random_state, get_tags
@@ -63,10 +62,13 @@ from sklearn.utils.validation import _check_sample_weight, check_is_fitted, vali
 from ._estimators import (
     SoftTreeEnsembleClassifier,
     _BaseSoftTreeEnsemble,
+    _progress,
 )
+from ._federated import _DaskShards, _LocalShards, is_dask_collection, run_rounds
 from ._matching import INVARIANCES, Alignment, activation_matching, weight_matching
 from ._merge import _check_compatible, _combine, _sample_rows, _target_scale
 from ._params import TreeParams
+from ._refit import refit_leaves
 
 __all__ = ["MultiAlignment", "ShardedSoftTreeEnsemble", "align_many", "merge_many"]
 
@@ -397,17 +399,6 @@ def merge_many(estimators, weights=None, *, method="wm", invariances="all", X=No
 # ----------------------------------------------------------------------------
 
 
-def _fit_shard(estimator, X, y, sample_weight):
-    """Fit one clone on one shard (runs on a joblib worker).
-
-    The worker receives only its own rows and returns the fitted estimator,
-    whose state is NumPy arrays (``tree_params_``) and small metadata.
-    """
-    if sample_weight is None:
-        return estimator.fit(X, y)
-    return estimator.fit(X, y, sample_weight=sample_weight)
-
-
 def _largest_remainder(total, fractions):
     """Integer counts summing to ``total``, proportional to ``fractions``."""
     raw = total * np.asarray(fractions, dtype=np.float64)
@@ -435,8 +426,11 @@ def make_shards(y, n_shards, split="iid", *, skew=0.8, is_classifier=True, rando
         Targets (used by the stratified and skewed splits).
     n_shards : int
         Number of shards ``K``.
-    split : {"iid", "stratified", "class_skewed"}, default="iid"
+    split : {"iid", "stratified", "class_skewed", "contiguous"}, default="iid"
         ``"iid"``: a random partition into ``K`` near-equal parts.
+        ``"contiguous"``: ``K`` consecutive blocks of near-equal size, rows in
+        order (data that arrives site by site; the blocks of a dask
+        collection's partitions); draws nothing from ``random_state``.
         ``"stratified"``: every shard has the class proportions of ``y``.
         ``"class_skewed"``: shard ``k`` is dominated by class ``k mod C``: of
         each class, a share proportional to ``skew`` goes to the shards it
@@ -457,8 +451,11 @@ def make_shards(y, n_shards, split="iid", *, skew=0.8, is_classifier=True, rando
     shards : list of ndarray
         ``K`` sorted, disjoint index arrays covering all rows.
     """
-    rng = check_random_state(random_state)
     n = len(y)
+    if split == "contiguous":
+        return [np.asarray(part, dtype=np.int64)
+                for part in np.array_split(np.arange(n), n_shards)]
+    rng = check_random_state(random_state)
     if split == "iid":
         perm = rng.permutation(n)
         return [np.sort(part) for part in np.array_split(perm, n_shards)]
@@ -485,6 +482,15 @@ def make_shards(y, n_shards, split="iid", *, skew=0.8, is_classifier=True, rando
     else:
         raise ValueError(f"Unknown split {split!r}.")
     return [np.sort(np.concatenate(p)).astype(np.int64) for p in parts]
+
+
+def _check_shard_classes(k, n_rows, classes, present):
+    missing = np.setdiff1d(classes, present)
+    if len(missing):
+        raise ValueError(
+            f"Shard {k} ({n_rows} rows) has no sample of class(es) {missing.tolist()}; every "
+            "shard must contain every class. Use fewer shards or split='stratified'."
+        )
 
 
 def _estimator_has(attr):
@@ -523,9 +529,10 @@ class ShardedSoftTreeEnsemble(MetaEstimatorMixin, BaseEstimator):
         ``SoftTreeEnsembleClassifier()``.
     n_shards : int, default=4
         Number of shards ``K`` (at least 2).
-    split : {"iid", "stratified", "class_skewed"}, default="iid"
+    split : {"iid", "stratified", "class_skewed", "contiguous"}, default="iid"
         How rows are assigned to shards; see :func:`make_shards`. Every shard
-        of a classifier must contain every class.
+        of a classifier must contain every class. Not used with dask input,
+        whose shards are its partitions.
     skew : float in (0, 1), default=0.8
         Dominance of the ``"class_skewed"`` split (share of a shard's rows
         from its dominant class, for balanced classes).
@@ -541,6 +548,31 @@ class ShardedSoftTreeEnsemble(MetaEstimatorMixin, BaseEstimator):
         to shard 0's model only).
     n_samples : int, default=512
         Rows used by activation matching.
+    n_rounds : int, default=1
+        Federated rounds ``R``. ``1`` is the one-shot merge. With ``R > 1``,
+        after each merge every shard continues from the merged model (warm
+        start) for the estimator's ``max_epochs`` local epochs, and the shard
+        models are aligned and merged again; ``max_epochs=5, n_rounds=10``
+        costs the computation of one 50-epoch fit on all rows. With
+        ``early_stopping=True`` on the estimator and ``R > 1``, each shard
+        holds out ``validation_fraction`` of its rows, the local fits run
+        without early stopping, and the rounds stop when the merged model's
+        loss on the held-out rows has not improved by ``tol`` for
+        ``n_iter_no_change`` rounds (the best merged model is kept).
+    keep_optimizer_state : bool, default=True
+        Whether each shard keeps its Adam state across rounds (mapped into
+        the merged model's basis by the shard's alignment) instead of
+        restarting Adam every round.
+    server_momentum : float in [0, 1), default=0.0
+        Momentum on the merged model's updates across rounds (FedAvgM):
+        ``v = server_momentum * v + (merged_r - merged_{r-1})`` and the next
+        round starts from ``merged_{r-1} + v`` (0: plain averaging).
+    first_round_epochs : int, default=None
+        Local epochs of round 1 (None: ``max_epochs``, like the other rounds).
+    refit_leaves : bool, default=False
+        Re-solve the merged model's leaf values on all training rows at the
+        merging site at the end (:func:`refit_leaves`). Needs the rows at the
+        merging site, so not available with dask input.
     n_jobs : int, default=None
         Passed to :class:`joblib.Parallel`; None uses the active backend's
         default (one job outside a ``parallel_config`` context).
@@ -549,7 +581,8 @@ class ShardedSoftTreeEnsemble(MetaEstimatorMixin, BaseEstimator):
         ``random_state=seed_k``, drawn in order from this seed, so the
         result does not depend on the backend or the number of jobs.
     verbose : int, default=0
-        Verbosity of :class:`joblib.Parallel`.
+        Verbosity of :class:`joblib.Parallel`; with ``n_rounds > 1``, ``1``
+        shows a progress bar over rounds (tqdm, when installed).
 
     Attributes
     ----------
@@ -566,7 +599,16 @@ class ShardedSoftTreeEnsemble(MetaEstimatorMixin, BaseEstimator):
     weights_ : ndarray of shape (n_shards,)
         Normalized merge weights.
     n_iter_ : int
-        Refinement sweeps run by the N-way alignment.
+        Refinement sweeps run by the N-way alignment (of the last round).
+    n_rounds_ : int
+        Rounds run (fewer than ``n_rounds`` when early stopping ended them).
+    history_ : list of dict
+        One entry per round: ``round``, ``train_loss`` (the merged model's
+        weighted mean training loss over all shards' training rows, computed
+        where the rows live), ``validation_loss`` (on the held-out rows, or
+        None without early stopping), ``bytes_sent`` and ``bytes_received``
+        (parameter bytes sent to and received from the shards) and
+        ``wall_time`` (seconds).
     classes_ : ndarray of shape (n_classes,)
         Class labels (classifiers only).
     n_features_in_ : int
@@ -602,20 +644,26 @@ class ShardedSoftTreeEnsemble(MetaEstimatorMixin, BaseEstimator):
     _parameter_constraints: dict = {
         "estimator": [HasMethods(["fit", "predict"]), None],
         "n_shards": [Interval(Integral, 2, None, closed="left")],
-        "split": [StrOptions({"iid", "stratified", "class_skewed"})],
+        "split": [StrOptions({"iid", "stratified", "class_skewed", "contiguous"})],
         "skew": [Interval(Real, 0, 1, closed="neither")],
         "merge": [StrOptions({"wm", "am", "naive"})],
         "merge_weights": [StrOptions({"size", "uniform"})],
         "max_iter": [Interval(Integral, 0, None, closed="left")],
         "n_samples": [Interval(Integral, 1, None, closed="left")],
+        "n_rounds": [Interval(Integral, 1, None, closed="left")],
+        "keep_optimizer_state": ["boolean"],
+        "server_momentum": [Interval(Real, 0, 1, closed="left")],
+        "first_round_epochs": [Interval(Integral, 1, None, closed="left"), None],
+        "refit_leaves": ["boolean"],
         "n_jobs": [Integral, None],
         "random_state": ["random_state"],
         "verbose": ["verbose"],
     }
 
     def __init__(self, estimator=None, *, n_shards=4, split="iid", skew=0.8, merge="wm",
-                 merge_weights="size", max_iter=20, n_samples=512, n_jobs=None,
-                 random_state=None, verbose=0):
+                 merge_weights="size", max_iter=20, n_samples=512, n_rounds=1,
+                 keep_optimizer_state=True, server_momentum=0.0, first_round_epochs=None,
+                 refit_leaves=False, n_jobs=None, random_state=None, verbose=0):
         self.estimator = estimator
         self.n_shards = n_shards
         self.split = split
@@ -624,6 +672,11 @@ class ShardedSoftTreeEnsemble(MetaEstimatorMixin, BaseEstimator):
         self.merge_weights = merge_weights
         self.max_iter = max_iter
         self.n_samples = n_samples
+        self.n_rounds = n_rounds
+        self.keep_optimizer_state = keep_optimizer_state
+        self.server_momentum = server_momentum
+        self.first_round_epochs = first_round_epochs
+        self.refit_leaves = refit_leaves
         self.n_jobs = n_jobs
         self.random_state = random_state
         self.verbose = verbose
@@ -636,16 +689,22 @@ class ShardedSoftTreeEnsemble(MetaEstimatorMixin, BaseEstimator):
 
     @_fit_context(prefer_skip_nested_validation=False)
     def fit(self, X, y, sample_weight=None):
-        """Split the data into shards, fit one clone per shard in parallel, merge.
+        """Split the data into shards, fit one clone per shard in parallel, merge
+        (and repeat for ``n_rounds`` rounds).
 
         Parameters
         ----------
-        X : array-like of shape (n_samples, n_features)
-            Training data.
+        X : array-like, dask array or dask DataFrame of shape (n_samples, n_features)
+            Training data. A dask collection (``distributed`` extra, with a
+            running ``dask.distributed.Client``) is never gathered to the
+            client: its partitions are the shards (groups of consecutive
+            partitions when there are more partitions than ``n_shards``),
+            the shard fits run on the workers, and only parameters travel.
         y : array-like of shape (n_samples,) or (n_samples, n_targets)
-            Targets.
+            Targets; a dask collection partitioned like ``X`` when ``X`` is one.
         sample_weight : array-like of shape (n_samples,), default=None
-            Per-sample weights, passed to each shard's fit with its rows.
+            Per-sample weights, passed to each shard's fit with its rows
+            (partitioned like ``X`` for dask input).
 
         Returns
         -------
@@ -659,6 +718,71 @@ class ShardedSoftTreeEnsemble(MetaEstimatorMixin, BaseEstimator):
                 f"got {type(base).__name__}."
             )
         is_clf = self._is_classifier()
+        rng = check_random_state(self.random_state)
+        seeds = rng.randint(np.iinfo(np.int32).max, size=self.n_shards)
+        if is_dask_collection(X):
+            shards, sizes, weight_sums, X_site = self._dask_shards(X, y, sample_weight, is_clf)
+        else:
+            shards, sizes, weight_sums, X_site, y, sample_weight = self._local_shards(
+                X, y, sample_weight, is_clf, rng)
+        self.shard_sizes_ = sizes
+        if self.merge_weights == "uniform":
+            weights = np.ones(self.n_shards)
+        elif sample_weight is None:
+            weights = self.shard_sizes_.astype(np.float64)
+        else:
+            weights = np.asarray(weight_sums, dtype=np.float64)
+
+        rounds_es = base.early_stopping and self.n_rounds > 1
+        clones = []
+        for seed in seeds:
+            est = clone(base)
+            if "random_state" in est.get_params():
+                est.set_params(random_state=int(seed))
+            if rounds_es:
+                est.set_params(early_stopping=False)
+            if self.first_round_epochs is not None:
+                est.set_params(max_epochs=self.first_round_epochs)
+            if self.n_rounds > 1 and self.keep_optimizer_state:
+                est.set_params(warm_start=True)  # an unfitted clone: only keeps Adam's state
+            clones.append(est)
+        validation = None
+        if rounds_es:
+            shards.hold_out(base.validation_fraction, seeds)
+            validation = (base.tol, base.n_iter_no_change)
+
+        method = "am" if self.merge == "am" else "wm"
+        invariances = "none" if self.merge == "naive" else "all"
+
+        def merge(models, w):
+            return merge_many(
+                models, w, method=method, invariances=invariances,
+                X=X_site if method == "am" else None, max_iter=self.max_iter,
+                n_samples=self.n_samples, random_state=rng, return_alignment=True,
+            )
+
+        progress = None
+        if self.n_rounds > 1 and self.verbose:
+            def progress(it):
+                return _progress(it, True, type(self).__name__)
+        result = run_rounds(
+            shards, clones, weights, merge, n_rounds=self.n_rounds,
+            keep_optimizer=self.keep_optimizer_state, server_momentum=self.server_momentum,
+            validation=validation, progress=progress,
+            later_params={"max_epochs": base.max_epochs},
+        )
+        self.estimators_ = result["estimators"]
+        self.merged_, self.alignment_ = result["merged"], result["alignment"]
+        if self.refit_leaves:
+            self.merged_ = refit_leaves(self.merged_, X_site, y, sample_weight)
+        self.history_, self.n_rounds_ = result["history"], result["n_rounds"]
+        self.weights_ = self.alignment_.weights
+        self.n_iter_ = self.alignment_.n_iter
+        if is_clf:
+            self.classes_ = self.merged_.classes_
+        return self
+
+    def _local_shards(self, X, y, sample_weight, is_clf, rng):
         X, y = validate_data(
             self, X, y, dtype=[np.float32, np.float64], multi_output=not is_clf,
             y_numeric=not is_clf,
@@ -673,53 +797,53 @@ class ShardedSoftTreeEnsemble(MetaEstimatorMixin, BaseEstimator):
                 f"n_shards={self.n_shards} needs at least {2 * self.n_shards} samples, got "
                 f"n_samples={n}."
             )
-        rng = check_random_state(self.random_state)
-        seeds = rng.randint(np.iinfo(np.int32).max, size=self.n_shards)
         shards = make_shards(y, self.n_shards, self.split, skew=self.skew,
                              is_classifier=is_clf, random_state=rng)
         if is_clf:
             classes = np.unique(y)
             for k, idx in enumerate(shards):
-                missing = np.setdiff1d(classes, np.unique(y[idx]))
-                if len(missing):
-                    raise ValueError(
-                        f"Shard {k} ({len(idx)} rows) has no sample of class(es) "
-                        f"{missing.tolist()}; every shard must contain every class. Use fewer "
-                        "shards or split='stratified'."
-                    )
-        clones = []
-        for seed in seeds:
-            est = clone(base)
-            if "random_state" in est.get_params():
-                est.set_params(random_state=int(seed))
-            clones.append(est)
-
-        self.estimators_ = Parallel(n_jobs=self.n_jobs, verbose=self.verbose)(
-            delayed(_fit_shard)(
-                est, X[idx], y[idx], None if sample_weight is None else sample_weight[idx]
-            )
-            for est, idx in zip(clones, shards)
-        )
+                _check_shard_classes(k, len(idx), classes, np.unique(y[idx]))
         self.shard_indices_ = shards
-        self.shard_sizes_ = np.array([len(idx) for idx in shards])
-        if self.merge_weights == "uniform":
-            weights = np.ones(self.n_shards)
-        elif sample_weight is None:
-            weights = self.shard_sizes_.astype(np.float64)
-        else:
-            weights = np.array([sample_weight[idx].sum() for idx in shards], dtype=np.float64)
-        method = "am" if self.merge == "am" else "wm"
-        invariances = "none" if self.merge == "naive" else "all"
-        self.merged_, self.alignment_ = merge_many(
-            self.estimators_, weights, method=method, invariances=invariances,
-            X=X if method == "am" else None, max_iter=self.max_iter, n_samples=self.n_samples,
-            random_state=rng, return_alignment=True,
-        )
-        self.weights_ = self.alignment_.weights
-        self.n_iter_ = self.alignment_.n_iter
+        sizes = np.array([len(idx) for idx in shards])
+        weight_sums = None if sample_weight is None else [sample_weight[i].sum() for i in shards]
+        local = _LocalShards(X, y, sample_weight, shards, n_jobs=self.n_jobs,
+                             verbose=self.verbose)
+        return local, sizes, weight_sums, X, y, sample_weight
+
+    def _dask_shards(self, X, y, sample_weight, is_clf):
+        if self.merge == "am":
+            raise ValueError("merge='am' needs rows at the merging site; with dask input use "
+                             "merge='wm' (parameters only) or 'naive'.")
+        if self.refit_leaves:
+            raise ValueError("refit_leaves=True needs all training rows at the merging site; "
+                             "it is not available with dask input.")
+        shards = _DaskShards(X, y, sample_weight, self.n_shards, is_clf)
+        info = shards.summaries
+        n_features = {s["n_features"] for s in info}
+        if len(n_features) != 1:
+            raise ValueError(f"The partitions of X have different numbers of columns: "
+                             f"{sorted(n_features)}.")
+        self.n_features_in_ = n_features.pop()
+        if hasattr(X, "columns"):
+            names = np.asarray(X.columns, dtype=object)
+            if all(isinstance(c, str) for c in names):
+                self.feature_names_in_ = names
+            elif hasattr(self, "feature_names_in_"):
+                del self.feature_names_in_
         if is_clf:
-            self.classes_ = self.merged_.classes_
-        return self
+            classes = np.unique(np.concatenate([s["classes"] for s in info]))
+            if len(classes) < 2:
+                raise ValueError("Classifier can't train when only one class is present.")
+            for k, s in enumerate(info):
+                _check_shard_classes(k, s["n_rows"], classes, s["classes"])
+        for k, s in enumerate(info):
+            if s["n_rows"] < 2:
+                raise ValueError(f"Shard {k} has {s['n_rows']} rows; every shard needs at "
+                                 "least 2.")
+        self.shard_indices_ = None
+        self.shard_partitions_ = shards.partition_groups
+        sizes = np.array([s["n_rows"] for s in info])
+        return shards, sizes, [s["weight_sum"] for s in info], None
 
     def _check_X(self, X):
         check_is_fitted(self, "merged_")

@@ -14,7 +14,7 @@ from sklearn.preprocessing import StandardScaler
 from sklearn.utils._param_validation import InvalidParameterError
 from sklearn.utils.estimator_checks import check_estimator
 
-import sktree_lmc._multi as multi
+import sktree_lmc._federated as federated
 from sktree_lmc import (
     ShardedSoftTreeEnsemble,
     SoftTreeEnsembleClassifier,
@@ -59,13 +59,14 @@ def test_dask_localcluster_gives_the_loky_result():
 
 def test_a_worker_receives_only_its_own_shard(monkeypatch):
     seen = []
-    fit_shard = multi._fit_shard
+    fit_shard = federated._shard_fit
 
-    def spy(estimator, X_shard, y_shard, sample_weight):
+    def spy(k, estimator, data, start):
+        X_shard, y_shard, _ = data
         seen.append((X_shard.copy(), y_shard.copy(), estimator.random_state))
-        return fit_shard(estimator, X_shard, y_shard, sample_weight)
+        return fit_shard(k, estimator, data, start)
 
-    monkeypatch.setattr(multi, "_fit_shard", spy)
+    monkeypatch.setattr(federated, "_shard_fit", spy)
     est = ShardedSoftTreeEnsemble(_base(), n_shards=3, random_state=0, n_jobs=2)
     with parallel_config(backend="threading"):
         est.fit(X, Y)
