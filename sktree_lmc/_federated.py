@@ -265,7 +265,7 @@ class _DaskShards:
         self.data = [
             self.client.submit(_concat_shard, k, dtype, is_classifier, len(g),
                                *[xf[i] for i in g], *[yf[i] for i in g],
-                               *[wf[i] for i in g], pure=False)
+                               *[wf[i] for i in g if wf], pure=False)
             for k, g in enumerate(groups)
         ]
         del futures, xf, yf, wf
@@ -303,9 +303,10 @@ class _DaskShards:
 # ----------------------------------------------------------------------------
 
 
-def _server_step(merged_params, previous, velocity, momentum, arch):
-    """Server momentum (FedAvgM): ``v = momentum * v + (merged - previous)``,
-    new model ``previous + v``, with ``merged`` first aligned to ``previous``.
+def _server_step(merged_params, previous, velocity, momentum, learning_rate, arch):
+    """Server optimizer step (FedAvgM): ``v = momentum * v + (merged - previous)``,
+    new model ``previous + learning_rate * v``, with ``merged`` first aligned
+    to ``previous``.
 
     Returns the new parameters, the new velocity and the alignment applied
     to ``merged``.
@@ -320,12 +321,13 @@ def _server_step(merged_params, previous, velocity, momentum, arch):
         delta = getattr(aligned, name).astype(np.float64) - getattr(previous, name)
         v = momentum * v + delta
         new_velocity.append(v)
-        arrays.append(getattr(previous, name) + v)
+        arrays.append(getattr(previous, name) + learning_rate * v)
     return TreeParams(*arrays), new_velocity, alignment
 
 
 def run_rounds(shards, clones, weights, merge, *, n_rounds, keep_optimizer=True,
-               server_momentum=0.0, validation=None, progress=None, later_params=None):
+               server_momentum=0.0, server_learning_rate=1.0, validation=None, progress=None,
+               later_params=None):
     """Run the federated rounds on ``shards`` (a :class:`_LocalShards` or
     :class:`_DaskShards`).
 
@@ -346,6 +348,9 @@ def run_rounds(shards, clones, weights, merge, *, n_rounds, keep_optimizer=True,
         merged basis by its alignment) or restarts Adam every round.
     server_momentum : float
         FedAvgM momentum on the merged model's updates (0: plain averaging).
+    server_learning_rate : float
+        Step size of the server on the (momentum-averaged) update of the
+        merged model (1: the merged model itself).
     validation : tuple (tol, patience) or None
         Round-level early stopping on the merged model's loss on the held-out
         rows of every shard (``shards.hold_out`` must have been called).
@@ -390,9 +395,10 @@ def run_rounds(shards, clones, weights, merge, *, n_rounds, keep_optimizer=True,
         received = sum(_params_nbytes(m.tree_params_) for m in models)
         merged, alignment = merge(models, weights)
         server_al = None
-        if server_momentum > 0 and r > 0:
+        if (server_momentum > 0 or server_learning_rate != 1) and r > 0:
             params, velocity, server_al = _server_step(
-                merged.tree_params_, previous, velocity, server_momentum, merged.architecture_)
+                merged.tree_params_, previous, velocity, server_momentum,
+                server_learning_rate, merged.architecture_)
             merged.tree_params_ = params
         previous = merged.tree_params_
         if velocity is None:

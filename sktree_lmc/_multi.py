@@ -566,7 +566,11 @@ class ShardedSoftTreeEnsemble(MetaEstimatorMixin, BaseEstimator):
     server_momentum : float in [0, 1), default=0.0
         Momentum on the merged model's updates across rounds (FedAvgM):
         ``v = server_momentum * v + (merged_r - merged_{r-1})`` and the next
-        round starts from ``merged_{r-1} + v`` (0: plain averaging).
+        round starts from ``merged_{r-1} + server_learning_rate * v`` (0 and
+        1: plain averaging). ``merged_r`` is aligned to ``merged_{r-1}``
+        first.
+    server_learning_rate : float > 0, default=1.0
+        Step size of the server on the averaged update of the shards.
     first_round_epochs : int, default=None
         Local epochs of round 1 (None: ``max_epochs``, like the other rounds).
     refit_leaves : bool, default=False
@@ -653,6 +657,7 @@ class ShardedSoftTreeEnsemble(MetaEstimatorMixin, BaseEstimator):
         "n_rounds": [Interval(Integral, 1, None, closed="left")],
         "keep_optimizer_state": ["boolean"],
         "server_momentum": [Interval(Real, 0, 1, closed="left")],
+        "server_learning_rate": [Interval(Real, 0, None, closed="neither")],
         "first_round_epochs": [Interval(Integral, 1, None, closed="left"), None],
         "refit_leaves": ["boolean"],
         "n_jobs": [Integral, None],
@@ -662,7 +667,8 @@ class ShardedSoftTreeEnsemble(MetaEstimatorMixin, BaseEstimator):
 
     def __init__(self, estimator=None, *, n_shards=4, split="iid", skew=0.8, merge="wm",
                  merge_weights="size", max_iter=20, n_samples=512, n_rounds=1,
-                 keep_optimizer_state=True, server_momentum=0.0, first_round_epochs=None,
+                 keep_optimizer_state=True, server_momentum=0.0, server_learning_rate=1.0,
+                 first_round_epochs=None,
                  refit_leaves=False, n_jobs=None, random_state=None, verbose=0):
         self.estimator = estimator
         self.n_shards = n_shards
@@ -675,6 +681,7 @@ class ShardedSoftTreeEnsemble(MetaEstimatorMixin, BaseEstimator):
         self.n_rounds = n_rounds
         self.keep_optimizer_state = keep_optimizer_state
         self.server_momentum = server_momentum
+        self.server_learning_rate = server_learning_rate
         self.first_round_epochs = first_round_epochs
         self.refit_leaves = refit_leaves
         self.n_jobs = n_jobs
@@ -768,6 +775,7 @@ class ShardedSoftTreeEnsemble(MetaEstimatorMixin, BaseEstimator):
         result = run_rounds(
             shards, clones, weights, merge, n_rounds=self.n_rounds,
             keep_optimizer=self.keep_optimizer_state, server_momentum=self.server_momentum,
+            server_learning_rate=self.server_learning_rate,
             validation=validation, progress=progress,
             later_params={"max_epochs": base.max_epochs},
         )
