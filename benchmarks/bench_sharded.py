@@ -209,7 +209,8 @@ def summarize(csv_path):
     return "\n".join(lines)
 
 
-ROUND_FIELDS = ["dataset", "split", "K", "seed", "variant", "R", "local_epochs", "test",
+ROUND_FIELDS = ["dataset", "split", "K", "seed", "variant", "R", "local_epochs", "batch_size",
+                "test",
                 "logloss", "train_loss", "test_refit", "logloss_refit", "fit_s", "refit_s",
                 "bytes_sent", "bytes_received"]
 #: Variants of the federated-rounds table: name -> ShardedSoftTreeEnsemble options.
@@ -237,6 +238,7 @@ def run_rounds(args, out_csv):
     base = SoftTreeEnsembleClassifier(
         arch=args.arch, depth=args.depth, n_estimators=args.n_estimators,
         learning_rate=args.learning_rate, max_epochs=args.epochs, device="cpu",
+        batch_size=args.batch_size,
     )
     for seed in args.seeds:
         tag = f"{args.arch}_D{args.depth}_M{args.n_estimators}_e{args.epochs}_s{seed}"
@@ -253,7 +255,8 @@ def run_rounds(args, out_csv):
                         acc, ll = _scores(full.predict_proba(X_test), full.classes_, y_test)
                         _write_round(out_csv, dict(
                             dataset=name, split=split, K=K, seed=seed, variant="full", R=1,
-                            local_epochs=args.epochs, test=acc, logloss=ll, fit_s=full_s))
+                            local_epochs=args.epochs, batch_size=args.batch_size, test=acc,
+                            logloss=ll, fit_s=full_s))
                     for variant in args.variants:
                         for R in args.rounds:
                             if (*key, variant, R) in done or (variant != "wm" and R == 1):
@@ -262,6 +265,14 @@ def run_rounds(args, out_csv):
                                 continue  # baselines and ablations at the largest R only
                             _one_round_config(args, out_csv, base, key, variant, R,
                                               X_train, y_train, X_test, y_test)
+
+
+def _shard_batch(args, K):
+    """Local minibatch size: ``--shard-batch-size``, or ``batch / K`` for "scaled" (every
+    shard then takes as many Adam steps per epoch as the full-data model)."""
+    if args.shard_batch_size == "scaled":
+        return max(1, args.batch_size // K)
+    return int(args.shard_batch_size)
 
 
 def _write_round(out_csv, row):
@@ -274,8 +285,10 @@ def _one_round_config(args, out_csv, base, key, variant, R, X_train, y_train, X_
     name, split, K, seed = key
     options = dict(ROUND_VARIANTS[variant])
     local = options.pop("local_epochs", max(1, args.epochs // R))
+    batch = _shard_batch(args, K)
     est = ShardedSoftTreeEnsemble(
-        clone(base).set_params(max_epochs=local), n_shards=K, split=split, n_rounds=R,
+        clone(base).set_params(max_epochs=local, batch_size=batch), n_shards=K, split=split,
+        n_rounds=R,
         random_state=seed, n_jobs=args.n_jobs, **options,
     )
     start = time.perf_counter()
@@ -284,13 +297,13 @@ def _one_round_config(args, out_csv, base, key, variant, R, X_train, y_train, X_
     merged = est.merged_
     acc, ll = _scores(merged.predict_proba(X_test), merged.classes_, y_test)
     row = dict(dataset=name, split=split, K=K, seed=seed, variant=variant, R=R,
-               local_epochs=local, test=acc, logloss=ll, fit_s=fit_s,
+               local_epochs=local, batch_size=batch, test=acc, logloss=ll, fit_s=fit_s,
                train_loss=est.history_[-1]["train_loss"],
                bytes_sent=sum(h["bytes_sent"] for h in est.history_),
                bytes_received=sum(h["bytes_received"] for h in est.history_))
     if variant == "wm" and R in args.refit_rounds:
         start = time.perf_counter()
-        refitted = refit_leaves(merged, X_train, y_train)
+        refitted = refit_leaves(merged, X_train, y_train, max_iter=args.refit_max_iter)
         row["refit_s"] = time.perf_counter() - start
         row["test_refit"], row["logloss_refit"] = _scores(
             refitted.predict_proba(X_test), merged.classes_, y_test)
@@ -427,6 +440,13 @@ def main(argv=None):
                         choices=sorted(ROUND_VARIANTS))
     parser.add_argument("--refit-rounds", nargs="+", type=int, default=[1, 10],
                         help="R values whose merged model is also refitted (refit_leaves)")
+    parser.add_argument("--batch-size", type=int, default=512,
+                        help="minibatch size of the full-data model")
+    parser.add_argument("--shard-batch-size", default="scaled",
+                        help="local minibatch size in the rounds table: an int, or 'scaled' "
+                             "(batch size / K: as many steps per epoch as the full-data model)")
+    parser.add_argument("--refit-max-iter", type=int, default=100,
+                        help="L-BFGS iterations of refit_leaves in the rounds table")
     parser.add_argument("--no-accuracy", action="store_true")
     parser.add_argument("--no-timing", action="store_true")
     parser.add_argument("--no-cache", action="store_true")
