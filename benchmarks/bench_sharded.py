@@ -51,8 +51,8 @@ from sktree_lmc import (
     TreeParams,
     refit_leaves,
 )
-from sktree_lmc._merge import _with_params
-from sktree_lmc._multi import merge_many
+from sktree_lmc._bridge import with_params as _with_params
+from sktree_lmc._merge import merge_many
 from sktree_lmc.datasets import (
     load_magic_small,
     load_tabular_benchmark,

@@ -29,9 +29,9 @@ from ._metrics import (
     interpolation_curve,
     lmc_barrier,
 )
-from ._multi import ShardedSoftTreeEnsemble
 from ._params import TreeParams
 from ._refit import refit_leaves
+from ._sharded import ShardedSoftTreeEnsemble
 
 __version__ = "0.1.0.dev0"
 

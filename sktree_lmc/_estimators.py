@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import copy
+import dataclasses
 import sys
-import warnings
 from numbers import Integral, Real
 from typing import NamedTuple
 
@@ -18,37 +18,35 @@ from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import _check_sample_weight, check_is_fitted, validate_data
 
-from ._architectures import ARCHITECTURES, get_architecture
-from ._forward import SoftTreeEnsembleModule
+from ._architectures import ARCHITECTURES, TreeArchitecture, get_architecture
+from ._device import prediction_device, resolve_device
+from ._forward import SoftTreeEnsembleModule, predict_chunked
 from ._params import TreeParams
+from ._threads import limit_threads
 
 __all__ = ["SoftTreeEnsembleClassifier", "SoftTreeEnsembleRegressor"]
 
-#: Bytes of intermediate tensors (two-sided sigmoids and leaf probabilities,
-#: float64) per prediction chunk; bounds the memory of ``predict``.
-_PREDICT_CHUNK_BYTES = 64 * 2**20
+class _NumberInterval(Interval):
+    """An :class:`~sklearn.utils._param_validation.Interval` that rejects
+    booleans: ``batch_size=True`` is a mistake, not ``batch_size=1``."""
+
+    def is_satisfied_by(self, val):
+        return not isinstance(val, (bool, np.bool_)) and super().is_satisfied_by(val)
 
 
-def resolve_device(device):
-    """Turn the ``device`` hyperparameter into a :class:`torch.device`.
+_FLOAT32_MAX = float(np.finfo(np.float32).max)
 
-    ``"auto"`` picks ``"cuda"`` when available, else ``"cpu"``.
 
-    Raises
-    ------
-    ValueError
-        If the string is not a device torch understands, or CUDA is requested
-        but not available.
-    """
-    if device == "auto":
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    try:
-        dev = torch.device(device)
-    except (RuntimeError, TypeError) as exc:
-        raise ValueError(f"Invalid device={device!r}: {exc}") from None
-    if dev.type == "cuda" and not torch.cuda.is_available():
-        raise ValueError(f"device={device!r} was requested but CUDA is not available.")
-    return dev
+def _check_float32_range(array, name):
+    """Raise a ValueError if ``array`` (finite, validated) holds values that
+    float32, the training precision, cannot represent (they would become
+    infinite and turn every parameter into NaN)."""
+    if array.size and np.abs(array).max() > _FLOAT32_MAX:
+        raise ValueError(
+            f"{name} contains values beyond the float32 range (largest magnitude "
+            f"{np.abs(array).max():.3g} > {_FLOAT32_MAX:.3g}); the model trains in float32. "
+            f"Rescale {name} first."
+        )
 
 
 def _torch_seed(random_state, offset=0):
@@ -99,30 +97,9 @@ def _load_adam_state(optimizer, state):
     optimizer.load_state_dict(full)
 
 
-def _prediction_device(device):
-    """Device for prediction: the ``device`` hyperparameter, or the CPU (with a
-    warning) when it names CUDA on a machine without it, so that a model
-    fitted on a GPU predicts after being loaded on a CPU-only machine.
-
-    Raises
-    ------
-    ValueError
-        If the string is not a device torch understands.
-    """
-    if device != "auto":
-        try:
-            dev = torch.device(device)
-        except (RuntimeError, TypeError) as exc:
-            raise ValueError(f"Invalid device={device!r}: {exc}") from None
-        if dev.type == "cuda" and not torch.cuda.is_available():
-            warnings.warn(
-                f"device={device!r} but CUDA is not available on this machine; "
-                "predicting on the CPU.",
-                UserWarning,
-                stacklevel=4,
-            )
-            return torch.device("cpu")
-    return resolve_device(device)
+def _params_as_dict(params):
+    """A :class:`TreeParams` as a plain dict of its three arrays (for pickling)."""
+    return {f.name: getattr(params, f.name) for f in dataclasses.fields(TreeParams)}
 
 
 def _as_tensor(array, dtype, device):
@@ -266,21 +243,26 @@ class _BaseSoftTreeEnsemble(BaseEstimator):
 
     _parameter_constraints: dict = {
         "arch": [StrOptions(set(ARCHITECTURES))],
-        "n_estimators": [Interval(Integral, 1, None, closed="left")],
-        "depth": [Interval(Integral, 1, None, closed="left")],
+        "n_estimators": [_NumberInterval(Integral, 1, None, closed="left")],
+        "depth": [_NumberInterval(Integral, 1, None, closed="left")],
         "leaf_init": [StrOptions({"tree", "ensemble"})],
-        "split_init": [StrOptions({"fan_in"}), Interval(Real, 0, None, closed="neither")],
-        "learning_rate": [Interval(Real, 0, None, closed="neither")],
-        "batch_size": [Interval(Integral, 1, None, closed="left")],
-        "max_epochs": [Interval(Integral, 1, None, closed="left")],
+        "split_init": [StrOptions({"fan_in"}), _NumberInterval(Real, 0, None, closed="neither")],
+        "learning_rate": [_NumberInterval(Real, 0, None, closed="neither")],
+        "batch_size": [_NumberInterval(Integral, 1, None, closed="left")],
+        "max_epochs": [_NumberInterval(Integral, 1, None, closed="left")],
         "early_stopping": ["boolean"],
-        "validation_fraction": [Interval(Real, 0, 1, closed="neither")],
-        "n_iter_no_change": [Interval(Integral, 1, None, closed="left")],
-        "tol": [Interval(Real, 0, None, closed="left")],
+        "validation_fraction": [_NumberInterval(Real, 0, 1, closed="neither")],
+        "n_iter_no_change": [_NumberInterval(Integral, 1, None, closed="left")],
+        "tol": [_NumberInterval(Real, 0, None, closed="left")],
         "warm_start": ["boolean"],
         "device": [str],
         "random_state": ["random_state"],
         "verbose": ["verbose"],
+        "n_threads": [
+            _NumberInterval(Integral, 1, None, closed="left"),
+            _NumberInterval(Integral, None, -1, closed="right"),
+            None,
+        ],
     }
 
     def __init__(
@@ -301,6 +283,7 @@ class _BaseSoftTreeEnsemble(BaseEstimator):
         device="auto",
         random_state=None,
         verbose=0,
+        n_threads=1,
     ):
         self.arch = arch
         self.n_estimators = n_estimators
@@ -318,6 +301,7 @@ class _BaseSoftTreeEnsemble(BaseEstimator):
         self.device = device
         self.random_state = random_state
         self.verbose = verbose
+        self.n_threads = n_threads
 
     # -- hooks for subclasses ---------------------------------------------------
     def _encode_targets(self, y, sample_weight, warm=False):  # pragma: no cover - abstract
@@ -330,6 +314,7 @@ class _BaseSoftTreeEnsemble(BaseEstimator):
 
     # -- fitting ------------------------------------------------------------------
     @_fit_context(prefer_skip_nested_validation=True)
+    @limit_threads
     def fit(self, X, y, sample_weight=None):
         """Fit the ensemble with Adam on minibatches.
 
@@ -430,31 +415,27 @@ class _BaseSoftTreeEnsemble(BaseEstimator):
         ).to(device)
 
     def _validate_fit_data(self, X, y, reset=True):
-        return validate_data(
+        X, y = validate_data(
             self, X, y, reset=reset, dtype=[np.float32, np.float64], y_numeric=False
         )
+        _check_float32_range(X, "X")
+        return X, y
 
     # -- prediction ---------------------------------------------------------------
+    @limit_threads
     def _predict_in_chunks(self, X, method):
-        """Run ``module.<method>`` on row chunks of validated ``X``, in float64.
+        """Run the inference kernel (:func:`predict_chunked`) on validated ``X``.
 
-        Predictions are computed in double precision so that they do not
-        depend on how rows are batched (float32 matmuls round differently
-        for different batch shapes); parameters stay float32.
+        ``method`` is ``"forward"`` or ``"tree_outputs"``. The kernel works in
+        float32 on fixed-size row chunks, so that a row's prediction does not
+        depend on how rows are batched; the result is a float64 array.
         """
         check_is_fitted(self, "tree_params_")
         X = validate_data(self, X, reset=False, dtype=[np.float32, np.float64])
-        device = _prediction_device(self.device)
+        _check_float32_range(X, "X")
+        device = prediction_device(self.device)
         module = SoftTreeEnsembleModule.from_params(self.architecture_, self.tree_params_, device)
-        module = module.double()
-        M, N, L = self.tree_params_.n_trees, self.architecture_.n_nodes, self.tree_params_.n_leaves
-        chunk = max(1, _PREDICT_CHUNK_BYTES // (8 * M * (2 * N + L)))
-        outs = []
-        with torch.inference_mode():
-            for start in range(0, X.shape[0], chunk):
-                xb = _as_tensor(X[start : start + chunk], torch.float64, device)
-                outs.append(getattr(module, method)(xb).cpu().numpy())
-        return np.concatenate(outs)
+        return predict_chunked(module, X, output=method)
 
     def _raw_output(self, X):
         """Ensemble output (before link function), shape (n_samples, n_outputs)."""
@@ -471,7 +452,8 @@ class _BaseSoftTreeEnsemble(BaseEstimator):
         Returns
         -------
         outputs : ndarray of shape (n_samples, n_estimators, n_outputs)
-            ``outputs.sum(axis=1)`` is the raw ensemble output (float64).
+            ``outputs.sum(axis=1)`` is the raw ensemble output, up to float32
+            rounding (the kernel computes in float32; see ``device``).
         """
         return self._predict_in_chunks(X, "tree_outputs")
 
@@ -512,6 +494,45 @@ class _BaseSoftTreeEnsemble(BaseEstimator):
             )
         self.tree_params_ = params.copy()
         return self
+
+    # -- persistence --------------------------------------------------------------
+    def __getstate__(self):
+        """The state to pickle, with the fitted state in plain types only.
+
+        ``architecture_`` is stored as its ``(name, depth)`` and ``tree_params_``
+        as a dict of three arrays, so that loading with :mod:`skops.io` needs
+        only the estimator class trusted; :meth:`__setstate__` rebuilds both.
+        """
+        state = dict(super().__getstate__())  # a copy: object's is self.__dict__ itself
+        arch = state.get("architecture_")
+        if isinstance(arch, TreeArchitecture):
+            state["architecture_"] = (arch.name, arch.depth)
+        params = state.get("tree_params_")
+        if isinstance(params, TreeParams):
+            state["tree_params_"] = _params_as_dict(params)
+        opt = state.get("optimizer_state_")
+        if isinstance(opt, dict):  # Adam's moments, also as plain dicts of arrays
+            state["optimizer_state_"] = {
+                k: _params_as_dict(v) if isinstance(v, TreeParams) else v for k, v in opt.items()
+            }
+        return state
+
+    def __setstate__(self, state):
+        """Restore a pickled state (of this version, or one storing the objects)."""
+        state = dict(state)
+        arch = state.get("architecture_")
+        if isinstance(arch, (tuple, list)):
+            name, depth = arch
+            state["architecture_"] = get_architecture(str(name), int(depth))
+        params = state.get("tree_params_")
+        if isinstance(params, dict):
+            state["tree_params_"] = TreeParams(**params)
+        opt = state.get("optimizer_state_")
+        if isinstance(opt, dict):
+            state["optimizer_state_"] = {
+                k: TreeParams(**v) if isinstance(v, dict) else v for k, v in opt.items()
+            }
+        super().__setstate__(state)
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
@@ -610,8 +631,9 @@ class SoftTreeEnsembleClassifier(ClassifierMixin, _BaseSoftTreeEnsemble):
         ``"cuda:1"``, ...); ``"auto"`` uses CUDA when available. Fitted
         parameters are always stored on the CPU, so a model trained on a GPU
         pickles and loads anywhere; on a machine without CUDA it predicts on
-        the CPU (with a warning). Training runs in float32; predictions are
-        computed in float64, so that they do not depend on how rows are
+        the CPU (with a warning). Training and prediction run in float32;
+        predictions are computed on fixed-size row chunks (the last one
+        padded), so a row's prediction does not depend on how rows are
         batched.
     random_state : int, RandomState instance or None, default=None
         Seeds a per-fit :class:`torch.Generator` (initialization, minibatch
@@ -620,6 +642,20 @@ class SoftTreeEnsembleClassifier(ClassifierMixin, _BaseSoftTreeEnsemble):
     verbose : int, default=0
         ``1`` shows a per-epoch progress bar (tqdm, when installed) or prints
         one line per epoch; ``2`` prints one line per epoch.
+    n_threads : int or None, default=1
+        Torch intra-op threads used inside ``fit`` and the prediction methods
+        (set on entry, the caller's ``torch.get_num_threads()`` restored on
+        exit, also on error). ``None`` keeps the caller's setting; a negative
+        value counts back from the available CPUs as joblib does (``-1``: all).
+        One thread is the default because the per-minibatch kernels are small:
+        with one core busy with another process, torch's default of one
+        thread per core made fits 10-30x slower (every kernel waits for the
+        descheduled thread), while on an idle 2-core machine two threads were
+        at most 1.6x faster (``benchmarks/README.md``, "Threads on a busy
+        machine"). Named ``n_threads`` rather than ``n_jobs`` because it sets
+        threads inside one process; ``ShardedSoftTreeEnsemble(n_jobs=...)``
+        sets the number of worker processes, whose fits each use the
+        estimator's ``n_threads``.
 
     Attributes
     ----------
@@ -806,6 +842,9 @@ class SoftTreeEnsembleRegressor(RegressorMixin, _BaseSoftTreeEnsemble):
         Seeds a per-fit :class:`torch.Generator`.
     verbose : int, default=0
         Progress display level.
+    n_threads : int or None, default=1
+        Torch intra-op threads inside ``fit`` and prediction, see
+        :class:`SoftTreeEnsembleClassifier`.
 
     Attributes
     ----------
@@ -843,11 +882,18 @@ class SoftTreeEnsembleRegressor(RegressorMixin, _BaseSoftTreeEnsemble):
     (2,)
     """
 
+    #: Private fitted state (besides the public ``*_`` attributes), copied
+    #: into estimators built from parameters (see ``_bridge.with_params``).
+    _fitted_private_attrs = ("_y_1d",)
+
     def _validate_fit_data(self, X, y, reset=True):
-        return validate_data(
+        X, y = validate_data(
             self, X, y, reset=reset, dtype=[np.float32, np.float64], y_numeric=True,
             multi_output=True,
         )
+        _check_float32_range(X, "X")
+        _check_float32_range(np.asarray(y, dtype=np.float64), "y")
+        return X, y
 
     def _encode_targets(self, y, sample_weight, warm=False):
         y = np.asarray(y, dtype=np.float64)
@@ -860,8 +906,11 @@ class SoftTreeEnsembleRegressor(RegressorMixin, _BaseSoftTreeEnsemble):
                 )
             return ((y2 - self.y_mean_) / self.y_scale_).astype(np.float32), y2.shape[1]
         self._y_1d = y.ndim == 1
-        self.y_mean_ = np.average(y2, axis=0, weights=sample_weight)
-        scale = np.sqrt(np.average((y2 - self.y_mean_) ** 2, axis=0, weights=sample_weight))
+        # y is within float32's range (checked), so in float64 neither the mean
+        # nor the spread can overflow.
+        w = np.asarray(sample_weight, dtype=np.float64)
+        self.y_mean_ = np.average(y2, axis=0, weights=w)
+        scale = np.sqrt(np.average((y2 - self.y_mean_) ** 2, axis=0, weights=w))
         self.y_scale_ = np.where(scale > 0, scale, 1.0)
         return ((y2 - self.y_mean_) / self.y_scale_).astype(np.float32), y2.shape[1]
 

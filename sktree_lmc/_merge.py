@@ -1,127 +1,26 @@
-"""Aligning fitted ensembles modulo tree symmetries, and merging them."""
+"""Aligning fitted ensembles modulo tree symmetries, and merging them (two or ``K``)."""
 
 from __future__ import annotations
 
-import copy
-import hashlib
 from numbers import Integral, Real
 
-import numpy as np
-from sklearn.base import BaseEstimator, clone
-from sklearn.utils import check_random_state
+from sklearn.base import BaseEstimator
 from sklearn.utils._param_validation import Interval, StrOptions, validate_params
-from sklearn.utils.validation import check_array, check_is_fitted
+from sklearn.utils.validation import check_is_fitted
 
-from ._estimators import _BaseSoftTreeEnsemble
+from ._bridge import (
+    check_compatible,
+    combine,
+    fingerprint,
+    sample_rows,
+    scale_leaves,
+    target_scale,
+    with_params,
+)
 from ._matching import INVARIANCES, activation_matching, weight_matching
-from ._params import TreeParams
+from ._nway import _check_weights, align_many
 
-__all__ = ["ModelAligner", "merge_estimators"]
-
-
-def _check_compatible(estimators):
-    """Raise a clear error unless all estimators can be aligned with each other."""
-    if len(estimators) < 2:
-        raise ValueError(f"Need at least two estimators, got {len(estimators)}.")
-    ref = estimators[0]
-    for i, est in enumerate(estimators):
-        if not isinstance(est, _BaseSoftTreeEnsemble):
-            raise TypeError(
-                f"Estimator {i} is a {type(est).__name__}, not a soft tree ensemble."
-            )
-        check_is_fitted(est, "tree_params_")
-        if type(est) is not type(ref):
-            raise ValueError(
-                f"Cannot merge a {type(ref).__name__} with a {type(est).__name__}."
-            )
-        checks = [
-            ("architecture", ref.architecture_.name, est.architecture_.name),
-            ("depth", ref.architecture_.depth, est.architecture_.depth),
-            ("number of trees", ref.tree_params_.n_trees, est.tree_params_.n_trees),
-            ("number of features", ref.n_features_in_, est.n_features_in_),
-            ("number of outputs", ref.n_outputs_, est.n_outputs_),
-        ]
-        for what, x, y in checks:
-            if x != y:
-                raise ValueError(f"Models differ in {what}: {x!r} (model 0) vs {y!r} (model {i}).")
-        if hasattr(ref, "classes_") and not np.array_equal(ref.classes_, est.classes_):
-            raise ValueError(
-                f"Models differ in classes: {ref.classes_!r} (model 0) vs {est.classes_!r} "
-                f"(model {i})."
-            )
-
-
-def _fingerprint(params):
-    """A digest of an ensemble's parameters, to recognize the models of a fit."""
-    digest = hashlib.sha1()
-    for array in (params.split_weight, params.split_bias, params.leaf_value):
-        digest.update(np.ascontiguousarray(array).tobytes())
-    return digest.hexdigest()
-
-
-def _sample_rows(X, n_samples, random_state, n_features):
-    if X is None:
-        raise ValueError("Activation matching (method='am') needs data: pass X.")
-    X = check_array(X, dtype=[np.float32, np.float64])
-    if X.shape[1] != n_features:
-        raise ValueError(f"X has {X.shape[1]} features, but the models expect {n_features}.")
-    rng = check_random_state(random_state)
-    if X.shape[0] > n_samples:
-        X = X[np.sort(rng.choice(X.shape[0], n_samples, replace=False))]
-    return X
-
-
-def _with_params(template, params, **overrides):
-    """A new fitted estimator: hyperparameters and fitted metadata of
-    ``template``, parameters ``params``."""
-    new = clone(template)
-    for key, value in vars(template).items():
-        if key.endswith("_") or key.startswith("_"):
-            if key not in vars(new):
-                setattr(new, key, copy.deepcopy(value))
-    new.tree_params_ = params.copy()
-    for key, value in overrides.items():
-        setattr(new, key, value)
-    return new
-
-
-def _target_scale(estimators, weights):
-    """Merged target standardization of regressors, and each model's leaf factor.
-
-    Returns ``(y_mean, y_scale, factors)``: the weighted means of ``y_mean_``
-    and ``y_scale_``, and ``y_scale_ / y_scale`` per model, the factor that
-    expresses a model's leaf values in the merged scale (the raw output of a
-    regressor is multiplied by ``y_scale_``). ``None`` for classifiers.
-    """
-    if not hasattr(estimators[0], "y_scale_"):
-        return None
-    w = np.asarray(weights, dtype=np.float64)
-    w = w / w.sum()
-    y_scale = sum(wi * np.asarray(est.y_scale_, dtype=np.float64) for wi, est in zip(w, estimators))
-    y_mean = sum(wi * np.asarray(est.y_mean_, dtype=np.float64) for wi, est in zip(w, estimators))
-    factors = [np.asarray(est.y_scale_, dtype=np.float64) / y_scale for est in estimators]
-    return y_mean, y_scale, factors
-
-
-def _combine(estimators, aligned_params, weights):
-    """The fitted estimator whose parameters are the weighted average of
-    ``aligned_params`` (one per estimator, all in one basis).
-
-    Regressors' leaves are first expressed in the merged target scale (see
-    :func:`_target_scale`), so that weights ``(1, 0, ...)`` reproduce model 0
-    exactly and identical functions merge into the same function.
-    """
-    overrides = {}
-    scale = _target_scale(estimators, weights)
-    if scale is not None:
-        y_mean, y_scale, factors = scale
-        aligned_params = [
-            TreeParams(p.split_weight, p.split_bias, p.leaf_value * f[None, None, :])
-            for p, f in zip(aligned_params, factors)
-        ]
-        overrides = {"y_mean_": y_mean, "y_scale_": y_scale}
-    merged = TreeParams.weighted_average(aligned_params, weights)
-    return _with_params(estimators[0], merged, **overrides)
+__all__ = ["ModelAligner", "merge_estimators", "merge_many"]
 
 
 class ModelAligner(BaseEstimator):
@@ -216,7 +115,7 @@ class ModelAligner(BaseEstimator):
         """
         self._validate_params()
         estimators = list(estimators)
-        _check_compatible(estimators)
+        check_compatible(estimators)
         if self.reference >= len(estimators):
             raise ValueError(
                 f"reference={self.reference} but only {len(estimators)} estimators were given."
@@ -225,7 +124,7 @@ class ModelAligner(BaseEstimator):
         arch = ref.architecture_
         outputs = None
         if self.method == "am" and self.invariances != "none":
-            Xs = _sample_rows(X, self.n_samples, self.random_state, ref.n_features_in_)
+            Xs = sample_rows(X, self.n_samples, self.random_state, ref.n_features_in_)
             outputs = [est.tree_outputs(Xs) for est in estimators]
         self.alignments_ = []
         for i, est in enumerate(estimators):
@@ -240,7 +139,7 @@ class ModelAligner(BaseEstimator):
                 )
             self.alignments_.append(al)
         self.reference_ = self.reference
-        self._fingerprints = [_fingerprint(est.tree_params_) for est in estimators]
+        self._fingerprints = [fingerprint(est.tree_params_) for est in estimators]
         return self
 
     def align(self, estimators):
@@ -264,15 +163,15 @@ class ModelAligner(BaseEstimator):
                 f"The aligner was fitted on {len(self.alignments_)} estimators, "
                 f"got {len(estimators)}."
             )
-        _check_compatible(estimators)
+        check_compatible(estimators)
         for i, est in enumerate(estimators):
-            if _fingerprint(est.tree_params_) != self._fingerprints[i]:
+            if fingerprint(est.tree_params_) != self._fingerprints[i]:
                 raise ValueError(
                     f"Estimator {i} is not the one the aligner was fitted on: align() must be "
                     "given the estimators passed to fit(), in the same order."
                 )
         return [
-            _with_params(est, al.apply(est.tree_params_))
+            with_params(est, al.apply(est.tree_params_))
             for est, al in zip(estimators, self.alignments_)
         ]
 
@@ -360,7 +259,7 @@ def merge_estimators(a, b=None, lam=0.5, *, method="wm", invariances="all", X=No
     all K models into one basis (alignment to model 0, then sweeps that
     re-align each model to the weighted sum of the others until no alignment
     changes) and returns their weighted average; see
-    :func:`sktree_lmc._multi.merge_many` for the procedure and its cost.
+    :func:`merge_many` for the procedure and its cost.
 
     Examples
     --------
@@ -375,12 +274,10 @@ def merge_estimators(a, b=None, lam=0.5, *, method="wm", invariances="all", X=No
     >>> merge_estimators([a, b, merged], weights=[1, 1, 2]).predict(X[:4]).shape
     (4,)
     """
-    # -- N-way form: a list of K estimators (implemented in _multi.py) --------
+    # -- N-way form: a list of K estimators ------------------------------------
     if isinstance(a, (list, tuple)):
         if b is not None or lam != 0.5:
             raise TypeError("Pass b and lam for two models only; use weights= with a list.")
-        from ._multi import merge_many
-
         return merge_many(a, weights, method=method, invariances=invariances, X=X,
                           max_iter=max_iter, weighting=weighting, n_samples=n_samples,
                           random_state=random_state, device=device)
@@ -389,9 +286,99 @@ def merge_estimators(a, b=None, lam=0.5, *, method="wm", invariances="all", X=No
     if weights is not None:
         raise TypeError("weights= is for a list of models; use lam= with two models.")
     # -- two-model form -----------------------------------------------------------
-    _check_compatible([a, b])
+    check_compatible([a, b])
     aligner = ModelAligner(method=method, invariances=invariances, weighting=weighting,
                            n_samples=n_samples, random_state=random_state, device=device)
     aligner.fit([a, b], X)
     aligned_b = aligner.alignments_[1].apply(b.tree_params_)
-    return _combine([a, b], [a.tree_params_, aligned_b], [1 - lam, lam])
+    return combine([a, b], [a.tree_params_, aligned_b], [1 - lam, lam])
+
+
+def merge_many(estimators, weights=None, *, method="wm", invariances="all", X=None,
+               max_iter=20, tol=1e-3, weighting=True, n_samples=512, random_state=None,
+               device="cpu", return_alignment=False):
+    """Align ``K`` fitted ensembles into one basis and average them.
+
+    This is what ``merge_estimators([m1, ..., mK], weights=...)`` runs; see
+    :func:`align_many` for the procedure (reference alignment, then
+    coordinate-ascent sweeps that re-align each model to the weighted sum of
+    the others until no alignment changes) and its cost.
+
+    Parameters
+    ----------
+    estimators : sequence of fitted soft tree ensembles
+        ``K >= 2`` models of the same class, architecture, depth, number of
+        trees, features and classes.
+    weights : array-like of shape (K,), default=None
+        Non-negative weights of the models (e.g. their training-set sizes);
+        normalized to sum to one. Uniform when None.
+    method : {"wm", "am"}, default="wm"
+        Weight matching (parameters only) or activation matching (per-tree
+        outputs on ``n_samples`` rows of ``X``).
+    invariances : {"none", "perm", "all"}, default="all"
+        Symmetries used; ``"none"`` is naive averaging without alignment.
+    X : array-like of shape (n_samples, n_features), default=None
+        Data for activation matching; required when ``method="am"``.
+    max_iter : int, default=20
+        Maximum refinement sweeps; ``0`` aligns every model to model 0 only.
+    tol : float, default=1e-3
+        Relative objective gain under which the sweeps stop (see
+        :func:`align_many`); ``0`` runs until no alignment changes.
+    weighting : bool, default=True
+        Node weighting of the matching objective.
+    n_samples : int, default=512
+        Rows of ``X`` used by activation matching.
+    random_state : int, RandomState instance or None, default=None
+        Seed of the row sampling of activation matching.
+    device : str, default="cpu"
+        Torch device of the similarity computations.
+    return_alignment : bool, default=False
+        Also return the :class:`MultiAlignment`.
+
+    Returns
+    -------
+    merged : estimator
+        A new fitted estimator of the class of the inputs, with the
+        hyperparameters and metadata of model 0 and the averaged parameters.
+        Regressors first express every model's leaves in the merged target
+        scale (``y_scale_`` and ``y_mean_`` are the weighted means), so that
+        aligned identical models merge into the same function.
+    alignment : MultiAlignment
+        Only when ``return_alignment=True``.
+
+    Examples
+    --------
+    >>> from sklearn.datasets import make_classification
+    >>> from sktree_lmc import SoftTreeEnsembleClassifier, merge_estimators
+    >>> X, y = make_classification(n_samples=300, random_state=0)
+    >>> models = [SoftTreeEnsembleClassifier(n_estimators=16, max_epochs=10, device="cpu",
+    ...                                      random_state=s).fit(X, y) for s in range(3)]
+    >>> merged = merge_estimators(models, weights=[1, 1, 2])
+    >>> merged.predict(X[:4]).shape
+    (4,)
+    """
+    estimators = list(estimators)
+    check_compatible(estimators)
+    K = len(estimators)
+    w = _check_weights(weights, K)
+    ref = estimators[0]
+    arch = ref.architecture_
+    params = [est.tree_params_ for est in estimators]
+    factors = None
+    scale = target_scale(estimators, w)
+    if scale is not None:
+        # align regressors in one target standardization (as they are merged)
+        factors = scale[2]
+        params = [scale_leaves(p, f) for p, f in zip(params, factors)]
+    outputs = None
+    if method == "am" and invariances != "none":
+        Xs = sample_rows(X, n_samples, random_state, ref.n_features_in_)
+        outputs = [est.tree_outputs(Xs) for est in estimators]
+        if factors is not None:
+            outputs = [o * f[None, None, :] for o, f in zip(outputs, factors)]
+    result = align_many(params, arch, w, method=method, invariances=invariances,
+                        outputs=outputs, max_iter=max_iter, tol=tol, weighting=weighting,
+                        device=device)
+    aligned = [al.apply(est.tree_params_) for al, est in zip(result.alignments, estimators)]
+    merged = combine(estimators, aligned, w)
+    return (merged, result) if return_alignment else merged

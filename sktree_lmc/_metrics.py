@@ -3,17 +3,72 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from numbers import Integral
 
 import numpy as np
+from sklearn.base import is_classifier
 from sklearn.metrics import accuracy_score, log_loss, mean_squared_error, r2_score
 
-from ._merge import ModelAligner, _check_compatible, _combine
+from ._bridge import check_compatible, combine
+from ._merge import ModelAligner
 
 __all__ = ["InterpolationCurve", "InterpolationCurveDisplay", "interpolation_curve", "lmc_barrier"]
 
 #: Metrics computed along a curve, and whether higher is better.
 CLASSIFIER_METRICS = {"accuracy": True, "log_loss": False}
 REGRESSOR_METRICS = {"r2": True, "mse": False}
+
+
+def _check_lambdas(lambdas, n_values=None):
+    """Validated interpolation weights: a 1-D float array of distinct finite
+    values in [0, 1] that contains both endpoints 0 and 1, in any order.
+
+    ``n_values``, when given, is the length the array must have (that of the
+    curve's values).
+    """
+    if isinstance(lambdas, str):
+        raise TypeError(f"lambdas must be an array of numbers, got the string {lambdas!r}.")
+    try:
+        lam = np.asarray(lambdas, dtype=np.float64)
+    except (TypeError, ValueError) as exc:
+        raise TypeError(f"lambdas must be an array of numbers in [0, 1]: {exc}") from None
+    if lam.ndim != 1:
+        raise ValueError(f"lambdas must be a 1-D array, got an array of shape {lam.shape}.")
+    if n_values is not None and len(lam) != n_values:
+        raise ValueError(
+            f"lambdas and values must have the same length, got {len(lam)} and {n_values}."
+        )
+    if not np.isfinite(lam).all():
+        raise ValueError("lambdas must be finite; got NaN or infinity.")
+    if lam.min(initial=0.0) < 0 or lam.max(initial=0.0) > 1:
+        raise ValueError(f"lambdas must lie in [0, 1], got values from {lam.min()} to {lam.max()}.")
+    if not (np.any(lam == 0) and np.any(lam == 1)):
+        raise ValueError(
+            "lambdas must contain both endpoints 0 and 1 (the barrier is measured against "
+            "the straight line between the two models)."
+        )
+    if len(np.unique(lam)) != len(lam):
+        raise ValueError("lambdas must not contain repeated values.")
+    return lam
+
+
+def _curve_lambdas(lambdas):
+    """The ``lambdas`` of :func:`interpolation_curve`: an int ``n >= 2`` gives
+    ``n`` evenly spaced points in [0, 1]; an array is checked by
+    :func:`_check_lambdas`."""
+    if isinstance(lambdas, (bool, np.bool_)):
+        raise TypeError(f"lambdas must be an int >= 2 or an array of numbers, got {lambdas!r}.")
+    if isinstance(lambdas, Integral):
+        if lambdas < 2:
+            raise ValueError(
+                f"lambdas must be at least 2 (the two endpoints), got lambdas={lambdas}."
+            )
+        return np.linspace(0.0, 1.0, int(lambdas))
+    if np.ndim(lambdas) == 0 and not isinstance(lambdas, str):
+        raise TypeError(
+            f"lambdas must be an int >= 2 or an array of numbers in [0, 1], got {lambdas!r}."
+        )
+    return _check_lambdas(lambdas)
 
 
 def lmc_barrier(values, lambdas=None, *, greater_is_better=True):
@@ -34,7 +89,9 @@ def lmc_barrier(values, lambdas=None, *, greater_is_better=True):
         Metric along the curve; or a curve, whose ``accuracy`` (classifier) or
         ``r2`` (regressor) values are used.
     lambdas : array-like of shape (n_lambdas,), default=None
-        Interpolation weights, increasing from 0 to 1; evenly spaced when None.
+        Interpolation weights of ``values``: distinct values in [0, 1], in any
+        order, that include both endpoints 0 and 1; evenly spaced from 0 to 1
+        when None.
     greater_is_better : bool, default=True
         False for losses, where the subtraction is reversed.
 
@@ -43,6 +100,12 @@ def lmc_barrier(values, lambdas=None, *, greater_is_better=True):
     barrier : float
         The largest gap to the straight line, at least 0.
 
+    Raises
+    ------
+    ValueError
+        If ``values`` is not a finite 1-D curve of at least two points, or
+        ``lambdas`` does not match it (see above).
+
     Examples
     --------
     >>> from sktree_lmc import lmc_barrier
@@ -50,19 +113,27 @@ def lmc_barrier(values, lambdas=None, *, greater_is_better=True):
     12.0
     >>> lmc_barrier([0.4, 0.9, 0.5], greater_is_better=False)
     0.45
+    >>> lmc_barrier([84.0, 70.0, 80.0], lambdas=[1.0, 0.5, 0.0])  # any order
+    12.0
     """
     if isinstance(values, InterpolationCurve):
         metric = "accuracy" if "accuracy" in values.scores else "r2"
         return values.barrier(metric)
-    values = np.asarray(values, dtype=np.float64)
+    try:
+        values = np.asarray(values, dtype=np.float64)
+    except (TypeError, ValueError) as exc:
+        raise TypeError(f"values must be an array of numbers: {exc}") from None
     if values.ndim != 1 or len(values) < 2:
-        raise ValueError("values must be a 1-D curve with at least two points.")
+        raise ValueError(
+            f"values must be a 1-D curve with at least two points, got shape {values.shape}."
+        )
+    if not np.isfinite(values).all():
+        raise ValueError("values must be finite; the curve contains NaN or infinity.")
     if lambdas is None:
         lambdas = np.linspace(0.0, 1.0, len(values))
-    lambdas = np.asarray(lambdas, dtype=np.float64)
-    if lambdas.shape != values.shape:
-        raise ValueError("lambdas and values must have the same length.")
-    line = (1 - lambdas) * values[0] + lambdas * values[-1]
+    lambdas = _check_lambdas(lambdas, len(values))
+    start, end = values[lambdas == 0][0], values[lambdas == 1][0]
+    line = (1 - lambdas) * start + lambdas * end
     gap = line - values if greater_is_better else values - line
     return float(round(max(gap.max(), 0.0), 12))
 
@@ -141,8 +212,9 @@ def interpolation_curve(a, b, X, y, *, lambdas=25, method="wm", invariances="all
     y : array-like of shape (n_samples,) or (n_samples, n_outputs)
         Evaluation targets.
     lambdas : int or array-like, default=25
-        Number of evenly spaced points in [0, 1] (25 as in the paper), or
-        the points themselves.
+        Number of evenly spaced points in [0, 1] (at least 2; 25 as in the
+        paper), or the points themselves: distinct values in [0, 1] that
+        include 0 and 1, in any order.
     method : {"wm", "am"}, default="wm"
         Matching method.
     invariances : {"none", "perm", "all"}, default="all"
@@ -175,21 +247,21 @@ def interpolation_curve(a, b, X, y, *, lambdas=25, method="wm", invariances="all
     >>> curve.scores["accuracy"].shape, curve.barrier("accuracy") >= 0
     ((5,), True)
     """
-    _check_compatible([a, b])
-    if np.ndim(lambdas) == 0:
-        lambdas = np.linspace(0.0, 1.0, int(lambdas))
-    lambdas = np.asarray(lambdas, dtype=np.float64)
-    if lambdas.ndim != 1 or lambdas.min() < 0 or lambdas.max() > 1:
-        raise ValueError("lambdas must be a 1-D array of values in [0, 1].")
+    check_compatible([a, b])
+    if X is None or y is None:
+        raise ValueError(
+            "interpolation_curve needs evaluation data: X and y must not be None."
+        )
+    lambdas = _curve_lambdas(lambdas)
     aligner = ModelAligner(method=method, invariances=invariances, weighting=weighting,
                            n_samples=n_samples, random_state=random_state, device=device)
     aligner.fit([a, b], X if X_align is None else X_align)
     pb = aligner.alignments_[1].apply(b.tree_params_)
-    classifier = hasattr(a, "classes_")
+    classifier = is_classifier(a)
     metrics = CLASSIFIER_METRICS if classifier else REGRESSOR_METRICS
     scores = {name: np.empty(len(lambdas)) for name in metrics}
     for i, lam in enumerate(lambdas):
-        model = _combine([a, b], [a.tree_params_, pb], [1 - lam, lam])
+        model = combine([a, b], [a.tree_params_, pb], [1 - lam, lam])
         if classifier:
             proba = model.predict_proba(X)
             pred = model.classes_[proba.argmax(axis=1)]

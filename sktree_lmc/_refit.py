@@ -27,7 +27,8 @@ from scipy.optimize import minimize
 from sklearn.utils._param_validation import Interval, validate_params
 from sklearn.utils.validation import _check_sample_weight, check_is_fitted, validate_data
 
-from ._estimators import _as_tensor, _BaseSoftTreeEnsemble, _prediction_device
+from ._device import prediction_device
+from ._estimators import _as_tensor, _BaseSoftTreeEnsemble
 from ._forward import SoftTreeEnsembleModule
 from ._params import TreeParams
 
@@ -212,7 +213,7 @@ def refit_leaves(estimator, X, y, sample_weight=None, *, alpha=1e-4, max_iter=50
     )
     if not sample_weight.sum() > 0:
         raise ValueError("sample_weight sums to zero: there is nothing to fit.")
-    device = _prediction_device(estimator.device)
+    device = prediction_device(estimator.device)
     objective = _LeafObjective(estimator, X, target, sample_weight, alpha, device)
 
     params = estimator.tree_params_

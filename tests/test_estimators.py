@@ -26,6 +26,8 @@ from sktree_lmc import (
     SoftTreeEnsembleClassifier,
     SoftTreeEnsembleRegressor,
     TreeParams,
+    get_architecture,
+    merge_estimators,
 )
 
 ARCHS = sorted(ARCHITECTURES)
@@ -181,6 +183,62 @@ def test_pickle_and_joblib_round_trip(tmp_path, blobs3):
     assert _torch_objects(loaded) == []
 
 
+def test_skops_round_trip_trusting_only_the_estimator_class(tmp_path, blobs3):
+    """skops.io (safe loading) needs nothing trusted but the estimator's class."""
+    import pandas as pd
+
+    sio = pytest.importorskip("skops.io")
+    X, y = blobs3
+    frame = pd.DataFrame(X, columns=[f"f{i}" for i in range(X.shape[1])])
+    labels = np.array(["a", "b", "c"])[y]
+    a, b = (clf(arch="decision_list", early_stopping=True, random_state=seed).fit(X, labels)
+            for seed in (0, 1))
+    fitted = [
+        (a, X),
+        (merge_estimators(a, b), X),
+        (reg(arch="non_oblivious", depth=3).fit(frame, X[:, 0] - 2 * X[:, 1]), frame),
+    ]
+    for est, X_eval in fitted:
+        path = tmp_path / "model.skops"
+        sio.dump(est, path)
+        cls = type(est)
+        name = f"{cls.__module__}.{cls.__qualname__}"
+        assert sio.get_untrusted_types(file=path) == [name]
+        back = sio.load(path, trusted=[name])
+        assert type(back) is cls
+        assert back.architecture_ is get_architecture(est.arch, est.depth)  # rebuilt
+        assert_same_params(back.tree_params_, est.tree_params_)
+        assert back.get_params() == est.get_params()
+        assert back.loss_curve_ == est.loss_curve_
+        assert_array_equal(back.predict(X_eval), est.predict(X_eval))
+        if hasattr(est, "classes_"):
+            assert_array_equal(back.classes_, est.classes_)
+            assert_array_equal(back.predict_proba(X_eval), est.predict_proba(X_eval))
+        else:
+            assert_array_equal(back.feature_names_in_, est.feature_names_in_)
+            assert_array_equal(back.y_scale_, est.y_scale_)
+        # dumping leaves the estimator itself untouched
+        assert isinstance(est.tree_params_, TreeParams)
+
+
+def test_pickles_of_the_object_form_still_load(monkeypatch, blobs3):
+    """Pickles whose state holds the TreeArchitecture and TreeParams objects
+    (as written before the plain-type state) load and predict the same."""
+    from sklearn.base import BaseEstimator
+
+    from sktree_lmc._estimators import _BaseSoftTreeEnsemble
+
+    X, y = blobs3
+    est = clf().fit(X, y)
+    with monkeypatch.context() as m:
+        m.setattr(_BaseSoftTreeEnsemble, "__getstate__", BaseEstimator.__getstate__)
+        old = pickle.dumps(est)
+    assert b"TreeParams" in old and b"TreeParams" not in pickle.dumps(est)
+    back = pickle.loads(old)
+    assert isinstance(back.tree_params_, TreeParams)
+    assert_array_equal(back.predict_proba(X), est.predict_proba(X))
+
+
 @pytest.mark.skipif(torch.cuda.is_available(), reason="tests the CPU-only fallback")
 def test_model_configured_for_cuda_predicts_on_a_cpu_only_machine(binary):
     """What a CPU-only machine sees of a model pickled after a GPU fit: the state is
@@ -281,7 +339,10 @@ def test_tree_outputs_sum_to_the_raw_output(blobs3):
     assert per_tree.shape == (len(X), 8, 3)
     log_p = est.predict_log_proba(X)
     raw = per_tree.sum(axis=1)
-    assert_allclose(raw - np.log(np.exp(raw).sum(axis=1, keepdims=True)), log_p, atol=1e-10)
+    # the kernel computes in float32: the float64 sum of the float32 per-tree outputs equals
+    # its float32 ensemble output up to float32 rounding
+    assert_allclose(raw - np.log(np.exp(raw).sum(axis=1, keepdims=True)), log_p,
+                    rtol=1e-5, atol=1e-6)
 
 
 # -- errors ---------------------------------------------------------------------------------
@@ -297,6 +358,42 @@ def test_nan_and_inf_in_X_are_rejected(bad, binary):
     est = clf().fit(*binary)
     with pytest.raises(ValueError, match="NaN|infinity"):
         est.predict(X)
+
+
+@pytest.mark.parametrize("value", [1e39, -3.5e38, 1e300])
+def test_values_beyond_float32_are_rejected(value, binary):
+    """Finite in float64 but infinite in float32 (the training precision)."""
+    X, y = binary
+    bad = X.copy()
+    bad[5, 1] = value
+    with pytest.raises(ValueError, match="X contains values beyond the float32 range"):
+        clf().fit(bad, y)
+    with pytest.raises(ValueError, match="X contains values beyond the float32 range"):
+        reg().fit(bad, X[:, 0])
+    est = clf().fit(X, y)
+    with pytest.raises(ValueError, match="X contains values beyond the float32 range"):
+        est.predict_proba(bad)
+    with pytest.raises(ValueError, match="y contains values beyond the float32 range"):
+        reg().fit(X, np.r_[value, X[1:, 0]])
+
+
+def test_huge_target_spread_is_rejected_not_inf(binary):
+    X, _ = binary
+    with pytest.raises(ValueError, match="y contains values beyond the float32 range"):
+        reg().fit(X, X[:, 0] * 1e160)
+    # the largest spread float32 can hold still standardizes to finite numbers
+    est = reg(max_epochs=2).fit(X, np.sign(X[:, 0]) * 3e38)
+    assert np.isfinite(est.y_scale_).all() and np.isfinite(est.predict(X)).all()
+
+
+@pytest.mark.parametrize("name", ["n_estimators", "depth", "batch_size", "max_epochs",
+                                  "n_iter_no_change", "learning_rate", "tol"])
+@pytest.mark.parametrize("make", [clf, reg], ids=["classifier", "regressor"])
+def test_booleans_are_not_numbers(make, name, binary):
+    X, y = binary
+    for value in (True, np.True_):
+        with pytest.raises(InvalidParameterError, match=f"'{name}' parameter.*Got (np.)?True"):
+            make(**{name: value}).fit(X, y)
 
 
 def test_wrong_feature_count_at_predict(binary):

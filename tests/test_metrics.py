@@ -1,7 +1,10 @@
 """LMC barrier (Eq. 1), interpolation curves and their display."""
 
+import hypothesis.extra.numpy as hnp
+import hypothesis.strategies as st
 import numpy as np
 import pytest
+from hypothesis import given, settings
 from numpy.testing import assert_allclose
 from sklearn.datasets import make_classification, make_regression
 from sklearn.metrics import accuracy_score, log_loss, mean_squared_error, r2_score
@@ -55,12 +58,53 @@ def test_barrier_uneven_lambdas():
 
 
 def test_barrier_errors():
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="at least two points"):
         lmc_barrier([1.0])
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="1-D"):
         lmc_barrier([[1.0, 2.0]])
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="same length"):
         lmc_barrier([1.0, 2.0, 3.0], lambdas=[0.0, 1.0])
+    with pytest.raises(ValueError, match="finite"):
+        lmc_barrier([80.0, np.nan, 84.0])
+    with pytest.raises(ValueError, match="finite"):
+        lmc_barrier([80.0, np.inf, 84.0])
+    with pytest.raises(ValueError, match="lambdas must be finite"):
+        lmc_barrier([80.0, 70.0, 84.0], lambdas=[0.0, np.nan, 1.0])
+    with pytest.raises(ValueError, match="endpoints 0 and 1"):
+        lmc_barrier([80.0, 70.0, 84.0], lambdas=[0.25, 0.5, 0.75])
+    with pytest.raises(ValueError, match=r"\[0, 1\]"):
+        lmc_barrier([80.0, 70.0, 84.0], lambdas=[0.0, 1.5, 1.0])
+    with pytest.raises(ValueError, match="repeated"):
+        lmc_barrier([80.0, 70.0, 84.0], lambdas=[0.0, 1.0, 1.0])
+    with pytest.raises(TypeError, match="values"):
+        lmc_barrier(["a", "b"])
+    with pytest.raises(TypeError, match="lambdas"):
+        lmc_barrier([1.0, 2.0], lambdas="ab")
+
+
+def test_barrier_does_not_depend_on_the_order_of_the_points():
+    # C(0) = 3, C(1/2) = 1.9, C(1) = 1: the line is at 2 at the midpoint
+    assert lmc_barrier([1.0, 1.9, 3.0], [1.0, 0.5, 0.0]) == pytest.approx(0.1)
+    forward = lmc_barrier([80.0, 71.0, 80.0, 79.0, 84.0], np.linspace(0, 1, 5))
+    backward = lmc_barrier([84.0, 79.0, 80.0, 71.0, 80.0], np.linspace(1, 0, 5))
+    assert forward == backward == pytest.approx(10.0)
+
+
+@settings(max_examples=50, deadline=None)
+@given(
+    hnp.arrays(np.float64, st.integers(2, 12), elements=st.floats(-1e6, 1e6)),
+    st.randoms(use_true_random=False),
+    st.booleans(),
+)
+def test_barrier_is_invariant_to_permuting_the_points(values, rnd, greater_is_better):
+    lambdas = np.linspace(0.0, 1.0, len(values))
+    order = list(range(len(values)))
+    rnd.shuffle(order)
+    expected = lmc_barrier(values, lambdas, greater_is_better=greater_is_better)
+    assert expected >= 0
+    assert lmc_barrier(values[order], lambdas[order], greater_is_better=greater_is_better) == (
+        pytest.approx(expected, abs=1e-9)
+    )
 
 
 def test_barrier_of_curve_object():
@@ -108,14 +152,53 @@ def test_curve_explicit_lambdas_and_errors(clf_data):
         interpolation_curve(a, b, X, y, lambdas=[0.0, 1.5])
 
 
+@pytest.mark.parametrize(
+    "lambdas, error, match",
+    [
+        (0, ValueError, "at least 2"),
+        (1, ValueError, "at least 2"),
+        (-3, ValueError, "at least 2"),
+        (True, TypeError, "lambdas"),
+        (2.5, TypeError, "int >= 2"),
+        ("abc", TypeError, "string"),
+        ([0.25, 0.5, 0.75], ValueError, "endpoints 0 and 1"),
+        ([0.0, np.nan, 1.0], ValueError, "finite"),
+        ([[0.0, 1.0]], ValueError, "1-D"),
+        ([], ValueError, "endpoints"),
+    ],
+)
+def test_curve_rejects_bad_lambdas(clf_data, lambdas, error, match):
+    a, b, X, y = clf_data
+    with pytest.raises(error, match=match):
+        interpolation_curve(a, b, X, y, lambdas=lambdas, invariances="none")
+
+
+def test_curve_needs_data(clf_data):
+    a, b, X, y = clf_data
+    with pytest.raises(ValueError, match="X and y"):
+        interpolation_curve(a, b, None, y)
+    with pytest.raises(ValueError, match="X and y"):
+        interpolation_curve(a, b, X, None)
+
+
+def test_unsorted_curve_has_the_barrier_of_the_sorted_one(clf_data):
+    a, b, X, y = clf_data
+    up = interpolation_curve(a, b, X, y, lambdas=[0.0, 0.25, 0.5, 0.75, 1.0], invariances="none")
+    down = interpolation_curve(a, b, X, y, lambdas=[1.0, 0.75, 0.5, 0.25, 0.0],
+                               invariances="none")
+    assert_allclose(down.scores["log_loss"], up.scores["log_loss"][::-1])
+    for metric in ("accuracy", "log_loss"):
+        assert down.barrier(metric) == pytest.approx(up.barrier(metric))
+
+
 def test_naive_curve_matches_manual_interpolation(clf_data):
     """With invariances="none" the curve is plain parameter averaging."""
     import copy
 
     a, b, X, y = clf_data
-    curve = interpolation_curve(a, b, X, y, lambdas=[0.5], invariances="none")
+    curve = interpolation_curve(a, b, X, y, lambdas=[0.0, 0.5, 1.0], invariances="none")
     mid = copy.deepcopy(a).set_tree_params(a.tree_params_.interpolate(b.tree_params_, 0.5))
-    assert curve.scores["accuracy"][0] == pytest.approx(100 * mid.score(X, y))
+    assert curve.scores["accuracy"][1] == pytest.approx(100 * mid.score(X, y))
 
 
 def test_regressor_curve_endpoints():

@@ -1,4 +1,4 @@
-"""N-way merging: merge_estimators([m1, ..., mK]) and sktree_lmc._multi.align_many."""
+"""N-way merging: merge_estimators([m1, ..., mK]) and sktree_lmc._nway.align_many."""
 
 import numpy as np
 import pytest
@@ -13,8 +13,9 @@ from sktree_lmc import (
     merge_estimators,
     random_ops,
 )
-from sktree_lmc._merge import _with_params
-from sktree_lmc._multi import align_many, merge_many
+from sktree_lmc._bridge import with_params as _with_params
+from sktree_lmc._merge import merge_many
+from sktree_lmc._nway import align_many
 
 X_CLF, Y_CLF = make_classification(
     n_samples=240, n_features=5, n_informative=4, n_redundant=0, n_classes=3, random_state=0

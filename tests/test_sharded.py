@@ -21,7 +21,7 @@ from sktree_lmc import (
     SoftTreeEnsembleRegressor,
     merge_estimators,
 )
-from sktree_lmc._multi import make_shards
+from sktree_lmc._sharded import make_shards
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 

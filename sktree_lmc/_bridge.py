@@ -1,0 +1,154 @@
+"""The bridge between fitted estimators and their parameters.
+
+Everything the merge layer (:mod:`._merge`, :mod:`._metrics`, :mod:`._sharded`)
+needs to know about the estimators lives here, in one low module that only
+imports the estimator module: checking that models can be aligned with each
+other, building a new fitted estimator from parameters, and the target
+standardization of regressors. Classifier versus regressor is decided by
+:func:`sklearn.base.is_classifier`, not by probing fitted attributes.
+"""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+
+import numpy as np
+from sklearn.base import clone, is_classifier
+from sklearn.utils import check_random_state
+from sklearn.utils.validation import check_array, check_is_fitted
+
+from ._estimators import _BaseSoftTreeEnsemble
+from ._params import TreeParams
+
+__all__ = ["check_compatible", "combine", "fingerprint", "sample_rows", "scale_leaves",
+           "target_scale", "with_params"]
+
+
+def check_compatible(estimators):
+    """Raise a clear error unless all estimators can be aligned with each other.
+
+    Parameters
+    ----------
+    estimators : sequence
+        At least two fitted soft tree ensembles of one class, architecture,
+        depth, size, number of features and outputs, and classes.
+
+    Raises
+    ------
+    TypeError
+        If one is not a soft tree ensemble.
+    ValueError
+        If fewer than two are given or they differ in one of the above.
+    """
+    if len(estimators) < 2:
+        raise ValueError(f"Need at least two estimators, got {len(estimators)}.")
+    ref = estimators[0]
+    for i, est in enumerate(estimators):
+        if not isinstance(est, _BaseSoftTreeEnsemble):
+            raise TypeError(
+                f"Estimator {i} is a {type(est).__name__}, not a soft tree ensemble."
+            )
+        check_is_fitted(est, "tree_params_")
+        if type(est) is not type(ref):
+            raise ValueError(
+                f"Cannot merge a {type(ref).__name__} with a {type(est).__name__}."
+            )
+        checks = [
+            ("architecture", ref.architecture_.name, est.architecture_.name),
+            ("depth", ref.architecture_.depth, est.architecture_.depth),
+            ("number of trees", ref.tree_params_.n_trees, est.tree_params_.n_trees),
+            ("number of features", ref.n_features_in_, est.n_features_in_),
+            ("number of outputs", ref.n_outputs_, est.n_outputs_),
+        ]
+        for what, x, y in checks:
+            if x != y:
+                raise ValueError(f"Models differ in {what}: {x!r} (model 0) vs {y!r} (model {i}).")
+        if is_classifier(ref) and not np.array_equal(ref.classes_, est.classes_):
+            raise ValueError(
+                f"Models differ in classes: {ref.classes_!r} (model 0) vs {est.classes_!r} "
+                f"(model {i})."
+            )
+
+
+def fingerprint(params):
+    """A digest of an ensemble's parameters, to recognize the models of a fit."""
+    digest = hashlib.sha1()
+    for array in (params.split_weight, params.split_bias, params.leaf_value):
+        digest.update(np.ascontiguousarray(array).tobytes())
+    return digest.hexdigest()
+
+
+def sample_rows(X, n_samples, random_state, n_features):
+    """At most ``n_samples`` rows of ``X`` (in their order), for activation matching."""
+    if X is None:
+        raise ValueError("Activation matching (method='am') needs data: pass X.")
+    X = check_array(X, dtype=[np.float32, np.float64])
+    if X.shape[1] != n_features:
+        raise ValueError(f"X has {X.shape[1]} features, but the models expect {n_features}.")
+    rng = check_random_state(random_state)
+    if X.shape[0] > n_samples:
+        X = X[np.sort(rng.choice(X.shape[0], n_samples, replace=False))]
+    return X
+
+
+def with_params(template, params, **overrides):
+    """A new fitted estimator with the hyperparameters and fitted metadata of
+    ``template``, the parameters ``params`` and the attributes ``overrides``.
+
+    The fitted state copied is the estimator's: its public fitted attributes
+    (names ending in ``_``) and the private ones it declares in
+    ``_fitted_private_attrs``.
+    """
+    new = clone(template)
+    private = getattr(template, "_fitted_private_attrs", ())
+    for key, value in vars(template).items():
+        fitted = key.endswith("_") and not key.startswith("_")
+        if (fitted or key in private) and key != "tree_params_":
+            setattr(new, key, copy.deepcopy(value))
+    new.tree_params_ = params.copy()
+    for key, value in overrides.items():
+        setattr(new, key, value)
+    return new
+
+
+def target_scale(estimators, weights):
+    """Merged target standardization of regressors, and each model's leaf factor.
+
+    Returns ``(y_mean, y_scale, factors)``: the weighted means of ``y_mean_``
+    and ``y_scale_``, and ``y_scale_ / y_scale`` per model, the factor that
+    expresses a model's leaf values in the merged scale (the raw output of a
+    regressor is multiplied by ``y_scale_``). ``None`` for classifiers.
+    """
+    if is_classifier(estimators[0]):
+        return None
+    w = np.asarray(weights, dtype=np.float64)
+    w = w / w.sum()
+    y_scale = sum(wi * np.asarray(est.y_scale_, dtype=np.float64) for wi, est in zip(w, estimators))
+    y_mean = sum(wi * np.asarray(est.y_mean_, dtype=np.float64) for wi, est in zip(w, estimators))
+    factors = [np.asarray(est.y_scale_, dtype=np.float64) / y_scale for est in estimators]
+    return y_mean, y_scale, factors
+
+
+def scale_leaves(params, factors):
+    """``params`` with leaf values multiplied by ``factors`` (one per output)."""
+    return TreeParams(params.split_weight, params.split_bias,
+                      params.leaf_value * factors[None, None, :])
+
+
+def combine(estimators, aligned_params, weights):
+    """The fitted estimator whose parameters are the weighted average of
+    ``aligned_params`` (one per estimator, all in one basis).
+
+    Regressors' leaves are first expressed in the merged target scale (see
+    :func:`target_scale`), so that weights ``(1, 0, ...)`` reproduce model 0
+    exactly and identical functions merge into the same function.
+    """
+    overrides = {}
+    scale = target_scale(estimators, weights)
+    if scale is not None:
+        y_mean, y_scale, factors = scale
+        aligned_params = [scale_leaves(p, f) for p, f in zip(aligned_params, factors)]
+        overrides = {"y_mean_": y_mean, "y_scale_": y_scale}
+    merged = TreeParams.weighted_average(aligned_params, weights)
+    return with_params(estimators[0], merged, **overrides)

@@ -1,0 +1,115 @@
+"""The package's modules import each other only downward: no import cycle,
+function-level imports included (read from the source with :mod:`ast`)."""
+
+import ast
+from pathlib import Path
+
+import pytest
+
+import sktree_lmc
+
+PACKAGE = Path(sktree_lmc.__file__).parent
+
+
+def _module_name(path):
+    parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def _internal_imports(path):
+    """``sktree_lmc`` modules imported anywhere in ``path`` (any nesting level)."""
+    name = _module_name(path)
+    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package.split(".")
+                base = base[: len(base) - node.level + 1]
+                target = ".".join(base + ([node.module] if node.module else []))
+            else:
+                target = node.module or ""
+            targets = [target]
+            if node.module is None:  # from . import x: x may be a module
+                targets = [f"{target}.{alias.name}" for alias in node.names]
+        elif isinstance(node, ast.Import):
+            targets = [alias.name for alias in node.names]
+        else:
+            continue
+        found.update(t for t in targets if t.split(".")[0] == "sktree_lmc")
+    return found
+
+
+def _graph():
+    modules = {_module_name(p): p for p in PACKAGE.rglob("*.py")}
+    graph = {}
+    for name, path in modules.items():
+        edges = set()
+        for target in _internal_imports(path):
+            while target and target not in modules:
+                target = target.rpartition(".")[0]
+            if target and target != name:
+                edges.add(target)
+        graph[name] = edges
+    return graph
+
+
+def _find_cycle(graph):
+    """One import cycle as a list of modules, or None."""
+    state = {}
+
+    def visit(node, stack):
+        state[node] = "open"
+        for nxt in sorted(graph[node]):
+            if state.get(nxt) == "open":
+                return stack[stack.index(nxt):] + [nxt]
+            if nxt not in state:
+                cycle = visit(nxt, stack + [nxt])
+                if cycle:
+                    return cycle
+        state[node] = "done"
+        return None
+
+    for node in sorted(graph):
+        if node not in state:
+            cycle = visit(node, [node])
+            if cycle:
+                return cycle
+    return None
+
+
+def test_no_import_cycle():
+    # the package __init__ imports everything; it is the top, not part of a cycle
+    graph = {k: {t for t in v if t != "sktree_lmc"} for k, v in _graph().items()}
+    assert _find_cycle(graph) is None, " -> ".join(_find_cycle(graph))
+
+
+def test_cycle_finder_finds_a_cycle():
+    assert _find_cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}}) == ["a", "b", "c", "a"]
+    assert _find_cycle({"a": {"b"}, "b": set()}) is None
+
+
+@pytest.mark.parametrize(
+    "low, high",
+    [
+        ("sktree_lmc._estimators", "sktree_lmc._bridge"),
+        ("sktree_lmc._bridge", "sktree_lmc._merge"),
+        ("sktree_lmc._nway", "sktree_lmc._merge"),
+        ("sktree_lmc._merge", "sktree_lmc._sharded"),
+        ("sktree_lmc._merge", "sktree_lmc._metrics"),
+    ],
+)
+def test_layers_import_downward(low, high):
+    graph = _graph()
+
+    def reachable(start):
+        seen, todo = set(), [start]
+        while todo:
+            for nxt in graph[todo.pop()]:
+                if nxt not in seen:
+                    seen.add(nxt)
+                    todo.append(nxt)
+        return seen
+
+    assert low in reachable(high)
+    assert high not in reachable(low)

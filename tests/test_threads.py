@@ -1,0 +1,179 @@
+"""The thread policy: ``n_threads`` is applied inside fit and prediction, and only there."""
+
+import threading
+
+import numpy as np
+import pytest
+import torch
+from joblib import parallel_config
+from sklearn.datasets import make_classification
+from sklearn.utils._param_validation import InvalidParameterError
+
+import sktree_lmc._forward as forward
+from sktree_lmc import (
+    ShardedSoftTreeEnsemble,
+    SoftTreeEnsembleClassifier,
+    SoftTreeEnsembleRegressor,
+)
+from sktree_lmc._threads import _available_cpus, effective_n_threads, torch_threads
+
+X, Y = make_classification(n_samples=120, n_features=5, random_state=0)
+
+
+def clf(**kw):
+    params = dict(n_estimators=4, max_epochs=2, batch_size=32, device="cpu", random_state=0)
+    params.update(kw)
+    return SoftTreeEnsembleClassifier(**params)
+
+
+@pytest.fixture
+def caller_threads():
+    """Torch set to 3 threads by the 'caller' (not the test session's 1), restored after."""
+    previous = torch.get_num_threads()
+    torch.set_num_threads(3)
+    yield 3
+    torch.set_num_threads(previous)
+
+
+@pytest.fixture
+def recorded(monkeypatch):
+    """Torch's thread count seen by every routing call of the kernel (fit and predict)."""
+    seen = []
+    route = forward._route_forward
+
+    def recording(*args, **kwargs):
+        seen.append(torch.get_num_threads())
+        return route(*args, **kwargs)
+
+    monkeypatch.setattr(forward, "_route_forward", recording)
+    return seen
+
+
+PREDICT_METHODS = ["predict", "predict_proba", "predict_log_proba", "decision_function",
+                   "tree_outputs", "score"]
+
+
+@pytest.mark.parametrize("n_threads", [1, 2])
+def test_fit_and_prediction_apply_n_threads_and_restore_the_callers(
+    n_threads, caller_threads, recorded
+):
+    est = clf(n_threads=n_threads).fit(X, Y)
+    assert recorded and set(recorded) == {n_threads}
+    assert torch.get_num_threads() == caller_threads
+    for method in PREDICT_METHODS:
+        recorded.clear()
+        args = (X, Y) if method == "score" else (X,)
+        getattr(est, method)(*args)
+        assert recorded and set(recorded) == {n_threads}, method
+        assert torch.get_num_threads() == caller_threads, method
+
+
+def test_none_keeps_the_callers_setting(caller_threads, recorded):
+    est = clf(n_threads=None).fit(X, Y)
+    est.predict(X)
+    assert set(recorded) == {caller_threads}
+    assert torch.get_num_threads() == caller_threads
+
+
+def test_negative_counts_back_from_the_available_cpus(caller_threads, recorded):
+    clf(n_threads=-1).fit(X, Y)
+    assert set(recorded) == {_available_cpus()}
+    assert effective_n_threads(-1) == _available_cpus()
+    assert effective_n_threads(-(_available_cpus() + 5)) == 1
+
+
+def test_default_is_one_thread(caller_threads, recorded):
+    assert SoftTreeEnsembleClassifier().n_threads == 1
+    assert SoftTreeEnsembleRegressor().n_threads == 1
+    clf().fit(X, Y)
+    assert set(recorded) == {1}
+
+
+def test_callers_setting_is_restored_when_fit_raises(caller_threads, monkeypatch):
+    # an error in validation, inside the thread context
+    with pytest.raises(ValueError, match="only one class"):
+        clf(n_threads=1).fit(X, np.zeros(len(X)))
+    assert torch.get_num_threads() == caller_threads
+
+    # an error in the middle of training
+    def boom(*args, **kwargs):
+        assert torch.get_num_threads() == 1
+        raise RuntimeError("boom")
+
+    monkeypatch.setattr(forward, "_route_forward", boom)
+    with pytest.raises(RuntimeError, match="boom"):
+        clf(n_threads=1).fit(X, Y)
+    assert torch.get_num_threads() == caller_threads
+
+
+def test_callers_setting_is_restored_when_prediction_raises(caller_threads):
+    est = clf(n_threads=1).fit(X, Y)
+    with pytest.raises(ValueError, match="features"):
+        est.predict(X[:, :3])
+    assert torch.get_num_threads() == caller_threads
+
+
+@pytest.mark.parametrize("bad", [0, 1.5, "2"])
+def test_invalid_n_threads_is_rejected_naming_the_parameter(bad):
+    with pytest.raises(InvalidParameterError, match="n_threads"):
+        clf(n_threads=bad).fit(X, Y)
+
+
+def test_bool_n_threads_is_rejected():
+    with pytest.raises(TypeError, match="n_threads"):
+        effective_n_threads(True)
+    with pytest.raises(ValueError, match="n_threads"):
+        effective_n_threads(0)
+
+
+def test_context_manager_restores_and_nests(caller_threads):
+    with torch_threads(1) as n:
+        assert n == 1 and torch.get_num_threads() == 1
+        with torch_threads(2):
+            assert torch.get_num_threads() == 2
+        assert torch.get_num_threads() == 1
+    assert torch.get_num_threads() == caller_threads
+    with pytest.raises(KeyError):
+        with torch_threads(1):
+            raise KeyError("x")
+    assert torch.get_num_threads() == caller_threads
+
+
+def test_concurrent_fits_in_threads_keep_their_own_setting(caller_threads):
+    """Fits in two threads of one process (dask workers, joblib threads) each run with their
+    own n_threads and leave the main thread's setting alone (torch's OpenMP backend keeps one
+    count per thread)."""
+    seen, errors = {}, []
+    barrier = threading.Barrier(2)
+
+    def work(n):
+        try:
+            barrier.wait()
+            est = clf(n_threads=n, max_epochs=3)
+            original = est._loss
+
+            def loss(output, target):
+                seen.setdefault(n, set()).add(torch.get_num_threads())
+                return original(output, target)
+
+            est._loss = loss
+            est.fit(X, Y)
+        except Exception as exc:  # pragma: no cover - reported below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=work, args=(n,)) for n in (1, 2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors
+    assert seen == {1: {1}, 2: {2}}
+    assert torch.get_num_threads() == caller_threads
+
+
+def test_shard_workers_use_the_estimators_n_threads(caller_threads, recorded):
+    sharded = ShardedSoftTreeEnsemble(clf(n_threads=1), n_shards=2, n_jobs=2, random_state=0)
+    with parallel_config(backend="threading"):
+        sharded.fit(X, Y)
+    assert recorded and set(recorded) == {1}
+    assert torch.get_num_threads() == caller_threads
