@@ -211,6 +211,29 @@ def test_benchmark_smoke(tmp_path, monkeypatch):
     assert timing[0].startswith("arch,K,M") and len(timing) == 5
 
 
+@pytest.mark.slow
+def test_benchmark_smoke_rounds_and_refit(tmp_path, monkeypatch):
+    """The rounds table and the pairwise refit benchmark in smoke mode."""
+    import csv
+
+    monkeypatch.syspath_prepend(str(REPO_ROOT))
+    bench = pytest.importorskip("benchmarks.bench_sharded")
+    assert bench.main(["--smoke", "--rounds-table", "--no-timing", "--out", str(tmp_path)]) == 0
+    with open(tmp_path / "smoke_sharded_rounds.csv") as fh:
+        rows = list(csv.DictReader(fh))
+    variants = {(r["split"], r["variant"], r["R"]) for r in rows}
+    for split in ("iid", "class_skewed"):
+        assert {(split, v, R) for v, R in [("full", "1"), ("shard", "1"), ("ensemble", "1"),
+                                           ("wm", "1"), ("wm", "2"), ("fedavg", "2")]} <= variants
+    assert all(r["batch_size"] == "256" for r in rows if r["variant"] == "wm")  # 512 / K
+    assert all(r["test_refit"] for r in rows if r["variant"] == "wm")
+    refit = pytest.importorskip("benchmarks.bench_refit")
+    assert refit.main(["--smoke", "--out", str(tmp_path)]) == 0
+    with open(tmp_path / "smoke_refit.csv") as fh:
+        (row,) = list(csv.DictReader(fh))
+    assert float(row["objective_refit"]) <= float(row["objective_merged"])
+
+
 # ----------------------------------------------------------------------------
 # federated rounds
 # ----------------------------------------------------------------------------
