@@ -441,7 +441,8 @@ class ShardedSoftTreeEnsemble(MetaEstimatorMixin, BaseEstimator):
                 _check_shard_classes(k, len(idx), classes, np.unique(y[idx]))
         self.shard_indices_ = shards
         sizes = np.array([len(idx) for idx in shards])
-        weight_sums = None if sample_weight is None else [sample_weight[i].sum() for i in shards]
+        weight_sums = None if sample_weight is None else [
+            sample_weight[i].sum(dtype=np.float64) for i in shards]
         local = _LocalShards(X, y, sample_weight, shards, n_jobs=self.n_jobs,
                              verbose=self.verbose)
         return local, sizes, weight_sums, X, y, sample_weight

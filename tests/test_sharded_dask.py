@@ -79,3 +79,21 @@ def test_failing_shard_is_named_and_bad_inputs(client):
     with pytest.raises(ValueError, match="merging site"):
         clone(est).set_params(refit_leaves=True).fit(da.from_array(X, chunks=(100, 5)),
                                                      da.from_array(Y, chunks=100))
+
+
+def test_dask_regressor_with_sample_weight(client):
+    from sklearn.datasets import make_regression
+
+    from sktree_lmc import SoftTreeEnsembleRegressor
+
+    Xr, yr = make_regression(n_samples=240, n_features=4, noise=1.0, random_state=0)
+    w = np.random.RandomState(0).uniform(0.5, 2.0, len(yr))
+    est = ShardedSoftTreeEnsemble(
+        SoftTreeEnsembleRegressor(n_estimators=8, max_epochs=2, batch_size=32, device="cpu"),
+        n_shards=2, split="contiguous", n_rounds=2, random_state=0)
+    local = clone(est).fit(Xr, yr, sample_weight=w)
+    remote = clone(est).fit(da.from_array(Xr, chunks=(120, 4)), da.from_array(yr, chunks=120),
+                            sample_weight=da.from_array(w, chunks=120))
+    _assert_same_params(local.merged_.tree_params_, remote.merged_.tree_params_)
+    np.testing.assert_allclose(remote.weights_, local.weights_)
+    np.testing.assert_allclose(remote.merged_.y_scale_, local.merged_.y_scale_)
