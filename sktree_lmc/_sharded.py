@@ -151,6 +151,13 @@ class ShardedSoftTreeEnsemble(MetaEstimatorMixin, BaseEstimator):
     unfitted clone and the rows of its own shard only; it returns the fitted
     clone, whose state is NumPy arrays. No worker sees another shard's data.
 
+    With ``n_rounds > 1`` this is federated training with matched averaging:
+    after every merge each shard continues from the merged model for
+    ``max_epochs`` local epochs, and the shard models are aligned and merged
+    again. With a dask array or DataFrame as ``X`` the shards are its
+    partitions, the fits run on the dask workers holding them, and only
+    parameters travel (see ``docs/sharded.md``).
+
     Parameters
     ----------
     estimator : SoftTreeEnsembleClassifier or SoftTreeEnsembleRegressor, default=None
@@ -265,11 +272,25 @@ class ShardedSoftTreeEnsemble(MetaEstimatorMixin, BaseEstimator):
     >>> sharded.predict_proba(X[:2]).shape
     (2, 2)
 
-    On a dask cluster (``pip install "sktree_lmc[distributed]"``)::
+    Federated rounds: 5 rounds of 2 local epochs cost one 10-epoch fit.
+
+    >>> rounds = ShardedSoftTreeEnsemble(base.set_params(max_epochs=2), n_shards=3,
+    ...                                  n_rounds=5, random_state=0).fit(X, y)
+    >>> [h["round"] for h in rounds.history_]
+    [1, 2, 3, 4, 5]
+
+    On a dask cluster (``pip install "sktree_lmc[distributed]"``), with the
+    data where it lives (one shard per partition, only parameters travel)::
 
         from dask.distributed import Client
-        from joblib import parallel_config
+        import dask.dataframe as dd
         client = Client("scheduler-address:8786")
+        X, y = dd.read_parquet("features/"), dd.read_parquet("labels/")["label"]
+        ShardedSoftTreeEnsemble(base, n_shards=8, n_rounds=10).fit(X, y)
+
+    or, with in-memory arrays, the shard fits on the cluster through joblib::
+
+        from joblib import parallel_config
         with parallel_config(backend="dask"):
             sharded.fit(X, y)
     """
