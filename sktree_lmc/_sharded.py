@@ -247,7 +247,9 @@ class ShardedSoftTreeEnsemble(MetaEstimatorMixin, BaseEstimator):
         weighted mean training loss over all shards' training rows, computed
         where the rows live), ``validation_loss`` (on the held-out rows, or
         None without early stopping), ``bytes_sent`` and ``bytes_received``
-        (parameter bytes sent to and received from the shards) and
+        (bytes of the parameter arrays sent to the shards to start the round
+        and received from them after it; the losses need the merged
+        parameters at the shards too, which the next round sends anyway) and
         ``wall_time`` (seconds).
     classes_ : ndarray of shape (n_classes,)
         Class labels (classifiers only).
