@@ -21,7 +21,7 @@ import numpy as np
 import torch
 
 from benchmarks.lmc.core import default_data_home
-from sktree_lmc import ARCHITECTURES, SoftTreeEnsembleClassifier, interpolation_curve
+from sktree_lmc import ARCHITECTURES, ModelAligner, SoftTreeEnsembleClassifier, interpolation_curve
 from sktree_lmc.datasets import (
     TABULAR_BENCHMARK,
     load_magic_small,
@@ -64,10 +64,9 @@ def run(datasets, archs, seeds, n_estimators, epochs, out):
                     "fit_s": (time.perf_counter() - t0) / len(models),
                 }
                 for method, inv in ALIGNMENTS:
-                    curve = interpolation_curve(
-                        *models, X_test, y_test, method=method, invariances=inv,
-                        X_align=X_train, random_state=seeds[0],
-                    )
+                    aligner = ModelAligner(method=method, invariances=inv, random_state=seeds[0])
+                    curve = interpolation_curve(*models, X_test, y_test, aligner=aligner,
+                                                X_align=X_train)
                     row[f"{method}_{inv}"] = curve.barrier("accuracy")
                 rows.append(row)
                 print(f"{name:>32} {arch:>22} {init:>8} train {row['train_acc']:6.2f} "

@@ -33,6 +33,7 @@ times faster than two threads for these model sizes.
 from __future__ import annotations
 
 import argparse
+import copy
 import csv
 import os
 import sys
@@ -46,13 +47,13 @@ from sklearn.base import clone
 from sklearn.metrics import log_loss
 
 from sktree_lmc import (
+    ModelAligner,
     ShardedSoftTreeEnsemble,
     SoftTreeEnsembleClassifier,
     TreeParams,
+    merge_estimators,
     refit_leaves,
 )
-from sktree_lmc._bridge import with_params as _with_params
-from sktree_lmc._merge import merge_many
 from sktree_lmc.datasets import (
     load_magic_small,
     load_tabular_benchmark,
@@ -114,19 +115,20 @@ def evaluate(models, weights, full, X_train, X_test, y_test, seed):
     scores = {"shard_mean": tuple(np.mean(shard, axis=0)),
               "full": _scores(full.predict_proba(X_test), classes, y_test),
               "ensemble": _scores(sum(wi * p for wi, p in zip(w, probas)), classes, y_test)}
-    naive = merge_many(models, w, invariances="none")
+    naive = merge_estimators(models, weights=w, aligner="naive")
     scores["naive"] = _scores(naive.predict_proba(X_test), classes, y_test)
     for method in ("wm", "am"):
-        kw = dict(method=method, X=X_train, random_state=seed)
-        ref = merge_many(models, w, max_iter=0, **kw)
+        ref_aligner = ModelAligner(method=method, max_iter=0, random_state=seed)
+        ref = merge_estimators(models, weights=w, aligner=ref_aligner, X=X_train)
         start = time.perf_counter()
-        merged, info = merge_many(models, w, return_alignment=True, **kw)
+        aligner = ModelAligner(method=method, random_state=seed).fit(models, X_train, weights=w)
+        merged = merge_estimators(models, weights=w, aligner=aligner)  # reuses the alignment
         seconds = time.perf_counter() - start
         scores[f"merged_{method}_ref"] = _scores(ref.predict_proba(X_test), classes, y_test)
         scores[f"merged_{method}"] = _scores(merged.predict_proba(X_test), classes, y_test)
         if method == "wm":
-            row.update(merge_wm_s=seconds, wm_sweeps=info.n_iter,
-                       wm_objective_gain=info.objective[-1] / info.objective[0] - 1)
+            row.update(merge_wm_s=seconds, wm_sweeps=aligner.n_iter_,
+                       wm_objective_gain=aligner.objective_[-1] / aligner.objective_[0] - 1)
     for v in VARIANTS:
         row[v], row[f"logloss_{v}"] = scores[v]
     gap = row["full"] - row["shard_mean"]
@@ -216,7 +218,7 @@ ROUND_FIELDS = ["dataset", "split", "K", "seed", "variant", "R", "local_epochs",
 #: Variants of the federated-rounds table: name -> ShardedSoftTreeEnsemble options.
 ROUND_VARIANTS = {
     "wm": {},                                            # matched rounds, Adam state kept
-    "fedavg": {"merge": "naive"},                        # plain averaging from round 1
+    "fedavg": {"aligner": "naive"},                      # plain averaging from round 1
     "wm_reset_adam": {"keep_optimizer_state": False},    # Adam restarted every round
     "wm_momentum": {"server_momentum": 0.5},             # FedAvgM on the matched average
     # a longer first round, same total: 23 + (R - 1) * 3 = 50 epochs at R = 10
@@ -384,27 +386,27 @@ def run_timing(args, out_csv):
         ).fit(X, y)
         p = template.tree_params_
         models = [
-            _with_params(template, TreeParams(rng.randn(*p.split_weight.shape),
-                                              rng.randn(*p.split_bias.shape),
-                                              rng.randn(*p.leaf_value.shape)))
+            copy.deepcopy(template).set_tree_params(TreeParams(
+                rng.randn(*p.split_weight.shape), rng.randn(*p.split_bias.shape),
+                rng.randn(*p.leaf_value.shape)))
             for _ in range(args.timing_K)
         ]
         for method in ("wm", "am"):
             for max_iter in (0, 20):
                 start, cpu = time.perf_counter(), time.process_time()
-                _, info = merge_many(models, method=method, X=X, max_iter=max_iter,
-                                     return_alignment=True)
+                info = ModelAligner(method=method, max_iter=max_iter).fit(models, X)
+                merge_estimators(models, aligner=info)
                 seconds = time.perf_counter() - start
                 cpu = time.process_time() - cpu
                 row = dict(arch=arch, K=args.timing_K, M=args.timing_M, F=F, C=C,
-                           method=method, max_iter=max_iter, sweeps=info.n_iter,
-                           matchings=info.n_matchings, converged=info.converged,
+                           method=method, max_iter=max_iter, sweeps=info.n_iter_,
+                           matchings=info.n_matchings_, converged=info.converged_,
                            seconds=round(seconds, 3), cpu_seconds=round(cpu, 3))
                 with open(out_csv, "a", newline="") as fh:
                     csv.DictWriter(fh, TIME_FIELDS).writerow(row)
                 print(f"timing {arch} {method} max_iter={max_iter}: {seconds:.2f}s "
                       f"(CPU {cpu:.2f}s) "
-                      f"({info.n_iter} sweeps, {info.n_matchings} matchings)", flush=True)
+                      f"({info.n_iter_} sweeps, {info.n_matchings_} matchings)", flush=True)
 
 
 def _markdown(csv_path, columns):

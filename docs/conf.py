@@ -91,7 +91,8 @@ def _optional_pages(app, docname, source):
 
 # -- API reference (autodoc, autosummary, numpydoc) -------------------------------
 autosummary_generate = True
-autodoc_default_options = {"members": True, "inherited-members": True}
+# Inherited members are documented, except torch.nn.Module's (SoftTreeEnsembleModule).
+autodoc_default_options = {"members": True, "inherited-members": "Module"}
 autodoc_typehints = "none"
 add_module_names = False
 

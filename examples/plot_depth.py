@@ -19,7 +19,12 @@ of depth 1 to 4.
 import matplotlib.pyplot as plt
 import numpy as np
 
-from sktree_lmc import SoftTreeEnsembleClassifier, get_architecture, interpolation_curve
+from sktree_lmc import (
+    ModelAligner,
+    SoftTreeEnsembleClassifier,
+    get_architecture,
+    interpolation_curve,
+)
 from sktree_lmc.datasets import load_magic_small, make_paper_preprocessor, paper_split
 
 archs = ["non_oblivious", "oblivious", "decision_list", "decision_list_modified"]
@@ -64,7 +69,8 @@ for arch, invariances in settings.items():
         a = SoftTreeEnsembleClassifier(random_state=0, **params).fit(X_train, y_train)
         b = SoftTreeEnsembleClassifier(random_state=1, **params).fit(X_train, y_train)
         for inv in invariances:
-            curve = interpolation_curve(a, b, X_test, y_test, lambdas=11, invariances=inv)
+            aligner = ModelAligner(invariances=inv)
+            curve = interpolation_curve(a, b, X_test, y_test, lambdas=11, aligner=aligner)
             barrier.setdefault((arch, inv), []).append(curve.barrier("accuracy"))
         print(f"{arch:23s} D={depth}  test accuracy {a.score(X_test, y_test):.3f}  barriers "
               + "  ".join(f"{inv} {barrier[(arch, inv)][-1]:.2f}" for inv in invariances))

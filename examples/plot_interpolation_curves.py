@@ -23,7 +23,7 @@ activation matching, as in Figure 7 of the paper.
 # differ only by their seed.
 import matplotlib.pyplot as plt
 
-from sktree_lmc import InterpolationCurveDisplay, SoftTreeEnsembleClassifier
+from sktree_lmc import InterpolationCurveDisplay, ModelAligner, SoftTreeEnsembleClassifier
 from sktree_lmc.datasets import load_magic_small, make_paper_preprocessor, paper_split
 
 X, y = load_magic_small(return_X_y=True)
@@ -48,9 +48,10 @@ for name, model in [("A", model_a), ("B", model_b)]:
 fig, axes = plt.subplots(2, 1, figsize=(7, 8), sharex=True, sharey=True)
 displays = {}
 for ax, method in zip(axes, ["wm", "am"]):
+    aligners = [ModelAligner(method=method, invariances=inv, random_state=0)
+                for inv in ("none", "perm", "all")]
     displays[method] = InterpolationCurveDisplay.from_estimators(
-        model_a, model_b, X_test, y_test, method=method,
-        invariances=("none", "perm", "all"), X_align=X_train, random_state=0, ax=ax,
+        model_a, model_b, X_test, y_test, aligners=aligners, X_align=X_train, ax=ax,
     )
     ax.set_title(f"{'weight' if method == 'wm' else 'activation'} matching: test accuracy "
                  "between two ensembles of 32 oblivious trees", fontsize=10)

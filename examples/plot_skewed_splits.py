@@ -16,7 +16,12 @@ compare the result with a model trained on all the data.
 import matplotlib.pyplot as plt
 import numpy as np
 
-from sktree_lmc import SoftTreeEnsembleClassifier, interpolation_curve, merge_estimators
+from sktree_lmc import (
+    ModelAligner,
+    SoftTreeEnsembleClassifier,
+    interpolation_curve,
+    merge_estimators,
+)
 from sktree_lmc.datasets import load_magic_small, make_paper_preprocessor, paper_split
 
 X, y = load_magic_small(return_X_y=True)
@@ -41,7 +46,7 @@ model_b = SoftTreeEnsembleClassifier(random_state=1, **params).fit(X_train[~in_a
 full = SoftTreeEnsembleClassifier(random_state=2, **params).fit(X_train, y_train)
 
 merged = merge_estimators(model_a, model_b, lam=0.5)  # aligned: permutation, flips, orders
-naive = merge_estimators(model_a, model_b, lam=0.5, invariances="none")
+naive = merge_estimators(model_a, model_b, lam=0.5, aligner="naive")
 
 models = {"A (skewed to 0)": model_a, "B (skewed to 1)": model_b,
           "naive average": naive, "aligned merge": merged, "trained on all": full}
@@ -59,11 +64,10 @@ for name, model in models.items():
 # --------------------
 # Test accuracy along the segment from A to B. The horizontal line is the
 # model trained on all the data, which neither endpoint saw.
-curves = {
-    "naive": interpolation_curve(model_a, model_b, X_test, y_test, invariances="none"),
-    "tree permutation": interpolation_curve(model_a, model_b, X_test, y_test, invariances="perm"),
-    "all invariances": interpolation_curve(model_a, model_b, X_test, y_test, invariances="all"),
-}
+aligners = {"naive": "naive", "tree permutation": ModelAligner(invariances="perm"),
+            "all invariances": "wm"}
+curves = {label: interpolation_curve(model_a, model_b, X_test, y_test, aligner=aligner)
+          for label, aligner in aligners.items()}
 fig, ax = plt.subplots(figsize=(7, 4.2))
 for label, curve in curves.items():
     ax.plot(curve.lambdas, curve.scores["accuracy"], marker="o", markersize=3, label=label)

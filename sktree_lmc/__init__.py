@@ -15,6 +15,7 @@ from ._architectures import (
     random_ops,
 )
 from ._estimators import SoftTreeEnsembleClassifier, SoftTreeEnsembleRegressor
+from ._forward import SoftTreeEnsembleModule
 from ._matching import (
     Alignment,
     activation_matching,
@@ -31,7 +32,7 @@ from ._metrics import (
 )
 from ._params import TreeParams
 from ._refit import refit_leaves
-from ._sharded import ShardedSoftTreeEnsemble
+from ._sharded import ShardedSoftTreeEnsemble, make_shards
 
 __version__ = "0.1.0.dev0"
 
@@ -43,6 +44,7 @@ __all__ = [
     "ModelAligner",
     "ShardedSoftTreeEnsemble",
     "SoftTreeEnsembleClassifier",
+    "SoftTreeEnsembleModule",
     "SoftTreeEnsembleRegressor",
     "SymmetryOps",
     "TreeArchitecture",
@@ -53,6 +55,7 @@ __all__ = [
     "interpolation_curve",
     "is_valid_op",
     "lmc_barrier",
+    "make_shards",
     "merge_estimators",
     "pairwise_tree_similarity",
     "random_ops",

@@ -12,7 +12,13 @@ import argparse
 import sys
 import time
 
-from . import ARCHITECTURES, SoftTreeEnsembleClassifier, interpolation_curve, merge_estimators
+from . import (
+    ARCHITECTURES,
+    ModelAligner,
+    SoftTreeEnsembleClassifier,
+    interpolation_curve,
+    merge_estimators,
+)
 from .datasets import (
     TABULAR_BENCHMARK,
     load_magic_small,
@@ -85,12 +91,11 @@ def main(argv=None):
     print(f"\nmerging with {args.method.upper()} (lambda = 0.5) and the barrier over 25 lambdas:")
     print(f"  {'invariances':<12} {'merged test acc':>16} {'test barrier':>13} {'align s':>8}")
     for inv in ("none", "perm", "all"):
+        aligner = ModelAligner(method=args.method, invariances=inv, random_state=0)
         t0 = time.perf_counter()
-        merged = merge_estimators(a, b, lam=0.5, method=args.method, invariances=inv,
-                                  X=X_train, random_state=0)
+        merged = merge_estimators(a, b, lam=0.5, aligner=aligner, X=X_train)
         elapsed = time.perf_counter() - t0
-        curve = interpolation_curve(a, b, X_test, y_test, method=args.method, invariances=inv,
-                                    X_align=X_train, random_state=0)
+        curve = interpolation_curve(a, b, X_test, y_test, aligner=aligner, X_align=X_train)
         print(f"  {inv:<12} {100 * merged.score(X_test, y_test):16.2f} "
               f"{curve.barrier('accuracy'):13.3f} {elapsed:8.3f}")
     return 0

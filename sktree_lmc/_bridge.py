@@ -39,7 +39,8 @@ def check_compatible(estimators):
     TypeError
         If one is not a soft tree ensemble.
     ValueError
-        If fewer than two are given or they differ in one of the above.
+        If fewer than two are given, they differ in one of the above, or one
+        has NaN or infinite parameters.
     """
     if len(estimators) < 2:
         raise ValueError(f"Need at least two estimators, got {len(estimators)}.")
@@ -69,6 +70,14 @@ def check_compatible(estimators):
                 f"Models differ in classes: {ref.classes_!r} (model 0) vs {est.classes_!r} "
                 f"(model {i})."
             )
+        params = est.tree_params_
+        for name in ("split_weight", "split_bias", "leaf_value"):
+            if not np.all(np.isfinite(getattr(params, name))):
+                raise ValueError(
+                    f"Estimator {i} has non-finite (NaN or infinite) parameters in {name}: it "
+                    "cannot be aligned or merged. Refit it (a diverging fit gives such "
+                    "parameters; try a lower learning_rate)."
+                )
 
 
 def fingerprint(params):

@@ -5,6 +5,7 @@ from __future__ import annotations
 import copy
 import dataclasses
 import sys
+import warnings
 from numbers import Integral, Real
 from typing import NamedTuple
 
@@ -13,13 +14,15 @@ import torch
 import torch.nn.functional as F
 from scipy.special import log_softmax, softmax
 from sklearn.base import BaseEstimator, ClassifierMixin, RegressorMixin, _fit_context
+from sklearn.exceptions import ConvergenceWarning
 from sklearn.utils import check_random_state
 from sklearn.utils._param_validation import Interval, StrOptions
+from sklearn.utils.class_weight import compute_sample_weight
 from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import _check_sample_weight, check_is_fitted, validate_data
 
 from ._architectures import ARCHITECTURES, TreeArchitecture, get_architecture
-from ._device import prediction_device, resolve_device
+from ._device import DEVICE_CONSTRAINT, prediction_device, resolve_device
 from ._forward import SoftTreeEnsembleModule, predict_chunked
 from ._params import TreeParams
 from ._threads import limit_threads
@@ -35,6 +38,10 @@ class _NumberInterval(Interval):
 
 
 _FLOAT32_MAX = float(np.finfo(np.float32).max)
+#: Upper bound of ``learning_rate`` and ``split_init``: larger values overflow
+#: float32 in Adam's first step (``learning_rate / (1 - beta1)``) or in the
+#: initialization itself.
+_MAX_SCALE = 1e30
 
 
 def _check_float32_range(array, name):
@@ -186,6 +193,57 @@ def _run_epoch(module, optimizer, loss_fn, data, train_idx, batch_size, generato
     return total / count
 
 
+def _check_finite_epoch(module, epoch, learning_rate, loss, val_loss=None):
+    """Stop the fit with a ValueError when an epoch ends with a non-finite
+    training or validation loss or parameter: the optimization diverged or
+    overflowed float32, and every later prediction would be NaN."""
+    if not np.isfinite(loss):
+        what = f"the training loss is {loss}"
+    elif val_loss is not None and not np.isfinite(val_loss):
+        what = f"the validation loss is {val_loss}"
+    elif not all(bool(torch.isfinite(p).all()) for p in module.parameters()):
+        what = "the parameters are no longer finite"
+    else:
+        return
+    raise ValueError(
+        f"Training diverged at epoch {epoch + 1}: {what}. Use a lower learning_rate "
+        f"(now {learning_rate!r}), or rescale X (or y)."
+    )
+
+
+#: A fit whose last epoch's loss exceeds this multiple of its reference loss
+#: (see :func:`_reference_loss`) has diverged: finite, but far worse than
+#: where it started and than predicting nothing.
+_DIVERGED_LOSS_FACTOR = 10.0
+
+
+def _reference_loss(module, loss_fn, data, train_idx, batch_size, n_outputs):
+    """The larger of the initial model's loss on the first ``batch_size``
+    training rows and the loss of the all-zero output (uniform probabilities,
+    the weighted mean target) on all of them: the reference of
+    :func:`_warn_if_diverged`, computed before training, with no random draw."""
+    initial = _evaluate_loss(module, loss_fn, data, train_idx[:batch_size])
+    idx = torch.as_tensor(train_idx, device=data.X.device)
+    w = data.weight[idx]
+    zeros = data.X.new_zeros((len(idx), n_outputs))
+    zero_output = float((loss_fn(zeros, data.target[idx]) * w).sum() / w.sum())
+    return max(initial, zero_output)
+
+
+def _warn_if_diverged(loss_curve, reference_loss, learning_rate):
+    """ConvergenceWarning when training ended far worse than it started
+    (finite but diverged: e.g. a learning rate orders of magnitude too high)."""
+    if loss_curve and loss_curve[-1] > _DIVERGED_LOSS_FACTOR * reference_loss:
+        warnings.warn(
+            f"Training diverged: the last epoch's loss {loss_curve[-1]:.4g} is more than "
+            f"{_DIVERGED_LOSS_FACTOR:g} times that of the initial model or of a zero output "
+            f"({reference_loss:.4g}). Use a lower learning_rate (now {learning_rate!r}), "
+            "or rescale X.",
+            ConvergenceWarning,
+            stacklevel=5,  # the caller of fit, through limit_threads and _fit_context
+        )
+
+
 def _evaluate_loss(module, loss_fn, data, idx):
     """Weighted mean loss of rows ``idx`` in evaluation mode, without gradients."""
     module.eval()
@@ -246,8 +304,10 @@ class _BaseSoftTreeEnsemble(BaseEstimator):
         "n_estimators": [_NumberInterval(Integral, 1, None, closed="left")],
         "depth": [_NumberInterval(Integral, 1, None, closed="left")],
         "leaf_init": [StrOptions({"tree", "ensemble"})],
-        "split_init": [StrOptions({"fan_in"}), _NumberInterval(Real, 0, None, closed="neither")],
-        "learning_rate": [_NumberInterval(Real, 0, None, closed="neither")],
+        "split_init": [
+            StrOptions({"fan_in"}), _NumberInterval(Real, 0, _MAX_SCALE, closed="right")
+        ],
+        "learning_rate": [_NumberInterval(Real, 0, _MAX_SCALE, closed="right")],
         "batch_size": [_NumberInterval(Integral, 1, None, closed="left")],
         "max_epochs": [_NumberInterval(Integral, 1, None, closed="left")],
         "early_stopping": ["boolean"],
@@ -255,7 +315,7 @@ class _BaseSoftTreeEnsemble(BaseEstimator):
         "n_iter_no_change": [_NumberInterval(Integral, 1, None, closed="left")],
         "tol": [_NumberInterval(Real, 0, None, closed="left")],
         "warm_start": ["boolean"],
-        "device": [str],
+        "device": DEVICE_CONSTRAINT,
         "random_state": ["random_state"],
         "verbose": ["verbose"],
         "n_threads": [
@@ -312,6 +372,11 @@ class _BaseSoftTreeEnsemble(BaseEstimator):
     def _loss(self, output, target):  # pragma: no cover - abstract
         raise NotImplementedError
 
+    def _target_weights(self, y):
+        """Per-sample weight factors that depend on the target (class weights);
+        they multiply ``sample_weight``."""
+        return 1.0
+
     # -- fitting ------------------------------------------------------------------
     @_fit_context(prefer_skip_nested_validation=True)
     @limit_threads
@@ -325,12 +390,20 @@ class _BaseSoftTreeEnsemble(BaseEstimator):
         y : array-like of shape (n_samples,) or (n_samples, n_targets)
             Targets (class labels of any type for the classifier).
         sample_weight : array-like of shape (n_samples,), default=None
-            Per-sample weights of the loss.
+            Per-sample weights of the loss (multiplied by the classifier's
+            ``class_weight``); only their ratios matter.
 
         Returns
         -------
         self : object
             The fitted estimator.
+
+        Raises
+        ------
+        ValueError
+            For invalid data or hyperparameters, and when training diverges:
+            an epoch that ends with a non-finite loss or parameter stops the
+            fit with an error naming the epoch.
         """
         warm = self._check_warm_start()
         X, target, sample_weight, n_outputs = self._prepare_fit_data(X, y, sample_weight, warm)
@@ -348,6 +421,9 @@ class _BaseSoftTreeEnsemble(BaseEstimator):
         data = _FitTensors.from_arrays(X, target, sample_weight, device)
         stopper = _EarlyStopping(self.tol, self.n_iter_no_change) if self.early_stopping else None
 
+        reference_loss = _reference_loss(
+            module, self._loss, data, train_idx, self.batch_size, n_outputs
+        )
         if not warm:
             self.loss_curve_, self.n_epochs_ = [], 0
             self.validation_loss_curve_ = None
@@ -365,10 +441,13 @@ class _BaseSoftTreeEnsemble(BaseEstimator):
             if stopper is not None:
                 val_loss = _evaluate_loss(module, self._loss, data, val_idx)
                 self.validation_loss_curve_.append(val_loss)
+            _check_finite_epoch(module, epoch, self.learning_rate, loss, val_loss)
+            if stopper is not None:
                 stopper.update(val_loss, module)
             _report_epoch(epochs, epoch, self.max_epochs, loss, val_loss, self.verbose)
             if stopper is not None and stopper.should_stop:
                 break
+        _warn_if_diverged(self.loss_curve_, reference_loss, self.learning_rate)
         if stopper is not None:
             stopper.restore_best(module)
         self.architecture_, self.device_, self.n_outputs_ = arch, str(device), n_outputs
@@ -397,10 +476,17 @@ class _BaseSoftTreeEnsemble(BaseEstimator):
         data must match the fitted model (features, classes or targets)."""
         X, y = self._validate_fit_data(X, y, reset=not warm)
         sample_weight = _check_sample_weight(
-            sample_weight, X, dtype=np.float32, ensure_non_negative=True
+            sample_weight, X, dtype=np.float64, ensure_non_negative=True
         )
+        sample_weight = sample_weight * self._target_weights(y)
         if not sample_weight.sum() > 0:
-            raise ValueError("sample_weight sums to zero: there is nothing to fit.")
+            raise ValueError(
+                "sample_weight (times class_weight, for a classifier) sums to zero: "
+                "there is nothing to fit."
+            )
+        # The loss is a weighted mean, so the scale of the weights is free: a
+        # largest weight of 1 keeps their float32 sums finite.
+        sample_weight = (sample_weight / sample_weight.max()).astype(np.float32)
         target, n_outputs = self._encode_targets(y, sample_weight, warm)
         return X, target, sample_weight, n_outputs
 
@@ -626,9 +712,10 @@ class SoftTreeEnsembleClassifier(ClassifierMixin, _BaseSoftTreeEnsemble):
         it closed more of the gap to the full-data model than restarting
         Adam (see ``docs/sharded.md``); set ``optimizer_state_ = None`` to
         restart Adam from the current parameters.
-    device : str, default="auto"
+    device : str or torch.device, default="auto"
         Torch device for fitting and prediction (``"cpu"``, ``"cuda"``,
-        ``"cuda:1"``, ...); ``"auto"`` uses CUDA when available. Fitted
+        ``"cuda:1"``, ``"mps"``, ...); ``"auto"`` uses CUDA when available.
+        A device that is not available is a ``ValueError`` at fit. Fitted
         parameters are always stored on the CPU, so a model trained on a GPU
         pickles and loads anywhere; on a machine without CUDA it predicts on
         the CPU (with a warning). Training and prediction run in float32;
@@ -656,6 +743,12 @@ class SoftTreeEnsembleClassifier(ClassifierMixin, _BaseSoftTreeEnsemble):
         threads inside one process; ``ShardedSoftTreeEnsemble(n_jobs=...)``
         sets the number of worker processes, whose fits each use the
         estimator's ``n_threads``.
+    class_weight : dict, "balanced" or None, default=None
+        Weights of the classes in the loss, as in scikit-learn's classifiers:
+        ``None`` weighs every class 1; a dict maps class labels to weights
+        (missing classes weigh 1); ``"balanced"`` weighs each class by
+        ``n_samples / (n_classes * count)`` of its count in ``y``. They
+        multiply ``sample_weight`` given to :meth:`fit`.
 
     Attributes
     ----------
@@ -702,6 +795,66 @@ class SoftTreeEnsembleClassifier(ClassifierMixin, _BaseSoftTreeEnsemble):
     >>> bool(clf.score(X, y) > 0.8)
     True
     """
+
+    _parameter_constraints: dict = {
+        **_BaseSoftTreeEnsemble._parameter_constraints,
+        "class_weight": [dict, StrOptions({"balanced"}), None],
+    }
+
+    def __init__(
+        self,
+        arch="oblivious",
+        n_estimators=256,
+        depth=2,
+        leaf_init="ensemble",
+        split_init="fan_in",
+        learning_rate=1e-2,
+        batch_size=512,
+        max_epochs=50,
+        early_stopping=False,
+        validation_fraction=0.1,
+        n_iter_no_change=5,
+        tol=1e-4,
+        warm_start=False,
+        device="auto",
+        random_state=None,
+        verbose=0,
+        n_threads=1,
+        class_weight=None,
+    ):
+        super().__init__(
+            arch=arch, n_estimators=n_estimators, depth=depth, leaf_init=leaf_init,
+            split_init=split_init, learning_rate=learning_rate, batch_size=batch_size,
+            max_epochs=max_epochs, early_stopping=early_stopping,
+            validation_fraction=validation_fraction, n_iter_no_change=n_iter_no_change, tol=tol,
+            warm_start=warm_start, device=device, random_state=random_state, verbose=verbose,
+            n_threads=n_threads,
+        )
+        self.class_weight = class_weight
+
+    def _target_weights(self, y):
+        if self.class_weight is None:
+            return 1.0
+        check_classification_targets(y)
+        if isinstance(self.class_weight, dict):
+            classes = np.unique(y)
+            unknown = [label for label in self.class_weight if label not in set(classes)]
+            if unknown:
+                raise ValueError(
+                    f"class_weight has labels {unknown!r} that are not classes of y "
+                    f"{classes.tolist()!r}."
+                )
+            weights = list(self.class_weight.values())
+            if not all(
+                isinstance(w, Real) and not isinstance(w, (bool, np.bool_))
+                and np.isfinite(w) and w >= 0
+                for w in weights
+            ):
+                raise ValueError(
+                    "class_weight values must be finite non-negative numbers, got "
+                    f"{self.class_weight!r}."
+                )
+        return compute_sample_weight(self.class_weight, y)
 
     def _encode_targets(self, y, sample_weight, warm=False):
         check_classification_targets(y)
@@ -836,7 +989,7 @@ class SoftTreeEnsembleRegressor(RegressorMixin, _BaseSoftTreeEnsemble):
     warm_start : bool, default=False
         Continue from the fitted parameters (and Adam state), keeping the
         target standardization; see :class:`SoftTreeEnsembleClassifier`.
-    device : str, default="auto"
+    device : str or torch.device, default="auto"
         Torch device; ``"auto"`` uses CUDA when available.
     random_state : int, RandomState instance or None, default=None
         Seeds a per-fit :class:`torch.Generator`.

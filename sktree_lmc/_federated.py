@@ -340,7 +340,9 @@ def run_rounds(shards, clones, weights, merge, *, n_rounds, keep_optimizer=True,
     weights : ndarray of shape (K,)
         Merge weights.
     merge : callable
-        ``merge(models, weights) -> (merged estimator, MultiAlignment)``.
+        ``merge(models, weights) -> (merged estimator, fitted ModelAligner)``;
+        the aligner's ``alignments_[k]`` maps shard ``k``'s model into the
+        merged basis.
     n_rounds : int
         Number of rounds ``R``.
     keep_optimizer : bool
@@ -364,14 +366,14 @@ def run_rounds(shards, clones, weights, merge, *, n_rounds, keep_optimizer=True,
     -------
     dict
         ``handles`` (shard estimators or futures of the last round),
-        ``estimators`` (public copies), ``merged``, ``alignment``,
+        ``estimators`` (public copies), ``merged``, ``aligner``,
         ``history`` and ``n_rounds`` (rounds run).
     """
     import time
 
     rounds = range(n_rounds) if progress is None else progress(range(n_rounds))
     handles, history = None, []
-    merged = alignment = None
+    merged = aligner = None
     best = (np.inf, None, None)
     velocity = previous = server_al = None
     no_improve = 0
@@ -385,7 +387,7 @@ def run_rounds(shards, clones, weights, merge, *, n_rounds, keep_optimizer=True,
             scale = {key: getattr(merged, key)
                      for key in ("y_mean_", "y_scale_") if hasattr(merged, key)}
             for k in range(len(clones)):
-                chain = [alignment.alignments[k]] + ([server_al] if server_al is not None else [])
+                chain = [aligner.alignments_[k]] + ([server_al] if server_al is not None else [])
                 starts.append({"params": merged.tree_params_, "alignment": _Chain(chain),
                                "keep_optimizer": keep_optimizer, "scale": scale,
                                "set_params": dict(later_params or {})})
@@ -393,7 +395,7 @@ def run_rounds(shards, clones, weights, merge, *, n_rounds, keep_optimizer=True,
             handles = shards.fit(handles, starts)
         models = shards.collect(handles)
         received = sum(_params_nbytes(m.tree_params_) for m in models)
-        merged, alignment = merge(models, weights)
+        merged, aligner = merge(models, weights)
         server_al = None
         if (server_momentum > 0 or server_learning_rate != 1) and r > 0:
             params, velocity, server_al = _server_step(
@@ -414,15 +416,15 @@ def run_rounds(shards, clones, weights, merge, *, n_rounds, keep_optimizer=True,
             tol, patience = validation
             entry["validation_loss"] = val = shards.loss(merged, validation=True)
             if val < best[0] - tol:
-                best, no_improve = (val, copy.deepcopy(merged), alignment), 0
+                best, no_improve = (val, copy.deepcopy(merged), aligner), 0
             else:
                 no_improve += 1
             if no_improve >= patience:
                 break
     if validation is not None and best[1] is not None:
-        merged, alignment = best[1], best[2]
+        merged, aligner = best[1], best[2]
     return {"handles": handles, "estimators": models, "merged": merged,
-            "alignment": alignment, "history": history, "n_rounds": len(history)}
+            "aligner": aligner, "history": history, "n_rounds": len(history)}
 
 
 class _Chain:

@@ -1,11 +1,21 @@
-"""Aligning fitted ensembles modulo tree symmetries, and merging them (two or ``K``)."""
+"""Aligning fitted ensembles modulo tree symmetries, and merging them (two or ``K``).
+
+:class:`ModelAligner` owns the alignment settings (method, invariances,
+weighting, rows of activation matching, N-way refinement, device), validated
+once by its ``_parameter_constraints``. Everything that aligns models
+(:func:`merge_estimators`, :func:`~sktree_lmc.interpolation_curve`,
+:class:`~sktree_lmc.ShardedSoftTreeEnsemble`) takes ``aligner=``: a
+:class:`ModelAligner`, or one of the shortcuts of :data:`ALIGNER_SHORTCUTS`,
+and turns it into an aligner with :func:`check_aligner`.
+"""
 
 from __future__ import annotations
 
 from numbers import Integral, Real
 
-from sklearn.base import BaseEstimator
-from sklearn.utils._param_validation import Interval, StrOptions, validate_params
+import numpy as np
+from sklearn.base import BaseEstimator, clone
+from sklearn.utils._param_validation import StrOptions, validate_params
 from sklearn.utils.validation import check_is_fitted
 
 from ._bridge import (
@@ -17,25 +27,44 @@ from ._bridge import (
     target_scale,
     with_params,
 )
-from ._matching import INVARIANCES, activation_matching, weight_matching
+from ._device import DEVICE_CONSTRAINT, resolve_device
+from ._estimators import _NumberInterval
+from ._matching import INVARIANCES
 from ._nway import _check_weights, align_many
 
-__all__ = ["ModelAligner", "merge_estimators", "merge_many"]
+__all__ = ["ALIGNER_SHORTCUTS", "ModelAligner", "check_aligner", "fit_aligner",
+           "merge_estimators"]
+
+#: String shortcuts accepted wherever an ``aligner`` is: the settings they stand for.
+ALIGNER_SHORTCUTS = {
+    "wm": dict(method="wm"),
+    "am": dict(method="am"),
+    "naive": dict(invariances="none"),
+}
 
 
 class ModelAligner(BaseEstimator):
-    """Align fitted soft tree ensembles to a reference, modulo tree symmetries.
+    """Align fitted soft tree ensembles into one basis, modulo tree symmetries.
 
-    For every model but the reference, the aligner learns one tree
-    permutation (a single linear assignment) and one symmetry op per tree
-    (subtree flips, splitting orders) such that the model, expressed in the
-    reference's basis, is as close as possible to it. The aligned copies
-    compute exactly the same function as the originals.
+    For every model the aligner learns one tree permutation (a linear
+    assignment) and one symmetry op per tree (subtree flips, splitting
+    orders) that express it in a common basis: the aligned copies compute
+    exactly the same functions as the originals. With two models this is
+    the pairwise matching of the paper (Algorithms 1 and 2): the other model
+    is aligned to the reference. With ``K > 2`` every model is first aligned
+    to the reference, then refinement sweeps re-align each model (the
+    reference too) to the weighted sum of the others, maximizing the total
+    pairwise similarity (N-way matching; see :mod:`sktree_lmc._nway`).
 
-    Protocol: ``fit(estimators, X=None)`` learns ``alignments_`` (one
-    :class:`~sktree_lmc._matching.Alignment` per estimator, the identity for
-    the reference); ``align(estimators)`` returns new fitted estimators with
-    permuted and transformed parameters. It is not a data transformer.
+    The aligner owns the alignment settings of the package: pass it (or a
+    string shortcut, ``"wm"``, ``"am"`` or ``"naive"``) as ``aligner=`` to
+    :func:`merge_estimators`, :func:`~sktree_lmc.interpolation_curve` and
+    :class:`~sktree_lmc.ShardedSoftTreeEnsemble`.
+
+    Protocol: ``fit(estimators, X=None, weights=None)`` learns ``alignments_``
+    (one :class:`~sktree_lmc.Alignment` per estimator);
+    ``align(estimators)`` returns new fitted estimators with permuted and
+    transformed parameters. It is not a data transformer.
 
     Parameters
     ----------
@@ -51,19 +80,42 @@ class ModelAligner(BaseEstimator):
     n_samples : int, default=512
         Rows of ``X`` sampled for activation matching.
     reference : int, default=0
-        Index of the reference estimator.
+        Index of the reference estimator, whose basis is kept (with ``K > 2``
+        models and ``max_iter > 0`` the sweeps may move it as well).
+    max_iter : int, default=20
+        ``K > 2`` models only: maximum refinement sweeps; ``0`` aligns every
+        model to the reference only. With two models the pairwise matching
+        already maximizes the objective, so no sweep runs.
+    tol : float, default=1e-3
+        ``K > 2`` models only: a sweep whose relative objective gain is at
+        most ``tol`` ends the refinement; ``0`` runs until no alignment
+        changes (or ``max_iter``).
     random_state : int, RandomState instance or None, default=None
         Seed of the row sampling of activation matching.
-    device : str, default="cpu"
-        Torch device for the similarity computations.
+    device : str or torch.device, default="cpu"
+        Torch device for the similarity computations (``"auto"`` uses CUDA
+        when available).
 
     Attributes
     ----------
     alignments_ : list of Alignment
         ``alignments_[i].apply(params_i)`` expresses model ``i`` in the
-        reference's basis.
+        common basis (the identity for the reference, unless refinement
+        sweeps moved it).
     reference_ : int
         Index of the reference.
+    weights_ : ndarray of shape (K,)
+        Model weights of the objective, normalized to sum to one.
+    n_iter_ : int
+        Refinement sweeps run.
+    converged_ : bool
+        Whether the refinement stopped before ``max_iter``.
+    objective_ : list of float
+        N-way objective (squared norm of the weighted sum of the aligned
+        models) after the initialization and every sweep; empty for
+        ``invariances="none"``.
+    n_matchings_ : int
+        Pairwise matchings (linear assignments) computed.
 
     Examples
     --------
@@ -82,31 +134,40 @@ class ModelAligner(BaseEstimator):
         "method": [StrOptions({"wm", "am"})],
         "invariances": [StrOptions(set(INVARIANCES))],
         "weighting": ["boolean"],
-        "n_samples": [Interval(Integral, 1, None, closed="left")],
-        "reference": [Interval(Integral, 0, None, closed="left")],
+        "n_samples": [_NumberInterval(Integral, 1, None, closed="left")],
+        "reference": [_NumberInterval(Integral, 0, None, closed="left")],
+        "max_iter": [_NumberInterval(Integral, 0, None, closed="left")],
+        "tol": [_NumberInterval(Real, 0, None, closed="left")],
         "random_state": ["random_state"],
-        "device": [str],
+        "device": DEVICE_CONSTRAINT,
     }
 
     def __init__(self, method="wm", invariances="all", weighting=True, n_samples=512,
-                 reference=0, random_state=None, device="cpu"):
+                 reference=0, max_iter=20, tol=1e-3, random_state=None, device="cpu"):
         self.method = method
         self.invariances = invariances
         self.weighting = weighting
         self.n_samples = n_samples
         self.reference = reference
+        self.max_iter = max_iter
+        self.tol = tol
         self.random_state = random_state
         self.device = device
 
-    def fit(self, estimators, X=None):
-        """Learn the alignment of every estimator to the reference.
+    def fit(self, estimators, X=None, weights=None):
+        """Learn the alignment of every estimator into the reference's basis.
 
         Parameters
         ----------
         estimators : sequence of fitted soft tree ensembles
-            Models of the same class, architecture, depth, size and classes.
+            ``K >= 2`` models of the same class, architecture, depth, size and
+            classes.
         X : array-like of shape (n_samples, n_features), default=None
             Data for activation matching (required when ``method="am"``).
+        weights : array-like of shape (K,), default=None
+            Non-negative model weights of the N-way objective (normalized);
+            uniform when None. Regressors are compared with their leaves in
+            the weighted merged target scale.
 
         Returns
         -------
@@ -114,31 +175,35 @@ class ModelAligner(BaseEstimator):
             The fitted aligner.
         """
         self._validate_params()
+        device = resolve_device(self.device)
         estimators = list(estimators)
         check_compatible(estimators)
-        if self.reference >= len(estimators):
-            raise ValueError(
-                f"reference={self.reference} but only {len(estimators)} estimators were given."
-            )
+        K = len(estimators)
+        if self.reference >= K:
+            raise ValueError(f"reference={self.reference} but only {K} estimators were given.")
+        w = _check_weights(weights, K)
         ref = estimators[self.reference]
-        arch = ref.architecture_
+        params = [est.tree_params_ for est in estimators]
+        scale = target_scale(estimators, w)
+        if scale is not None:  # compare regressors in one target standardization
+            params = [scale_leaves(p, f) for p, f in zip(params, scale[2])]
         outputs = None
         if self.method == "am" and self.invariances != "none":
             Xs = sample_rows(X, self.n_samples, self.random_state, ref.n_features_in_)
             outputs = [est.tree_outputs(Xs) for est in estimators]
-        self.alignments_ = []
-        for i, est in enumerate(estimators):
-            kwargs = dict(invariances=self.invariances if i != self.reference else "none",
-                          weighting=self.weighting, device=self.device)
-            if self.method == "wm" or kwargs["invariances"] == "none":
-                al = weight_matching(ref.tree_params_, est.tree_params_, arch, **kwargs)
-            else:
-                al = activation_matching(
-                    outputs[self.reference], outputs[i], ref.tree_params_, est.tree_params_,
-                    arch, **kwargs,
-                )
-            self.alignments_.append(al)
+            if scale is not None:
+                outputs = [o * f[None, None, :] for o, f in zip(outputs, scale[2])]
+        result = align_many(
+            params, ref.architecture_, w, method=self.method, invariances=self.invariances,
+            outputs=outputs, max_iter=self.max_iter if K > 2 else 0, reference=self.reference,
+            weighting=self.weighting, tol=self.tol, device=device,
+        )
+        self.alignments_ = result.alignments
         self.reference_ = self.reference
+        self.weights_ = result.weights
+        self.n_iter_, self.converged_ = result.n_iter, result.converged
+        self.objective_ = result.objective
+        self.n_matchings_ = result.n_matchings
         self._fingerprints = [fingerprint(est.tree_params_) for est in estimators]
         return self
 
@@ -175,7 +240,7 @@ class ModelAligner(BaseEstimator):
             for est, al in zip(estimators, self.alignments_)
         ]
 
-    def fit_align(self, estimators, X=None):
+    def fit_align(self, estimators, X=None, weights=None):
         """Fit the aligner and return the aligned estimators.
 
         Parameters
@@ -184,33 +249,121 @@ class ModelAligner(BaseEstimator):
             Models to align; see :meth:`fit`.
         X : array-like of shape (n_samples, n_features), default=None
             Data for activation matching.
+        weights : array-like of shape (K,), default=None
+            Model weights, see :meth:`fit`.
 
         Returns
         -------
         aligned : list of estimators
             See :meth:`align`.
         """
-        return self.fit(estimators, X).align(estimators)
+        return self.fit(estimators, X, weights).align(estimators)
+
+    def _is_fitted_on(self, estimators, weights=None):
+        """Whether this aligner was fitted on ``estimators`` (same parameters,
+        same order) with ``weights``."""
+        if not hasattr(self, "alignments_") or len(estimators) != len(self.alignments_):
+            return False
+        same = [fingerprint(est.tree_params_) for est in estimators] == self._fingerprints
+        return same and np.array_equal(_check_weights(weights, len(estimators)), self.weights_)
+
+    def aligned_params(self, estimators):
+        """Parameters of the fitted estimators in the reference's basis.
+
+        Parameters
+        ----------
+        estimators : sequence of fitted soft tree ensembles
+            The estimators given to :meth:`fit`, in the same order.
+
+        Returns
+        -------
+        params : list of TreeParams
+            ``alignments_[i].apply(estimators[i].tree_params_)``.
+        """
+        check_is_fitted(self, "alignments_")
+        return [al.apply(est.tree_params_) for al, est in zip(self.alignments_, estimators)]
+
+
+def check_aligner(aligner):
+    """Turn an ``aligner`` argument into an unfitted :class:`ModelAligner`.
+
+    Parameters
+    ----------
+    aligner : {"wm", "am", "naive"} or ModelAligner
+        A string shortcut (weight matching, activation matching, or naive
+        interpolation without alignment, all with the defaults of
+        :class:`ModelAligner`) or an aligner, which is cloned (never modified).
+
+    Returns
+    -------
+    ModelAligner
+        A new unfitted aligner.
+
+    Raises
+    ------
+    ValueError
+        If ``aligner`` is an unknown string.
+    TypeError
+        If ``aligner`` is neither a string nor a :class:`ModelAligner`.
+    """
+    if isinstance(aligner, ModelAligner):
+        return clone(aligner)
+    if isinstance(aligner, str):
+        if aligner not in ALIGNER_SHORTCUTS:
+            raise ValueError(
+                f"aligner must be one of {sorted(ALIGNER_SHORTCUTS)} or a ModelAligner, "
+                f"got {aligner!r}."
+            )
+        return ModelAligner(**ALIGNER_SHORTCUTS[aligner])
+    raise TypeError(
+        f"aligner must be one of {sorted(ALIGNER_SHORTCUTS)} or a ModelAligner, "
+        f"got a {type(aligner).__name__}."
+    )
+
+
+def fit_aligner(aligner, estimators, X=None, weights=None):
+    """An aligner fitted on ``estimators``.
+
+    A :class:`ModelAligner` already fitted on these estimators (in this
+    order, with these weights; for instance ``curve.aligner`` of an earlier
+    :func:`~sktree_lmc.interpolation_curve`) is returned as is, so that one
+    alignment serves several evaluations; otherwise :func:`check_aligner`
+    gives a new aligner, fitted here.
+
+    Parameters
+    ----------
+    aligner : {"wm", "am", "naive"} or ModelAligner
+        See :func:`check_aligner`.
+    estimators : sequence of fitted soft tree ensembles
+        The models to align.
+    X : array-like of shape (n_samples, n_features), default=None
+        Data for activation matching.
+    weights : array-like of shape (K,), default=None
+        Model weights (uniform when None).
+
+    Returns
+    -------
+    ModelAligner
+        A fitted aligner.
+    """
+    estimators = list(estimators)
+    if isinstance(aligner, ModelAligner):
+        check_compatible(estimators)
+        if aligner._is_fitted_on(estimators, weights):
+            return aligner
+    return check_aligner(aligner).fit(estimators, X, weights=weights)
 
 
 @validate_params(
     {
-        "lam": [Interval(Real, 0, 1, closed="both")],
-        "method": [StrOptions({"wm", "am"})],
-        "invariances": [StrOptions(set(INVARIANCES))],
+        "lam": [_NumberInterval(Real, 0, 1, closed="both")],
+        "aligner": [StrOptions(set(ALIGNER_SHORTCUTS)), ModelAligner],
         "X": ["array-like", None],
-        "weighting": ["boolean"],
-        "n_samples": [Interval(Integral, 1, None, closed="left")],
-        "random_state": ["random_state"],
-        "device": [str],
         "weights": ["array-like", None],
-        "max_iter": [Interval(Integral, 0, None, closed="left")],
     },
     prefer_skip_nested_validation=True,
 )
-def merge_estimators(a, b=None, lam=0.5, *, method="wm", invariances="all", X=None,
-                     weighting=True, n_samples=512, random_state=None, device="cpu",
-                     weights=None, max_iter=20):
+def merge_estimators(a, b=None, lam=0.5, *, aligner="wm", X=None, weights=None):
     """Align ``b`` to ``a`` and interpolate their parameters.
 
     Returns a new fitted estimator of the same class whose parameters are
@@ -224,25 +377,16 @@ def merge_estimators(a, b=None, lam=0.5, *, method="wm", invariances="all", X=No
         features and classes.
     lam : float in [0, 1], default=0.5
         Interpolation weight of ``b``.
-    method : {"wm", "am"}, default="wm"
-        Weight or activation matching.
-    invariances : {"none", "perm", "all"}, default="all"
-        Symmetries used to align ``b``; ``"none"`` gives naive interpolation.
+    aligner : {"wm", "am", "naive"} or ModelAligner, default="wm"
+        How ``b`` is aligned to ``a``: weight matching, activation matching
+        (on ``X``), no alignment (naive interpolation), or a
+        :class:`ModelAligner` carrying any other settings (invariances,
+        weighting, rows, seed, device, N-way refinement). An aligner already
+        fitted on these models is used as is (see :func:`fit_aligner`).
     X : array-like of shape (n_samples, n_features), default=None
-        Data for activation matching; required when ``method="am"``.
-    weighting : bool, default=True
-        Node weighting of the matching objective.
-    n_samples : int, default=512
-        Rows of ``X`` used by activation matching.
-    random_state : int, RandomState instance or None, default=None
-        Seed of the row sampling of activation matching.
-    device : str, default="cpu"
-        Torch device for the similarity computations.
+        Data for activation matching; required when the aligner uses it.
     weights : array-like of shape (K,), default=None
         N-way form only: weights of the K models (uniform when None).
-    max_iter : int, default=20
-        N-way form only: refinement sweeps of the alignment (``0`` aligns
-        every model to model 0 only).
 
     Returns
     -------
@@ -253,132 +397,43 @@ def merge_estimators(a, b=None, lam=0.5, *, method="wm", invariances="all", X=No
         models' leaf values in the interpolated scale, so that ``lam=0`` and
         ``lam=1`` reproduce ``a`` and ``b`` exactly.
 
+    See Also
+    --------
+    ModelAligner : The alignment settings, and the N-way procedure.
+
     Notes
     -----
-    N-way form: ``merge_estimators([m1, ..., mK], weights=None, ...)`` aligns
-    all K models into one basis (alignment to model 0, then sweeps that
-    re-align each model to the weighted sum of the others until no alignment
-    changes) and returns their weighted average; see
-    :func:`merge_many` for the procedure and its cost.
+    N-way form: ``merge_estimators([m1, ..., mK], weights=None, aligner=...)``
+    aligns all K models into model 0's basis (alignment to model 0, then
+    sweeps that re-align each model to the weighted sum of the others until
+    no alignment changes, see :class:`ModelAligner`) and returns their
+    weighted average.
 
     Examples
     --------
     >>> from sklearn.datasets import make_classification
-    >>> from sktree_lmc import SoftTreeEnsembleClassifier, merge_estimators
+    >>> from sktree_lmc import ModelAligner, SoftTreeEnsembleClassifier, merge_estimators
     >>> X, y = make_classification(n_samples=300, random_state=0)
     >>> a, b = (SoftTreeEnsembleClassifier(n_estimators=16, max_epochs=10, device="cpu",
     ...                                    random_state=s).fit(X, y) for s in (1, 2))
     >>> merged = merge_estimators(a, b, lam=0.5)
     >>> merged.predict(X[:4]).shape
     (4,)
-    >>> merge_estimators([a, b, merged], weights=[1, 1, 2]).predict(X[:4]).shape
+    >>> merge_estimators(a, b, aligner="am", X=X).predict(X[:4]).shape
+    (4,)
+    >>> perm_only = ModelAligner(invariances="perm")
+    >>> merge_estimators([a, b, merged], weights=[1, 1, 2], aligner=perm_only).predict(X[:4]).shape
     (4,)
     """
-    # -- N-way form: a list of K estimators ------------------------------------
     if isinstance(a, (list, tuple)):
         if b is not None or lam != 0.5:
             raise TypeError("Pass b and lam for two models only; use weights= with a list.")
-        return merge_many(a, weights, method=method, invariances=invariances, X=X,
-                          max_iter=max_iter, weighting=weighting, n_samples=n_samples,
-                          random_state=random_state, device=device)
+        estimators = list(a)
+        fitted = fit_aligner(aligner, estimators, X, weights)
+        return combine(estimators, fitted.aligned_params(estimators), fitted.weights_)
     if b is None:
         raise TypeError("merge_estimators(a, b) needs a second model, or a list of models.")
     if weights is not None:
         raise TypeError("weights= is for a list of models; use lam= with two models.")
-    # -- two-model form -----------------------------------------------------------
-    check_compatible([a, b])
-    aligner = ModelAligner(method=method, invariances=invariances, weighting=weighting,
-                           n_samples=n_samples, random_state=random_state, device=device)
-    aligner.fit([a, b], X)
-    aligned_b = aligner.alignments_[1].apply(b.tree_params_)
-    return combine([a, b], [a.tree_params_, aligned_b], [1 - lam, lam])
-
-
-def merge_many(estimators, weights=None, *, method="wm", invariances="all", X=None,
-               max_iter=20, tol=1e-3, weighting=True, n_samples=512, random_state=None,
-               device="cpu", return_alignment=False):
-    """Align ``K`` fitted ensembles into one basis and average them.
-
-    This is what ``merge_estimators([m1, ..., mK], weights=...)`` runs; see
-    :func:`align_many` for the procedure (reference alignment, then
-    coordinate-ascent sweeps that re-align each model to the weighted sum of
-    the others until no alignment changes) and its cost.
-
-    Parameters
-    ----------
-    estimators : sequence of fitted soft tree ensembles
-        ``K >= 2`` models of the same class, architecture, depth, number of
-        trees, features and classes.
-    weights : array-like of shape (K,), default=None
-        Non-negative weights of the models (e.g. their training-set sizes);
-        normalized to sum to one. Uniform when None.
-    method : {"wm", "am"}, default="wm"
-        Weight matching (parameters only) or activation matching (per-tree
-        outputs on ``n_samples`` rows of ``X``).
-    invariances : {"none", "perm", "all"}, default="all"
-        Symmetries used; ``"none"`` is naive averaging without alignment.
-    X : array-like of shape (n_samples, n_features), default=None
-        Data for activation matching; required when ``method="am"``.
-    max_iter : int, default=20
-        Maximum refinement sweeps; ``0`` aligns every model to model 0 only.
-    tol : float, default=1e-3
-        Relative objective gain under which the sweeps stop (see
-        :func:`align_many`); ``0`` runs until no alignment changes.
-    weighting : bool, default=True
-        Node weighting of the matching objective.
-    n_samples : int, default=512
-        Rows of ``X`` used by activation matching.
-    random_state : int, RandomState instance or None, default=None
-        Seed of the row sampling of activation matching.
-    device : str, default="cpu"
-        Torch device of the similarity computations.
-    return_alignment : bool, default=False
-        Also return the :class:`MultiAlignment`.
-
-    Returns
-    -------
-    merged : estimator
-        A new fitted estimator of the class of the inputs, with the
-        hyperparameters and metadata of model 0 and the averaged parameters.
-        Regressors first express every model's leaves in the merged target
-        scale (``y_scale_`` and ``y_mean_`` are the weighted means), so that
-        aligned identical models merge into the same function.
-    alignment : MultiAlignment
-        Only when ``return_alignment=True``.
-
-    Examples
-    --------
-    >>> from sklearn.datasets import make_classification
-    >>> from sktree_lmc import SoftTreeEnsembleClassifier, merge_estimators
-    >>> X, y = make_classification(n_samples=300, random_state=0)
-    >>> models = [SoftTreeEnsembleClassifier(n_estimators=16, max_epochs=10, device="cpu",
-    ...                                      random_state=s).fit(X, y) for s in range(3)]
-    >>> merged = merge_estimators(models, weights=[1, 1, 2])
-    >>> merged.predict(X[:4]).shape
-    (4,)
-    """
-    estimators = list(estimators)
-    check_compatible(estimators)
-    K = len(estimators)
-    w = _check_weights(weights, K)
-    ref = estimators[0]
-    arch = ref.architecture_
-    params = [est.tree_params_ for est in estimators]
-    factors = None
-    scale = target_scale(estimators, w)
-    if scale is not None:
-        # align regressors in one target standardization (as they are merged)
-        factors = scale[2]
-        params = [scale_leaves(p, f) for p, f in zip(params, factors)]
-    outputs = None
-    if method == "am" and invariances != "none":
-        Xs = sample_rows(X, n_samples, random_state, ref.n_features_in_)
-        outputs = [est.tree_outputs(Xs) for est in estimators]
-        if factors is not None:
-            outputs = [o * f[None, None, :] for o, f in zip(outputs, factors)]
-    result = align_many(params, arch, w, method=method, invariances=invariances,
-                        outputs=outputs, max_iter=max_iter, tol=tol, weighting=weighting,
-                        device=device)
-    aligned = [al.apply(est.tree_params_) for al, est in zip(result.alignments, estimators)]
-    merged = combine(estimators, aligned, w)
-    return (merged, result) if return_alignment else merged
+    fitted = fit_aligner(aligner, [a, b], X)
+    return combine([a, b], fitted.aligned_params([a, b]), [1 - lam, lam])

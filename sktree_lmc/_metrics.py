@@ -8,15 +8,34 @@ from numbers import Integral
 import numpy as np
 from sklearn.base import is_classifier
 from sklearn.metrics import accuracy_score, log_loss, mean_squared_error, r2_score
+from sklearn.utils.validation import _num_samples
 
 from ._bridge import check_compatible, combine
-from ._merge import ModelAligner
+from ._estimators import _check_float32_range
+from ._merge import ModelAligner, check_aligner, fit_aligner
 
 __all__ = ["InterpolationCurve", "InterpolationCurveDisplay", "interpolation_curve", "lmc_barrier"]
 
 #: Metrics computed along a curve, and whether higher is better.
 CLASSIFIER_METRICS = {"accuracy": True, "log_loss": False}
 REGRESSOR_METRICS = {"r2": True, "mse": False}
+
+
+def _as_real_array(values, name):
+    """``values`` as a float64 array; a TypeError names ``name`` unless they
+    are real numbers (booleans, complex numbers and strings are not)."""
+    try:
+        array = np.asarray(values)
+    except ValueError as exc:  # ragged nested sequences
+        raise TypeError(f"{name} must be an array of real numbers: {exc}") from None
+    if array.dtype.kind == "O":
+        try:
+            array = array.astype(np.float64)
+        except (TypeError, ValueError) as exc:
+            raise TypeError(f"{name} must be an array of real numbers: {exc}") from None
+    if array.dtype.kind not in "iuf":
+        raise TypeError(f"{name} must be an array of real numbers, got dtype {array.dtype}.")
+    return array.astype(np.float64)
 
 
 def _check_lambdas(lambdas, n_values=None):
@@ -28,10 +47,7 @@ def _check_lambdas(lambdas, n_values=None):
     """
     if isinstance(lambdas, str):
         raise TypeError(f"lambdas must be an array of numbers, got the string {lambdas!r}.")
-    try:
-        lam = np.asarray(lambdas, dtype=np.float64)
-    except (TypeError, ValueError) as exc:
-        raise TypeError(f"lambdas must be an array of numbers in [0, 1]: {exc}") from None
+    lam = _as_real_array(lambdas, "lambdas")
     if lam.ndim != 1:
         raise ValueError(f"lambdas must be a 1-D array, got an array of shape {lam.shape}.")
     if n_values is not None and len(lam) != n_values:
@@ -119,10 +135,9 @@ def lmc_barrier(values, lambdas=None, *, greater_is_better=True):
     if isinstance(values, InterpolationCurve):
         metric = "accuracy" if "accuracy" in values.scores else "r2"
         return values.barrier(metric)
-    try:
-        values = np.asarray(values, dtype=np.float64)
-    except (TypeError, ValueError) as exc:
-        raise TypeError(f"values must be an array of numbers: {exc}") from None
+    if not isinstance(greater_is_better, (bool, np.bool_)):
+        raise TypeError(f"greater_is_better must be a bool, got {greater_is_better!r}.")
+    values = _as_real_array(values, "values")
     if values.ndim != 1 or len(values) < 2:
         raise ValueError(
             f"values must be a 1-D curve with at least two points, got shape {values.shape}."
@@ -134,8 +149,12 @@ def lmc_barrier(values, lambdas=None, *, greater_is_better=True):
     lambdas = _check_lambdas(lambdas, len(values))
     start, end = values[lambdas == 0][0], values[lambdas == 1][0]
     line = (1 - lambdas) * start + lambdas * end
-    gap = line - values if greater_is_better else values - line
-    return float(round(max(gap.max(), 0.0), 12))
+    with np.errstate(over="ignore", invalid="ignore"):
+        gap = line - values if greater_is_better else values - line
+    barrier = float(max(gap.max(), 0.0))
+    if not np.isfinite(barrier):
+        raise ValueError("values are too large: the barrier overflows float64.")
+    return round(barrier, 12)  # Python's rounding: exact, and no overflow for huge values
 
 
 @dataclass
@@ -196,8 +215,7 @@ class InterpolationCurve:
         )
 
 
-def interpolation_curve(a, b, X, y, *, lambdas=25, method="wm", invariances="all", X_align=None,
-                        weighting=True, n_samples=512, random_state=None, device="cpu"):
+def interpolation_curve(a, b, X, y, *, lambdas=25, aligner="wm", X_align=None):
     """Evaluate the models on the segment between ``a`` and ``b`` aligned to ``a``.
 
     ``b`` is aligned once (see :class:`ModelAligner`); the model at ``lam`` has
@@ -215,21 +233,13 @@ def interpolation_curve(a, b, X, y, *, lambdas=25, method="wm", invariances="all
         Number of evenly spaced points in [0, 1] (at least 2; 25 as in the
         paper), or the points themselves: distinct values in [0, 1] that
         include 0 and 1, in any order.
-    method : {"wm", "am"}, default="wm"
-        Matching method.
-    invariances : {"none", "perm", "all"}, default="all"
-        Symmetries used for the alignment.
+    aligner : {"wm", "am", "naive"} or ModelAligner, default="wm"
+        How ``b`` is aligned to ``a``, as in :func:`merge_estimators`. An
+        aligner already fitted on ``[a, b]``, such as ``curve.aligner`` of an
+        earlier curve, is reused: one alignment, several evaluation sets.
     X_align : array-like, default=None
         Data for activation matching; defaults to ``X``. Pass training data
         to keep test data out of the alignment.
-    weighting : bool, default=True
-        Node weighting of the matching.
-    n_samples : int, default=512
-        Rows sampled for activation matching.
-    random_state : int, RandomState instance or None, default=None
-        Seed of the row sampling.
-    device : str, default="cpu"
-        Torch device of the similarity computations.
 
     Returns
     -------
@@ -246,22 +256,31 @@ def interpolation_curve(a, b, X, y, *, lambdas=25, method="wm", invariances="all
     >>> curve = interpolation_curve(a, b, X, y, lambdas=5)
     >>> curve.scores["accuracy"].shape, curve.barrier("accuracy") >= 0
     ((5,), True)
+    >>> naive = interpolation_curve(a, b, X, y, lambdas=5, aligner="naive")
+    >>> naive.invariances
+    'none'
+    >>> again = interpolation_curve(a, b, X[:100], y[:100], lambdas=5, aligner=curve.aligner)
+    >>> again.aligner is curve.aligner  # the alignment is reused, not recomputed
+    True
     """
     check_compatible([a, b])
     if X is None or y is None:
         raise ValueError(
             "interpolation_curve needs evaluation data: X and y must not be None."
         )
+    if not is_classifier(a):
+        if _num_samples(X) < 2:
+            raise ValueError("X needs at least 2 samples for the r2 score of a regressor's curve.")
+        if np.asarray(y).dtype.kind in "iuf":  # others are left to the scores' own checks
+            _check_float32_range(np.asarray(y, dtype=np.float64), "y")
     lambdas = _curve_lambdas(lambdas)
-    aligner = ModelAligner(method=method, invariances=invariances, weighting=weighting,
-                           n_samples=n_samples, random_state=random_state, device=device)
-    aligner.fit([a, b], X if X_align is None else X_align)
-    pb = aligner.alignments_[1].apply(b.tree_params_)
+    aligner = fit_aligner(aligner, [a, b], X if X_align is None else X_align)
+    pa, pb = aligner.aligned_params([a, b])
     classifier = is_classifier(a)
     metrics = CLASSIFIER_METRICS if classifier else REGRESSOR_METRICS
     scores = {name: np.empty(len(lambdas)) for name in metrics}
     for i, lam in enumerate(lambdas):
-        model = combine([a, b], [a.tree_params_, pb], [1 - lam, lam])
+        model = combine([a, b], [pa, pb], [1 - lam, lam])
         if classifier:
             proba = model.predict_proba(X)
             pred = model.classes_[proba.argmax(axis=1)]
@@ -271,7 +290,8 @@ def interpolation_curve(a, b, X, y, *, lambdas=25, method="wm", invariances="all
             pred = model.predict(X)
             scores["r2"][i] = r2_score(y, pred)
             scores["mse"][i] = mean_squared_error(y, pred)
-    return InterpolationCurve(lambdas, scores, dict(metrics), method, invariances, aligner)
+    return InterpolationCurve(lambdas, scores, dict(metrics), aligner.method,
+                              aligner.invariances, aligner)
 
 
 class InterpolationCurveDisplay:
@@ -301,7 +321,7 @@ class InterpolationCurveDisplay:
     >>> a, b = (SoftTreeEnsembleClassifier(n_estimators=8, max_epochs=5, device="cpu",
     ...                                    random_state=s).fit(X, y) for s in (1, 2))
     >>> disp = InterpolationCurveDisplay.from_estimators(
-    ...     a, b, X, y, invariances=["none", "all"], lambdas=5)  # doctest: +SKIP
+    ...     a, b, X, y, aligners=["naive", "wm"], lambdas=5)  # doctest: +SKIP
     """
 
     def __init__(self, curves, metric="accuracy"):
@@ -347,9 +367,9 @@ class InterpolationCurveDisplay:
         return self
 
     @classmethod
-    def from_estimators(cls, a, b, X, y, *, method="wm", invariances=("none", "perm", "all"),
-                        metric="accuracy", ax=None, **kwargs):
-        """Compute the curves of ``a`` and ``b`` for several invariance sets and plot them.
+    def from_estimators(cls, a, b, X, y, *, aligners=None, metric="accuracy", ax=None,
+                        **kwargs):
+        """Compute the curves of ``a`` and ``b`` for several aligners and plot them.
 
         Parameters
         ----------
@@ -357,27 +377,35 @@ class InterpolationCurveDisplay:
             The two models.
         X, y : array-like
             Evaluation data.
-        method : {"wm", "am"}, default="wm"
-            Matching method.
-        invariances : sequence of {"none", "perm", "all"}
-            One curve per entry.
+        aligners : sequence of ("wm", "am", "naive" or ModelAligner), or dict, default=None
+            One curve per aligner (see :func:`interpolation_curve`), labelled
+            by its method and invariances, or a dict of label to aligner.
+            None compares the invariance sets of weight matching:
+            ``("naive", ModelAligner(invariances="perm"), "wm")``.
         metric : str, default="accuracy"
             Metric to plot.
         ax : matplotlib Axes, default=None
             Axes to draw on.
         **kwargs : dict
-            Passed to :func:`interpolation_curve`.
+            Passed to :func:`interpolation_curve` (``lambdas``, ``X_align``).
 
         Returns
         -------
         display : InterpolationCurveDisplay
             The display, already plotted.
         """
-        names = {"none": "naive", "perm": "tree permutation", "all": "all invariances"}
+        if aligners is None:
+            aligners = ("naive", ModelAligner(invariances="perm"), "wm")
+        if not isinstance(aligners, dict):
+            aligners = {_label(check_aligner(al)): al for al in aligners}
         curves = {
-            f"{method.upper()} {names[inv]}": interpolation_curve(
-                a, b, X, y, method=method, invariances=inv, **kwargs
-            )
-            for inv in invariances
+            label: interpolation_curve(a, b, X, y, aligner=al, **kwargs)
+            for label, al in aligners.items()
         }
         return cls(curves, metric=metric).plot(ax=ax)
+
+
+def _label(aligner):
+    """Legend label of an aligner: its method and invariances."""
+    names = {"none": "naive", "perm": "tree permutation", "all": "all invariances"}
+    return f"{aligner.method.upper()} {names[aligner.invariances]}"

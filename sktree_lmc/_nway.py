@@ -19,7 +19,7 @@ parameters: the better the models agree, the less averaging shrinks them.
 :func:`align_many` maximizes ``J`` by block coordinate ascent:
 
 1. **initialization** (the usual baseline): align every model to a reference
-   model (model 0), ``K - 1`` pairwise matchings;
+   model (model 0 by default), ``K - 1`` pairwise matchings;
 2. **refinement sweeps**: for ``i = 0, ..., K-1`` in turn, re-align the
    *original* model ``i`` to the weighted sum of the other aligned models
    (leave-one-out target), which is exactly the maximization of ``J`` over
@@ -49,8 +49,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ._matching import INVARIANCES, Alignment, activation_matching, weight_matching
-from ._params import TreeParams
+from ._matching import activation_matching, weight_matching
 
 __all__ = ["MultiAlignment", "align_many"]
 
@@ -100,21 +99,6 @@ def _check_weights(weights, n_models):
     return w / w.sum()
 
 
-def _float64(params):
-    """The three parameter arrays of ``params`` as float64 arrays."""
-    return [params.split_weight.astype(np.float64), params.split_bias.astype(np.float64),
-            params.leaf_value.astype(np.float64)]
-
-
-def _same(a: Alignment, b: Alignment):
-    return (
-        np.array_equal(a.tree_perm, b.tree_perm)
-        and np.array_equal(a.ops.perm, b.ops.perm)
-        and np.array_equal(a.ops.sign, b.ops.sign)
-        and np.array_equal(a.ops.leaf_perm, b.ops.leaf_perm)
-    )
-
-
 def align_many(params, arch, weights=None, *, method="wm", invariances="all", outputs=None,
                max_iter=20, reference=0, weighting=True, tol=1e-3, device="cpu"):
     """Align ``K`` ensembles into one common basis (N-way matching).
@@ -123,7 +107,11 @@ def align_many(params, arch, weights=None, *, method="wm", invariances="all", ou
     models: align every model to a reference, then repeatedly re-align each
     model to the weighted sum of the others until no alignment changes. See
     the module docstring of :mod:`sktree_lmc._nway` for the objective and the
-    cost.
+    cost. This is the procedure behind :class:`~sktree_lmc.ModelAligner`,
+    which validates the settings (they are not validated again here); the
+    loop is written once for both methods over a "space" (parameters for
+    weight matching, parameters and tree outputs for activation matching)
+    using the algebra of :class:`~sktree_lmc.TreeParams`.
 
     Parameters
     ----------
@@ -151,12 +139,13 @@ def align_many(params, arch, weights=None, *, method="wm", invariances="all", ou
         refinement: the gains shrink quickly (on K=8 random ensembles of
         M=1024 trees: +8.1%, +1.3%, +0.4%, +0.2%, ... per sweep), and
         ``tol=0`` runs until no alignment changes (or ``max_iter``).
-    device : str, default="cpu"
+    device : str or torch.device, default="cpu"
         Torch device of the similarity computations.
 
     Returns
     -------
     MultiAlignment
+        The alignments, normalized weights and the history of the objective.
 
     Examples
     --------
@@ -178,96 +167,98 @@ def align_many(params, arch, weights=None, *, method="wm", invariances="all", ou
     K = len(params)
     if K < 2:
         raise ValueError(f"Need at least two models, got {K}.")
-    sig = params[0].shape_signature
     for i, p in enumerate(params):
-        if p.shape_signature != sig:
+        if p.shape_signature != params[0].shape_signature:
             raise ValueError(
                 "Models differ in shape (trees, nodes, features, leaves, outputs): "
-                f"{sig} (model 0) vs {p.shape_signature} (model {i})."
+                f"{params[0].shape_signature} (model 0) vs {p.shape_signature} (model {i})."
             )
-    if invariances not in INVARIANCES:
-        raise ValueError(f"invariances must be one of {INVARIANCES}, got {invariances!r}.")
-    if method not in ("wm", "am"):
-        raise ValueError(f"method must be 'wm' or 'am', got {method!r}.")
-    if not 0 <= reference < K:
-        raise ValueError(f"reference={reference} but only {K} models were given.")
     w = _check_weights(weights, K)
-    am = method == "am" and invariances != "none"
-    if am:
-        if outputs is None or len(outputs) != K:
-            raise ValueError("Activation matching needs the tree outputs of every model.")
-        outputs = [np.asarray(o, dtype=np.float64) for o in outputs]
-
-    kw = dict(invariances=invariances, weighting=weighting, device=device)
-
-    def match(target_params, target_out, i):
-        if am:
-            return activation_matching(target_out, outputs[i], target_params, params[i], arch, **kw)
-        return weight_matching(target_params, params[i], arch, **kw)
-
     identity = weight_matching(params[reference], params[reference], arch, invariances="none")
     if invariances == "none":
         return MultiAlignment([identity] * K, w, 0, True, [], 0)
+    if method == "am":
+        if outputs is None or len(outputs) != K:
+            raise ValueError("Activation matching needs the tree outputs of every model.")
+        space = _OutputSpace(params, outputs, arch, invariances, weighting, device)
+    else:
+        space = _ParamSpace(params, arch, invariances, weighting, device)
 
     # 1. initialization: every model aligned to the reference
-    ref_out = outputs[reference] if am else None
-    alignments = [identity if i == reference else match(params[reference], ref_out, i)
-                  for i in range(K)]
+    ref = space.aligned(reference, identity)
+    alignments = [identity if i == reference else space.match(ref, i) for i in range(K)]
     n_matchings = K - 1
-
-    # running weighted sums of the aligned models (float64)
-    scaled = [None] * K
-    out_al = [None] * K
-
-    def set_aligned(i):
-        al = alignments[i]
-        scaled[i] = _float64(al.apply(params[i]))
-        if am:
-            out_al[i] = outputs[i][:, al.tree_perm]
-
-    for i in range(K):
-        set_aligned(i)
-    total = [sum(w[i] * scaled[i][k] for i in range(K)) for k in range(3)]
-    total_out = sum(w[i] * out_al[i] for i in range(K)) if am else None
-    node_w = arch.node_weights if weighting else np.ones(arch.n_nodes)
-
-    def objective():
-        if am:
-            return float(np.sum(total_out**2))
-        return float(
-            np.einsum("mnf,mnf,n->", total[0], total[0], node_w)
-            + np.einsum("mn,mn,n->", total[1], total[1], node_w)
-            + np.sum(total[2] ** 2)
-        )
-
-    history = [objective()]
+    aligned = [space.aligned(i, al) for i, al in enumerate(alignments)]
+    total = _weighted_sum(w, aligned)
+    history = [space.objective(total)]
     n_iter, converged = 0, max_iter == 0
-    # 2. refinement sweeps (Gauss-Seidel): re-align model i to the others
-    for _ in range(max_iter):
-        n_iter += 1
+    # 2. refinement sweeps (Gauss-Seidel): re-align model i to the sum of the others
+    for n_iter in range(1, max_iter + 1):
         changed = False
         for i in range(K):
-            loo = [total[k] - w[i] * scaled[i][k] for k in range(3)]
-            target = TreeParams(*loo)
-            target_out = total_out - w[i] * out_al[i] if am else None
-            new = match(target, target_out, i)
+            others = _axpy(total, -w[i], aligned[i])
+            new = space.match(others, i)
             n_matchings += 1
-            if _same(new, alignments[i]):
-                continue
-            changed = True
-            for k in range(3):
-                total[k] = total[k] - w[i] * scaled[i][k]
-            if am:
-                total_out = total_out - w[i] * out_al[i]
-            alignments[i] = new
-            set_aligned(i)
-            for k in range(3):
-                total[k] = total[k] + w[i] * scaled[i][k]
-            if am:
-                total_out = total_out + w[i] * out_al[i]
-        history.append(objective())
-        gain = history[-1] - history[-2]
-        if not changed or gain <= tol * abs(history[-2]):
+            if new != alignments[i]:
+                changed = True
+                alignments[i], aligned[i] = new, space.aligned(i, new)
+                total = _axpy(others, w[i], aligned[i])
+        history.append(space.objective(total))
+        if not changed or history[-1] - history[-2] <= tol * abs(history[-2]):
             converged = True
             break
     return MultiAlignment(alignments, w, n_iter, converged, history, n_matchings)
+
+
+def _weighted_sum(weights, vectors):
+    """``sum_i weights[i] * vectors[i]`` of tuples of vectors, part by part."""
+    total = tuple(weights[0] * part for part in vectors[0])
+    for wi, vec in zip(weights[1:], vectors[1:]):
+        total = _axpy(total, wi, vec)
+    return total
+
+
+def _axpy(total, alpha, vec):
+    """``total + alpha * vec`` for tuples of vectors (TreeParams or arrays)."""
+    return tuple(t + alpha * v for t, v in zip(total, vec))
+
+
+class _ParamSpace:
+    """Weight matching: a model is its parameters (float64), the objective is
+    the squared node-weighted norm of the weighted sum."""
+
+    def __init__(self, params, arch, invariances, weighting, device):
+        self.params = params
+        self.arch = arch
+        self.node_weights = arch.node_weights if weighting else None
+        self.kw = dict(invariances=invariances, weighting=weighting, device=device)
+
+    def aligned(self, i, alignment):
+        return (alignment.apply(self.params[i]).astype(np.float64),)
+
+    def match(self, target, i):
+        """Alignment of model ``i`` maximizing its inner product with ``target``."""
+        return weight_matching(target[0].astype(np.float32), self.params[i], self.arch, **self.kw)
+
+    def objective(self, total):
+        return total[0].inner(total[0], self.node_weights)
+
+
+class _OutputSpace(_ParamSpace):
+    """Activation matching: trees are paired by their outputs (which ops do
+    not change), ops chosen on the parameters; the objective is the squared
+    norm of the weighted sum of the tree outputs."""
+
+    def __init__(self, params, outputs, arch, invariances, weighting, device):
+        super().__init__(params, arch, invariances, weighting, device)
+        self.outputs = [np.asarray(o, dtype=np.float64) for o in outputs]
+
+    def aligned(self, i, alignment):
+        return super().aligned(i, alignment) + (self.outputs[i][:, alignment.tree_perm],)
+
+    def match(self, target, i):
+        return activation_matching(target[1], self.outputs[i], target[0].astype(np.float32),
+                                   self.params[i], self.arch, **self.kw)
+
+    def objective(self, total):
+        return float(np.sum(total[1] ** 2))

@@ -11,7 +11,7 @@ from ._architectures import SymmetryOps
 __all__ = ["TreeParams"]
 
 
-@dataclass
+@dataclass(eq=False)
 class TreeParams:
     """Parameters of a soft tree ensemble as NumPy arrays (always on the CPU).
 
@@ -96,6 +96,97 @@ class TreeParams:
             New arrays with the same values.
         """
         return TreeParams(self.split_weight.copy(), self.split_bias.copy(), self.leaf_value.copy())
+
+    # -- algebra -------------------------------------------------------------
+    # Parameters form a vector space: ``p + q``, ``p - q`` and ``c * p`` act
+    # array by array and keep the dtype of their operands (``astype(np.float64)``
+    # gives exact accumulations); ``inner`` is the node-weighted inner product
+    # whose maximization over symmetries is weight matching.
+    #: NumPy scalars defer to ``__rmul__`` (``np.float64(0.5) * params``).
+    __array_ufunc__ = None
+
+    @classmethod
+    def _from_arrays(cls, split_weight, split_bias, leaf_value):
+        """Build without casting to float32 (results of the algebra)."""
+        new = object.__new__(cls)
+        new.split_weight, new.split_bias, new.leaf_value = split_weight, split_bias, leaf_value
+        return new
+
+    def _check_same_shape(self, other):
+        if not isinstance(other, TreeParams):
+            raise TypeError(f"Expected TreeParams, got {type(other).__name__}.")
+        if other.shape_signature != self.shape_signature:
+            raise ValueError(
+                f"Parameter shapes {other.shape_signature} (M, N, F, L, C) do not match "
+                f"{self.shape_signature}."
+            )
+
+    def astype(self, dtype):
+        """Return the parameters as arrays of ``dtype``.
+
+        Parameters
+        ----------
+        dtype : numpy dtype
+            For example ``np.float64`` for exact sums of many models; the
+            algebra keeps it, the constructor casts back to float32.
+
+        Returns
+        -------
+        TreeParams
+            New arrays of ``dtype``.
+        """
+        return TreeParams._from_arrays(
+            *(np.asarray(a, dtype=dtype) for a in (self.split_weight, self.split_bias,
+                                                   self.leaf_value))
+        )
+
+    def __add__(self, other):
+        self._check_same_shape(other)
+        return TreeParams._from_arrays(self.split_weight + other.split_weight,
+                                       self.split_bias + other.split_bias,
+                                       self.leaf_value + other.leaf_value)
+
+    def __sub__(self, other):
+        self._check_same_shape(other)
+        return TreeParams._from_arrays(self.split_weight - other.split_weight,
+                                       self.split_bias - other.split_bias,
+                                       self.leaf_value - other.leaf_value)
+
+    def __mul__(self, scalar):
+        if not np.isscalar(scalar) and np.ndim(scalar) != 0:
+            return NotImplemented
+        return TreeParams._from_arrays(scalar * self.split_weight, scalar * self.split_bias,
+                                       scalar * self.leaf_value)
+
+    __rmul__ = __mul__
+
+    def inner(self, other, node_weights=None):
+        """Node-weighted inner product ``<self, other>_W``, in float64.
+
+        ``sum_n W_n (w_n . w'_n + b_n b'_n)`` over all trees plus the plain
+        inner product of the leaf values. With ``W`` the architecture's
+        ``node_weights`` (leaves affected by each node) it is the objective
+        of weighted weight matching (Section 3.2 of the paper).
+
+        Parameters
+        ----------
+        other : TreeParams
+            Parameters of the same shapes.
+        node_weights : array-like of shape (N,), default=None
+            Per-node weights; all ones when None.
+
+        Returns
+        -------
+        float
+            The inner product.
+        """
+        self._check_same_shape(other)
+        nw = np.ones(self.n_nodes) if node_weights is None else np.asarray(node_weights)
+        return float(
+            np.einsum("mnf,mnf,n->", self.split_weight, other.split_weight, nw)
+            + np.einsum("mn,mn,n->", self.split_bias, other.split_bias, nw)
+            + np.sum(self.leaf_value * other.leaf_value)
+        )
 
     # -- operations ----------------------------------------------------------
     def permute_trees(self, perm):

@@ -9,6 +9,7 @@ workers) and merges the fitted clones with the N-way merge of
 
 from __future__ import annotations
 
+import copy
 from numbers import Integral, Real
 
 import numpy as np
@@ -20,10 +21,12 @@ from sklearn.utils._param_validation import HasMethods, Interval, StrOptions
 from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import _check_sample_weight, check_is_fitted, validate_data
 
+from ._bridge import combine
 from ._estimators import SoftTreeEnsembleClassifier, _BaseSoftTreeEnsemble, _progress
 from ._federated import _DaskShards, _LocalShards, is_dask_collection, run_rounds
-from ._merge import merge_many
+from ._merge import ALIGNER_SHORTCUTS, ModelAligner, check_aligner
 from ._refit import refit_leaves
+from ._threads import torch_threads
 
 __all__ = ["ShardedSoftTreeEnsemble", "make_shards"]
 
@@ -122,6 +125,15 @@ def _check_shard_classes(k, n_rows, classes, present):
         )
 
 
+def _check_shard_classes(k, n_rows, classes, present):
+    missing = np.setdiff1d(classes, present)
+    if len(missing):
+        raise ValueError(
+            f"Shard {k} ({n_rows} rows) has no sample of class(es) {missing.tolist()}; every "
+            "shard must contain every class. Use fewer shards or split='stratified'."
+        )
+
+
 def _estimator_has(attr):
     def check(self):
         if hasattr(self, "merged_"):
@@ -138,7 +150,7 @@ class ShardedSoftTreeEnsemble(MetaEstimatorMixin, BaseEstimator):
     The training rows are split into ``n_shards`` disjoint shards; one clone
     of ``estimator`` is fitted on each shard through :class:`joblib.Parallel`
     and the fitted models are merged into one model of the same size (N-way
-    alignment and averaging, :func:`merge_many`), which costs one model at
+    alignment and averaging, :class:`ModelAligner`), which costs one model at
     prediction time. It is a classifier or a regressor as ``estimator`` is:
     ``predict``, ``predict_proba``, ``score`` and ``classes_`` are those of
     the merged model.
@@ -150,6 +162,9 @@ class ShardedSoftTreeEnsemble(MetaEstimatorMixin, BaseEstimator):
     ``ray.util.joblib.register_ray()``. The task sent to a worker holds the
     unfitted clone and the rows of its own shard only; it returns the fitted
     clone, whose state is NumPy arrays. No worker sees another shard's data.
+    Each worker's fit, and the merge, run torch with the estimator's
+    ``n_threads`` (one thread by default), so several workers on one host do
+    not oversubscribe its cores.
 
     With ``n_rounds > 1`` this is federated training with matched averaging:
     after every merge each shard continues from the merged model for
@@ -172,18 +187,17 @@ class ShardedSoftTreeEnsemble(MetaEstimatorMixin, BaseEstimator):
     skew : float in (0, 1), default=0.8
         Dominance of the ``"class_skewed"`` split (share of a shard's rows
         from its dominant class, for balanced classes).
-    merge : {"wm", "am", "naive"}, default="wm"
-        Weight matching, activation matching (on ``n_samples`` rows of the
-        training data, at the merging site) or plain averaging without
-        alignment.
+    aligner : {"wm", "am", "naive"} or ModelAligner, default="wm"
+        How the shard models are aligned before averaging (see
+        :class:`ModelAligner`): weight matching, activation matching (on
+        rows of the training data, at the merging site), plain averaging
+        without alignment, or an aligner with other settings (refinement
+        sweeps ``max_iter``, ``tol``, rows ``n_samples``, ``device``, ...).
+        When the aligner's ``random_state`` is None, activation matching
+        samples its rows from this estimator's ``random_state`` stream.
     merge_weights : {"size", "uniform"}, default="size"
         Weight of each shard model in the average: its number of rows (sum
         of sample weights) or equal.
-    max_iter : int, default=20
-        Refinement sweeps of the N-way alignment (``0``: align every model
-        to shard 0's model only).
-    n_samples : int, default=512
-        Rows used by activation matching.
     n_rounds : int, default=1
         Federated rounds ``R``. ``1`` is the one-shot merge. With ``R > 1``,
         after each merge every shard continues from the merged model (warm
@@ -230,8 +244,9 @@ class ShardedSoftTreeEnsemble(MetaEstimatorMixin, BaseEstimator):
         The fitted shard models (in their own bases).
     merged_ : estimator
         The merged model, used for prediction.
-    alignment_ : MultiAlignment
-        The N-way alignment of the shard models.
+    aligner_ : ModelAligner
+        The fitted N-way aligner of the shard models (``alignments_``,
+        ``objective_``, ``n_matchings_``, ...), of the last round.
     shard_indices_ : list of ndarray
         Row indices of every shard.
     shard_sizes_ : ndarray of shape (n_shards,)
@@ -302,10 +317,8 @@ class ShardedSoftTreeEnsemble(MetaEstimatorMixin, BaseEstimator):
         "n_shards": [Interval(Integral, 2, None, closed="left")],
         "split": [StrOptions({"iid", "stratified", "class_skewed", "contiguous"})],
         "skew": [Interval(Real, 0, 1, closed="neither")],
-        "merge": [StrOptions({"wm", "am", "naive"})],
+        "aligner": [StrOptions(set(ALIGNER_SHORTCUTS)), ModelAligner],
         "merge_weights": [StrOptions({"size", "uniform"})],
-        "max_iter": [Interval(Integral, 0, None, closed="left")],
-        "n_samples": [Interval(Integral, 1, None, closed="left")],
         "n_rounds": [Interval(Integral, 1, None, closed="left")],
         "keep_optimizer_state": ["boolean"],
         "server_momentum": [Interval(Real, 0, 1, closed="left")],
@@ -317,19 +330,16 @@ class ShardedSoftTreeEnsemble(MetaEstimatorMixin, BaseEstimator):
         "verbose": ["verbose"],
     }
 
-    def __init__(self, estimator=None, *, n_shards=4, split="iid", skew=0.8, merge="wm",
-                 merge_weights="size", max_iter=20, n_samples=512, n_rounds=1,
-                 keep_optimizer_state=True, server_momentum=0.0, server_learning_rate=1.0,
-                 first_round_epochs=None,
+    def __init__(self, estimator=None, *, n_shards=4, split="iid", skew=0.8, aligner="wm",
+                 merge_weights="size", n_rounds=1, keep_optimizer_state=True,
+                 server_momentum=0.0, server_learning_rate=1.0, first_round_epochs=None,
                  refit_leaves=False, n_jobs=None, random_state=None, verbose=0):
         self.estimator = estimator
         self.n_shards = n_shards
         self.split = split
         self.skew = skew
-        self.merge = merge
+        self.aligner = aligner
         self.merge_weights = merge_weights
-        self.max_iter = max_iter
-        self.n_samples = n_samples
         self.n_rounds = n_rounds
         self.keep_optimizer_state = keep_optimizer_state
         self.server_momentum = server_momentum
@@ -409,15 +419,15 @@ class ShardedSoftTreeEnsemble(MetaEstimatorMixin, BaseEstimator):
             shards.hold_out(base.validation_fraction, seeds)
             validation = (base.tol, base.n_iter_no_change)
 
-        method = "am" if self.merge == "am" else "wm"
-        invariances = "none" if self.merge == "naive" else "all"
+        aligner = check_aligner(self.aligner)
+        if aligner.random_state is None:
+            aligner.set_params(random_state=rng)
 
         def merge(models, w):
-            return merge_many(
-                models, w, method=method, invariances=invariances,
-                X=X_site if method == "am" else None, max_iter=self.max_iter,
-                n_samples=self.n_samples, random_state=rng, return_alignment=True,
-            )
+            with torch_threads(base.n_threads):  # the estimator's thread policy for the merge
+                aligner.fit(models, X_site, weights=w)
+                merged = combine(models, aligner.aligned_params(models), aligner.weights_)
+            return merged, copy.copy(aligner)  # a snapshot of this round's fitted aligner
 
         progress = None
         if self.n_rounds > 1 and self.verbose:
@@ -431,12 +441,12 @@ class ShardedSoftTreeEnsemble(MetaEstimatorMixin, BaseEstimator):
             later_params={"max_epochs": base.max_epochs},
         )
         self.estimators_ = result["estimators"]
-        self.merged_, self.alignment_ = result["merged"], result["alignment"]
+        self.merged_, self.aligner_ = result["merged"], result["aligner"]
         if self.refit_leaves:
             self.merged_ = refit_leaves(self.merged_, X_site, y, sample_weight)
         self.history_, self.n_rounds_ = result["history"], result["n_rounds"]
-        self.weights_ = self.alignment_.weights
-        self.n_iter_ = self.alignment_.n_iter
+        self.weights_ = self.aligner_.weights_
+        self.n_iter_ = self.aligner_.n_iter_
         if is_clf:
             self.classes_ = self.merged_.classes_
         return self
@@ -471,9 +481,10 @@ class ShardedSoftTreeEnsemble(MetaEstimatorMixin, BaseEstimator):
         return local, sizes, weight_sums, X, y, sample_weight
 
     def _dask_shards(self, X, y, sample_weight, is_clf):
-        if self.merge == "am":
-            raise ValueError("merge='am' needs rows at the merging site; with dask input use "
-                             "merge='wm' (parameters only) or 'naive'.")
+        if check_aligner(self.aligner).method == "am":
+            raise ValueError("Activation matching (aligner='am') needs rows at the merging "
+                             "site; with dask input use aligner='wm' (parameters only) or "
+                             "'naive'.")
         if self.refit_leaves:
             raise ValueError("refit_leaves=True needs all training rows at the merging site; "
                              "it is not available with dask input.")

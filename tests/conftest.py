@@ -6,6 +6,11 @@
 - Runs torch on one intra-op thread: the tests' tensors are small, and on the 2-core CI machine
   extra threads (and GridSearchCV/joblib workers each starting their own) only oversubscribe.
   Worker processes inherit it through ``OMP_NUM_THREADS``.
+- ``FAST``: the settings of the tiny, quickly fitted models of the tests (``from conftest import
+  FAST``; a module that needs better-trained models overrides what it must, visibly), and shared
+  fitted models, fitted once per session: ``clf_data`` (two 3-class classifiers and their data)
+  and ``clf_pair`` / ``magic`` (two binary classifiers on MagicTelescope rows). Tests must not
+  modify these models (use ``copy.deepcopy`` or ``clone`` first).
 """
 
 import os
@@ -20,6 +25,10 @@ if not os.environ.get("SKTREE_LMC_DATA") and SHARED_DATA.is_dir():
     os.environ["SKTREE_LMC_DATA"] = str(SHARED_DATA)
 
 os.environ.setdefault("OMP_NUM_THREADS", "1")
+
+
+#: Hyperparameters of the tiny models the tests fit: fast, CPU, a few epochs.
+FAST = dict(n_estimators=8, depth=2, max_epochs=3, batch_size=64, device="cpu")
 
 
 @pytest.fixture(autouse=True, scope="session")
@@ -42,6 +51,42 @@ def tabular_data_home():
             f"(looked for {SHARED_DATA})"
         )
     return Path(folder)
+
+
+@pytest.fixture(scope="session")
+def clf_data():
+    """Two FAST classifiers (seeds 1 and 2) fitted on 200 rows of a 3-class problem:
+    ``(a, b, X, y)``."""
+    from sklearn.datasets import make_classification
+
+    from sktree_lmc import SoftTreeEnsembleClassifier
+
+    X, y = make_classification(n_samples=200, n_features=6, n_informative=4, n_classes=3,
+                               random_state=0)
+    a, b = (SoftTreeEnsembleClassifier(random_state=s, **FAST).fit(X, y) for s in (1, 2))
+    return a, b, X, y
+
+
+@pytest.fixture(scope="session")
+def magic():
+    """600 standardized rows of the bundled MagicTelescope data (both classes): ``(X, y)``."""
+    import numpy as np
+    from sklearn.preprocessing import StandardScaler
+
+    from sktree_lmc.datasets import load_magic_small
+
+    X, y = load_magic_small(return_X_y=True)
+    idx = np.random.RandomState(0).choice(len(y), 600, replace=False)  # rows are class-sorted
+    return StandardScaler().fit_transform(X[idx]), y[idx]
+
+
+@pytest.fixture(scope="session")
+def clf_pair(magic):
+    """Two FAST binary classifiers (seeds 1 and 2) fitted on ``magic``."""
+    from sktree_lmc import SoftTreeEnsembleClassifier
+
+    X, y = magic
+    return tuple(SoftTreeEnsembleClassifier(random_state=s, **FAST).fit(X, y) for s in (1, 2))
 
 
 def pytest_collection_modifyitems(config, items):

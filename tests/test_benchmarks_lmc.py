@@ -14,8 +14,9 @@ pytest.importorskip("pandas")
 pytest.importorskip("matplotlib")
 
 from benchmarks.lmc.cli import main  # noqa: E402
-from benchmarks.lmc.core import read_csv, skewed_halves  # noqa: E402
+from benchmarks.lmc.core import read_csv  # noqa: E402
 from benchmarks.lmc.mlp import fit_mlp, mlp_proba, permute, weight_matching  # noqa: E402
+from sktree_lmc import make_shards  # noqa: E402
 
 
 def test_smoke_run_is_complete_and_resumable(tmp_path):
@@ -48,13 +49,14 @@ def test_smoke_run_is_complete_and_resumable(tmp_path):
     assert len(read_csv(out / "raw" / "magic_small" / "models.csv")) == len(models)
 
 
-def test_skewed_halves_are_disjoint_and_skewed():
+def test_split_data_halves_are_disjoint_and_skewed():
+    """The halves of the split-data experiment (make_shards, as run_split calls it)."""
     y = np.repeat([0, 1], [100, 60])
-    a, b = skewed_halves(y, frac=0.8, random_state=0)
+    a, b = make_shards(y, 2, "class_skewed", skew=0.8, random_state=0)
     assert len(np.intersect1d(a, b)) == 0 and len(a) + len(b) == len(y)
     assert (y[a] == 0).sum() == 80 and (y[a] == 1).sum() == 12
     assert (y[b] == 0).sum() == 20 and (y[b] == 1).sum() == 48
-    a2, _ = skewed_halves(y, frac=0.8, random_state=0)
+    a2, _ = make_shards(y, 2, "class_skewed", skew=0.8, random_state=0)
     np.testing.assert_array_equal(a, a2)
 
 

@@ -13,6 +13,7 @@ import doctest
 import importlib.util
 import inspect
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -138,15 +139,23 @@ DOCS_EXTRAS = ["sphinx", "numpydoc", "sphinx_gallery", "pydata_sphinx_theme", "m
 @pytest.mark.skipif(not all(_has(m) for m in DOCS_EXTRAS),
                     reason="needs the docs extras: pip install -e '.[docs]'")
 def test_sphinx_build_with_warnings_as_errors(tmp_path):
-    """The documented build command, warnings as errors, into a temporary folder.
+    """The documented build command, warnings as errors, entirely in a temporary folder.
 
-    The gallery is written into ``docs/auto_examples`` (sphinx-gallery skips examples whose
-    source has not changed since they last ran there).
+    The sources (``docs/``, ``examples/``, ``CHANGELOG.md``) are copied there first, so that
+    the generated API pages and the gallery (``generated/``, ``auto_examples/``) are written
+    beside the copy, never into the source tree.
     """
+    src = tmp_path / "src"
+    ignore = shutil.ignore_patterns("_build", "auto_examples", "generated", "__pycache__")
+    shutil.copytree(DOCS, src / "docs", ignore=ignore)
+    shutil.copytree(EXAMPLES, src / "examples", ignore=ignore)
+    shutil.copy(ROOT / "CHANGELOG.md", src / "CHANGELOG.md")
+    before = sorted(p.name for p in DOCS.iterdir())
     env = dict(os.environ, MPLBACKEND="Agg")
     env.pop("SKTREE_LMC_DOCS_INTERSPHINX", None)
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")]))
     cmd = [sys.executable, "-m", "sphinx", "-W", "--keep-going", "-q", "-b", "html",
-           "-d", str(tmp_path / "doctrees"), str(DOCS), str(tmp_path / "html")]
+           "-d", str(tmp_path / "doctrees"), str(src / "docs"), str(tmp_path / "html")]
     proc = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=900)
     assert proc.returncode == 0, proc.stdout[-5000:] + proc.stderr[-10000:]
     html = tmp_path / "html"
@@ -155,3 +164,4 @@ def test_sphinx_build_with_warnings_as_errors(tmp_path):
         assert (html / page).is_file(), page
     assert "sphx_glr_plot_interpolation_curves_001.png" in (
         html / "user_guide" / "barrier.html").read_text()
+    assert sorted(p.name for p in DOCS.iterdir()) == before  # nothing written into docs/

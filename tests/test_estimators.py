@@ -7,15 +7,17 @@ import random
 import subprocess
 import sys
 import textwrap
+import warnings
 
 import joblib
 import numpy as np
 import pytest
 import torch
+from conftest import FAST
 from numpy.testing import assert_allclose, assert_array_equal
 from sklearn.base import clone
 from sklearn.datasets import make_blobs, make_classification, make_regression
-from sklearn.exceptions import NotFittedError
+from sklearn.exceptions import ConvergenceWarning, NotFittedError
 from sklearn.model_selection import GridSearchCV
 from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import QuantileTransformer
@@ -31,8 +33,8 @@ from sktree_lmc import (
 )
 
 ARCHS = sorted(ARCHITECTURES)
-FAST = dict(n_estimators=8, depth=2, learning_rate=0.05, batch_size=64, max_epochs=10,
-            device="cpu", random_state=0)
+#: conftest's FAST, trained a little longer: the score checks need fitted models
+TRAINED = {**FAST, "learning_rate": 0.05, "max_epochs": 10, "random_state": 0}
 
 
 @pytest.fixture(scope="module")
@@ -46,11 +48,11 @@ def blobs3():
 
 
 def clf(**kw):
-    return SoftTreeEnsembleClassifier(**{**FAST, **kw})
+    return SoftTreeEnsembleClassifier(**{**TRAINED, **kw})
 
 
 def reg(**kw):
-    return SoftTreeEnsembleRegressor(**{**FAST, **kw})
+    return SoftTreeEnsembleRegressor(**{**TRAINED, **kw})
 
 
 def assert_same_params(p, q):
@@ -466,6 +468,127 @@ def test_bad_sample_weights(binary):
         clf().fit(X, y, sample_weight=np.r_[-1.0, np.ones(len(y) - 1)])
     with pytest.raises(ValueError, match="zero"):
         clf().fit(X, y, sample_weight=np.zeros(len(y)))
+
+
+@pytest.mark.parametrize("make, params, X_scale, match", [
+    (reg, {"learning_rate": 1e30}, 1.0, "epoch 2: the training loss is inf"),
+    (clf, {"split_init": 1e30, "early_stopping": True}, 3e38,
+     "epoch 1: the validation loss is nan"),
+], ids=["regressor-learning-rate", "classifier-overflow"])
+def test_diverging_training_stops_with_an_error_naming_the_epoch(make, params, X_scale, match):
+    rng = np.random.RandomState(0)
+    X = rng.normal(size=(64, 4))
+    y = X[:, 0] if make is reg else (X[:, 0] > 0).astype(int)
+    with pytest.raises(ValueError, match=match) as info:
+        make(**params, max_epochs=3).fit(np.sign(X) * X_scale, y)
+    assert "lower learning_rate" in str(info.value)
+
+
+@pytest.mark.parametrize("make", [clf, reg], ids=["classifier", "regressor"])
+def test_finite_divergence_warns(make, binary):
+    X, y = binary
+    with pytest.warns(ConvergenceWarning, match="Training diverged.*lower learning_rate") as rec:
+        make(learning_rate=1e6, max_epochs=3).fit(X, y)
+    assert rec[0].filename == __file__  # points at the caller of fit
+
+
+@pytest.mark.parametrize("leaf_init", ["tree", "ensemble"])
+@pytest.mark.parametrize("make", [clf, reg], ids=["classifier", "regressor"])
+def test_ordinary_fits_do_not_warn_of_divergence(make, leaf_init, binary):
+    X, y = binary
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", ConvergenceWarning)
+        for arch in ARCHS:  # one epoch, a tiny rate: the loss stays at its initial value
+            make(arch=arch, leaf_init=leaf_init, n_estimators=64, learning_rate=1e-6,
+                 max_epochs=1).fit(X, y)
+
+
+def test_an_outlier_target_is_not_taken_for_divergence():
+    """The first batch alone is no reference: it may miss the rows that dominate the loss."""
+    rng = np.random.RandomState(0)
+    X, y = rng.normal(size=(30, 3)), 0.01 * rng.normal(size=30)
+    y[-1] = 1e30  # the first batch's initial loss is about 0.03, the last epoch's about 1
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", ConvergenceWarning)
+        reg(batch_size=8, max_epochs=2).fit(X, y)
+
+
+@pytest.mark.parametrize("scale", [1e-40, 3e38, 1e39, 1e300])
+def test_the_scale_of_sample_weights_is_free(scale, binary):
+    """Only weight ratios matter: uniform weights of any finite size, even
+    beyond float32, fit the same model as no weights (no overflow to NaN)."""
+    X, y = binary
+    expected = clf().fit(X, y).tree_params_
+    assert_same_params(
+        clf().fit(X, y, sample_weight=np.full(len(y), scale)).tree_params_, expected
+    )
+    w = np.where(y == 1, 2.0, 1.0)
+    assert_same_params(clf().fit(X, y, sample_weight=w * scale).tree_params_,
+                       clf().fit(X, y, sample_weight=w).tree_params_)
+
+
+# -- class weights ------------------------------------------------------------------------------
+
+
+def test_classifier_and_regressor_share_their_hyperparameters():
+    """The classifier repeats the base __init__ and adds class_weight: no drift."""
+    assert set(SoftTreeEnsembleClassifier().get_params()) == (
+        set(SoftTreeEnsembleRegressor().get_params()) | {"class_weight"}
+    )
+
+
+def test_balanced_class_weight_raises_minority_recall():
+    from sklearn.metrics import recall_score
+
+    X, y = make_classification(n_samples=2000, n_features=6, n_informative=3, weights=[0.9],
+                               flip_y=0.02, class_sep=0.6, random_state=0)
+    X_tr, X_te, y_tr, y_te = X[:1000], X[1000:], y[:1000], y[1000:]
+    recall = {
+        cw: recall_score(y_te, clf(class_weight=cw, n_estimators=16).fit(X_tr, y_tr).predict(X_te))
+        for cw in (None, "balanced")
+    }
+    assert (y_tr == 1).mean() < 0.15
+    assert recall["balanced"] > recall[None] + 0.1, recall
+
+
+def test_class_weight_is_a_per_class_sample_weight(blobs3):
+    X, y = blobs3
+    labels = np.array(["a", "b", "c"])[y]
+    per_class = {"a": 1.0, "b": 3.0, "c": 0.5}
+    w = np.array([per_class[label] for label in labels])
+    expected = clf().fit(X, labels, sample_weight=w).tree_params_
+    assert_same_params(clf(class_weight=per_class).fit(X, labels).tree_params_, expected)
+    # missing classes weigh 1
+    assert_same_params(clf(class_weight={"b": 3.0, "c": 0.5}).fit(X, labels).tree_params_,
+                       expected)
+    # combined with sample_weight: the product
+    sw = np.random.RandomState(0).uniform(0.5, 2.0, len(y))
+    assert_same_params(
+        clf(class_weight=per_class).fit(X, labels, sample_weight=sw).tree_params_,
+        clf().fit(X, labels, sample_weight=w * sw).tree_params_,
+    )
+    # "balanced" as in scikit-learn
+    from sklearn.utils.class_weight import compute_sample_weight
+
+    assert_same_params(
+        clf(class_weight="balanced").fit(X[:100], labels[:100]).tree_params_,
+        clf().fit(X[:100], labels[:100],
+                  sample_weight=compute_sample_weight("balanced", labels[:100])).tree_params_,
+    )
+
+
+@pytest.mark.parametrize("class_weight, error, match", [
+    ("auto", InvalidParameterError, "class_weight"),
+    ([1.0, 2.0], InvalidParameterError, "class_weight"),
+    ({5: 1.0}, ValueError, r"class_weight has labels \[5\] that are not classes"),
+    ({0: -1.0}, ValueError, "class_weight values must be finite non-negative"),
+    ({0: np.nan}, ValueError, "class_weight values must be finite non-negative"),
+    ({0: True}, ValueError, "class_weight values must be finite non-negative"),
+    ({0: 0.0, 1: 0.0}, ValueError, "sums to zero"),
+])
+def test_bad_class_weight(class_weight, error, match, binary):
+    with pytest.raises(error, match=match):
+        clf(class_weight=class_weight).fit(*binary)
 
 
 # -- sample weights (the reason of the expected failure in test_common.py) -------------------

@@ -148,3 +148,53 @@ def test_report_epoch(verbose, capsys):
     message = "epoch 2/3 loss 0.25000 val_loss 0.12500"
     assert bar == ([message] if verbose < 2 else [])
     assert err == (message + "\n" if verbose == 2 else "")
+
+
+# -- divergence checks ----------------------------------------------------------------------
+
+
+def test_check_finite_epoch_names_the_epoch_and_what_is_not_finite():
+    from sktree_lmc._estimators import _check_finite_epoch
+
+    module = _setup()[0]
+    _check_finite_epoch(module, 0, 0.01, 0.7, 0.8)  # all finite: no error
+    _check_finite_epoch(module, 0, 0.01, 0.7)
+    for loss, val_loss, match in [(np.nan, None, "epoch 3: the training loss is nan"),
+                                  (np.inf, 0.5, "epoch 3: the training loss is inf"),
+                                  (0.5, np.nan, "epoch 3: the validation loss is nan")]:
+        with pytest.raises(ValueError, match=match):
+            _check_finite_epoch(module, 2, 0.01, loss, val_loss)
+    with torch.no_grad():
+        module.leaf_value[0, 0, 0] = float("inf")
+    with pytest.raises(ValueError, match="epoch 1: the parameters are no longer finite.*"
+                                         r"lower learning_rate \(now 0.5\)"):
+        _check_finite_epoch(module, 0, 0.5, 0.7)
+
+
+def test_warn_if_diverged_compares_the_last_epoch_with_the_initial_loss():
+    import warnings
+
+    from sklearn.exceptions import ConvergenceWarning
+
+    from sktree_lmc._estimators import _warn_if_diverged
+
+    with pytest.warns(ConvergenceWarning, match="10 times that of the initial model"):
+        _warn_if_diverged([0.5, 20.0, 7.1], 0.7, 1e6)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        _warn_if_diverged([5.0, 20.0, 6.9], 0.7, 1e-2)  # the last epoch decides
+        _warn_if_diverged([], 0.7, 1e-2)
+        _warn_if_diverged([1.0], np.nan, 1e-2)
+
+
+def test_reference_loss_is_the_larger_of_the_initial_and_the_zero_output_loss():
+    from sktree_lmc._estimators import _evaluate_loss, _reference_loss
+
+    module, _, data, _ = _setup()
+    rows = np.arange(40)
+    initial = _evaluate_loss(module, _ce, data, rows[:8])
+    assert _reference_loss(module, _ce, data, rows, 8, 2) == pytest.approx(
+        max(initial, np.log(2)), rel=1e-6)  # the zero output's cross-entropy is log 2
+    with torch.no_grad():
+        module.leaf_value.zero_()  # now the initial model is the zero output
+    assert _reference_loss(module, _ce, data, rows, 8, 2) == pytest.approx(np.log(2), rel=1e-6)

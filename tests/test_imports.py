@@ -113,3 +113,19 @@ def test_layers_import_downward(low, high):
 
     assert low in reachable(high)
     assert high not in reachable(low)
+
+
+def test_benchmarks_use_only_public_names():
+    """No private ``sktree_lmc`` module or name is imported under ``benchmarks/``."""
+    private = []
+    for path in sorted((PACKAGE.parent / "benchmarks").rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("sktree_lmc"):
+                names = [node.module] + [f"{node.module}.{a.name}" for a in node.names]
+            elif isinstance(node, ast.Import):
+                names = [a.name for a in node.names if a.name.startswith("sktree_lmc")]
+            else:
+                continue
+            private += [f"{path.name}: {n}" for n in names
+                        if any(part.startswith("_") for part in n.split("."))]
+    assert not private, private

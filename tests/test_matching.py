@@ -18,6 +18,7 @@ from numpy.testing import assert_allclose, assert_array_equal
 
 import sktree_lmc._matching as matching
 from sktree_lmc import (
+    ModelAligner,
     SymmetryOps,
     TreeParams,
     activation_matching,
@@ -296,7 +297,8 @@ def test_alignment_recovers_a_transformed_copy(name, depth, seed, lam, weighting
     assert_params_equal(al.apply(moved), params)
     # merged models, any lam, both methods: the original again
     for method in ("wm", "am"):
-        merged = merge_estimators(a, b, lam, method=method, X=X, weighting=weighting)
+        merged = merge_estimators(a, b, lam, X=X,
+                                  aligner=ModelAligner(method=method, weighting=weighting))
         assert_params_equal(merged.tree_params_, params, exact=False)
         assert_allclose(merged.predict_proba(X), a.predict_proba(X), atol=1e-6)
 

@@ -4,31 +4,20 @@ import hypothesis.extra.numpy as hnp
 import hypothesis.strategies as st
 import numpy as np
 import pytest
+from conftest import FAST
 from hypothesis import given, settings
 from numpy.testing import assert_allclose
-from sklearn.datasets import make_classification, make_regression
+from sklearn.datasets import make_regression
 from sklearn.metrics import accuracy_score, log_loss, mean_squared_error, r2_score
 
 from sktree_lmc import (
     InterpolationCurve,
     InterpolationCurveDisplay,
-    SoftTreeEnsembleClassifier,
+    ModelAligner,
     SoftTreeEnsembleRegressor,
     interpolation_curve,
     lmc_barrier,
 )
-
-FAST = dict(n_estimators=8, depth=2, max_epochs=3, batch_size=64, device="cpu")
-
-
-@pytest.fixture(scope="module")
-def clf_data():
-    X, y = make_classification(n_samples=200, n_features=6, n_informative=4, n_classes=3,
-                               random_state=0)
-    a = SoftTreeEnsembleClassifier(random_state=1, **FAST).fit(X, y)
-    b = SoftTreeEnsembleClassifier(random_state=2, **FAST).fit(X, y)
-    return a, b, X, y
-
 
 # ----------------------------------------------------------------------------
 # lmc_barrier on hand-made curves
@@ -78,8 +67,18 @@ def test_barrier_errors():
         lmc_barrier([80.0, 70.0, 84.0], lambdas=[0.0, 1.0, 1.0])
     with pytest.raises(TypeError, match="values"):
         lmc_barrier(["a", "b"])
+    with pytest.raises(TypeError, match="values must be an array of real numbers"):
+        lmc_barrier([1 + 1j, 2.0])
+    with pytest.raises(TypeError, match="greater_is_better must be a bool"):
+        lmc_barrier([1.0, 2.0], greater_is_better="yes")
+    with pytest.raises(ValueError, match="overflows"):
+        lmc_barrier([1e308, -1e308, 1e308])
     with pytest.raises(TypeError, match="lambdas"):
         lmc_barrier([1.0, 2.0], lambdas="ab")
+
+
+def test_barrier_of_huge_values_is_not_rounded_to_infinity():
+    assert lmc_barrier([0.0, -1e297, 0.0]) == 1e297
 
 
 def test_barrier_does_not_depend_on_the_order_of_the_points():
@@ -127,7 +126,8 @@ def test_barrier_of_curve_object():
 @pytest.mark.parametrize("method", ["wm", "am"])
 def test_curve_endpoints_are_the_models(clf_data, method):
     a, b, X, y = clf_data
-    curve = interpolation_curve(a, b, X, y, lambdas=5, method=method, random_state=0)
+    curve = interpolation_curve(a, b, X, y, lambdas=5,
+                                aligner=ModelAligner(method=method, random_state=0))
     assert_allclose(curve.lambdas, np.linspace(0, 1, 5))
     assert set(curve.scores) == {"accuracy", "log_loss"}
     assert curve.greater_is_better == {"accuracy": True, "log_loss": False}
@@ -146,7 +146,7 @@ def test_curve_endpoints_are_the_models(clf_data, method):
 
 def test_curve_explicit_lambdas_and_errors(clf_data):
     a, b, X, y = clf_data
-    curve = interpolation_curve(a, b, X, y, lambdas=[0.0, 0.3, 1.0], invariances="none")
+    curve = interpolation_curve(a, b, X, y, lambdas=[0.0, 0.3, 1.0], aligner="naive")
     assert_allclose(curve.lambdas, [0.0, 0.3, 1.0])
     with pytest.raises(ValueError, match="lambdas"):
         interpolation_curve(a, b, X, y, lambdas=[0.0, 1.5])
@@ -170,7 +170,7 @@ def test_curve_explicit_lambdas_and_errors(clf_data):
 def test_curve_rejects_bad_lambdas(clf_data, lambdas, error, match):
     a, b, X, y = clf_data
     with pytest.raises(error, match=match):
-        interpolation_curve(a, b, X, y, lambdas=lambdas, invariances="none")
+        interpolation_curve(a, b, X, y, lambdas=lambdas, aligner="naive")
 
 
 def test_curve_needs_data(clf_data):
@@ -181,11 +181,20 @@ def test_curve_needs_data(clf_data):
         interpolation_curve(a, b, X, None)
 
 
+def test_regressor_curve_needs_two_samples_and_float32_targets():
+    X, y = make_regression(n_samples=60, n_features=4, random_state=0)
+    a, b = (SoftTreeEnsembleRegressor(random_state=s, **FAST).fit(X, y) for s in (1, 2))
+    with pytest.raises(ValueError, match="at least 2 samples"):
+        interpolation_curve(a, b, X[:1], y[:1], lambdas=3)
+    with pytest.raises(ValueError, match="y contains values beyond the float32 range"):
+        interpolation_curve(a, b, X, y * 1e160, lambdas=3)
+
+
 def test_unsorted_curve_has_the_barrier_of_the_sorted_one(clf_data):
     a, b, X, y = clf_data
-    up = interpolation_curve(a, b, X, y, lambdas=[0.0, 0.25, 0.5, 0.75, 1.0], invariances="none")
+    up = interpolation_curve(a, b, X, y, lambdas=[0.0, 0.25, 0.5, 0.75, 1.0], aligner="naive")
     down = interpolation_curve(a, b, X, y, lambdas=[1.0, 0.75, 0.5, 0.25, 0.0],
-                               invariances="none")
+                               aligner="naive")
     assert_allclose(down.scores["log_loss"], up.scores["log_loss"][::-1])
     for metric in ("accuracy", "log_loss"):
         assert down.barrier(metric) == pytest.approx(up.barrier(metric))
@@ -196,7 +205,7 @@ def test_naive_curve_matches_manual_interpolation(clf_data):
     import copy
 
     a, b, X, y = clf_data
-    curve = interpolation_curve(a, b, X, y, lambdas=[0.0, 0.5, 1.0], invariances="none")
+    curve = interpolation_curve(a, b, X, y, lambdas=[0.0, 0.5, 1.0], aligner="naive")
     mid = copy.deepcopy(a).set_tree_params(a.tree_params_.interpolate(b.tree_params_, 0.5))
     assert curve.scores["accuracy"][1] == pytest.approx(100 * mid.score(X, y))
 
@@ -223,7 +232,7 @@ def test_display(clf_data):
     import matplotlib.pyplot as plt
 
     a, b, X, y = clf_data
-    disp = InterpolationCurveDisplay.from_estimators(a, b, X, y, invariances=["none", "all"],
+    disp = InterpolationCurveDisplay.from_estimators(a, b, X, y, aligners=["naive", "wm"],
                                                      lambdas=3)
     assert len(disp.lines_) == 2 and len(disp.curves) == 2
     assert disp.ax_.get_xlabel().startswith("$\\lambda$")

@@ -1,11 +1,14 @@
-"""N-way merging: merge_estimators([m1, ..., mK]) and sktree_lmc._nway.align_many."""
+"""N-way merging: merge_estimators([m1, ..., mK]), ModelAligner with K models, and
+the procedure behind them, sktree_lmc._nway.align_many."""
 
 import numpy as np
 import pytest
+from conftest import FAST
 from sklearn.datasets import make_classification, make_regression
 
 from sktree_lmc import (
     ARCHITECTURES,
+    ModelAligner,
     SoftTreeEnsembleClassifier,
     SoftTreeEnsembleRegressor,
     TreeParams,
@@ -14,7 +17,6 @@ from sktree_lmc import (
     random_ops,
 )
 from sktree_lmc._bridge import with_params as _with_params
-from sktree_lmc._merge import merge_many
 from sktree_lmc._nway import align_many
 
 X_CLF, Y_CLF = make_classification(
@@ -23,10 +25,10 @@ X_CLF, Y_CLF = make_classification(
 
 
 def _tiny(arch="oblivious", depth=2, seed=0, n_estimators=12, epochs=3, **kw):
-    return SoftTreeEnsembleClassifier(
-        arch=arch, depth=depth, n_estimators=n_estimators, max_epochs=epochs, batch_size=64,
-        device="cpu", random_state=seed, **kw,
-    ).fit(X_CLF, Y_CLF)
+    return SoftTreeEnsembleClassifier(**{
+        **FAST, "arch": arch, "depth": depth, "n_estimators": n_estimators,
+        "max_epochs": epochs, "random_state": seed, **kw,
+    }).fit(X_CLF, Y_CLF)
 
 
 @pytest.fixture(scope="module")
@@ -57,14 +59,14 @@ def _random_params_model(template, seed):
 def test_copies_under_random_symmetries_merge_to_the_original(arch, depth, method):
     original = _random_params_model(_tiny(arch, depth, epochs=1), seed=1)
     copies = [original] + [_scrambled(original, s) for s in range(2, 6)]
-    merged = merge_estimators(copies, method=method, X=X_CLF)
+    merged = merge_estimators(copies, aligner=method, X=X_CLF)
     # model 0's basis is kept: the merge gives the original parameters back
     for name in ("split_weight", "split_bias", "leaf_value"):
         np.testing.assert_allclose(
             getattr(merged.tree_params_, name), getattr(original.tree_params_, name), atol=1e-6
         )
     # with a scrambled reference, the same function in the reference's basis
-    merged = merge_estimators(copies[::-1], method=method, X=X_CLF, weights=[1, 2, 3, 4, 5])
+    merged = merge_estimators(copies[::-1], aligner=method, X=X_CLF, weights=[1, 2, 3, 4, 5])
     np.testing.assert_allclose(
         merged.predict_proba(X_CLF), original.predict_proba(X_CLF), atol=1e-5
     )
@@ -88,12 +90,12 @@ def test_weights(models):
     uniform = merge_estimators(models)
     scaled = merge_estimators(models, weights=[3, 3, 3, 3])
     np.testing.assert_array_equal(uniform.tree_params_.leaf_value, scaled.tree_params_.leaf_value)
-    _, info = merge_many(models, weights=[1, 1, 1, 5], return_alignment=True)
-    np.testing.assert_allclose(info.weights, [0.125, 0.125, 0.125, 0.625])
+    info = ModelAligner().fit(models, weights=[1, 1, 1, 5])
+    np.testing.assert_allclose(info.weights_, [0.125, 0.125, 0.125, 0.625])
 
 
 def test_naive_merge_is_the_plain_average(models):
-    naive = merge_estimators(models, invariances="none")
+    naive = merge_estimators(models, aligner="naive")
     expected = TreeParams.weighted_average([m.tree_params_ for m in models], [1] * 4)
     np.testing.assert_allclose(naive.tree_params_.split_weight, expected.split_weight)
     np.testing.assert_allclose(naive.tree_params_.leaf_value, expected.leaf_value)
@@ -101,14 +103,15 @@ def test_naive_merge_is_the_plain_average(models):
 
 @pytest.mark.parametrize("method", ["wm", "am"])
 def test_refinement_never_lowers_the_objective(models, method):
-    base, info0 = merge_many(models, method=method, X=X_CLF, max_iter=0, return_alignment=True)
-    merged, info = merge_many(models, method=method, X=X_CLF, return_alignment=True)
-    assert info0.n_iter == 0 and info0.n_matchings == len(models) - 1
-    assert info.objective[0] == pytest.approx(info0.objective[0])
-    assert np.all(np.diff(info.objective) >= -1e-9 * info.objective[0])
-    assert info.objective[-1] >= info.objective[0]
-    assert info.converged and 1 <= info.n_iter <= 20
-    assert info.n_matchings == len(models) - 1 + len(models) * info.n_iter
+    info0 = ModelAligner(method=method, max_iter=0).fit(models, X_CLF)
+    info = ModelAligner(method=method).fit(models, X_CLF)
+    assert info0.n_iter_ == 0 and info0.n_matchings_ == len(models) - 1
+    assert info.objective_[0] == pytest.approx(info0.objective_[0])
+    assert np.all(np.diff(info.objective_) >= -1e-9 * info.objective_[0])
+    assert info.objective_[-1] >= info.objective_[0]
+    assert info.converged_ and 1 <= info.n_iter_ <= 20
+    assert info.n_matchings_ == len(models) - 1 + len(models) * info.n_iter_
+    merged = merge_estimators(models, aligner=ModelAligner(method=method), X=X_CLF)
     assert merged.predict(X_CLF).shape == (len(X_CLF),)
 
 
@@ -153,7 +156,7 @@ def test_errors(models):
     with pytest.raises(ValueError, match="weights"):
         merge_estimators([a, b], weights=[0, 0])
     with pytest.raises(ValueError, match="needs data"):
-        merge_estimators([a, b], method="am")
+        merge_estimators([a, b], aligner="am")
     with pytest.raises(TypeError, match="lam"):
         merge_estimators([a, b], lam=0.3)
     with pytest.raises(TypeError, match="list"):

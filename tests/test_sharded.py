@@ -5,6 +5,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from conftest import FAST
 from joblib import parallel_config
 from sklearn.base import clone, is_classifier, is_regressor
 from sklearn.datasets import make_classification, make_regression
@@ -16,12 +17,13 @@ from sklearn.utils.estimator_checks import check_estimator
 
 import sktree_lmc._federated as federated
 from sktree_lmc import (
+    ModelAligner,
     ShardedSoftTreeEnsemble,
     SoftTreeEnsembleClassifier,
     SoftTreeEnsembleRegressor,
+    make_shards,
     merge_estimators,
 )
-from sktree_lmc._sharded import make_shards
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 
@@ -29,9 +31,7 @@ X, Y = make_classification(n_samples=360, n_features=6, n_informative=4, random_
 
 
 def _base(**kw):
-    params = dict(n_estimators=8, max_epochs=3, batch_size=64, device="cpu")
-    params.update(kw)
-    return SoftTreeEnsembleClassifier(**params)
+    return SoftTreeEnsembleClassifier(**{**FAST, **kw})
 
 
 def _assert_same_params(a, b):
@@ -131,16 +131,16 @@ def test_classifier_behaviour():
     assert est.decision_function(X).shape == (len(X),)
     assert est.n_features_in_ == X.shape[1] and len(est.estimators_) == 2
     assert est.weights_.sum() == pytest.approx(1.0)
-    assert est.n_iter_ == est.alignment_.n_iter
+    assert est.n_iter_ == est.aligner_.n_iter_ == 0  # two models: no sweep needed
     loaded = pickle.loads(pickle.dumps(est))
     np.testing.assert_array_equal(loaded.predict(X), est.predict(X))
     pipe = make_pipeline(StandardScaler(), clone(est)).fit(X, Y)
     assert pipe.predict(X).shape == (len(X),)
     # merge options
-    for merge in ("am", "naive"):
-        other = clone(est).set_params(merge=merge, merge_weights="uniform").fit(X, Y)
+    for aligner in ("am", "naive", ModelAligner(invariances="perm", max_iter=0)):
+        other = clone(est).set_params(aligner=aligner, merge_weights="uniform").fit(X, Y)
         assert other.predict(X).shape == (len(X),)
-    assert other.alignment_.n_iter == 0
+        assert other.aligner_.n_matchings_ == (0 if aligner == "naive" else 1)
 
 
 def test_regressor_behaviour():
@@ -171,7 +171,7 @@ def test_errors():
     with pytest.raises(InvalidParameterError):
         ShardedSoftTreeEnsemble(_base(), n_shards=1).fit(X, Y)
     with pytest.raises(InvalidParameterError):
-        ShardedSoftTreeEnsemble(_base(), merge="bogus").fit(X, Y)
+        ShardedSoftTreeEnsemble(_base(), aligner="bogus").fit(X, Y)
     with pytest.raises(TypeError, match="SoftTreeEnsemble"):
         ShardedSoftTreeEnsemble(LogisticRegression(), n_shards=2).fit(X, Y)
     y_rare = np.zeros(len(Y), dtype=int)
@@ -287,7 +287,7 @@ def test_rounds_align_every_round(monkeypatch):
     monkeypatch.setattr(federated, "_shard_fit", scrambled)
     scr = ShardedSoftTreeEnsemble(base, n_shards=3, n_rounds=3, random_state=0).fit(X, Y)
     assert any(not np.array_equal(a.tree_perm, np.arange(8))
-               for a in scr.alignment_.alignments)
+               for a in scr.aligner_.alignments_)
     np.testing.assert_allclose(scr.predict_proba(X), plain.predict_proba(X), atol=1e-4)
     assert scr.history_[-1]["train_loss"] == pytest.approx(plain.history_[-1]["train_loss"],
                                                            rel=1e-4)

@@ -8,13 +8,13 @@ import tempfile
 import time
 from pathlib import Path
 
+from sktree_lmc import ARCHITECTURES
+from sktree_lmc.datasets import TABULAR_BENCHMARK
+
 from .core import LR_GRID, SMALL, ModelStore, load_split, log, run_hgb, run_lmc, run_split
 
-DATASETS = [
-    "Diabetes130US", "MagicTelescope", "bank-marketing", "california",
-    "default-of-credit-card-clients", "electricity", "eye_movements",
-]
-ARCHS = ["non_oblivious", "oblivious", "decision_list", "decision_list_modified"]
+DATASETS = sorted(TABULAR_BENCHMARK)
+ARCHS = list(ARCHITECTURES)
 
 
 def build_parser():

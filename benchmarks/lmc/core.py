@@ -9,7 +9,6 @@ rate chosen from a grid by the training accuracy of the seed-1 model, seed pairs
 
 from __future__ import annotations
 
-import copy
 import csv
 import os
 import sys
@@ -19,7 +18,12 @@ from pathlib import Path
 import joblib
 import numpy as np
 
-from sktree_lmc import ModelAligner, SoftTreeEnsembleClassifier, lmc_barrier
+from sktree_lmc import (
+    ModelAligner,
+    SoftTreeEnsembleClassifier,
+    interpolation_curve,
+    make_shards,
+)
 from sktree_lmc.datasets import (
     load_magic_small,
     load_tabular_benchmark,
@@ -87,25 +91,6 @@ def load_split(name, *, n_train=10_000, n_test=10_000, split_seed=0, data_home=N
             np.asarray(y_te),
         )
     return _DATA_CACHE[key]
-
-
-def skewed_halves(y, frac=0.8, random_state=0):
-    """Disjoint class-skewed halves of the training rows (Figure 8 of the paper).
-
-    Split A gets ``frac`` of the rows of class 0 and ``1 - frac`` of class 1,
-    split B the rest (``1 - frac`` of class 0 and ``frac`` of class 1). The
-    split depends on ``random_state`` only, not on the training seeds.
-    """
-    rng = np.random.RandomState(random_state)
-    classes = np.unique(y)
-    a, b = [], []
-    for k, c in enumerate(classes):
-        idx = rng.permutation(np.flatnonzero(y == c))
-        f = frac if k == 0 else 1 - frac
-        cut = int(round(f * len(idx)))
-        a.append(idx[:cut])
-        b.append(idx[cut:])
-    return np.sort(np.concatenate(a)), np.sort(np.concatenate(b))
 
 
 # -- CSV helpers -------------------------------------------------------------------------------
@@ -221,36 +206,18 @@ def select_lr(store, dataset, arch, depth, M, epochs, lrs, data, seed=1):
 
 
 # -- interpolation -----------------------------------------------------------------------------
-#: Rows per predict_proba call: on a CPU, chunks of ~2k rows keep the (rows, M, leaves)
-#: intermediates in cache and ran 2.7x faster than one call on 10k rows (M=256, D=2).
-EVAL_CHUNK = 2048
-
-
-def _evaluate(template, params, X, y):
-    """Accuracy (percent) and log-loss of ``template`` with parameters ``params``."""
-    model = copy.copy(template).set_tree_params(params)
-    proba = np.concatenate([model.predict_proba(X[i:i + EVAL_CHUNK])
-                            for i in range(0, len(X), EVAL_CHUNK)])
-    pred = model.classes_[proba.argmax(axis=1)]
-    acc = 100.0 * float(np.mean(pred == y))
-    p = np.clip(proba[np.arange(len(y)), np.searchsorted(model.classes_, y)], 1e-15, 1.0)
-    return acc, float(-np.mean(np.log(p)))
-
-
 def interpolate_pair(a, b, splits, *, n_lambdas=25, methods=("wm", "am"), X_align=None,
                      n_samples=512, align_seed=0, device="cpu", ref=None):
     """Curves of every alignment configuration between ``a`` and ``b``.
 
-    ``splits`` maps a split name to ``(X, y)``. Naive interpolation is
-    computed once and reported under every method. The endpoints are
-    evaluated once (alignment never changes a model's function). ``ref`` maps
-    a split name to a reference accuracy stored in ``acc_ref``.
+    ``splits`` maps a split name to ``(X, y)``; every configuration is aligned
+    once (on ``X_align``) and its curve evaluated on every split with
+    :func:`~sktree_lmc.interpolation_curve`, reusing the fitted aligner. Naive
+    interpolation is computed once and reported under every method. ``ref``
+    maps a split name to a reference accuracy stored in ``acc_ref``.
 
     Returns a list of row dicts (without the experiment/config columns).
     """
-    lambdas = np.linspace(0.0, 1.0, n_lambdas)
-    ends = {s: (_evaluate(a, a.tree_params_, X, y), _evaluate(b, b.tree_params_, X, y))
-            for s, (X, y) in splits.items()}
     configs = [("naive", "none")] + [(m, inv) for m in methods for inv in INVARIANCES[1:]]
     rows = []
     for method, inv in configs:
@@ -258,21 +225,17 @@ def interpolate_pair(a, b, splits, *, n_lambdas=25, methods=("wm", "am"), X_alig
         aligner = ModelAligner(method="wm" if method == "naive" else method, invariances=inv,
                                n_samples=n_samples, random_state=align_seed, device=device)
         aligner.fit([a, b], X_align)
-        pb = aligner.alignments_[1].apply(b.tree_params_)
         align_time = time.perf_counter() - t0
         for split, (X, y) in splits.items():
             t0 = time.perf_counter()
-            acc = np.empty(n_lambdas)
-            ll = np.empty(n_lambdas)
-            (acc[0], ll[0]), (acc[-1], ll[-1]) = ends[split]
-            for i in range(1, n_lambdas - 1):
-                acc[i], ll[i] = _evaluate(a, a.tree_params_.interpolate(pb, lambdas[i]), X, y)
+            curve = interpolation_curve(a, b, X, y, lambdas=n_lambdas, aligner=aligner)
             eval_time = time.perf_counter() - t0
+            acc, lambdas = curve.scores["accuracy"], curve.lambdas
             best = int(np.argmax(acc))
             row = {
                 "invariances": inv, "split": split, "n_rows": len(y),
-                "barrier": f"{lmc_barrier(acc, lambdas):.4f}",
-                "barrier_log_loss": f"{lmc_barrier(ll, lambdas, greater_is_better=False):.5f}",
+                "barrier": f"{curve.barrier('accuracy'):.4f}",
+                "barrier_log_loss": f"{curve.barrier('log_loss'):.5f}",
                 "acc_a": f"{acc[0]:.3f}", "acc_b": f"{acc[-1]:.3f}",
                 "acc_mid": f"{acc[n_lambdas // 2]:.3f}", "acc_best": f"{acc[best]:.3f}",
                 "lam_best": f"{lambdas[best]:.4f}",
@@ -344,7 +307,9 @@ def run_split(store, out, dataset, arch, depth, M, epochs, pairs, lrs, data, *, 
     path = Path(out) / "raw" / dataset / "barriers.csv"
     X_tr, X_te, y_tr, y_te = data
     lr, _ = select_lr(store, dataset, arch, depth, M, epochs, lrs, data)
-    ia, ib = skewed_halves(y_tr, frac=frac, random_state=0)
+    # disjoint class-skewed halves (Figure 8): A gets ``frac`` of class 0 and ``1 - frac`` of
+    # class 1, B the rest; the split depends on random_state only, not on the training seeds
+    ia, ib = make_shards(y_tr, 2, "class_skewed", skew=frac, random_state=0)
     for p, sa, sb in _pending_pairs(path, "split", arch, depth, M, epochs, pairs, progress):
         full, _ = store.get(dataset, arch, depth, M, lr, sa, epochs, X_tr, y_tr, X_te, y_te,
                             role="pair")

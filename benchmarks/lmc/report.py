@@ -115,7 +115,7 @@ def accuracy_table(bar, models, hgb, paper, depth=2, M=256):
                           for k in ["1e-02", "1e-03", "1e-04"])
         p_train, _ = _paper_value(paper, table=12, dataset=ds, arch=arch, metric="accuracy")
         tr = pm.train_acc.astype(float)
-        h = hgb[hgb.dataset == ds]
+        h = hgb[hgb.dataset == ds] if not hgb.empty else hgb
         rows.append([
             ds, ARCH_NAMES[arch], lr, grid, _ms(tr), _pms(p_train, None, 3),
             f"{tr.mean() - p_train:+.2f}" if p_train is not None else "–",

@@ -1,0 +1,458 @@
+"""Fuzz test of the public entry points, as a new user would call them.
+
+fit, predict, predict_proba, merge_estimators, interpolation_curve and
+lmc_barrier are called with fuzzed shapes, dtypes, extreme and non-finite
+values and odd hyperparameters. Every call must either raise a ValueError or
+TypeError (NotFittedError and InvalidParameterError are both) with a message,
+or return finite numbers: no NaN parameters, NaN predictions or infinite
+barriers, and no raw error of another type.
+
+The models are tiny and ``max_examples`` modest, so that the module runs in
+well under 30 s. To count outcomes over many more examples, run::
+
+    SKTREE_LMC_FUZZ_EXAMPLES=1000 SKTREE_LMC_FUZZ_COUNTS=counts.json \\
+        python -m pytest tests/test_fuzz.py -q -p no:cacheprovider
+
+which records every call's outcome ("clear error", "success" or "other")
+per entry point in ``counts.json`` instead of failing on the first "other";
+with ``SKTREE_LMC_FUZZ_MESSAGES=1`` it also counts the error messages.
+"""
+
+import atexit
+import collections
+import json
+import os
+
+import hypothesis.extra.numpy as hnp
+import hypothesis.strategies as st
+import numpy as np
+import pytest
+import torch
+from hypothesis import HealthCheck, given, settings
+
+from sktree_lmc import (
+    ModelAligner,
+    SoftTreeEnsembleClassifier,
+    SoftTreeEnsembleRegressor,
+    interpolation_curve,
+    lmc_barrier,
+    merge_estimators,
+)
+
+N_EXAMPLES = int(os.environ.get("SKTREE_LMC_FUZZ_EXAMPLES", "40"))
+COUNTS_FILE = os.environ.get("SKTREE_LMC_FUZZ_COUNTS")
+COUNTS = collections.defaultdict(collections.Counter)
+
+if COUNTS_FILE:  # pragma: no cover - counting mode, run by hand
+
+    @atexit.register
+    def _write_counts():
+        with open(COUNTS_FILE, "w") as f:
+            json.dump(COUNTS, f, indent=1, sort_keys=True)
+
+FUZZ = settings(
+    max_examples=N_EXAMPLES,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)
+
+# Small, fast models; the fuzzed hyperparameters override these.
+BASE = dict(n_estimators=2, depth=2, max_epochs=2, batch_size=8, device="cpu", random_state=0)
+N_FEATURES = 3
+
+
+class Other(AssertionError):
+    """A call neither raised a clear error nor returned finite numbers."""
+
+
+def outcome(entry, fn, check):
+    """Call ``fn()``; a ValueError/TypeError with a message is a clear error,
+    a result that passes ``check`` a success; anything else fails the test
+    (or, when counting, is recorded as "other")."""
+    try:
+        result = fn()
+    except (ValueError, TypeError) as exc:
+        if str(exc).strip():
+            COUNTS[entry]["clear error"] += 1
+            if COUNTS_FILE and os.environ.get("SKTREE_LMC_FUZZ_MESSAGES"):  # pragma: no cover
+                COUNTS[entry][f"{type(exc).__name__}: {str(exc)[:70]}"] += 1
+            return None
+        problem = f"{type(exc).__name__} without a message"
+    except Exception as exc:  # the point is to catch everything else
+        problem = f"raw {type(exc).__name__}: {exc}"
+    else:
+        problem = check(result)
+        if problem is None:
+            COUNTS[entry]["success"] += 1
+            return result
+    COUNTS[entry]["other"] += 1
+    if COUNTS_FILE:  # pragma: no cover - counting mode
+        COUNTS[entry][f"other: {problem[:120]}"] += 1
+        return None
+    raise Other(f"{entry}: {problem}")
+
+
+def finite(array):
+    return np.isfinite(np.asarray(array, dtype=np.float64)).all()
+
+
+def check_fitted(est):
+    p = est.tree_params_
+    if not all(finite(a) for a in (p.split_weight, p.split_bias, p.leaf_value)):
+        return "fit returned non-finite parameters"
+    if not finite(est.loss_curve_):
+        return f"non-finite loss curve {est.loss_curve_}"
+    if hasattr(est, "y_scale_") and not (finite(est.y_scale_) and finite(est.y_mean_)):
+        return "non-finite target standardization"
+    return None
+
+
+def check_predictions(pred):
+    if pred.dtype.kind in "fc" and not finite(pred):
+        return "non-finite predictions"
+    return None
+
+
+def check_proba(proba):
+    if not finite(proba):
+        return "non-finite probabilities"
+    if not np.allclose(proba.sum(axis=1), 1.0):
+        return "probabilities do not sum to 1"
+    return None
+
+
+# -- strategies ----------------------------------------------------------------------------
+
+SPECIAL = [0.0, -0.0, 1e-310, 3e38, -3.4e38, 1e39, -1e39, 1e300, np.nan, np.inf, -np.inf]
+ODD = [None, True, "x", -1, 0, 2.5, np.nan]
+
+
+def values():
+    """Mostly ordinary floats, sometimes an extreme or non-finite one."""
+    return st.one_of(st.floats(-3, 3), st.floats(-3, 3), st.floats(-3, 3),
+                     st.sampled_from(SPECIAL))
+
+
+@st.composite
+def data_arrays(draw, n_rows=None):
+    """X-like arrays: mostly ``(n, N_FEATURES)`` float64 of ordinary values, at
+    times with one extreme or non-finite value, another shape or another dtype."""
+    n = draw(st.sampled_from([12, 12, 30, 0, 1, 2])) if n_rows is None else n_rows
+    shape = draw(st.sampled_from(
+        [(n, N_FEATURES)] * 6 + [(n, 1), (n, 0), (n,), (n, N_FEATURES, 2)]
+    ))
+    array = draw(hnp.arrays(np.float64, shape, elements=st.floats(-3, 3)))
+    if array.size and draw(st.booleans()):
+        array.flat[draw(st.integers(0, array.size - 1))] = draw(st.sampled_from(SPECIAL))
+    dtype = draw(st.sampled_from(
+        ["float64"] * 8 + ["float32", "float16", "int64", "bool", "complex128", "object"]
+    ))
+    if dtype == "object":  # strings mixed with numbers
+        array = array.astype(object)
+        if array.size:
+            array.flat[0] = draw(st.sampled_from(["a", "1.5", None]))
+        return array
+    with np.errstate(all="ignore"):
+        return array.astype(dtype)
+
+
+def mostly(valid, odd):
+    """A valid value about three times in four, else an odd one (hypothesis
+    leans to the first options, so the valid ones come first)."""
+    return st.sampled_from([True, True, True, False]).flatmap(
+        lambda ok: st.sampled_from(valid if ok else odd)
+    )
+
+
+@st.composite
+def targets(draw, n, classifier):
+    """Targets of ``n`` rows, mostly valid for the estimator, at times not."""
+    valid = ["int", "str", "float"] if classifier else ["continuous", "2d"]
+    odd = ["continuous", "1class", "wrong length", "special"] + (
+        [] if classifier else ["str", "huge"]
+    )
+    kind = draw(mostly(valid, odd))
+    rng = np.random.RandomState(draw(st.integers(0, 3)))
+    if kind == "int":
+        y = rng.randint(0, draw(st.sampled_from([2, 3])), size=n)
+    elif kind == "str":
+        y = np.array(["no", "yes", "maybe"])[rng.randint(0, 3, size=n)]
+    elif kind == "float":
+        y = rng.randint(0, 2, size=n).astype(float)
+    elif kind == "continuous":
+        y = rng.normal(size=n) * draw(st.sampled_from([1.0, 1e-30, 1e30]))
+    elif kind == "huge":
+        y = rng.normal(size=n) * 1e160
+    elif kind == "2d":
+        y = rng.normal(size=(n, 2))
+    elif kind == "1class":
+        y = np.zeros(n, dtype=int)
+    elif kind == "special":
+        y = rng.randint(0, 2, size=n).astype(float)
+        if n:
+            y[0] = draw(st.sampled_from(SPECIAL))
+    else:
+        y = rng.randint(0, 2, size=max(n - 1, 0))
+    return y
+
+
+#: name -> (valid values, odd values) of the estimators' hyperparameters.
+HYPERPARAMETERS = {
+    "arch": (["oblivious", "non_oblivious", "decision_list", "decision_list_modified"],
+             ["oblique", None, 3]),
+    "n_estimators": ([1, 3, np.int32(2)], [0, -2, True, 2.0, "2", None]),
+    "depth": ([1, 3], [0, True, 1.5, "2", None]),
+    "leaf_init": (["tree", "ensemble"], ["zeros", None]),
+    "split_init": (["fan_in", 0.45, 100.0, 1e30], [1e39, 0.0, -1.0, np.nan, np.inf, True, "x"]),
+    "learning_rate": ([1e-3, 0.5, 1e6, 1e30], [1e38, 0.0, -1.0, np.nan, np.inf, True, "0.1"]),
+    "batch_size": ([1, 5, 10**6], [0, -1, True, 2.0, None]),
+    "max_epochs": ([1, 3], [0, True, 1.0, None]),
+    "early_stopping": ([True, False, np.True_], [1, "yes", None]),
+    "validation_fraction": ([0.1, 0.5, 0.99], [0.0, 1.0, np.nan, True]),
+    "n_iter_no_change": ([1, 3], [0, True, 1.5]),
+    "tol": ([0.0, 1e-4, 1e10], [-1.0, np.nan, np.inf, True]),
+    "random_state": ([0, None, 2**31 - 1, np.random.RandomState(0)], [-1, "seed", 2**40]),
+    "verbose": ([0], ["loud", -1]),
+    "device": (["cpu", torch.device("cpu"), "auto"], ["cuda", "cuda:7", "mps", "bogus", None]),
+    "n_threads": ([1, 2, None, -1], [0, True, 1.5, "all"]),
+}
+
+
+@st.composite
+def hyperparameters(draw):
+    """Up to three hyperparameters, each mostly set to a valid value."""
+    names = draw(st.lists(st.sampled_from(sorted(HYPERPARAMETERS)), max_size=3, unique=True))
+    return {name: draw(mostly(*HYPERPARAMETERS[name])) for name in names}
+
+
+def sample_weights(n):
+    return mostly(
+        [None, np.ones(n), np.arange(n) % 3 + 0.5, np.full(n, 3e38), np.full(n, 1e39),
+         np.full(n, 1e-40)],
+        [np.zeros(n), -np.ones(n), np.r_[np.nan, np.ones(max(n - 1, 0))],
+         np.r_[np.inf, np.ones(max(n - 1, 0))], np.ones(n + 1), np.ones((n, 2)), "w"],
+    )
+
+
+# -- fixtures: a few fitted models ---------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def models():
+    rng = np.random.RandomState(0)
+    X = rng.normal(size=(40, N_FEATURES))
+    y = (X[:, 0] + 0.5 * X[:, 1] > 0).astype(int)
+    y3 = np.digitize(X[:, 0], [-0.5, 0.5])
+    out = {"X": X, "y": y, "y3": y3, "y_reg": X[:, 0] - X[:, 2]}
+    for seed in (0, 1):
+        out[f"clf{seed}"] = SoftTreeEnsembleClassifier(**{**BASE, "random_state": seed}).fit(X, y)
+        out[f"reg{seed}"] = SoftTreeEnsembleRegressor(
+            **{**BASE, "random_state": seed}).fit(X, out["y_reg"])
+    out["clf_arch"] = SoftTreeEnsembleClassifier(**{**BASE, "arch": "decision_list"}).fit(X, y)
+    out["clf_3class"] = SoftTreeEnsembleClassifier(**BASE).fit(X, y3)
+    out["unfitted"] = SoftTreeEnsembleClassifier(**BASE)
+    return out
+
+
+# -- the tests -----------------------------------------------------------------------------
+
+
+@FUZZ
+@given(data=st.data(), classifier=st.booleans())
+def test_fuzz_fit(data, classifier):
+    cls = SoftTreeEnsembleClassifier if classifier else SoftTreeEnsembleRegressor
+    params = {**BASE, **data.draw(hyperparameters(), label="hyperparameters")}
+    if classifier and data.draw(st.booleans(), label="with class_weight"):
+        params["class_weight"] = data.draw(mostly(
+            [None, "balanced"], ["x", {5: 1.0}, {0: -1.0}, {0: np.nan}, [1, 2]]
+        ), label="class_weight")
+    X = data.draw(data_arrays(), label="X")
+    n = len(X) if np.ndim(X) else 0
+    y = data.draw(targets(n, classifier), label="y")
+    sample_weight = data.draw(sample_weights(n), label="sample_weight")
+    est = outcome("fit", lambda: cls(**params).fit(X, y, sample_weight=sample_weight),
+                  check_fitted)
+    if est is not None:  # a fitted model predicts finite numbers on its training data
+        outcome("predict", lambda: est.predict(X), check_predictions)
+        if classifier:
+            outcome("predict_proba", lambda: est.predict_proba(X), check_proba)
+
+
+def finite_floats():
+    """Ordinary floats, or any finite float64 (hypothesis favours the extremes:
+    the largest and smallest magnitudes, subnormals, -0.0)."""
+    return st.one_of(st.floats(-3, 3), st.floats(allow_nan=False, allow_infinity=False))
+
+
+@FUZZ
+@given(
+    X=hnp.arrays(np.float64, (12, N_FEATURES), elements=finite_floats()),
+    y_reg=hnp.arrays(np.float64, 12, elements=finite_floats()),
+    classifier=st.booleans(),
+    arch=st.sampled_from(sorted(HYPERPARAMETERS["arch"][0])),
+)
+def test_fuzz_fit_on_extreme_finite_values(X, y_reg, classifier, arch):
+    """Valid settings, finite data of any magnitude: a clear error or a finite model."""
+    est = (SoftTreeEnsembleClassifier if classifier else SoftTreeEnsembleRegressor)(
+        **{**BASE, "arch": arch})
+    y = np.arange(12) % 2 if classifier else y_reg
+    est = outcome("fit", lambda: est.fit(X, y), check_fitted)
+    if est is not None:
+        outcome("predict", lambda: est.predict(X), check_predictions)
+        if classifier:
+            outcome("predict_proba", lambda: est.predict_proba(X), check_proba)
+
+
+@FUZZ
+@given(data=st.data())
+def test_fuzz_predict(models, data):
+    name = data.draw(st.sampled_from(["clf0", "clf_3class", "reg0", "unfitted"]), label="model")
+    est = models[name]
+    X = data.draw(data_arrays(), label="X")
+    outcome("predict", lambda: est.predict(X), check_predictions)
+    if name != "reg0":
+        outcome("predict_proba", lambda: est.predict_proba(X), check_proba)
+
+
+MODEL_NAMES = ["clf0", "clf1", "clf_arch", "clf_3class", "reg0", "reg1", "unfitted"]
+NOT_MODELS = {"string": "abc", "none": None, "number": 3}
+
+
+@st.composite
+def model_pairs(draw, models):
+    """Mostly two compatible models, at times any two of models and non-models."""
+    names = st.sampled_from(MODEL_NAMES + sorted(NOT_MODELS))
+    pair = draw(st.sampled_from([("clf0", "clf1"), ("reg0", "reg1"), None]))
+    if pair is None:
+        pair = (draw(names), draw(names))
+    return tuple(models[n] if n in models else NOT_MODELS[n] for n in pair)
+
+
+def some_of(options):
+    """A dict of up to three of the keyword arguments, each from its pool."""
+    @st.composite
+    def draw_kwargs(draw):
+        keys = draw(st.lists(st.sampled_from(sorted(options)), max_size=3, unique=True))
+        return {key: draw(st.sampled_from(options[key])) for key in keys}
+
+    return draw_kwargs()
+
+
+def eval_data(models):
+    return st.one_of(st.just(models["X"]), st.just(models["X"]),
+                     data_arrays(), st.sampled_from([None, "abc", 3.0]))
+
+
+#: Settings of a fuzzed ModelAligner (devices included: one validated device policy).
+ALIGNER_SETTINGS = {
+    "method": ["wm", "am", "am", "xx", None],
+    "invariances": ["none", "perm", "all", "some"],
+    "weighting": [True, False, "no"],
+    "n_samples": [1, 7, 512, 0, True],
+    "reference": [0, 1, 5, -1, True],
+    "max_iter": [0, 3, -1, True],
+    "tol": [0.0, 1e-3, -1.0, np.nan],
+    "random_state": [0, None, "x"],
+    "device": ["cpu", torch.device("cpu"), "cuda", "cuda:7", "mps", "bogus", "", None, 3],
+}
+
+
+@st.composite
+def aligners(draw):
+    """A shortcut string, an odd value, or a ModelAligner with fuzzed settings."""
+    kind = draw(st.sampled_from(["shortcut", "aligner", "aligner", "odd"]))
+    if kind == "shortcut":
+        return draw(st.sampled_from(["wm", "am", "naive"]))
+    if kind == "odd":
+        return draw(st.sampled_from(["xx", "", "WM", None, 3, ModelAligner]))
+    return ModelAligner(**draw(some_of(ALIGNER_SETTINGS)))
+
+
+MERGE_KWARGS = {
+    "lam": [0.0, 0.5, 1.0, 0.3, -0.1, 1.1, np.nan, True, "0.5", None],
+    "weights": [None, [1, 1], [1, 3], [1, -1], [0, 0], [np.nan, 1], [1, 1, 1], "ab"],
+}
+
+
+@FUZZ
+@given(data=st.data())
+def test_fuzz_merge_estimators(models, data):
+    a, b = data.draw(model_pairs(models), label="models")
+    as_list = data.draw(st.sampled_from([False, False, True]), label="list form")
+    # lam with a list, or weights with two models, is a mistake too
+    kwargs = data.draw(some_of(MERGE_KWARGS), label="kwargs")
+    if data.draw(st.booleans(), label="with aligner"):
+        kwargs["aligner"] = data.draw(aligners(), label="aligner")
+    kwargs["X"] = data.draw(eval_data(models), label="X")
+    X = models["X"]
+
+    def check(merged):
+        problem = check_fitted(merged)
+        if problem is None:
+            problem = check_predictions(merged.predict(X))
+        return problem
+
+    if as_list:
+        outcome("merge_estimators", lambda: merge_estimators([a, b], **kwargs), check)
+    else:
+        outcome("merge_estimators", lambda: merge_estimators(a, b, **kwargs), check)
+
+
+LAMBDAS = [2, 3, 0, 1, -1, True, 2.5, "abc", None, [0.0, 1.0], [1.0, 0.5, 0.0], [0.25, 0.75],
+           [0.0, np.nan, 1.0], [[0, 1]], [], np.linspace(0, 1, 4)]
+
+
+@FUZZ
+@given(data=st.data())
+def test_fuzz_interpolation_curve(models, data):
+    a, b = data.draw(model_pairs(models), label="models")
+    X = data.draw(eval_data(models), label="X")
+    n = len(X) if isinstance(X, np.ndarray) and X.ndim else 0
+    regression = getattr(a, "_estimator_type", None) == "regressor"
+    y = models["y_reg"] if regression else models["y"]
+    if X is not models["X"] or data.draw(st.booleans(), label="other y"):
+        y = data.draw(st.one_of(targets(n, not regression), st.sampled_from([None, "abc"])),
+                      label="y")
+    kwargs = {}
+    if data.draw(st.booleans(), label="with lambdas"):
+        kwargs["lambdas"] = data.draw(st.sampled_from(LAMBDAS), label="lambdas")
+    if data.draw(st.booleans(), label="with aligner"):
+        kwargs["aligner"] = data.draw(aligners(), label="aligner")
+    if data.draw(st.booleans(), label="with X_align"):
+        kwargs["X_align"] = data.draw(eval_data(models), label="X_align")
+
+    def check(curve):
+        for metric, scores in curve.scores.items():
+            if not finite(scores):
+                return f"non-finite {metric} along the curve: {scores}"
+            if not np.isfinite(curve.barrier(metric)):
+                return f"non-finite {metric} barrier"
+        return None
+
+    outcome("interpolation_curve", lambda: interpolation_curve(a, b, X, y, **kwargs), check)
+
+
+@FUZZ
+@given(
+    values=st.one_of(
+        hnp.arrays(np.float64, st.integers(0, 6), elements=st.floats(-100, 100)),
+        hnp.arrays(np.float64, st.integers(0, 6), elements=values()),
+        data_arrays(n_rows=3),
+        st.sampled_from([None, "abc", 3.0, [[1.0, 2.0]], ["a", "b"]]),
+    ),
+    lambdas=st.one_of(
+        st.none(), st.none(),
+        hnp.arrays(np.float64, st.integers(0, 6), elements=st.one_of(
+            st.sampled_from([0.0, 1.0]), st.floats(0, 1), st.sampled_from(SPECIAL))),
+        st.sampled_from(ODD + ["abc", [1.0, 0.0], [[0.0, 1.0]]]),
+    ),
+    greater_is_better=st.sampled_from([True, False, np.True_, "yes", None, 1]),
+)
+def test_fuzz_lmc_barrier(values, lambdas, greater_is_better):
+    def check(barrier):
+        if not isinstance(barrier, float) or not np.isfinite(barrier) or barrier < 0:
+            return f"barrier {barrier!r} is not a finite non-negative float"
+        return None
+
+    outcome("lmc_barrier",
+            lambda: lmc_barrier(values, lambdas, greater_is_better=greater_is_better), check)
