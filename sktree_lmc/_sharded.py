@@ -247,8 +247,10 @@ class ShardedSoftTreeEnsemble(MetaEstimatorMixin, BaseEstimator):
     aligner_ : ModelAligner
         The fitted N-way aligner of the shard models (``alignments_``,
         ``objective_``, ``n_matchings_``, ...), of the last round.
-    shard_indices_ : list of ndarray
-        Row indices of every shard.
+    shard_indices_ : list of ndarray or None
+        Row indices of every shard (None for dask input).
+    shard_partitions_ : list of list of int
+        Partitions of every shard (dask input only).
     shard_sizes_ : ndarray of shape (n_shards,)
         Rows per shard.
     weights_ : ndarray of shape (n_shards,)
@@ -473,6 +475,8 @@ class ShardedSoftTreeEnsemble(MetaEstimatorMixin, BaseEstimator):
             for k, idx in enumerate(shards):
                 _check_shard_classes(k, len(idx), classes, np.unique(y[idx]))
         self.shard_indices_ = shards
+        if hasattr(self, "shard_partitions_"):  # from an earlier fit on dask input
+            del self.shard_partitions_
         sizes = np.array([len(idx) for idx in shards])
         weight_sums = None if sample_weight is None else [
             sample_weight[i].sum(dtype=np.float64) for i in shards]
