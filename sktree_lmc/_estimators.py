@@ -172,19 +172,34 @@ def _check_finite_epoch(module, epoch, learning_rate, loss, val_loss=None):
     )
 
 
-#: A fit whose last epoch's loss exceeds this multiple of the initial model's
-#: loss has diverged (finite, but far worse than where it started).
+#: A fit whose last epoch's loss exceeds this multiple of its reference loss
+#: (see :func:`_reference_loss`) has diverged: finite, but far worse than
+#: where it started and than predicting nothing.
 _DIVERGED_LOSS_FACTOR = 10.0
 
 
-def _warn_if_diverged(loss_curve, initial_loss, learning_rate):
+def _reference_loss(module, loss_fn, data, train_idx, batch_size, n_outputs):
+    """The larger of the initial model's loss on the first ``batch_size``
+    training rows and the loss of the all-zero output (uniform probabilities,
+    the weighted mean target) on all of them: the reference of
+    :func:`_warn_if_diverged`, computed before training, with no random draw."""
+    initial = _evaluate_loss(module, loss_fn, data, train_idx[:batch_size])
+    idx = torch.as_tensor(train_idx, device=data.X.device)
+    w = data.weight[idx]
+    zeros = data.X.new_zeros((len(idx), n_outputs))
+    zero_output = float((loss_fn(zeros, data.target[idx]) * w).sum() / w.sum())
+    return max(initial, zero_output)
+
+
+def _warn_if_diverged(loss_curve, reference_loss, learning_rate):
     """ConvergenceWarning when training ended far worse than it started
     (finite but diverged: e.g. a learning rate orders of magnitude too high)."""
-    if loss_curve and loss_curve[-1] > _DIVERGED_LOSS_FACTOR * initial_loss:
+    if loss_curve and loss_curve[-1] > _DIVERGED_LOSS_FACTOR * reference_loss:
         warnings.warn(
             f"Training diverged: the last epoch's loss {loss_curve[-1]:.4g} is more than "
-            f"{_DIVERGED_LOSS_FACTOR:g} times the initial model's ({initial_loss:.4g}). "
-            f"Use a lower learning_rate (now {learning_rate!r}), or rescale X.",
+            f"{_DIVERGED_LOSS_FACTOR:g} times that of the initial model or of a zero output "
+            f"({reference_loss:.4g}). Use a lower learning_rate (now {learning_rate!r}), "
+            "or rescale X.",
             ConvergenceWarning,
             stacklevel=5,  # the caller of fit, through limit_threads and _fit_context
         )
@@ -359,8 +374,9 @@ class _BaseSoftTreeEnsemble(BaseEstimator):
         data = _FitTensors.from_arrays(X, target, sample_weight, device)
         stopper = _EarlyStopping(self.tol, self.n_iter_no_change) if self.early_stopping else None
 
-        # the initial model's loss on one batch: the reference of _warn_if_diverged
-        initial_loss = _evaluate_loss(module, self._loss, data, train_idx[: self.batch_size])
+        reference_loss = _reference_loss(
+            module, self._loss, data, train_idx, self.batch_size, n_outputs
+        )
         self.loss_curve_, self.n_epochs_ = [], 0
         self.validation_loss_curve_ = [] if stopper is not None else None
         epochs = _progress(range(self.max_epochs), self.verbose > 0, type(self).__name__)
@@ -380,7 +396,7 @@ class _BaseSoftTreeEnsemble(BaseEstimator):
             _report_epoch(epochs, epoch, self.max_epochs, loss, val_loss, self.verbose)
             if stopper is not None and stopper.should_stop:
                 break
-        _warn_if_diverged(self.loss_curve_, initial_loss, self.learning_rate)
+        _warn_if_diverged(self.loss_curve_, reference_loss, self.learning_rate)
         if stopper is not None:
             stopper.restore_best(module)
         self.architecture_, self.device_, self.n_outputs_ = arch, str(device), n_outputs

@@ -15,7 +15,7 @@ from numbers import Integral, Real
 
 import numpy as np
 from sklearn.base import BaseEstimator, clone
-from sklearn.utils._param_validation import Interval, StrOptions, validate_params
+from sklearn.utils._param_validation import StrOptions, validate_params
 from sklearn.utils.validation import check_is_fitted
 
 from ._bridge import (
@@ -28,6 +28,7 @@ from ._bridge import (
     with_params,
 )
 from ._device import DEVICE_CONSTRAINT, resolve_device
+from ._estimators import _NumberInterval
 from ._matching import INVARIANCES
 from ._nway import _check_weights, align_many
 
@@ -133,10 +134,10 @@ class ModelAligner(BaseEstimator):
         "method": [StrOptions({"wm", "am"})],
         "invariances": [StrOptions(set(INVARIANCES))],
         "weighting": ["boolean"],
-        "n_samples": [Interval(Integral, 1, None, closed="left")],
-        "reference": [Interval(Integral, 0, None, closed="left")],
-        "max_iter": [Interval(Integral, 0, None, closed="left")],
-        "tol": [Interval(Real, 0, None, closed="left")],
+        "n_samples": [_NumberInterval(Integral, 1, None, closed="left")],
+        "reference": [_NumberInterval(Integral, 0, None, closed="left")],
+        "max_iter": [_NumberInterval(Integral, 0, None, closed="left")],
+        "tol": [_NumberInterval(Real, 0, None, closed="left")],
         "random_state": ["random_state"],
         "device": DEVICE_CONSTRAINT,
     }
@@ -355,7 +356,7 @@ def fit_aligner(aligner, estimators, X=None, weights=None):
 
 @validate_params(
     {
-        "lam": [Interval(Real, 0, 1, closed="both")],
+        "lam": [_NumberInterval(Real, 0, 1, closed="both")],
         "aligner": [StrOptions(set(ALIGNER_SHORTCUTS)), ModelAligner],
         "X": ["array-like", None],
         "weights": ["array-like", None],

@@ -503,6 +503,16 @@ def test_ordinary_fits_do_not_warn_of_divergence(make, leaf_init, binary):
                  max_epochs=1).fit(X, y)
 
 
+def test_an_outlier_target_is_not_taken_for_divergence():
+    """The first batch alone is no reference: it may miss the rows that dominate the loss."""
+    rng = np.random.RandomState(0)
+    X, y = rng.normal(size=(30, 3)), 0.01 * rng.normal(size=30)
+    y[-1] = 1e30  # the first batch's initial loss is about 0.03, the last epoch's about 1
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", ConvergenceWarning)
+        reg(batch_size=8, max_epochs=2).fit(X, y)
+
+
 @pytest.mark.parametrize("scale", [1e-40, 3e38, 1e39, 1e300])
 def test_the_scale_of_sample_weights_is_free(scale, binary):
     """Only weight ratios matter: uniform weights of any finite size, even

@@ -178,10 +178,23 @@ def test_warn_if_diverged_compares_the_last_epoch_with_the_initial_loss():
 
     from sktree_lmc._estimators import _warn_if_diverged
 
-    with pytest.warns(ConvergenceWarning, match="10 times the initial model's"):
+    with pytest.warns(ConvergenceWarning, match="10 times that of the initial model"):
         _warn_if_diverged([0.5, 20.0, 7.1], 0.7, 1e6)
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         _warn_if_diverged([5.0, 20.0, 6.9], 0.7, 1e-2)  # the last epoch decides
         _warn_if_diverged([], 0.7, 1e-2)
         _warn_if_diverged([1.0], np.nan, 1e-2)
+
+
+def test_reference_loss_is_the_larger_of_the_initial_and_the_zero_output_loss():
+    from sktree_lmc._estimators import _evaluate_loss, _reference_loss
+
+    module, _, data, _ = _setup()
+    rows = np.arange(40)
+    initial = _evaluate_loss(module, _ce, data, rows[:8])
+    assert _reference_loss(module, _ce, data, rows, 8, 2) == pytest.approx(
+        max(initial, np.log(2)), rel=1e-6)  # the zero output's cross-entropy is log 2
+    with torch.no_grad():
+        module.leaf_value.zero_()  # now the initial model is the zero output
+    assert _reference_loss(module, _ce, data, rows, 8, 2) == pytest.approx(np.log(2), rel=1e-6)

@@ -10,11 +10,12 @@ barriers, and no raw error of another type.
 The models are tiny and ``max_examples`` modest, so that the module runs in
 well under 30 s. To count outcomes over many more examples, run::
 
-    SKTREE_LMC_FUZZ_EXAMPLES=400 SKTREE_LMC_FUZZ_COUNTS=counts.json \\
+    SKTREE_LMC_FUZZ_EXAMPLES=1000 SKTREE_LMC_FUZZ_COUNTS=counts.json \\
         python -m pytest tests/test_fuzz.py -q -p no:cacheprovider
 
 which records every call's outcome ("clear error", "success" or "other")
-per entry point in ``counts.json`` instead of failing on the first "other".
+per entry point in ``counts.json`` instead of failing on the first "other";
+with ``SKTREE_LMC_FUZZ_MESSAGES=1`` it also counts the error messages.
 """
 
 import atexit
@@ -26,6 +27,7 @@ import hypothesis.extra.numpy as hnp
 import hypothesis.strategies as st
 import numpy as np
 import pytest
+import torch
 from hypothesis import HealthCheck, given, settings
 
 from sktree_lmc import (
@@ -42,9 +44,11 @@ COUNTS_FILE = os.environ.get("SKTREE_LMC_FUZZ_COUNTS")
 COUNTS = collections.defaultdict(collections.Counter)
 
 if COUNTS_FILE:  # pragma: no cover - counting mode, run by hand
-    atexit.register(
-        lambda: open(COUNTS_FILE, "w").write(json.dumps(COUNTS, indent=1, sort_keys=True))
-    )
+
+    @atexit.register
+    def _write_counts():
+        with open(COUNTS_FILE, "w") as f:
+            json.dump(COUNTS, f, indent=1, sort_keys=True)
 
 FUZZ = settings(
     max_examples=N_EXAMPLES,
@@ -70,9 +74,11 @@ def outcome(entry, fn, check):
     except (ValueError, TypeError) as exc:
         if str(exc).strip():
             COUNTS[entry]["clear error"] += 1
+            if COUNTS_FILE and os.environ.get("SKTREE_LMC_FUZZ_MESSAGES"):  # pragma: no cover
+                COUNTS[entry][f"{type(exc).__name__}: {str(exc)[:70]}"] += 1
             return None
         problem = f"{type(exc).__name__} without a message"
-    except Exception as exc:  # noqa: BLE001 - the point is to catch everything else
+    except Exception as exc:  # the point is to catch everything else
         problem = f"raw {type(exc).__name__}: {exc}"
     else:
         problem = check(result)
@@ -150,9 +156,22 @@ def data_arrays(draw, n_rows=None):
         return array.astype(dtype)
 
 
+def mostly(valid, odd):
+    """A valid value about three times in four, else an odd one (hypothesis
+    leans to the first options, so the valid ones come first)."""
+    return st.sampled_from([True, True, True, False]).flatmap(
+        lambda ok: st.sampled_from(valid if ok else odd)
+    )
+
+
 @st.composite
 def targets(draw, n, classifier):
-    kind = draw(st.sampled_from(["int", "int", "str", "float", "continuous", "1class", "2d"]))
+    """Targets of ``n`` rows, mostly valid for the estimator, at times not."""
+    valid = ["int", "str", "float"] if classifier else ["continuous", "2d"]
+    odd = ["continuous", "1class", "wrong length", "special"] + (
+        [] if classifier else ["str", "huge"]
+    )
+    kind = draw(mostly(valid, odd))
     rng = np.random.RandomState(draw(st.integers(0, 3)))
     if kind == "int":
         y = rng.randint(0, draw(st.sampled_from([2, 3])), size=n)
@@ -160,52 +179,59 @@ def targets(draw, n, classifier):
         y = np.array(["no", "yes", "maybe"])[rng.randint(0, 3, size=n)]
     elif kind == "float":
         y = rng.randint(0, 2, size=n).astype(float)
-        if n:
-            y[0] = draw(st.sampled_from(SPECIAL + [1.0]))
     elif kind == "continuous":
-        y = rng.normal(size=n) * draw(st.sampled_from([1.0, 1e-30, 1e30, 1e160]))
+        y = rng.normal(size=n) * draw(st.sampled_from([1.0, 1e-30, 1e30]))
+    elif kind == "huge":
+        y = rng.normal(size=n) * 1e160
+    elif kind == "2d":
+        y = rng.normal(size=(n, 2))
     elif kind == "1class":
         y = np.zeros(n, dtype=int)
+    elif kind == "special":
+        y = rng.randint(0, 2, size=n).astype(float)
+        if n:
+            y[0] = draw(st.sampled_from(SPECIAL))
     else:
-        y = rng.randint(0, 2, size=(n, 2)).astype(float)
-    if draw(st.booleans()) and n > 1 and not classifier:  # wrong length now and then
-        y = y[:-1]
+        y = rng.randint(0, 2, size=max(n - 1, 0))
     return y
 
 
+#: name -> (valid values, odd values) of the estimators' hyperparameters.
 HYPERPARAMETERS = {
-    "arch": ["oblivious", "non_oblivious", "decision_list", "decision_list_modified", "oblique",
-             None, 3],
-    "n_estimators": [1, 3, 0, -2, True, 2.0, "2", None, np.int32(2)],
-    "depth": [1, 3, 0, True, 1.5, "2", None],
-    "leaf_init": ["tree", "ensemble", "zeros", None],
-    "split_init": ["fan_in", 0.45, 100.0, 1e30, 1e39, 0.0, -1.0, np.nan, np.inf, True, "x"],
-    "learning_rate": [1e-3, 0.5, 1e6, 1e38, 0.0, -1.0, np.nan, np.inf, True, "0.1", None],
-    "batch_size": [1, 5, 10**6, 0, -1, True, 2.0, None],
-    "max_epochs": [1, 3, 0, True, 1.0, None],
-    "early_stopping": [True, False, 1, "yes", None],
-    "validation_fraction": [0.1, 0.5, 0.99, 0.0, 1.0, np.nan, True],
-    "n_iter_no_change": [1, 0, True, 1.5],
-    "tol": [0.0, 1e-4, -1.0, np.nan, np.inf, True],
-    "random_state": [0, None, -1, "seed", 2**40, np.random.RandomState(0)],
-    "verbose": [0, "loud", -1],
+    "arch": (["oblivious", "non_oblivious", "decision_list", "decision_list_modified"],
+             ["oblique", None, 3]),
+    "n_estimators": ([1, 3, np.int32(2)], [0, -2, True, 2.0, "2", None]),
+    "depth": ([1, 3], [0, True, 1.5, "2", None]),
+    "leaf_init": (["tree", "ensemble"], ["zeros", None]),
+    "split_init": (["fan_in", 0.45, 100.0, 1e30], [1e39, 0.0, -1.0, np.nan, np.inf, True, "x"]),
+    "learning_rate": ([1e-3, 0.5, 1e6, 1e30], [1e38, 0.0, -1.0, np.nan, np.inf, True, "0.1"]),
+    "batch_size": ([1, 5, 10**6], [0, -1, True, 2.0, None]),
+    "max_epochs": ([1, 3], [0, True, 1.0, None]),
+    "early_stopping": ([True, False, np.True_], [1, "yes", None]),
+    "validation_fraction": ([0.1, 0.5, 0.99], [0.0, 1.0, np.nan, True]),
+    "n_iter_no_change": ([1, 3], [0, True, 1.5]),
+    "tol": ([0.0, 1e-4, 1e10], [-1.0, np.nan, np.inf, True]),
+    "random_state": ([0, None, 2**31 - 1, np.random.RandomState(0)], [-1, "seed", 2**40]),
+    "verbose": ([0], ["loud", -1]),
+    "device": (["cpu", torch.device("cpu"), "auto"], ["cuda", "cuda:7", "mps", "bogus", None]),
+    "n_threads": ([1, 2, None, -1], [0, True, 1.5, "all"]),
 }
 
 
 @st.composite
 def hyperparameters(draw):
-    """Up to three hyperparameters set to a valid or odd value each."""
+    """Up to three hyperparameters, each mostly set to a valid value."""
     names = draw(st.lists(st.sampled_from(sorted(HYPERPARAMETERS)), max_size=3, unique=True))
-    return {name: draw(st.sampled_from(HYPERPARAMETERS[name])) for name in names}
+    return {name: draw(mostly(*HYPERPARAMETERS[name])) for name in names}
 
 
 def sample_weights(n):
-    return st.sampled_from([
-        None, None, None, None, np.ones(n), np.arange(n) % 3, np.zeros(n), -np.ones(n),
-        np.full(n, 3e38), np.full(n, 1e-40),
-        np.r_[np.nan, np.ones(max(n - 1, 0))], np.r_[np.inf, np.ones(max(n - 1, 0))],
-        np.ones(n + 1), np.ones((n, 2)), "w",
-    ])
+    return mostly(
+        [None, np.ones(n), np.arange(n) % 3 + 0.5, np.full(n, 3e38), np.full(n, 1e39),
+         np.full(n, 1e-40)],
+        [np.zeros(n), -np.ones(n), np.r_[np.nan, np.ones(max(n - 1, 0))],
+         np.r_[np.inf, np.ones(max(n - 1, 0))], np.ones(n + 1), np.ones((n, 2)), "w"],
+    )
 
 
 # -- fixtures: a few fitted models ---------------------------------------------------------
@@ -236,6 +262,10 @@ def models():
 def test_fuzz_fit(data, classifier):
     cls = SoftTreeEnsembleClassifier if classifier else SoftTreeEnsembleRegressor
     params = {**BASE, **data.draw(hyperparameters(), label="hyperparameters")}
+    if classifier and data.draw(st.booleans(), label="with class_weight"):
+        params["class_weight"] = data.draw(mostly(
+            [None, "balanced"], ["x", {5: 1.0}, {0: -1.0}, {0: np.nan}, [1, 2]]
+        ), label="class_weight")
     X = data.draw(data_arrays(), label="X")
     n = len(X) if np.ndim(X) else 0
     y = data.draw(targets(n, classifier), label="y")
@@ -243,6 +273,31 @@ def test_fuzz_fit(data, classifier):
     est = outcome("fit", lambda: cls(**params).fit(X, y, sample_weight=sample_weight),
                   check_fitted)
     if est is not None:  # a fitted model predicts finite numbers on its training data
+        outcome("predict", lambda: est.predict(X), check_predictions)
+        if classifier:
+            outcome("predict_proba", lambda: est.predict_proba(X), check_proba)
+
+
+def finite_floats():
+    """Ordinary floats, or any finite float64 (hypothesis favours the extremes:
+    the largest and smallest magnitudes, subnormals, -0.0)."""
+    return st.one_of(st.floats(-3, 3), st.floats(allow_nan=False, allow_infinity=False))
+
+
+@FUZZ
+@given(
+    X=hnp.arrays(np.float64, (12, N_FEATURES), elements=finite_floats()),
+    y_reg=hnp.arrays(np.float64, 12, elements=finite_floats()),
+    classifier=st.booleans(),
+    arch=st.sampled_from(sorted(HYPERPARAMETERS["arch"][0])),
+)
+def test_fuzz_fit_on_extreme_finite_values(X, y_reg, classifier, arch):
+    """Valid settings, finite data of any magnitude: a clear error or a finite model."""
+    est = (SoftTreeEnsembleClassifier if classifier else SoftTreeEnsembleRegressor)(
+        **{**BASE, "arch": arch})
+    y = np.arange(12) % 2 if classifier else y_reg
+    est = outcome("fit", lambda: est.fit(X, y), check_fitted)
+    if est is not None:
         outcome("predict", lambda: est.predict(X), check_predictions)
         if classifier:
             outcome("predict_proba", lambda: est.predict_proba(X), check_proba)
@@ -288,35 +343,33 @@ def eval_data(models):
                      data_arrays(), st.sampled_from([None, "abc", 3.0]))
 
 
-#: The alignment settings, fuzzed through ``aligner=`` (a ModelAligner built from up to
-#: three of them, or a shortcut string, or something else).
+#: Settings of a fuzzed ModelAligner (devices included: one validated device policy).
 ALIGNER_SETTINGS = {
     "method": ["wm", "am", "am", "xx", None],
     "invariances": ["none", "perm", "all", "some"],
     "weighting": [True, False, "no"],
     "n_samples": [1, 7, 512, 0, True],
-    "random_state": [0, None, "x"],
+    "reference": [0, 1, 5, -1, True],
     "max_iter": [0, 3, -1, True],
     "tol": [0.0, 1e-3, -1.0, np.nan],
-    "device": ["cpu", "cpu", "auto", "bogus", "cuda", "mps", 3],
+    "random_state": [0, None, "x"],
+    "device": ["cpu", torch.device("cpu"), "cuda", "cuda:7", "mps", "bogus", "", None, 3],
 }
 
 
 @st.composite
 def aligners(draw):
-    kind = draw(st.sampled_from(["shortcut", "aligner", "aligner", "other"]))
+    """A shortcut string, an odd value, or a ModelAligner with fuzzed settings."""
+    kind = draw(st.sampled_from(["shortcut", "aligner", "aligner", "odd"]))
     if kind == "shortcut":
-        return draw(st.sampled_from(["wm", "am", "naive", "xx", ""]))
-    if kind == "other":
-        return draw(st.sampled_from([None, 3, "WM"]))
+        return draw(st.sampled_from(["wm", "am", "naive"]))
+    if kind == "odd":
+        return draw(st.sampled_from(["xx", "", "WM", None, 3, ModelAligner]))
     return ModelAligner(**draw(some_of(ALIGNER_SETTINGS)))
 
 
 MERGE_KWARGS = {
     "lam": [0.0, 0.5, 1.0, 0.3, -0.1, 1.1, np.nan, True, "0.5", None],
-}
-LIST_KWARGS = {
-    **{k: v for k, v in MERGE_KWARGS.items() if k != "lam"},
     "weights": [None, [1, 1], [1, 3], [1, -1], [0, 0], [np.nan, 1], [1, 1, 1], "ab"],
 }
 
@@ -326,8 +379,9 @@ LIST_KWARGS = {
 def test_fuzz_merge_estimators(models, data):
     a, b = data.draw(model_pairs(models), label="models")
     as_list = data.draw(st.sampled_from([False, False, True]), label="list form")
-    kwargs = data.draw(some_of(LIST_KWARGS if as_list else MERGE_KWARGS), label="kwargs")
-    if data.draw(st.booleans(), label="aligner given"):
+    # lam with a list, or weights with two models, is a mistake too
+    kwargs = data.draw(some_of(MERGE_KWARGS), label="kwargs")
+    if data.draw(st.booleans(), label="with aligner"):
         kwargs["aligner"] = data.draw(aligners(), label="aligner")
     kwargs["X"] = data.draw(eval_data(models), label="X")
     X = models["X"]
@@ -344,10 +398,8 @@ def test_fuzz_merge_estimators(models, data):
         outcome("merge_estimators", lambda: merge_estimators(a, b, **kwargs), check)
 
 
-CURVE_KWARGS = {
-    "lambdas": [2, 3, 0, 1, -1, True, 2.5, "abc", None, [0.0, 1.0], [1.0, 0.5, 0.0],
-                [0.25, 0.75], [0.0, np.nan, 1.0], [[0, 1]], [], np.linspace(0, 1, 4)],
-}
+LAMBDAS = [2, 3, 0, 1, -1, True, 2.5, "abc", None, [0.0, 1.0], [1.0, 0.5, 0.0], [0.25, 0.75],
+           [0.0, np.nan, 1.0], [[0, 1]], [], np.linspace(0, 1, 4)]
 
 
 @FUZZ
@@ -361,9 +413,13 @@ def test_fuzz_interpolation_curve(models, data):
     if X is not models["X"] or data.draw(st.booleans(), label="other y"):
         y = data.draw(st.one_of(targets(n, not regression), st.sampled_from([None, "abc"])),
                       label="y")
-    kwargs = data.draw(some_of(CURVE_KWARGS), label="kwargs")
-    if data.draw(st.booleans(), label="aligner given"):
+    kwargs = {}
+    if data.draw(st.booleans(), label="with lambdas"):
+        kwargs["lambdas"] = data.draw(st.sampled_from(LAMBDAS), label="lambdas")
+    if data.draw(st.booleans(), label="with aligner"):
         kwargs["aligner"] = data.draw(aligners(), label="aligner")
+    if data.draw(st.booleans(), label="with X_align"):
+        kwargs["X_align"] = data.draw(eval_data(models), label="X_align")
 
     def check(curve):
         for metric, scores in curve.scores.items():
