@@ -156,6 +156,10 @@ class TreeArchitecture:
         True for perfect binary trees without sharing, whose flip group is a
         product over nodes; matching then uses an exact dynamic program
         instead of enumeration.
+    level_search : bool
+        True for oblivious trees, whose group is every level order with a sign
+        per level; matching can then search it level by level (see
+        :mod:`sktree_lmc._oblivious`) instead of enumerating it.
 
     Examples
     --------
@@ -179,6 +183,7 @@ class TreeArchitecture:
     ops: SymmetryOps | None
     n_ops: int
     flip_recursive: bool = False
+    level_search: bool = False
     _cache: dict = field(default_factory=dict, repr=False, compare=False)
 
     @property
@@ -288,7 +293,7 @@ def _ops_from_node_ops(code, free_leaves, perms, signs):
 
     Vectorized over ops. New leaf ``l`` corresponds to the old leaf ``k`` whose
     row satisfies ``code[k, perm[n]] == sign[n] * code[l, n]``; rows are
-    identified by base-3 integer keys.
+    identified by byte-string keys (exact at any number of nodes).
 
     Raises
     ------
@@ -301,14 +306,16 @@ def _ops_from_node_ops(code, free_leaves, perms, signs):
     L, N = code.shape
     if perms.shape[1] != N or not (np.sort(perms, axis=1) == np.arange(N)).all():
         raise ValueError("perm is not a permutation of the nodes")
-    base = 3 ** np.arange(N, dtype=np.int64)
-    keys = (code + 1) @ base  # (L,)
+    def row_keys(rows):  # entries -1, 0, 1 -> bytes 1, 2, 3 (no NUL, which 'S' strips)
+        return np.ascontiguousarray(rows + 2, dtype=np.uint8).view(f"S{N}")[..., 0]
+
+    keys = row_keys(code)  # (L,)
     order = np.argsort(keys)
     inv = np.argsort(perms, axis=1)  # (U, N)
     # Row of old leaf k in original node coordinates m:
     #   code[k, m] = sign[inv[m]] * code[l, inv[m]]
     tgt = np.take_along_axis(signs, inv, axis=1)[:, None, :] * code[:, inv].transpose(1, 0, 2)
-    tkeys = (tgt + 1) @ base  # (U, L)
+    tkeys = row_keys(tgt)  # (U, L)
     pos = np.clip(np.searchsorted(keys[order], tkeys), 0, L - 1)
     full = order[pos]
     if not (keys[full] == tkeys).all():
@@ -364,8 +371,9 @@ def _non_oblivious_flip_ops(depth, flips=None):
 def random_ops(arch, n_ops, random_state=None):
     """Draw ``n_ops`` uniformly random symmetry ops of ``arch``.
 
-    Works at any depth: non-oblivious flip patterns are drawn bit by bit
-    rather than from the (possibly huge) enumerated group.
+    Works at any depth without materializing the group: non-oblivious flip
+    patterns are drawn bit by bit, oblivious level orders and signs level by
+    level; only the small groups of decision lists are sampled from their table.
 
     Parameters
     ----------
@@ -398,6 +406,10 @@ def random_ops(arch, n_ops, random_state=None):
         flips = rng.randint(0, 2, size=(n_ops, arch.n_nodes))
         perm, sign = _non_oblivious_flip_ops(arch.depth, flips)
         return _ops_from_node_ops(arch.code, arch.free_leaves, perm, sign)
+    if arch.level_search:
+        perm = np.argsort(rng.random_sample((n_ops, arch.depth)), axis=1)
+        sign = np.where(rng.randint(0, 2, size=(n_ops, arch.depth)) == 1, -1.0, 1.0)
+        return _ops_from_node_ops(arch.code, arch.free_leaves, perm, sign)
     return arch.ops[rng.randint(0, len(arch.ops), size=n_ops)]
 
 
@@ -428,7 +440,8 @@ def _build_oblivious(depth):
         perm = np.repeat(orders, len(flips), axis=0)
         sign = np.tile(np.where(flips, -1.0, 1.0), (len(orders), 1))
         ops = _ops_from_node_ops(code, np.arange(L), perm, sign)
-    return TreeArchitecture("oblivious", depth, code, np.arange(L), ops, n_ops)
+    return TreeArchitecture("oblivious", depth, code, np.arange(L), ops, n_ops,
+                            level_search=True)
 
 
 def _decision_list_code(depth):

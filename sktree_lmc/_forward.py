@@ -116,12 +116,16 @@ def routing_plan(arch):
     return steps
 
 
-def _route_forward(z, steps, n_leaves, buffers=None):
+def _route_forward(z, steps, n_leaves, buffers=None, exact_complement=True):
     """Two-sided sigmoids ``s`` (2N, ...) and leaf probabilities ``mu`` (L, ...).
 
     ``buffers``, when given, is ``(s, mu, inner)`` as made by
     :func:`_routing_buffers`: the results are written there instead of into
     new tensors (the inference kernel reuses one set of buffers per chunk).
+    ``exact_complement=False`` computes ``sigmoid(-z)`` as ``1 - sigmoid(z)``
+    (one exponential fewer; absolute error at most one float32 ulp of 1,
+    6e-8), which the inference kernel uses; training keeps ``sigmoid(-z)``,
+    which makes subtree flips exactly symmetric.
     """
     n_nodes = z.shape[0]
     if buffers is None:
@@ -131,8 +135,11 @@ def _route_forward(z, steps, n_leaves, buffers=None):
     else:
         s, mu, inner = buffers
     torch.sigmoid(z, out=s[:n_nodes])
-    torch.neg(z, out=s[n_nodes:])
-    s[n_nodes:].sigmoid_()
+    if exact_complement:
+        torch.neg(z, out=s[n_nodes:])
+        s[n_nodes:].sigmoid_()
+    else:
+        torch.neg(s[:n_nodes], out=s[n_nodes:]).add_(1)
     pos = [None] * len(steps)
     for i, (parent, sig, leaf) in enumerate(steps):
         if leaf >= 0:
@@ -495,12 +502,15 @@ def predict_chunked(module, X, output="forward", chunk_rows=None):
     """Outputs of ``module`` for every row of ``X``: the one inference kernel.
 
     The forward pass of :class:`SoftTreeEnsembleModule` without autograd, in
-    float32 (the precision the model is trained in), on chunks of exactly
+    float32 (the precision the model is trained in; ``sigmoid(-z)`` as
+    ``1 - sigmoid(z)``, see :func:`_route_forward`), on chunks of exactly
     ``chunk_rows`` rows: the last chunk is padded with zero rows. Every row
     therefore goes through the same kernels with the same shapes whatever the
     number of rows in ``X``, so its result does not depend on how rows are
-    batched (bit-identical in our tests on the CPU with one thread; within
-    float32 rounding otherwise). The chunk's buffers are allocated once and
+    batched: bit-identical in our tests on the CPU with 1, 2 and 3 threads,
+    for chunks of a multiple of 64 rows (the default always is; with odd
+    chunk sizes the vectorized loops' scalar tails moved results by one
+    float32 ulp). The chunk's buffers are allocated once and
     reused, sized to stay in cache (:func:`inference_chunk_rows`), and ``X``
     is converted to float32 chunk by chunk, without a full copy.
 
@@ -514,7 +524,7 @@ def predict_chunked(module, X, output="forward", chunk_rows=None):
         The ensemble output ``(n_samples, C)`` or the per-tree outputs
         ``(n_samples, M, C)``.
     chunk_rows : int, default=None
-        Rows per chunk; ``None`` uses :func:`inference_chunk_rows`.
+        Rows per chunk (positive); ``None`` uses :func:`inference_chunk_rows`.
 
     Returns
     -------
@@ -531,6 +541,8 @@ def predict_chunked(module, X, output="forward", chunk_rows=None):
     if X.ndim != 2 or X.shape[1] != Fdim:
         raise ValueError(f"X must have shape (n_samples, {Fdim}), got {X.shape}.")
     n = X.shape[0]
+    if chunk_rows is not None and not (isinstance(chunk_rows, int) and chunk_rows > 0):
+        raise ValueError(f"chunk_rows must be a positive int or None, got {chunk_rows!r}.")
     B = chunk_rows or inference_chunk_rows(module.arch, M, device)
     steps = module._steps
     W = module.split_weight.detach().to(dtype).transpose(0, 1).reshape(N * M, Fdim)
@@ -560,7 +572,7 @@ def predict_chunked(module, X, output="forward", chunk_rows=None):
         else:
             xbuf[:rows].copy_(X_dev[start : start + rows])
         torch.addmm(b, W, xbuf.T, out=z)
-        _route_forward(z.view(N, M, B), steps, L, buffers)
+        _route_forward(z.view(N, M, B), steps, L, buffers, exact_complement=False)
         if output == "forward":
             torch.mm(lead, mu.view(L * M, B), out=chunk_out)
             result[start : start + rows] = chunk_out.T[:rows]

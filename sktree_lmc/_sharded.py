@@ -23,6 +23,7 @@ from sklearn.utils.validation import _check_sample_weight, check_is_fitted, vali
 from ._bridge import combine
 from ._estimators import SoftTreeEnsembleClassifier, _BaseSoftTreeEnsemble
 from ._merge import ALIGNER_SHORTCUTS, ModelAligner, check_aligner
+from ._threads import torch_threads
 
 __all__ = ["ShardedSoftTreeEnsemble", "make_shards"]
 
@@ -154,6 +155,9 @@ class ShardedSoftTreeEnsemble(MetaEstimatorMixin, BaseEstimator):
     ``ray.util.joblib.register_ray()``. The task sent to a worker holds the
     unfitted clone and the rows of its own shard only; it returns the fitted
     clone, whose state is NumPy arrays. No worker sees another shard's data.
+    Each worker's fit, and the merge, run torch with the estimator's
+    ``n_threads`` (one thread by default), so several workers on one host do
+    not oversubscribe its cores.
 
     Parameters
     ----------
@@ -345,10 +349,11 @@ class ShardedSoftTreeEnsemble(MetaEstimatorMixin, BaseEstimator):
         aligner = check_aligner(self.aligner)
         if aligner.random_state is None:
             aligner.set_params(random_state=rng)
-        self.aligner_ = aligner.fit(self.estimators_, X, weights=weights)
-        self.merged_ = combine(
-            self.estimators_, aligner.aligned_params(self.estimators_), aligner.weights_
-        )
+        with torch_threads(base.n_threads):  # the estimator's thread policy for the merge too
+            self.aligner_ = aligner.fit(self.estimators_, X, weights=weights)
+            self.merged_ = combine(
+                self.estimators_, aligner.aligned_params(self.estimators_), aligner.weights_
+            )
         self.weights_ = aligner.weights_
         self.n_iter_ = aligner.n_iter_
         if is_clf:

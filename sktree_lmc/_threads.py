@@ -107,11 +107,15 @@ def torch_threads(n_threads):
 
 
 def limit_threads(method):
-    """Decorate an estimator method to run inside ``torch_threads(self.n_threads)``."""
+    """Decorate an estimator method to run inside ``torch_threads(self.n_threads)``.
+
+    An estimator pickled before ``n_threads`` existed has no such attribute; it
+    gets the default, one thread.
+    """
 
     @functools.wraps(method)
     def wrapper(self, *args, **kwargs):
-        with torch_threads(self.n_threads):
+        with torch_threads(getattr(self, "n_threads", 1)):
             return method(self, *args, **kwargs)
 
     return wrapper

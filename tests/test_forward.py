@@ -291,6 +291,29 @@ def test_benchmark_smoke(tmp_path, monkeypatch, capsys):
         for kernel in bench_throughput.KERNELS:
             assert float(row[f"train_{kernel}"]) > 0
             assert float(row[f"predict_{kernel}"]) > 0
+        assert float(row["fit"]) > 0 and float(row["predict_proba"]) > 0
+        assert float(row["proba_over_train"]) == pytest.approx(
+            float(row["predict_proba"]) / float(row["train_vectorized"]))
+
+
+def test_busy_comparison_smoke(tmp_path, monkeypatch):
+    """The busy-machine comparison times every variant and restores torch's thread count
+    (run here without the busy-loop process: ``busy_core=-1``)."""
+    monkeypatch.syspath_prepend(str(REPO_ROOT))
+    from benchmarks import bench_throughput
+
+    n_threads = torch.get_num_threads()
+    rows = bench_throughput.busy_comparison(
+        ["oblivious"], [1, 2], n_trees=3, n_features=4, batch_size=16, n_classes=2, n_rows=48,
+        repeats=2, busy_core=-1, progress=lambda *_: None, csv_path=tmp_path / "busy.csv")
+    assert torch.get_num_threads() == n_threads
+    assert [(r["arch"], r["depth"]) for r in rows] == [("oblivious", 1), ("oblivious", 2)]
+    for r in rows:
+        assert all(r[f"{v}_s"] > 0 for v in bench_throughput.BUSY_VARIANTS)
+        assert r["default_over_one"] == pytest.approx(r["default_s"] / r["one_thread_s"])
+    with open(tmp_path / "busy.csv") as fh:
+        assert len(list(csv.DictReader(fh))) == 2
+    assert "| oblivious | 2 |" in bench_throughput.busy_table(rows)
 
 
 def test_leaf_init_scales_the_leaf_values():
@@ -340,3 +363,20 @@ def test_split_init_reaches_the_estimator():
     w_default = default.get_tree_params().split_weight
     # a learning rate of 1e-12 leaves the initialization in place
     np.testing.assert_allclose(w_wide, w_default * 30**0.5, rtol=1e-5, atol=1e-9)
+
+
+def test_ratio_interleaved_smoke(tmp_path, monkeypatch):
+    """``--ratio``: predict_proba and training rates measured alternately, medians reported."""
+    monkeypatch.syspath_prepend(str(REPO_ROOT))
+    from benchmarks import bench_throughput
+
+    rows = bench_throughput.ratio_interleaved(
+        ["decision_list"], [2], n_trees=3, n_features=4, batch_size=16, n_classes=2,
+        n_predict=50, min_time=0.0, rounds=3, progress=lambda *_: None,
+        csv_path=tmp_path / "ratio.csv")
+    (row,) = rows
+    assert row["train"] > 0 and row["predict_proba"] > 0
+    assert row["ratio_min"] <= row["ratio"]
+    assert "| decision_list | 2 |" in bench_throughput.ratio_table(rows)
+    with open(tmp_path / "ratio.csv") as fh:
+        assert len(list(csv.DictReader(fh))) == 1

@@ -161,6 +161,9 @@ def test_bad_arguments_are_rejected():
         predict_chunked(module, np.zeros((2, 5)), output="leaf_probabilities")
     with pytest.raises(ValueError, match="shape"):
         predict_chunked(module, np.zeros((2, 4)))
+    for bad in (0, -64, 1.5):
+        with pytest.raises(ValueError, match="chunk_rows"):
+            predict_chunked(module, np.zeros((2, 5)), chunk_rows=bad)
 
 
 def test_empty_input_gives_an_empty_result():

@@ -11,6 +11,7 @@ from sklearn.utils._param_validation import InvalidParameterError
 
 import sktree_lmc._forward as forward
 from sktree_lmc import (
+    ModelAligner,
     ShardedSoftTreeEnsemble,
     SoftTreeEnsembleClassifier,
     SoftTreeEnsembleRegressor,
@@ -171,9 +172,29 @@ def test_concurrent_fits_in_threads_keep_their_own_setting(caller_threads):
     assert torch.get_num_threads() == caller_threads
 
 
-def test_shard_workers_use_the_estimators_n_threads(caller_threads, recorded):
+def test_shard_workers_and_the_merge_use_the_estimators_n_threads(
+    caller_threads, recorded, monkeypatch
+):
+    merge_threads = []
+    fit = ModelAligner.fit
+
+    def recording_fit(self, *args, **kwargs):
+        merge_threads.append(torch.get_num_threads())
+        return fit(self, *args, **kwargs)
+
+    monkeypatch.setattr(ModelAligner, "fit", recording_fit)
     sharded = ShardedSoftTreeEnsemble(clf(n_threads=1), n_shards=2, n_jobs=2, random_state=0)
     with parallel_config(backend="threading"):
         sharded.fit(X, Y)
     assert recorded and set(recorded) == {1}
+    assert merge_threads == [1]
+    assert torch.get_num_threads() == caller_threads
+
+
+def test_a_model_pickled_before_n_threads_predicts_with_one_thread(caller_threads, recorded):
+    est = clf(n_threads=2).fit(X, Y)
+    del est.n_threads  # as unpickled from a version without the hyperparameter
+    recorded.clear()
+    est.predict(X)
+    assert set(recorded) == {1}
     assert torch.get_num_threads() == caller_threads
