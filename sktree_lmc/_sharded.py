@@ -82,6 +82,15 @@ def make_shards(y, n_shards, split="iid", *, skew=0.8, is_classifier=True, rando
     -------
     shards : list of ndarray
         ``K`` sorted, disjoint index arrays covering all rows.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from sktree_lmc import make_shards
+    >>> y = np.repeat([0, 1], 50)
+    >>> a, b = make_shards(y, 2, "class_skewed", skew=0.8, random_state=0)
+    >>> float(np.mean(y[a] == 0)), float(np.mean(y[b] == 0))  # the split of the paper
+    (0.8, 0.2)
     """
     n = len(y)
     if split == "contiguous":
