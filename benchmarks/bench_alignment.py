@@ -206,9 +206,10 @@ def exhaustive_oblivious(theta_a, leaves_a, theta_b, leaves_b):
 def exhaustive_check(n_pairs=16, depth=7, seed=0, models=None):
     """Fractions of the brute-force maximum reached on sampled pairs at ``depth``.
 
-    Pairs are (tree ``m`` of ``a``, tree ``m`` of ``b``) of random ensembles (the
-    scale of the default initialization) and, when ``models`` (two fitted
-    estimators of that depth) are given, of fitted ones. Returns rows with the
+    Pairs are (tree ``m`` of ``a``, tree ``m`` of ``b``) of random ensembles (at
+    the scale of the default initialization, and all-``N(0, 1)`` ones whose leaf
+    term weighs more) and, when ``models`` (two fitted estimators of that depth)
+    are given, the pairs that weight matching forms between fitted ones. Returns rows with the
     fraction of the seed (the value a large weight-matching table holds) and of
     the full search (the op chosen for matched pairs), min and mean.
     """
@@ -217,8 +218,14 @@ def exhaustive_check(n_pairs=16, depth=7, seed=0, models=None):
 
     arch = get_architecture("oblivious", depth)
     rng = np.random.RandomState(seed)
+    def gaussian():  # every parameter N(0, 1), F=4: the leaf term weighs much more
+        return TreeParams(rng.standard_normal((n_pairs, depth, 4)),
+                          rng.standard_normal((n_pairs, depth)),
+                          rng.standard_normal((n_pairs, 1 << depth, 2)))
+
     sets = [("random F=44", random_params(arch, n_pairs, 44, 2, rng),
-             random_params(arch, n_pairs, 44, 2, rng))]
+             random_params(arch, n_pairs, 44, 2, rng)),
+            ("random N(0,1) F=4", gaussian(), gaussian())]
     if models is not None:  # the pairs weight matching forms
         from sktree_lmc import weight_matching
 
@@ -250,6 +257,20 @@ def depth_grid(smoke=False):
             + [("non_oblivious", d, M) for M in (64, 256) for d in range(2, 13)])
 
 
+def depth_markdown(rows):
+    """Markdown table of the depth grid (one row per configuration)."""
+    lines = ["| arch | D | M | wall (s) | CPU (s) | objective / exact | certified ops | note |",
+             "|---|---|---|---|---|---|---|---|"]
+    for r in rows:
+        def num(key, fmt):
+            return format(float(r[key]), fmt) if r[key] not in ("", None) else "-"
+
+        lines.append(f"| {r['arch']} | {r['depth']} | {r['M']} | {num('wall_s', '.2f')} | "
+                     f"{num('cpu_s', '.2f')} | {num('fraction', '.6f')} | "
+                     f"{num('certified', '.3f')} | {r['error'][:90]} |")
+    return "\n".join(lines)
+
+
 def run_depth(out, smoke=False, max_m=None):
     rows = []
     for arch, depth, M in depth_grid(smoke):
@@ -264,6 +285,7 @@ def run_depth(out, smoke=False, max_m=None):
             writer = csv.DictWriter(fh, fieldnames=DEPTH_COLUMNS)
             writer.writeheader()
             writer.writerows(rows)
+    print(depth_markdown(rows))
     return rows
 
 
@@ -303,7 +325,19 @@ def main(argv=None):
     parser.add_argument("--models", nargs=2, type=Path, default=None,
                         help="with --exhaustive: two joblib files of fitted depth-7 models "
                              "(as cached by benchmarks.bench_depth)")
+    parser.add_argument("--one", nargs=3, metavar=("ARCH", "DEPTH", "M"), default=None,
+                        help="time one configuration of the depth grid, without the skip rule, "
+                             "and report the peak resident memory")
     args = parser.parse_args(argv)
+    if args.one:
+        import resource
+
+        torch.set_num_threads(1)
+        row = time_depth(args.one[0], int(args.one[1]), int(args.one[2]),
+                         max_dp_seconds=float("inf"))
+        row["max_rss_mib"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+        print(row)
+        return row
     if args.exhaustive:
         torch.set_num_threads(1)
         models = None

@@ -563,7 +563,8 @@ class _BaseSoftTreeEnsemble(BaseEstimator):
         Parameters
         ----------
         params : TreeParams
-            New parameters; they must have the shapes of the current ones.
+            New parameters; they must have the shapes of the current ones and
+            be finite.
 
         Returns
         -------
@@ -578,6 +579,9 @@ class _BaseSoftTreeEnsemble(BaseEstimator):
                 f"Parameter shapes {params.shape_signature} (M, N, F, L, C) do not match "
                 f"the fitted ones {self.tree_params_.shape_signature}."
             )
+        for f in dataclasses.fields(TreeParams):
+            if not np.isfinite(getattr(params, f.name)).all():
+                raise ValueError(f"params.{f.name} contains NaN or infinity.")
         self.tree_params_ = params.copy()
         return self
 

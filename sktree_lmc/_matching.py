@@ -426,8 +426,15 @@ def pairwise_tree_similarity(params_a, params_b, arch, *, invariances="all", wei
         Their architecture.
     invariances : {"perm", "all"}, default="all"
         ``"perm"`` scores trees as they are (identity op); ``"all"`` takes the
-        maximum over the architecture's symmetry group (exact dynamic program
-        for non-oblivious trees).
+        maximum over the architecture's symmetry group. Exact for decision
+        lists, for non-oblivious trees (dynamic program; a request estimated
+        above 15 min on one core raises ValueError with the estimate) and for
+        oblivious trees through depth 4 (every op scored). Oblivious trees of
+        depth 5 or more are searched without enumerating the group
+        (:mod:`sktree_lmc._oblivious`): exact (branch and bound) when
+        ``M_a * M_b * 4**depth <= 2**24``, else each entry is the seed of the
+        search (the assignment over levels), a lower bound of the maximum
+        (measured within 0.5% of it per pair, 0.05% on average).
     weighting : bool, default=True
         Scale split parameters by the square root of their node weight.
     device : str or torch.device, default="cpu"
@@ -489,6 +496,14 @@ def pairwise_tree_similarity(params_a, params_b, arch, *, invariances="all", wei
 
 def best_ops_for_pairs(params_a, params_b, arch, *, weighting=True, device="cpu"):
     """Best op for each aligned pair of trees ``(a[m], b[m])``.
+
+    Exact for every architecture, with two caveats at depth: non-oblivious
+    requests estimated above 15 min on one core raise ValueError with the
+    estimate, and for oblivious trees of depth 5 or more the op of a pair is
+    the branch-and-bound optimum when the search fits its budget, else the
+    local-search optimum (at depth <= 6: the enumerated group's optimum).
+    Measured on random pairs, every pair was certified through depth 8, 98%
+    at depth 9 and 94% at depth 10.
 
     Parameters
     ----------
@@ -583,7 +598,12 @@ def _assign(S, norms_a=None, norms_b=None):
 
 def weight_matching(params_a, params_b, arch, *, invariances="all", weighting=True,
                     device="cpu"):
-    """Weight matching (Algorithm 2 of the paper), exact over the symmetry group.
+    """Weight matching (Algorithm 2 of the paper) over the symmetry group.
+
+    The tree pairing and the op of each matched pair are exact as described
+    in :func:`pairwise_tree_similarity` and :func:`best_ops_for_pairs` (exact
+    everywhere except large tables of oblivious trees of depth >= 5, whose
+    entries are tight lower bounds, and budget-limited pairs at depth >= 9).
 
     Parameters
     ----------

@@ -198,3 +198,17 @@ def test_long_decision_lists(name):
     moved = params.permute_trees(rng.permutation(4)).apply_ops(ops)
     back = weight_matching(params, moved, arch).apply(moved)
     assert_allclose(back.leaf_value, params.leaf_value, atol=1e-12)
+
+
+def test_align_many_at_depth_7():
+    from sktree_lmc._nway import align_many
+
+    arch = get_architecture("oblivious", 7)
+    rng = np.random.RandomState(1)
+    p = random_params(arch, 6, 3, 2, rng)
+    p = p.__class__(p.split_weight, p.split_bias, 0.1 * p.leaf_value)  # as fitted: small leaves
+    copies = [p] + [p.permute_trees(rng.permutation(6)).apply_ops(random_ops(arch, 6, s))
+                    for s in (1, 2)]
+    result = align_many(copies, arch)
+    for al, q in zip(result.alignments, copies):
+        assert_allclose(al.apply(q).leaf_value, p.leaf_value, atol=1e-12)
