@@ -52,6 +52,7 @@ from sktree_lmc import (
     SoftTreeEnsembleClassifier,
     TreeParams,
     merge_estimators,
+    refit_leaves,
 )
 from sktree_lmc.datasets import (
     load_magic_small,
@@ -210,6 +211,168 @@ def summarize(csv_path):
     return "\n".join(lines)
 
 
+ROUND_FIELDS = ["dataset", "split", "K", "seed", "variant", "R", "local_epochs", "batch_size",
+                "test",
+                "logloss", "train_loss", "test_refit", "logloss_refit", "fit_s", "refit_s",
+                "bytes_sent", "bytes_received"]
+#: Variants of the federated-rounds table: name -> ShardedSoftTreeEnsemble options.
+ROUND_VARIANTS = {
+    "wm": {},                                            # matched rounds, Adam state kept
+    "fedavg": {"aligner": "naive"},                      # plain averaging from round 1
+    "wm_reset_adam": {"keep_optimizer_state": False},    # Adam restarted every round
+    "wm_momentum": {"server_momentum": 0.5},             # FedAvgM on the matched average
+    # a longer first round, same total: 23 + (R - 1) * 3 = 50 epochs at R = 10
+    "wm_long_first": {"first_round_epochs": 23, "local_epochs": 3},
+}
+
+
+def run_rounds(args, out_csv):
+    """Federated rounds: R rounds of 50/R local epochs, per variant (one CSV row each)."""
+    cache = None if args.no_cache else Path(args.out) / "cache"
+    done = set()
+    if out_csv.exists() and not args.smoke:
+        with open(out_csv) as fh:
+            done = {(r["dataset"], r["split"], int(r["K"]), int(r["seed"]), r["variant"],
+                     int(r["R"])) for r in csv.DictReader(fh)}
+    else:
+        with open(out_csv, "w", newline="") as fh:
+            csv.DictWriter(fh, ROUND_FIELDS).writeheader()
+    base = SoftTreeEnsembleClassifier(
+        arch=args.arch, depth=args.depth, n_estimators=args.n_estimators,
+        learning_rate=args.learning_rate, max_epochs=args.epochs, device="cpu",
+        batch_size=args.batch_size,
+    )
+    for seed in args.seeds:
+        tag = f"{args.arch}_D{args.depth}_M{args.n_estimators}_e{args.epochs}_s{seed}"
+        for name in args.datasets:
+            X_train, X_test, y_train, y_test = _load(name, seed)
+            full_path = cache and cache / f"{name}_full_{tag}.joblib"
+            full, full_s = _cached(
+                full_path, lambda: clone(base).set_params(random_state=seed).fit(X_train, y_train)
+            )
+            for split in args.splits:
+                for K in args.ks:
+                    key = (name, split, K, seed)
+                    if (*key, "full", 1) not in done:
+                        acc, ll = _scores(full.predict_proba(X_test), full.classes_, y_test)
+                        _write_round(out_csv, dict(
+                            dataset=name, split=split, K=K, seed=seed, variant="full", R=1,
+                            local_epochs=args.epochs, batch_size=args.batch_size, test=acc,
+                            logloss=ll, fit_s=full_s))
+                    for variant in args.variants:
+                        for R in args.rounds:
+                            if (*key, variant, R) in done or (variant != "wm" and R == 1):
+                                continue
+                            if variant != "wm" and R != max(args.rounds):
+                                continue  # baselines and ablations at the largest R only
+                            _one_round_config(args, out_csv, base, key, variant, R,
+                                              X_train, y_train, X_test, y_test)
+
+
+def _shard_batch(args, K):
+    """Local minibatch size: ``--shard-batch-size``, or ``batch / K`` for "scaled" (every
+    shard then takes as many Adam steps per epoch as the full-data model)."""
+    if args.shard_batch_size == "scaled":
+        return max(1, args.batch_size // K)
+    return int(args.shard_batch_size)
+
+
+def _write_round(out_csv, row):
+    with open(out_csv, "a", newline="") as fh:
+        csv.DictWriter(fh, ROUND_FIELDS).writerow(
+            {k: round(v, 5) if isinstance(v, float) else v for k, v in row.items()})
+
+
+def _one_round_config(args, out_csv, base, key, variant, R, X_train, y_train, X_test, y_test):
+    name, split, K, seed = key
+    options = dict(ROUND_VARIANTS[variant])
+    local = options.pop("local_epochs", max(1, args.epochs // R))
+    batch = _shard_batch(args, K)
+    est = ShardedSoftTreeEnsemble(
+        clone(base).set_params(max_epochs=local, batch_size=batch), n_shards=K, split=split,
+        n_rounds=R,
+        random_state=seed, n_jobs=args.n_jobs, **options,
+    )
+    start = time.perf_counter()
+    est.fit(X_train, y_train)
+    fit_s = time.perf_counter() - start
+    merged = est.merged_
+    acc, ll = _scores(merged.predict_proba(X_test), merged.classes_, y_test)
+    row = dict(dataset=name, split=split, K=K, seed=seed, variant=variant, R=R,
+               local_epochs=local, batch_size=batch, test=acc, logloss=ll, fit_s=fit_s,
+               train_loss=est.history_[-1]["train_loss"],
+               bytes_sent=sum(h["bytes_sent"] for h in est.history_),
+               bytes_received=sum(h["bytes_received"] for h in est.history_))
+    if variant == "wm" and R in args.refit_rounds:
+        start = time.perf_counter()
+        refitted = refit_leaves(merged, X_train, y_train, max_iter=args.refit_max_iter)
+        row["refit_s"] = time.perf_counter() - start
+        row["test_refit"], row["logloss_refit"] = _scores(
+            refitted.predict_proba(X_test), merged.classes_, y_test)
+    _write_round(out_csv, row)
+    if variant == "wm" and R == 1:  # the output ensemble of the one-shot shard models
+        w = est.shard_sizes_ / est.shard_sizes_.sum()
+        proba = sum(wi * m.predict_proba(X_test) for wi, m in zip(w, est.estimators_))
+        e_acc, e_ll = _scores(proba, merged.classes_, y_test)
+        _write_round(out_csv, dict(dataset=name, split=split, K=K, seed=seed,
+                                   variant="ensemble", R=1, local_epochs=local, test=e_acc,
+                                   logloss=e_ll))
+        s_acc = np.mean([_scores(m.predict_proba(X_test), merged.classes_, y_test)[0]
+                         for m in est.estimators_])
+        _write_round(out_csv, dict(dataset=name, split=split, K=K, seed=seed,
+                                   variant="shard", R=1, local_epochs=local, test=s_acc))
+    print(f"{name} {split} K={K} seed {seed} {variant} R={R}: test {acc:.2f}"
+          + (f" refit {row['test_refit']:.2f}" if "test_refit" in row else "")
+          + f" ({fit_s:.0f}s)", flush=True)
+
+
+def summarize_rounds(csv_path):
+    """Markdown table of the federated rounds: means over seeds per (dataset, split, K)."""
+    with open(csv_path) as fh:
+        rows = list(csv.DictReader(fh))
+    groups = {}
+    for r in rows:
+        groups.setdefault((r["dataset"], r["split"], int(r["K"])), []).append(r)
+    Rs = sorted({int(r["R"]) for r in rows if r["variant"] == "wm"})
+    Rmax = max(Rs) if Rs else 1
+    cols = [("full", 1, "test", "full data"), ("shard", 1, "test", "shard model"),
+            ("ensemble", 1, "test", "output ensemble"), ("wm", 1, "test", "one-shot")]
+    cols += [("wm", R, "test", f"R={R}") for R in Rs if R > 1]
+    cols += [("wm", 1, "test_refit", "one-shot + refit"),
+             ("wm", Rmax, "test_refit", f"R={Rmax} + refit"),
+             ("fedavg", Rmax, "test", f"FedAvg R={Rmax}"),
+             ("wm_reset_adam", Rmax, "test", f"R={Rmax}, Adam reset"),
+             ("wm_momentum", Rmax, "test", f"R={Rmax}, server momentum 0.5"),
+             ("wm_long_first", Rmax, "test", f"R={Rmax}, first round 23 + 3/round")]
+    present = {(r["variant"], int(r["R"]), c) for r in rows for c in ("test", "test_refit")
+               if r.get(c)}
+    cols = [c for c in cols if c[:3] in present]
+    head = ["dataset", "shards", "K", "seeds"] + [c[3] for c in cols] + [
+        f"R={Rmax} - full", f"R={Rmax} + refit - full", f"gap recovered R={Rmax} (+ refit)"]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for (name, split, K), rs in sorted(groups.items(), key=lambda g: (g[0][1], g[0][0], g[0][2])):
+        # only the seeds that finished the R-round merge, so every column averages the same seeds
+        complete = {r["seed"] for r in rs if r["variant"] == "wm" and int(r["R"]) == Rmax}
+        rs = [r for r in rs if r["seed"] in complete]
+        if not rs:
+            continue
+
+        def mean(variant, R, col):
+            vals = [float(r[col]) for r in rs
+                    if r["variant"] == variant and int(r["R"]) == R and r.get(col)]
+            return np.mean(vals) if vals else float("nan")
+        seeds = len({r["seed"] for r in rs})
+        cells = [name, split, str(K), str(seeds)] + [f"{mean(*c[:3]):.2f}" for c in cols]
+        full, shard = mean("full", 1, "test"), mean("shard", 1, "test")
+        best, refit = mean("wm", Rmax, "test"), mean("wm", Rmax, "test_refit")
+        gap = full - shard
+        rec = (f"{(best - shard) / gap:.0%} ({(refit - shard) / gap:.0%})" if gap > 0
+               else "(no gap)")
+        cells += [f"{best - full:+.2f}", f"{refit - full:+.2f}", rec]
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
 def run_timing(args, out_csv):
     rng = np.random.RandomState(args.seeds[0])
     F, C = 10, 2
@@ -279,6 +442,21 @@ def main(argv=None):
     parser.add_argument("--timing-K", type=int, default=8)
     parser.add_argument("--timing-M", type=int, default=1024)
     parser.add_argument("--timing-archs", nargs="+", default=["oblivious", "non_oblivious"])
+    parser.add_argument("--rounds-table", action="store_true",
+                        help="federated rounds (R rounds of epochs/R local epochs) instead of "
+                             "the one-shot accuracy table")
+    parser.add_argument("--rounds", nargs="+", type=int, default=[1, 2, 5, 10])
+    parser.add_argument("--variants", nargs="+", default=["wm", "fedavg"],
+                        choices=sorted(ROUND_VARIANTS))
+    parser.add_argument("--refit-rounds", nargs="+", type=int, default=[1, 10],
+                        help="R values whose merged model is also refitted (refit_leaves)")
+    parser.add_argument("--batch-size", type=int, default=512,
+                        help="minibatch size of the full-data model")
+    parser.add_argument("--shard-batch-size", default="scaled",
+                        help="local minibatch size in the rounds table: an int, or 'scaled' "
+                             "(batch size / K: as many steps per epoch as the full-data model)")
+    parser.add_argument("--refit-max-iter", type=int, default=100,
+                        help="L-BFGS iterations of refit_leaves in the rounds table")
     parser.add_argument("--no-accuracy", action="store_true")
     parser.add_argument("--no-timing", action="store_true")
     parser.add_argument("--no-cache", action="store_true")
@@ -288,6 +466,7 @@ def main(argv=None):
     args = parser.parse_args(argv)
     if args.smoke:
         args.datasets, args.ks, args.n_estimators, args.epochs = ["magic_small"], [2], 8, 2
+        args.rounds, args.refit_rounds = [1, 2], [1, 2]
         args.timing_K, args.timing_M, args.timing_archs = 3, 32, ["oblivious"]
         args.no_cache = True
     elif not os.environ.get("SKTREE_LMC_DATA"):
@@ -299,7 +478,11 @@ def main(argv=None):
     out.mkdir(parents=True, exist_ok=True)
     prefix = "smoke_" if args.smoke else ""
     acc_csv, time_csv = out / f"{prefix}sharded_accuracy.csv", out / f"{prefix}sharded_timing.csv"
-    if not args.no_accuracy:
+    if args.rounds_table:
+        rounds_csv = out / f"{prefix}sharded_rounds.csv"
+        run_rounds(args, rounds_csv)
+        print(summarize_rounds(rounds_csv))
+    elif not args.no_accuracy:
         run_accuracy(args, acc_csv)
         print(summarize(acc_csv))
     if not args.no_timing:

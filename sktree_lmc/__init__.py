@@ -31,6 +31,7 @@ from ._metrics import (
     lmc_barrier,
 )
 from ._params import TreeParams
+from ._refit import refit_leaves
 from ._sharded import ShardedSoftTreeEnsemble, make_shards
 
 __version__ = "0.1.0.dev0"
@@ -58,5 +59,6 @@ __all__ = [
     "merge_estimators",
     "pairwise_tree_similarity",
     "random_ops",
+    "refit_leaves",
     "weight_matching",
 ]

@@ -56,18 +56,57 @@ def _check_float32_range(array, name):
         )
 
 
-def _torch_seed(random_state):
+def _torch_seed(random_state, offset=0):
     """A seed for a private :class:`torch.Generator`, without touching global state.
 
     An int or a ``RandomState`` instance gives a reproducible seed (sklearn's
     convention); ``None`` draws fresh entropy from the operating system rather
     than from NumPy's global generator, so that ``fit`` never advances
     ``np.random``'s state (nor torch's: only private generators are used).
+    A nonzero ``offset`` (the epochs already run by a warm-started fit) mixes
+    into the seed, so that a continued fit does not replay the minibatch
+    order of the first one.
     """
     if random_state is None:
         return int(np.random.SeedSequence().generate_state(1)[0])
     rng = check_random_state(random_state)
-    return int(rng.randint(np.iinfo(np.int32).max))
+    seed = int(rng.randint(np.iinfo(np.int32).max))
+    if offset:
+        seed = int(np.random.SeedSequence([seed, int(offset)]).generate_state(1)[0])
+    return seed
+
+
+def _export_adam_state(optimizer):
+    """The state of an Adam optimizer over ``(split_weight, split_bias,
+    leaf_value)`` as CPU arrays: ``{"step": int, "exp_avg": TreeParams,
+    "exp_avg_sq": TreeParams}`` (None before the first step)."""
+    state = optimizer.state_dict()["state"]
+    if len(state) != 3:
+        return None
+    moments = {
+        key: TreeParams(*(state[i][key].detach().cpu().numpy().copy() for i in range(3)))
+        for key in ("exp_avg", "exp_avg_sq")
+    }
+    return {"step": int(float(state[0]["step"])), **moments}
+
+
+def _load_adam_state(optimizer, state):
+    """Load a state of :func:`_export_adam_state` into ``optimizer`` (whose
+    hyperparameters, e.g. the learning rate, are kept)."""
+    names = ("split_weight", "split_bias", "leaf_value")
+    full = optimizer.state_dict()
+    full["state"] = {
+        i: {"step": torch.tensor(float(state["step"])),
+            "exp_avg": torch.from_numpy(np.array(getattr(state["exp_avg"], name))),
+            "exp_avg_sq": torch.from_numpy(np.array(getattr(state["exp_avg_sq"], name)))}
+        for i, name in enumerate(names)
+    }
+    optimizer.load_state_dict(full)
+
+
+def _params_as_dict(params):
+    """A :class:`TreeParams` as a plain dict of its three arrays (for pickling)."""
+    return {f.name: getattr(params, f.name) for f in dataclasses.fields(TreeParams)}
 
 
 def _as_tensor(array, dtype, device):
@@ -275,6 +314,7 @@ class _BaseSoftTreeEnsemble(BaseEstimator):
         "validation_fraction": [_NumberInterval(Real, 0, 1, closed="neither")],
         "n_iter_no_change": [_NumberInterval(Integral, 1, None, closed="left")],
         "tol": [_NumberInterval(Real, 0, None, closed="left")],
+        "warm_start": ["boolean"],
         "device": DEVICE_CONSTRAINT,
         "random_state": ["random_state"],
         "verbose": ["verbose"],
@@ -299,6 +339,7 @@ class _BaseSoftTreeEnsemble(BaseEstimator):
         validation_fraction=0.1,
         n_iter_no_change=5,
         tol=1e-4,
+        warm_start=False,
         device="auto",
         random_state=None,
         verbose=0,
@@ -316,14 +357,16 @@ class _BaseSoftTreeEnsemble(BaseEstimator):
         self.validation_fraction = validation_fraction
         self.n_iter_no_change = n_iter_no_change
         self.tol = tol
+        self.warm_start = warm_start
         self.device = device
         self.random_state = random_state
         self.verbose = verbose
         self.n_threads = n_threads
 
     # -- hooks for subclasses ---------------------------------------------------
-    def _encode_targets(self, y, sample_weight):  # pragma: no cover - abstract
-        """Return the target array used by ``_loss`` and the number of outputs."""
+    def _encode_targets(self, y, sample_weight, warm=False):  # pragma: no cover - abstract
+        """Return the target array used by ``_loss`` and the number of outputs
+        (with ``warm``, in the encoding of the fitted model)."""
         raise NotImplementedError
 
     def _loss(self, output, target):  # pragma: no cover - abstract
@@ -362,30 +405,38 @@ class _BaseSoftTreeEnsemble(BaseEstimator):
             an epoch that ends with a non-finite loss or parameter stops the
             fit with an error naming the epoch.
         """
-        X, target, sample_weight, n_outputs = self._prepare_fit_data(X, y, sample_weight)
+        warm = self._check_warm_start()
+        X, target, sample_weight, n_outputs = self._prepare_fit_data(X, y, sample_weight, warm)
         arch = get_architecture(self.arch, self.depth)
         device = resolve_device(self.device)
-        generator = torch.Generator().manual_seed(_torch_seed(self.random_state))
+        generator = torch.Generator().manual_seed(
+            _torch_seed(self.random_state, self.n_epochs_ if warm else 0))
         train_idx, val_idx = _validation_split(
             X.shape[0], self.validation_fraction if self.early_stopping else None, generator
         )
-        module = self._init_module(arch, X.shape[1], n_outputs, generator, device)
+        module = self._init_module(arch, X.shape[1], n_outputs, generator, device, warm)
         optimizer = torch.optim.Adam(module.parameters(), lr=self.learning_rate)
+        if warm and getattr(self, "optimizer_state_", None) is not None:
+            _load_adam_state(optimizer, self.optimizer_state_)
         data = _FitTensors.from_arrays(X, target, sample_weight, device)
         stopper = _EarlyStopping(self.tol, self.n_iter_no_change) if self.early_stopping else None
 
         reference_loss = _reference_loss(
             module, self._loss, data, train_idx, self.batch_size, n_outputs
         )
-        self.loss_curve_, self.n_epochs_ = [], 0
-        self.validation_loss_curve_ = [] if stopper is not None else None
+        if not warm:
+            self.loss_curve_, self.n_epochs_ = [], 0
+            self.validation_loss_curve_ = None
+        if stopper is not None and self.validation_loss_curve_ is None:
+            self.validation_loss_curve_ = []
+        first_epoch = self.n_epochs_
         epochs = _progress(range(self.max_epochs), self.verbose > 0, type(self).__name__)
         for epoch in epochs:
             loss = _run_epoch(
                 module, optimizer, self._loss, data, train_idx, self.batch_size, generator
             )
             self.loss_curve_.append(loss)
-            self.n_epochs_ = epoch + 1
+            self.n_epochs_ = first_epoch + epoch + 1
             val_loss = None
             if stopper is not None:
                 val_loss = _evaluate_loss(module, self._loss, data, val_idx)
@@ -401,12 +452,29 @@ class _BaseSoftTreeEnsemble(BaseEstimator):
             stopper.restore_best(module)
         self.architecture_, self.device_, self.n_outputs_ = arch, str(device), n_outputs
         self.tree_params_ = module.to_params()
+        self.optimizer_state_ = _export_adam_state(optimizer) if self.warm_start else None
         return self
 
-    def _prepare_fit_data(self, X, y, sample_weight):
+    def _check_warm_start(self):
+        """Whether this fit continues from the fitted parameters; raises a clear
+        error when the hyperparameters no longer describe them."""
+        if not (self.warm_start and hasattr(self, "tree_params_")):
+            return False
+        fitted = (self.architecture_.name, self.architecture_.depth, self.tree_params_.n_trees)
+        wanted = (self.arch, self.depth, self.n_estimators)
+        if fitted != wanted:
+            raise ValueError(
+                "warm_start=True continues from the fitted parameters, but (arch, depth, "
+                f"n_estimators) changed from {fitted} to {wanted}. Set warm_start=False to "
+                "fit a new model."
+            )
+        return True
+
+    def _prepare_fit_data(self, X, y, sample_weight, warm=False):
         """Validate the training data; return ``X``, the encoded target, the
-        float32 sample weights and the number of outputs."""
-        X, y = self._validate_fit_data(X, y)
+        float32 sample weights and the number of outputs. With ``warm``, the
+        data must match the fitted model (features, classes or targets)."""
+        X, y = self._validate_fit_data(X, y, reset=not warm)
         sample_weight = _check_sample_weight(
             sample_weight, X, dtype=np.float64, ensure_non_negative=True
         )
@@ -419,18 +487,23 @@ class _BaseSoftTreeEnsemble(BaseEstimator):
         # The loss is a weighted mean, so the scale of the weights is free: a
         # largest weight of 1 keeps their float32 sums finite.
         sample_weight = (sample_weight / sample_weight.max()).astype(np.float32)
-        target, n_outputs = self._encode_targets(y, sample_weight)
+        target, n_outputs = self._encode_targets(y, sample_weight, warm)
         return X, target, sample_weight, n_outputs
 
-    def _init_module(self, arch, n_features, n_outputs, generator, device):
-        """The freshly initialized module to train (draws from ``generator``)."""
+    def _init_module(self, arch, n_features, n_outputs, generator, device, warm=False):
+        """The module to train: the fitted parameters with ``warm``, else freshly
+        initialized (draws from ``generator``)."""
+        if warm:
+            return SoftTreeEnsembleModule.from_params(arch, self.tree_params_, device)
         return SoftTreeEnsembleModule(
             arch, self.n_estimators, n_features, n_outputs, generator=generator,
             leaf_init=self.leaf_init, split_init=self.split_init,
         ).to(device)
 
-    def _validate_fit_data(self, X, y):
-        X, y = validate_data(self, X, y, dtype=[np.float32, np.float64], y_numeric=False)
+    def _validate_fit_data(self, X, y, reset=True):
+        X, y = validate_data(
+            self, X, y, reset=reset, dtype=[np.float32, np.float64], y_numeric=False
+        )
         _check_float32_range(X, "X")
         return X, y
 
@@ -490,7 +563,8 @@ class _BaseSoftTreeEnsemble(BaseEstimator):
         Parameters
         ----------
         params : TreeParams
-            New parameters; they must have the shapes of the current ones.
+            New parameters; they must have the shapes of the current ones and
+            be finite.
 
         Returns
         -------
@@ -505,6 +579,9 @@ class _BaseSoftTreeEnsemble(BaseEstimator):
                 f"Parameter shapes {params.shape_signature} (M, N, F, L, C) do not match "
                 f"the fitted ones {self.tree_params_.shape_signature}."
             )
+        for f in dataclasses.fields(TreeParams):
+            if not np.isfinite(getattr(params, f.name)).all():
+                raise ValueError(f"params.{f.name} contains NaN or infinity.")
         self.tree_params_ = params.copy()
         return self
 
@@ -522,8 +599,11 @@ class _BaseSoftTreeEnsemble(BaseEstimator):
             state["architecture_"] = (arch.name, arch.depth)
         params = state.get("tree_params_")
         if isinstance(params, TreeParams):
-            state["tree_params_"] = {
-                f.name: getattr(params, f.name) for f in dataclasses.fields(TreeParams)
+            state["tree_params_"] = _params_as_dict(params)
+        opt = state.get("optimizer_state_")
+        if isinstance(opt, dict):  # Adam's moments, also as plain dicts of arrays
+            state["optimizer_state_"] = {
+                k: _params_as_dict(v) if isinstance(v, TreeParams) else v for k, v in opt.items()
             }
         return state
 
@@ -537,6 +617,11 @@ class _BaseSoftTreeEnsemble(BaseEstimator):
         params = state.get("tree_params_")
         if isinstance(params, dict):
             state["tree_params_"] = TreeParams(**params)
+        opt = state.get("optimizer_state_")
+        if isinstance(opt, dict):
+            state["optimizer_state_"] = {
+                k: TreeParams(**v) if isinstance(v, dict) else v for k, v in opt.items()
+            }
         super().__setstate__(state)
 
     def __sklearn_tags__(self):
@@ -618,6 +703,22 @@ class SoftTreeEnsembleClassifier(ClassifierMixin, _BaseSoftTreeEnsemble):
         Patience of early stopping, in epochs.
     tol : float, default=1e-4
         Minimum validation-loss improvement for early stopping.
+    warm_start : bool, default=False
+        When True, ``fit`` continues from the fitted parameters instead of a
+        new initialization (scikit-learn's meaning, as in ``MLPClassifier``):
+        ``max_epochs`` more epochs, appended to ``loss_curve_``. The data
+        must match the fitted model (features and classes; a regressor keeps
+        its target standardization ``y_mean_``/``y_scale_``), and ``arch``,
+        ``depth`` and ``n_estimators`` must be unchanged, or ``fit`` raises a
+        ``ValueError``. Adam's state (moments and step count) is kept in
+        ``optimizer_state_`` and carried into the next fit: a restarted
+        Adam's first steps have the full learning rate in every coordinate
+        and undo part of the fit (MagicTelescope, 25 + 25 epochs: training
+        loss 0.539 in epoch 26 after a restart, 0.350 with the state kept,
+        0.341 in one 50-epoch fit), and in federated rounds keeping it was
+        better on 3 of 4 datasets (see ``docs/sharded.md``). Set
+        ``optimizer_state_ = None`` to restart Adam from the current
+        parameters.
     device : str or torch.device, default="auto"
         Torch device for fitting and prediction (``"cpu"``, ``"cuda"``,
         ``"cuda:1"``, ``"mps"``, ...); ``"auto"`` uses CUDA when available.
@@ -677,7 +778,11 @@ class SoftTreeEnsembleClassifier(ClassifierMixin, _BaseSoftTreeEnsemble):
     validation_loss_curve_ : list of float or None
         Validation loss per epoch when ``early_stopping=True``.
     n_epochs_ : int
-        Number of epochs run.
+        Number of epochs run (over all warm-started fits).
+    optimizer_state_ : dict or None
+        Adam's state after the last fit when ``warm_start=True`` (``step``,
+        and the moments ``exp_avg`` and ``exp_avg_sq`` as
+        :class:`TreeParams` on the CPU), else None.
 
     See Also
     --------
@@ -717,6 +822,7 @@ class SoftTreeEnsembleClassifier(ClassifierMixin, _BaseSoftTreeEnsemble):
         validation_fraction=0.1,
         n_iter_no_change=5,
         tol=1e-4,
+        warm_start=False,
         device="auto",
         random_state=None,
         verbose=0,
@@ -728,7 +834,8 @@ class SoftTreeEnsembleClassifier(ClassifierMixin, _BaseSoftTreeEnsemble):
             split_init=split_init, learning_rate=learning_rate, batch_size=batch_size,
             max_epochs=max_epochs, early_stopping=early_stopping,
             validation_fraction=validation_fraction, n_iter_no_change=n_iter_no_change, tol=tol,
-            device=device, random_state=random_state, verbose=verbose, n_threads=n_threads,
+            warm_start=warm_start, device=device, random_state=random_state, verbose=verbose,
+            n_threads=n_threads,
         )
         self.class_weight = class_weight
 
@@ -756,8 +863,16 @@ class SoftTreeEnsembleClassifier(ClassifierMixin, _BaseSoftTreeEnsemble):
                 )
         return compute_sample_weight(self.class_weight, y)
 
-    def _encode_targets(self, y, sample_weight):
+    def _encode_targets(self, y, sample_weight, warm=False):
         check_classification_targets(y)
+        if warm:
+            classes, encoded = np.unique(y, return_inverse=True)
+            if not np.array_equal(classes, self.classes_):
+                raise ValueError(
+                    "warm_start=True needs y to have the classes of the previous fit, "
+                    f"{self.classes_.tolist()}; got {classes.tolist()}."
+                )
+            return np.asarray(encoded, dtype=np.int64), len(self.classes_)
         self.classes_, encoded = np.unique(y, return_inverse=True)
         if len(self.classes_) < 2:
             raise ValueError(
@@ -878,6 +993,9 @@ class SoftTreeEnsembleRegressor(RegressorMixin, _BaseSoftTreeEnsemble):
         Patience of early stopping, in epochs.
     tol : float, default=1e-4
         Minimum validation-loss improvement for early stopping.
+    warm_start : bool, default=False
+        Continue from the fitted parameters (and Adam state), keeping the
+        target standardization; see :class:`SoftTreeEnsembleClassifier`.
     device : str or torch.device, default="auto"
         Torch device; ``"auto"`` uses CUDA when available.
     random_state : int, RandomState instance or None, default=None
@@ -909,7 +1027,9 @@ class SoftTreeEnsembleRegressor(RegressorMixin, _BaseSoftTreeEnsemble):
     validation_loss_curve_ : list of float or None
         Validation loss per epoch when ``early_stopping=True``.
     n_epochs_ : int
-        Number of epochs run.
+        Number of epochs run (over all warm-started fits).
+    optimizer_state_ : dict or None
+        Adam's state after the last fit when ``warm_start=True``, else None.
 
     Examples
     --------
@@ -926,18 +1046,26 @@ class SoftTreeEnsembleRegressor(RegressorMixin, _BaseSoftTreeEnsemble):
     #: into estimators built from parameters (see ``_bridge.with_params``).
     _fitted_private_attrs = ("_y_1d",)
 
-    def _validate_fit_data(self, X, y):
+    def _validate_fit_data(self, X, y, reset=True):
         X, y = validate_data(
-            self, X, y, dtype=[np.float32, np.float64], y_numeric=True, multi_output=True
+            self, X, y, reset=reset, dtype=[np.float32, np.float64], y_numeric=True,
+            multi_output=True,
         )
         _check_float32_range(X, "X")
         _check_float32_range(np.asarray(y, dtype=np.float64), "y")
         return X, y
 
-    def _encode_targets(self, y, sample_weight):
+    def _encode_targets(self, y, sample_weight, warm=False):
         y = np.asarray(y, dtype=np.float64)
-        self._y_1d = y.ndim == 1
         y2 = y.reshape(len(y), -1)
+        if warm:  # keep the standardization the fitted leaves are expressed in
+            if y2.shape[1] != self.n_outputs_:
+                raise ValueError(
+                    f"warm_start=True needs y with the {self.n_outputs_} targets of the "
+                    f"previous fit; got {y2.shape[1]} targets."
+                )
+            return ((y2 - self.y_mean_) / self.y_scale_).astype(np.float32), y2.shape[1]
+        self._y_1d = y.ndim == 1
         # y is within float32's range (checked), so in float64 neither the mean
         # nor the spread can overflow.
         w = np.asarray(sample_weight, dtype=np.float64)

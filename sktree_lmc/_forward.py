@@ -553,7 +553,8 @@ def predict_chunked(module, X, output="forward", chunk_rows=None):
         chunk_out = torch.empty((C, B), dtype=dtype, device=device)
         result = torch.empty((n, C), dtype=dtype, device=device)
     else:
-        chunk_out = torch.empty((M, B, C), dtype=dtype, device=device)
+        leaf_t = leaf.transpose(1, 2).contiguous()  # (M, C, L)
+        chunk_out = torch.empty((M, C, B), dtype=dtype, device=device)
         result = torch.empty((n, M, C), dtype=dtype, device=device)
     z = torch.empty((N * M, B), dtype=dtype, device=device)
     buffers = _routing_buffers(steps, N, L, (M, B), dtype, device)
@@ -577,8 +578,8 @@ def predict_chunked(module, X, output="forward", chunk_rows=None):
             torch.mm(lead, mu.view(L * M, B), out=chunk_out)
             result[start : start + rows] = chunk_out.T[:rows]
         else:
-            torch.bmm(mu.permute(1, 2, 0), leaf, out=chunk_out)
-            result[start : start + rows] = chunk_out.transpose(0, 1)[:rows]
+            torch.bmm(leaf_t, mu.transpose(0, 1), out=chunk_out)  # (M, C, L) @ (M, L, B)
+            result[start : start + rows] = chunk_out.permute(2, 0, 1)[:rows]
     return result.cpu().numpy().astype(np.float64)
 
 

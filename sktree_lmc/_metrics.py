@@ -268,8 +268,16 @@ def interpolation_curve(a, b, X, y, *, lambdas=25, aligner="wm", X_align=None):
         raise ValueError(
             "interpolation_curve needs evaluation data: X and y must not be None."
         )
+    try:
+        if isinstance(X, (str, bytes)):
+            raise TypeError
+        n_rows = _num_samples(X)
+    except TypeError:
+        raise TypeError(
+            f"X must be an array-like of shape (n_samples, n_features), got a {type(X).__name__}."
+        ) from None
     if not is_classifier(a):
-        if _num_samples(X) < 2:
+        if n_rows < 2:
             raise ValueError("X needs at least 2 samples for the r2 score of a regressor's curve.")
         if np.asarray(y).dtype.kind in "iuf":  # others are left to the scores' own checks
             _check_float32_range(np.asarray(y, dtype=np.float64), "y")

@@ -1,17 +1,18 @@
-"""Training on disjoint shards through joblib, and merging the shard models.
+"""Training on disjoint shards, and merging the shard models (in rounds).
 
 :class:`ShardedSoftTreeEnsemble` splits the rows into shards
-(:func:`make_shards`), fits one clone of a soft tree ensemble per shard on the
-active joblib backend and merges the fitted clones with the N-way merge of
-:mod:`._merge`.
+(:func:`make_shards`), or takes the partitions of a dask collection as shards,
+fits one clone of a soft tree ensemble per shard (joblib backend or dask
+workers) and merges the fitted clones with the N-way merge of
+:mod:`._merge`, for ``n_rounds`` federated rounds (see :mod:`._federated`).
 """
 
 from __future__ import annotations
 
+import copy
 from numbers import Integral, Real
 
 import numpy as np
-from joblib import Parallel, delayed
 from sklearn.base import BaseEstimator, MetaEstimatorMixin, _fit_context, clone
 from sklearn.metrics import accuracy_score, r2_score
 from sklearn.utils import check_random_state, get_tags
@@ -21,22 +22,13 @@ from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import _check_sample_weight, check_is_fitted, validate_data
 
 from ._bridge import combine
-from ._estimators import SoftTreeEnsembleClassifier, _BaseSoftTreeEnsemble
+from ._estimators import SoftTreeEnsembleClassifier, _BaseSoftTreeEnsemble, _progress
+from ._federated import _DaskShards, _LocalShards, is_dask_collection, run_rounds
 from ._merge import ALIGNER_SHORTCUTS, ModelAligner, check_aligner
+from ._refit import refit_leaves
 from ._threads import torch_threads
 
 __all__ = ["ShardedSoftTreeEnsemble", "make_shards"]
-
-
-def _fit_shard(estimator, X, y, sample_weight):
-    """Fit one clone on one shard (runs on a joblib worker).
-
-    The worker receives only its own rows and returns the fitted estimator,
-    whose state is NumPy arrays (``tree_params_``) and small metadata.
-    """
-    if sample_weight is None:
-        return estimator.fit(X, y)
-    return estimator.fit(X, y, sample_weight=sample_weight)
 
 
 def _largest_remainder(total, fractions):
@@ -66,8 +58,11 @@ def make_shards(y, n_shards, split="iid", *, skew=0.8, is_classifier=True, rando
         Targets (used by the stratified and skewed splits).
     n_shards : int
         Number of shards ``K``.
-    split : {"iid", "stratified", "class_skewed"}, default="iid"
+    split : {"iid", "stratified", "class_skewed", "contiguous"}, default="iid"
         ``"iid"``: a random partition into ``K`` near-equal parts.
+        ``"contiguous"``: ``K`` consecutive blocks of near-equal size, rows in
+        order (data that arrives site by site; the blocks of a dask
+        collection's partitions); draws nothing from ``random_state``.
         ``"stratified"``: every shard has the class proportions of ``y``.
         ``"class_skewed"``: shard ``k`` is dominated by class ``k mod C``: of
         each class, a share proportional to ``skew`` goes to the shards it
@@ -97,8 +92,11 @@ def make_shards(y, n_shards, split="iid", *, skew=0.8, is_classifier=True, rando
     >>> float(np.mean(y[a] == 0)), float(np.mean(y[b] == 0))  # the split of the paper
     (0.8, 0.2)
     """
-    rng = check_random_state(random_state)
     n = len(y)
+    if split == "contiguous":
+        return [np.asarray(part, dtype=np.int64)
+                for part in np.array_split(np.arange(n), n_shards)]
+    rng = check_random_state(random_state)
     if split == "iid":
         perm = rng.permutation(n)
         return [np.sort(part) for part in np.array_split(perm, n_shards)]
@@ -125,6 +123,24 @@ def make_shards(y, n_shards, split="iid", *, skew=0.8, is_classifier=True, rando
     else:
         raise ValueError(f"Unknown split {split!r}.")
     return [np.sort(np.concatenate(p)).astype(np.int64) for p in parts]
+
+
+def _check_shard_classes(k, n_rows, classes, present):
+    missing = np.setdiff1d(classes, present)
+    if len(missing):
+        raise ValueError(
+            f"Shard {k} ({n_rows} rows) has no sample of class(es) {missing.tolist()}; every "
+            "shard must contain every class. Use fewer shards or split='stratified'."
+        )
+
+
+def _check_shard_classes(k, n_rows, classes, present):
+    missing = np.setdiff1d(classes, present)
+    if len(missing):
+        raise ValueError(
+            f"Shard {k} ({n_rows} rows) has no sample of class(es) {missing.tolist()}; every "
+            "shard must contain every class. Use fewer shards or split='stratified'."
+        )
 
 
 def _estimator_has(attr):
@@ -159,6 +175,13 @@ class ShardedSoftTreeEnsemble(MetaEstimatorMixin, BaseEstimator):
     ``n_threads`` (one thread by default), so several workers on one host do
     not oversubscribe its cores.
 
+    With ``n_rounds > 1`` this is federated training with matched averaging:
+    after every merge each shard continues from the merged model for
+    ``max_epochs`` local epochs, and the shard models are aligned and merged
+    again. With a dask array or DataFrame as ``X`` the shards are its
+    partitions, the fits run on the dask workers holding them, and only
+    parameters travel (see ``docs/sharded.md``).
+
     Parameters
     ----------
     estimator : SoftTreeEnsembleClassifier or SoftTreeEnsembleRegressor, default=None
@@ -166,9 +189,10 @@ class ShardedSoftTreeEnsemble(MetaEstimatorMixin, BaseEstimator):
         ``SoftTreeEnsembleClassifier()``.
     n_shards : int, default=4
         Number of shards ``K`` (at least 2).
-    split : {"iid", "stratified", "class_skewed"}, default="iid"
+    split : {"iid", "stratified", "class_skewed", "contiguous"}, default="iid"
         How rows are assigned to shards; see :func:`make_shards`. Every shard
-        of a classifier must contain every class.
+        of a classifier must contain every class. Not used with dask input,
+        whose shards are its partitions.
     skew : float in (0, 1), default=0.8
         Dominance of the ``"class_skewed"`` split (share of a shard's rows
         from its dominant class, for balanced classes).
@@ -183,6 +207,35 @@ class ShardedSoftTreeEnsemble(MetaEstimatorMixin, BaseEstimator):
     merge_weights : {"size", "uniform"}, default="size"
         Weight of each shard model in the average: its number of rows (sum
         of sample weights) or equal.
+    n_rounds : int, default=1
+        Federated rounds ``R``. ``1`` is the one-shot merge. With ``R > 1``,
+        after each merge every shard continues from the merged model (warm
+        start) for the estimator's ``max_epochs`` local epochs, and the shard
+        models are aligned and merged again; ``max_epochs=5, n_rounds=10``
+        costs the computation of one 50-epoch fit on all rows. With
+        ``early_stopping=True`` on the estimator and ``R > 1``, each shard
+        holds out ``validation_fraction`` of its rows, the local fits run
+        without early stopping, and the rounds stop when the merged model's
+        loss on the held-out rows has not improved by ``tol`` for
+        ``n_iter_no_change`` rounds (the best merged model is kept).
+    keep_optimizer_state : bool, default=True
+        Whether each shard keeps its Adam state across rounds (mapped into
+        the merged model's basis by the shard's alignment) instead of
+        restarting Adam every round.
+    server_momentum : float in [0, 1), default=0.0
+        Momentum on the merged model's updates across rounds (FedAvgM):
+        ``v = server_momentum * v + (merged_r - merged_{r-1})`` and the next
+        round starts from ``merged_{r-1} + server_learning_rate * v`` (0 and
+        1: plain averaging). ``merged_r`` is aligned to ``merged_{r-1}``
+        first.
+    server_learning_rate : float > 0, default=1.0
+        Step size of the server on the averaged update of the shards.
+    first_round_epochs : int, default=None
+        Local epochs of round 1 (None: ``max_epochs``, like the other rounds).
+    refit_leaves : bool, default=False
+        Re-solve the merged model's leaf values on all training rows at the
+        merging site at the end (:func:`refit_leaves`). Needs the rows at the
+        merging site, so not available with dask input.
     n_jobs : int, default=None
         Passed to :class:`joblib.Parallel`; None uses the active backend's
         default (one job outside a ``parallel_config`` context).
@@ -191,7 +244,8 @@ class ShardedSoftTreeEnsemble(MetaEstimatorMixin, BaseEstimator):
         ``random_state=seed_k``, drawn in order from this seed, so the
         result does not depend on the backend or the number of jobs.
     verbose : int, default=0
-        Verbosity of :class:`joblib.Parallel`.
+        Verbosity of :class:`joblib.Parallel`; with ``n_rounds > 1``, ``1``
+        shows a progress bar over rounds (tqdm, when installed).
 
     Attributes
     ----------
@@ -201,15 +255,28 @@ class ShardedSoftTreeEnsemble(MetaEstimatorMixin, BaseEstimator):
         The merged model, used for prediction.
     aligner_ : ModelAligner
         The fitted N-way aligner of the shard models (``alignments_``,
-        ``objective_``, ``n_matchings_``, ...).
-    shard_indices_ : list of ndarray
-        Row indices of every shard.
+        ``objective_``, ``n_matchings_``, ...), of the last round.
+    shard_indices_ : list of ndarray or None
+        Row indices of every shard (None for dask input).
+    shard_partitions_ : list of list of int
+        Partitions of every shard (dask input only).
     shard_sizes_ : ndarray of shape (n_shards,)
         Rows per shard.
     weights_ : ndarray of shape (n_shards,)
         Normalized merge weights.
     n_iter_ : int
-        Refinement sweeps run by the N-way alignment.
+        Refinement sweeps run by the N-way alignment (of the last round).
+    n_rounds_ : int
+        Rounds run (fewer than ``n_rounds`` when early stopping ended them).
+    history_ : list of dict
+        One entry per round: ``round``, ``train_loss`` (the merged model's
+        weighted mean training loss over all shards' training rows, computed
+        where the rows live), ``validation_loss`` (on the held-out rows, or
+        None without early stopping), ``bytes_sent`` and ``bytes_received``
+        (bytes of the parameter arrays sent to the shards to start the round
+        and received from them after it; the losses need the merged
+        parameters at the shards too, which the next round sends anyway) and
+        ``wall_time`` (seconds).
     classes_ : ndarray of shape (n_classes,)
         Class labels (classifiers only).
     n_features_in_ : int
@@ -233,11 +300,25 @@ class ShardedSoftTreeEnsemble(MetaEstimatorMixin, BaseEstimator):
     >>> sharded.predict_proba(X[:2]).shape
     (2, 2)
 
-    On a dask cluster (``pip install "sktree_lmc[distributed]"``)::
+    Federated rounds: 5 rounds of 2 local epochs cost one 10-epoch fit.
+
+    >>> rounds = ShardedSoftTreeEnsemble(base.set_params(max_epochs=2), n_shards=3,
+    ...                                  n_rounds=5, random_state=0).fit(X, y)
+    >>> [h["round"] for h in rounds.history_]
+    [1, 2, 3, 4, 5]
+
+    On a dask cluster (``pip install "sktree_lmc[distributed]"``), with the
+    data where it lives (one shard per partition, only parameters travel)::
 
         from dask.distributed import Client
-        from joblib import parallel_config
+        import dask.dataframe as dd
         client = Client("scheduler-address:8786")
+        X, y = dd.read_parquet("features/"), dd.read_parquet("labels/")["label"]
+        ShardedSoftTreeEnsemble(base, n_shards=8, n_rounds=10).fit(X, y)
+
+    or, with in-memory arrays, the shard fits on the cluster through joblib::
+
+        from joblib import parallel_config
         with parallel_config(backend="dask"):
             sharded.fit(X, y)
     """
@@ -245,23 +326,37 @@ class ShardedSoftTreeEnsemble(MetaEstimatorMixin, BaseEstimator):
     _parameter_constraints: dict = {
         "estimator": [HasMethods(["fit", "predict"]), None],
         "n_shards": [Interval(Integral, 2, None, closed="left")],
-        "split": [StrOptions({"iid", "stratified", "class_skewed"})],
+        "split": [StrOptions({"iid", "stratified", "class_skewed", "contiguous"})],
         "skew": [Interval(Real, 0, 1, closed="neither")],
         "aligner": [StrOptions(set(ALIGNER_SHORTCUTS)), ModelAligner],
         "merge_weights": [StrOptions({"size", "uniform"})],
+        "n_rounds": [Interval(Integral, 1, None, closed="left")],
+        "keep_optimizer_state": ["boolean"],
+        "server_momentum": [Interval(Real, 0, 1, closed="left")],
+        "server_learning_rate": [Interval(Real, 0, None, closed="neither")],
+        "first_round_epochs": [Interval(Integral, 1, None, closed="left"), None],
+        "refit_leaves": ["boolean"],
         "n_jobs": [Integral, None],
         "random_state": ["random_state"],
         "verbose": ["verbose"],
     }
 
     def __init__(self, estimator=None, *, n_shards=4, split="iid", skew=0.8, aligner="wm",
-                 merge_weights="size", n_jobs=None, random_state=None, verbose=0):
+                 merge_weights="size", n_rounds=1, keep_optimizer_state=True,
+                 server_momentum=0.0, server_learning_rate=1.0, first_round_epochs=None,
+                 refit_leaves=False, n_jobs=None, random_state=None, verbose=0):
         self.estimator = estimator
         self.n_shards = n_shards
         self.split = split
         self.skew = skew
         self.aligner = aligner
         self.merge_weights = merge_weights
+        self.n_rounds = n_rounds
+        self.keep_optimizer_state = keep_optimizer_state
+        self.server_momentum = server_momentum
+        self.server_learning_rate = server_learning_rate
+        self.first_round_epochs = first_round_epochs
+        self.refit_leaves = refit_leaves
         self.n_jobs = n_jobs
         self.random_state = random_state
         self.verbose = verbose
@@ -274,16 +369,21 @@ class ShardedSoftTreeEnsemble(MetaEstimatorMixin, BaseEstimator):
 
     @_fit_context(prefer_skip_nested_validation=False)
     def fit(self, X, y, sample_weight=None):
-        """Split the data into shards, fit one clone per shard in parallel, merge.
+        """Split the data into shards, fit one clone per shard, merge; ``n_rounds`` times.
 
         Parameters
         ----------
-        X : array-like of shape (n_samples, n_features)
-            Training data.
+        X : array-like, dask array or dask DataFrame of shape (n_samples, n_features)
+            Training data. A dask collection (``distributed`` extra, with a
+            running ``dask.distributed.Client``) is never gathered to the
+            client: its partitions are the shards (groups of consecutive
+            partitions when there are more partitions than ``n_shards``),
+            the shard fits run on the workers, and only parameters travel.
         y : array-like of shape (n_samples,) or (n_samples, n_targets)
-            Targets.
+            Targets; a dask collection partitioned like ``X`` when ``X`` is one.
         sample_weight : array-like of shape (n_samples,), default=None
-            Per-sample weights, passed to each shard's fit with its rows.
+            Per-sample weights, passed to each shard's fit with its rows
+            (partitioned like ``X`` for dask input).
 
         Returns
         -------
@@ -297,6 +397,72 @@ class ShardedSoftTreeEnsemble(MetaEstimatorMixin, BaseEstimator):
                 f"got {type(base).__name__}."
             )
         is_clf = self._is_classifier()
+        rng = check_random_state(self.random_state)
+        seeds = rng.randint(np.iinfo(np.int32).max, size=self.n_shards)
+        if is_dask_collection(X):
+            shards, sizes, weight_sums, X_site = self._dask_shards(X, y, sample_weight, is_clf)
+        else:
+            shards, sizes, weight_sums, X_site, y, sample_weight = self._local_shards(
+                X, y, sample_weight, is_clf, rng)
+        self.shard_sizes_ = sizes
+        if self.merge_weights == "uniform":
+            weights = np.ones(self.n_shards)
+        elif sample_weight is None:
+            weights = self.shard_sizes_.astype(np.float64)
+        else:
+            weights = np.asarray(weight_sums, dtype=np.float64)
+
+        rounds_es = base.early_stopping and self.n_rounds > 1
+        clones = []
+        for seed in seeds:
+            est = clone(base)
+            if "random_state" in est.get_params():
+                est.set_params(random_state=int(seed))
+            if rounds_es:
+                est.set_params(early_stopping=False)
+            if self.first_round_epochs is not None:
+                est.set_params(max_epochs=self.first_round_epochs)
+            if self.n_rounds > 1 and self.keep_optimizer_state:
+                est.set_params(warm_start=True)  # an unfitted clone: only keeps Adam's state
+            clones.append(est)
+        validation = None
+        if rounds_es:
+            shards.hold_out(base.validation_fraction, seeds)
+            validation = (base.tol, base.n_iter_no_change)
+
+        aligner = check_aligner(self.aligner)
+        if aligner.random_state is None:
+            aligner.set_params(random_state=rng)
+
+        def merge(models, w):
+            with torch_threads(base.n_threads):  # the estimator's thread policy for the merge
+                aligner.fit(models, X_site, weights=w)
+                merged = combine(models, aligner.aligned_params(models), aligner.weights_)
+            return merged, copy.copy(aligner)  # a snapshot of this round's fitted aligner
+
+        progress = None
+        if self.n_rounds > 1 and self.verbose:
+            def progress(it):
+                return _progress(it, True, type(self).__name__)
+        result = run_rounds(
+            shards, clones, weights, merge, n_rounds=self.n_rounds,
+            keep_optimizer=self.keep_optimizer_state, server_momentum=self.server_momentum,
+            server_learning_rate=self.server_learning_rate,
+            validation=validation, progress=progress,
+            later_params={"max_epochs": base.max_epochs},
+        )
+        self.estimators_ = result["estimators"]
+        self.merged_, self.aligner_ = result["merged"], result["aligner"]
+        if self.refit_leaves:
+            self.merged_ = refit_leaves(self.merged_, X_site, y, sample_weight)
+        self.history_, self.n_rounds_ = result["history"], result["n_rounds"]
+        self.weights_ = self.aligner_.weights_
+        self.n_iter_ = self.aligner_.n_iter_
+        if is_clf:
+            self.classes_ = self.merged_.classes_
+        return self
+
+    def _local_shards(self, X, y, sample_weight, is_clf, rng):
         X, y = validate_data(
             self, X, y, dtype=[np.float32, np.float64], multi_output=not is_clf,
             y_numeric=not is_clf,
@@ -311,54 +477,57 @@ class ShardedSoftTreeEnsemble(MetaEstimatorMixin, BaseEstimator):
                 f"n_shards={self.n_shards} needs at least {2 * self.n_shards} samples, got "
                 f"n_samples={n}."
             )
-        rng = check_random_state(self.random_state)
-        seeds = rng.randint(np.iinfo(np.int32).max, size=self.n_shards)
         shards = make_shards(y, self.n_shards, self.split, skew=self.skew,
                              is_classifier=is_clf, random_state=rng)
         if is_clf:
             classes = np.unique(y)
             for k, idx in enumerate(shards):
-                missing = np.setdiff1d(classes, np.unique(y[idx]))
-                if len(missing):
-                    raise ValueError(
-                        f"Shard {k} ({len(idx)} rows) has no sample of class(es) "
-                        f"{missing.tolist()}; every shard must contain every class. Use fewer "
-                        "shards or split='stratified'."
-                    )
-        clones = []
-        for seed in seeds:
-            est = clone(base)
-            if "random_state" in est.get_params():
-                est.set_params(random_state=int(seed))
-            clones.append(est)
-
-        self.estimators_ = Parallel(n_jobs=self.n_jobs, verbose=self.verbose)(
-            delayed(_fit_shard)(
-                est, X[idx], y[idx], None if sample_weight is None else sample_weight[idx]
-            )
-            for est, idx in zip(clones, shards)
-        )
+                _check_shard_classes(k, len(idx), classes, np.unique(y[idx]))
         self.shard_indices_ = shards
-        self.shard_sizes_ = np.array([len(idx) for idx in shards])
-        if self.merge_weights == "uniform":
-            weights = np.ones(self.n_shards)
-        elif sample_weight is None:
-            weights = self.shard_sizes_.astype(np.float64)
-        else:
-            weights = np.array([sample_weight[idx].sum() for idx in shards], dtype=np.float64)
-        aligner = check_aligner(self.aligner)
-        if aligner.random_state is None:
-            aligner.set_params(random_state=rng)
-        with torch_threads(base.n_threads):  # the estimator's thread policy for the merge too
-            self.aligner_ = aligner.fit(self.estimators_, X, weights=weights)
-            self.merged_ = combine(
-                self.estimators_, aligner.aligned_params(self.estimators_), aligner.weights_
-            )
-        self.weights_ = aligner.weights_
-        self.n_iter_ = aligner.n_iter_
+        if hasattr(self, "shard_partitions_"):  # from an earlier fit on dask input
+            del self.shard_partitions_
+        sizes = np.array([len(idx) for idx in shards])
+        weight_sums = None if sample_weight is None else [
+            sample_weight[i].sum(dtype=np.float64) for i in shards]
+        local = _LocalShards(X, y, sample_weight, shards, n_jobs=self.n_jobs,
+                             verbose=self.verbose)
+        return local, sizes, weight_sums, X, y, sample_weight
+
+    def _dask_shards(self, X, y, sample_weight, is_clf):
+        if check_aligner(self.aligner).method == "am":
+            raise ValueError("Activation matching (aligner='am') needs rows at the merging "
+                             "site; with dask input use aligner='wm' (parameters only) or "
+                             "'naive'.")
+        if self.refit_leaves:
+            raise ValueError("refit_leaves=True needs all training rows at the merging site; "
+                             "it is not available with dask input.")
+        shards = _DaskShards(X, y, sample_weight, self.n_shards, is_clf)
+        info = shards.summaries
+        n_features = {s["n_features"] for s in info}
+        if len(n_features) != 1:
+            raise ValueError(f"The partitions of X have different numbers of columns: "
+                             f"{sorted(n_features)}.")
+        self.n_features_in_ = n_features.pop()
+        if hasattr(X, "columns"):
+            names = np.asarray(X.columns, dtype=object)
+            if all(isinstance(c, str) for c in names):
+                self.feature_names_in_ = names
+            elif hasattr(self, "feature_names_in_"):
+                del self.feature_names_in_
         if is_clf:
-            self.classes_ = self.merged_.classes_
-        return self
+            classes = np.unique(np.concatenate([s["classes"] for s in info]))
+            if len(classes) < 2:
+                raise ValueError("Classifier can't train when only one class is present.")
+            for k, s in enumerate(info):
+                _check_shard_classes(k, s["n_rows"], classes, s["classes"])
+        for k, s in enumerate(info):
+            if s["n_rows"] < 2:
+                raise ValueError(f"Shard {k} has {s['n_rows']} rows; every shard needs at "
+                                 "least 2.")
+        self.shard_indices_ = None
+        self.shard_partitions_ = shards.partition_groups
+        sizes = np.array([s["n_rows"] for s in info])
+        return shards, sizes, [s["weight_sum"] for s in info], None
 
     def _check_X(self, X):
         check_is_fitted(self, "merged_")

@@ -709,6 +709,13 @@ def test_set_tree_params_errors(blobs3):
         est.set_tree_params((p.split_weight, p.split_bias, p.leaf_value))
     with pytest.raises(NotFittedError):
         clf().set_tree_params(p)
+    for name in ("split_weight", "split_bias", "leaf_value"):
+        for bad in (np.nan, np.inf):
+            q = p.copy()
+            getattr(q, name).flat[0] = bad
+            with pytest.raises(ValueError, match=f"params.{name} contains NaN or infinity"):
+                est.set_tree_params(q)
+    assert_same_params(est.tree_params_, p)  # unchanged by the refused calls
 
 
 # -- regressor --------------------------------------------------------------------------------

@@ -179,6 +179,9 @@ def test_curve_needs_data(clf_data):
         interpolation_curve(a, b, None, y)
     with pytest.raises(ValueError, match="X and y"):
         interpolation_curve(a, b, X, None)
+    for bad in (3.0, "abc"):
+        with pytest.raises(TypeError, match="X must be an array-like"):
+            interpolation_curve(a, b, bad, y)
 
 
 def test_regressor_curve_needs_two_samples_and_float32_targets():

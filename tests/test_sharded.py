@@ -15,7 +15,7 @@ from sklearn.preprocessing import StandardScaler
 from sklearn.utils._param_validation import InvalidParameterError
 from sklearn.utils.estimator_checks import check_estimator
 
-import sktree_lmc._sharded as sharded
+import sktree_lmc._federated as federated
 from sktree_lmc import (
     ModelAligner,
     ShardedSoftTreeEnsemble,
@@ -59,13 +59,14 @@ def test_dask_localcluster_gives_the_loky_result():
 
 def test_a_worker_receives_only_its_own_shard(monkeypatch):
     seen = []
-    fit_shard = sharded._fit_shard
+    fit_shard = federated._shard_fit
 
-    def spy(estimator, X_shard, y_shard, sample_weight):
+    def spy(k, estimator, data, start):
+        X_shard, y_shard, _ = data
         seen.append((X_shard.copy(), y_shard.copy(), estimator.random_state))
-        return fit_shard(estimator, X_shard, y_shard, sample_weight)
+        return fit_shard(k, estimator, data, start)
 
-    monkeypatch.setattr(sharded, "_fit_shard", spy)
+    monkeypatch.setattr(federated, "_shard_fit", spy)
     est = ShardedSoftTreeEnsemble(_base(), n_shards=3, random_state=0, n_jobs=2)
     with parallel_config(backend="threading"):
         est.fit(X, Y)
@@ -208,3 +209,166 @@ def test_benchmark_smoke(tmp_path, monkeypatch):
     assert "merged_wm" in accuracy[0] and len(accuracy) == 3  # header, iid, class_skewed
     timing = (tmp_path / "smoke_sharded_timing.csv").read_text().splitlines()
     assert timing[0].startswith("arch,K,M") and len(timing) == 5
+
+
+@pytest.mark.slow
+def test_benchmark_smoke_rounds_and_refit(tmp_path, monkeypatch):
+    """The rounds table and the pairwise refit benchmark in smoke mode."""
+    import csv
+
+    monkeypatch.syspath_prepend(str(REPO_ROOT))
+    bench = pytest.importorskip("benchmarks.bench_sharded")
+    assert bench.main(["--smoke", "--rounds-table", "--no-timing", "--out", str(tmp_path)]) == 0
+    with open(tmp_path / "smoke_sharded_rounds.csv") as fh:
+        rows = list(csv.DictReader(fh))
+    variants = {(r["split"], r["variant"], r["R"]) for r in rows}
+    for split in ("iid", "class_skewed"):
+        assert {(split, v, R) for v, R in [("full", "1"), ("shard", "1"), ("ensemble", "1"),
+                                           ("wm", "1"), ("wm", "2"), ("fedavg", "2")]} <= variants
+    assert all(r["batch_size"] == "256" for r in rows if r["variant"] == "wm")  # 512 / K
+    assert all(r["test_refit"] for r in rows if r["variant"] == "wm")
+    refit = pytest.importorskip("benchmarks.bench_refit")
+    assert refit.main(["--smoke", "--out", str(tmp_path)]) == 0
+    with open(tmp_path / "smoke_refit.csv") as fh:
+        (row,) = list(csv.DictReader(fh))
+    assert float(row["objective_refit"]) <= float(row["objective_merged"])
+
+
+# ----------------------------------------------------------------------------
+# federated rounds
+# ----------------------------------------------------------------------------
+
+
+def test_rounds_history_and_cost():
+    base = _base(max_epochs=2)
+    est = ShardedSoftTreeEnsemble(base, n_shards=3, n_rounds=3, random_state=0).fit(X, Y)
+    assert est.n_rounds_ == 3 and [h["round"] for h in est.history_] == [1, 2, 3]
+    nbytes = sum(a.nbytes for a in (est.merged_.tree_params_.split_weight,
+                                    est.merged_.tree_params_.split_bias,
+                                    est.merged_.tree_params_.leaf_value))
+    assert [h["bytes_sent"] for h in est.history_] == [0, 3 * nbytes, 3 * nbytes]
+    assert all(h["bytes_received"] == 3 * nbytes for h in est.history_)
+    assert all(h["wall_time"] > 0 and h["validation_loss"] is None for h in est.history_)
+    losses = [h["train_loss"] for h in est.history_]
+    assert losses[-1] < losses[0]
+    # the reported loss is the merged model's weighted mean loss on all training rows
+    proba = est.merged_.predict_proba(X)
+    expected = -np.mean(np.log(proba[np.arange(len(Y)), Y]))
+    assert losses[-1] == pytest.approx(expected, rel=1e-6)
+    # every shard ran max_epochs local epochs per round, continuing (warm start)
+    assert all(m.n_epochs_ == 6 and len(m.loss_curve_) == 6 for m in est.estimators_)
+    # only parameters come back: no optimizer state in the collected models
+    assert all(m.optimizer_state_ is None for m in est.estimators_)
+
+
+def test_rounds_align_every_round(monkeypatch):
+    """A shard returning its model in another basis (trees permuted, splits flipped,
+    the Adam state moved consistently) gives the same merged function: the
+    alignment of later rounds is computed, not assumed to be the identity."""
+    from sktree_lmc import random_ops
+
+    base = _base(max_epochs=2)
+    plain = ShardedSoftTreeEnsemble(base, n_shards=3, n_rounds=3, random_state=0).fit(X, Y)
+    shard_fit = federated._shard_fit
+    rng = np.random.RandomState(0)
+
+    def scrambled(k, est, data, start):
+        est = shard_fit(k, est, data, start)
+        if start is None:
+            return est
+        from sktree_lmc._matching import Alignment
+
+        M = est.tree_params_.n_trees
+        al = Alignment(rng.permutation(M), random_ops(est.architecture_, M, rng), 0.0)
+        est.tree_params_ = al.apply(est.tree_params_)
+        est.optimizer_state_ = federated._align_optimizer_state(est.optimizer_state_, al)
+        return est
+
+    monkeypatch.setattr(federated, "_shard_fit", scrambled)
+    scr = ShardedSoftTreeEnsemble(base, n_shards=3, n_rounds=3, random_state=0).fit(X, Y)
+    assert any(not np.array_equal(a.tree_perm, np.arange(8))
+               for a in scr.aligner_.alignments_)
+    np.testing.assert_allclose(scr.predict_proba(X), plain.predict_proba(X), atol=1e-4)
+    assert scr.history_[-1]["train_loss"] == pytest.approx(plain.history_[-1]["train_loss"],
+                                                           rel=1e-4)
+
+
+@pytest.mark.parametrize("arch", ["non_oblivious", "oblivious", "decision_list",
+                                  "decision_list_modified"])
+def test_rounds_all_architectures(arch):
+    est = ShardedSoftTreeEnsemble(_base(arch=arch, max_epochs=2), n_shards=2, n_rounds=2,
+                                  random_state=0).fit(X, Y)
+    assert est.n_rounds_ == 2 and est.history_[1]["train_loss"] < est.history_[0]["train_loss"]
+
+
+def test_rounds_regressor_keeps_one_target_scale():
+    Xr, yr = make_regression(n_samples=300, n_features=4, noise=1.0, random_state=0)
+    yr = 10 + 3 * yr
+    base = SoftTreeEnsembleRegressor(n_estimators=8, max_epochs=3, batch_size=32,
+                                     learning_rate=0.05, device="cpu")
+    est = ShardedSoftTreeEnsemble(base, n_shards=3, split="class_skewed", n_rounds=3,
+                                  random_state=0).fit(Xr, yr)
+    # after round 1 every shard works in the merged model's target scale
+    for m in est.estimators_:
+        np.testing.assert_allclose(m.y_scale_, est.merged_.y_scale_)
+    losses = [h["train_loss"] for h in est.history_]
+    assert losses[-1] < losses[0]
+    assert est.score(Xr, yr) > 0.5
+
+
+def test_round_options():
+    base = _base(max_epochs=2)
+    kw = dict(n_shards=2, n_rounds=3, random_state=0)
+    reset = ShardedSoftTreeEnsemble(base, keep_optimizer_state=False, **kw).fit(X, Y)
+    keep = ShardedSoftTreeEnsemble(base, **kw).fit(X, Y)
+    assert not np.allclose(reset.merged_.tree_params_.leaf_value,
+                           keep.merged_.tree_params_.leaf_value)
+    momentum = ShardedSoftTreeEnsemble(base, server_momentum=0.5, **kw).fit(X, Y)
+    assert momentum.history_[-1]["train_loss"] < momentum.history_[0]["train_loss"]
+    longer = ShardedSoftTreeEnsemble(base, first_round_epochs=4, **kw).fit(X, Y)
+    assert all(m.n_epochs_ == 4 + 2 + 2 for m in longer.estimators_)
+    refit = ShardedSoftTreeEnsemble(base, refit_leaves=True, **kw).fit(X, Y)
+    np.testing.assert_array_equal(refit.merged_.tree_params_.split_weight,
+                                  keep.merged_.tree_params_.split_weight)
+    assert refit.score(X, Y) >= keep.score(X, Y) - 0.01
+
+
+def test_round_level_early_stopping():
+    base = _base(max_epochs=1, early_stopping=True, n_iter_no_change=2, tol=10.0)
+    est = ShardedSoftTreeEnsemble(base, n_shards=2, n_rounds=6, random_state=0).fit(X, Y)
+    # tol=10 means no round ever improves enough: stop after 1 + patience rounds
+    assert est.n_rounds_ == 3 and len(est.history_) == 3
+    assert all(h["validation_loss"] is not None for h in est.history_)
+    # the local fits do not early-stop on their own
+    assert all(m.validation_loss_curve_ is None for m in est.estimators_)
+
+
+def test_rounds_progress_bar(capsys):
+    pytest.importorskip("tqdm")
+    ShardedSoftTreeEnsemble(_base(max_epochs=1), n_shards=2, n_rounds=2, verbose=1,
+                            random_state=0).fit(X, Y)
+    assert "ShardedSoftTreeEnsemble" in capsys.readouterr().err
+
+
+def test_bad_n_rounds_and_failing_shard():
+    for bad in (0, -1, 1.5, "3"):
+        with pytest.raises(InvalidParameterError, match="n_rounds"):
+            ShardedSoftTreeEnsemble(_base(), n_rounds=bad).fit(X, Y)
+
+    class Boom(SoftTreeEnsembleClassifier):
+        def fit(self, X, y, sample_weight=None):
+            if np.any(X[:, 0] > 1e6):
+                raise ValueError("boom")
+            return super().fit(X, y, sample_weight)
+
+    Xb = X.copy()
+    Xb[-1, 0] = 1e7  # in the last contiguous shard
+    est = ShardedSoftTreeEnsemble(Boom(n_estimators=4, max_epochs=1, device="cpu"),
+                                  n_shards=3, split="contiguous", random_state=0)
+    with pytest.raises(ValueError, match=r"Shard 2 \(120 rows\) failed while fitting.*boom"):
+        est.fit(Xb, Y)
+
+
+def test_contiguous_split():
+    shards = make_shards(np.zeros(10), 3, "contiguous")
+    assert [s.tolist() for s in shards] == [[0, 1, 2, 3], [4, 5, 6], [7, 8, 9]]

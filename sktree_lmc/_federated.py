@@ -1,0 +1,439 @@
+"""Federated rounds of sharded training: where the shards live, and what travels.
+
+:class:`~sktree_lmc.ShardedSoftTreeEnsemble` runs ``n_rounds`` rounds. In
+round 1 every shard fits a fresh clone on its own rows; in every later round
+each shard continues (warm start) from the merged model of the previous round
+for ``max_epochs`` local epochs. After every round the shard models are
+aligned (N-way matching, never assumed to be the identity) and averaged.
+
+The shards live in one of two places, behind one small interface:
+
+- :class:`_LocalShards`: NumPy arrays in this process; the shard fits are
+  tasks of :class:`joblib.Parallel` (loky processes, threads, or any joblib
+  backend). A task receives its shard's rows and the estimator and returns
+  the fitted estimator.
+- :class:`_DaskShards`: a dask array or DataFrame. One shard per partition
+  (or per group of consecutive partitions); the partitions are computed on
+  the workers and never gathered to the client. A shard's fitted estimator
+  (with its optimizer state) stays on its worker as a future between rounds;
+  the client sends the merged parameters and receives parameters only.
+
+Both run the same shard-side functions (:func:`_shard_fit`,
+:func:`_shard_loss`), so the two paths give the same parameters for the same
+shards and seeds.
+"""
+
+from __future__ import annotations
+
+import copy
+
+import numpy as np
+import torch
+from joblib import Parallel, delayed
+from sklearn.utils.validation import check_array
+
+from ._params import TreeParams
+
+__all__: list = []
+
+
+def _params_nbytes(params):
+    return int(params.split_weight.nbytes + params.split_bias.nbytes + params.leaf_value.nbytes)
+
+
+def _named_error(exc, k, n_rows, stage):
+    """``exc`` re-raised with the shard named (same type when possible)."""
+    message = f"Shard {k} ({n_rows} rows) failed while {stage}: {type(exc).__name__}: {exc}"
+    try:
+        new = type(exc)(message)
+    except Exception:  # pragma: no cover - exotic exception signatures
+        new = RuntimeError(message)
+    return new
+
+
+# ----------------------------------------------------------------------------
+# shard-side functions (run in a joblib worker or a dask worker)
+# ----------------------------------------------------------------------------
+
+
+def _align_optimizer_state(state, alignment):
+    """Adam moments of a model expressed in the basis given by ``alignment``.
+
+    First moments transform like the parameters (tree permutation, node
+    permutation and sign, leaf permutation); second moments are permuted the
+    same way but are invariant under sign flips.
+    """
+    exp_avg = alignment.apply(state["exp_avg"])
+    sq = alignment.apply(state["exp_avg_sq"])
+    exp_avg_sq = TreeParams(np.abs(sq.split_weight), np.abs(sq.split_bias), sq.leaf_value)
+    return {"step": state["step"], "exp_avg": exp_avg, "exp_avg_sq": exp_avg_sq}
+
+
+def _continue_from(est, start):
+    """Set up a shard's estimator to continue from the merged model ``start``."""
+    state = getattr(est, "optimizer_state_", None)
+    if not start["keep_optimizer"] or state is None:
+        est.optimizer_state_ = None
+    elif start["alignment"] is not None:
+        est.optimizer_state_ = _align_optimizer_state(state, start["alignment"])
+    est.tree_params_ = start["params"].copy()
+    for key, value in start["scale"].items():
+        setattr(est, key, np.array(value, copy=True))
+    est.set_params(warm_start=True, **start["set_params"])
+    return est
+
+
+def _shard_fit(k, est, data, start):
+    """Fit (round 1) or continue (later rounds) shard ``k``'s estimator."""
+    X, y, sample_weight = data
+    try:
+        if start is not None:
+            est = _continue_from(copy.deepcopy(est), start)
+        if sample_weight is None:
+            return est.fit(X, y)
+        return est.fit(X, y, sample_weight=sample_weight)
+    except Exception as exc:
+        raise _named_error(exc, k, len(y), "fitting") from exc
+
+
+def _public(est):
+    """What a shard sends back: the fitted estimator without optimizer state."""
+    out = copy.copy(est)
+    out.optimizer_state_ = None
+    return out
+
+
+def _shard_loss(merged, data):
+    """``(sum of weighted losses, sum of weights)`` of ``merged`` on a shard's rows."""
+    X, y, sample_weight = data
+    w = np.ones(len(y)) if sample_weight is None else np.asarray(sample_weight, dtype=np.float64)
+    out = torch.as_tensor(merged._raw_output(X))
+    if hasattr(merged, "classes_"):
+        target = torch.as_tensor(np.searchsorted(merged.classes_, y))
+    else:
+        y2 = np.asarray(y, dtype=np.float64).reshape(len(y), -1)
+        target = torch.as_tensor((y2 - merged.y_mean_) / merged.y_scale_)
+    loss = merged._loss(out, target).numpy()
+    return float(np.dot(w, loss)), float(w.sum())
+
+
+def _hold_out(data, fraction, seed, train):
+    """The training (``train=True``) or validation rows of a shard: a seeded
+    random ``fraction`` of its rows (at least one) is held out."""
+    X, y, w = data
+    n = len(y)
+    n_val = max(1, int(round(fraction * n)))
+    if n_val >= n:
+        raise ValueError(f"validation_fraction={fraction} leaves a shard of {n} rows no "
+                         "training rows.")
+    order = np.random.RandomState(seed).permutation(n)
+    rows = np.sort(order[n_val:] if train else order[:n_val])
+    return X[rows], y[rows], None if w is None else w[rows]
+
+
+# ----------------------------------------------------------------------------
+# NumPy shards through joblib
+# ----------------------------------------------------------------------------
+
+
+class _LocalShards:
+    """Shards of in-memory arrays; fits through :class:`joblib.Parallel`."""
+
+    def __init__(self, X, y, sample_weight, indices, n_jobs=None, verbose=0):
+        self.data = [(X[idx], y[idx], None if sample_weight is None else sample_weight[idx])
+                     for idx in indices]
+        self.n_jobs, self.verbose = n_jobs, verbose
+
+    def hold_out(self, fraction, seeds):
+        """Keep ``fraction`` of every shard's rows apart for validation."""
+        self.val = [_hold_out(d, fraction, s, False) for d, s in zip(self.data, seeds)]
+        self.data = [_hold_out(d, fraction, s, True) for d, s in zip(self.data, seeds)]
+
+    def fit(self, estimators, starts):
+        return Parallel(n_jobs=self.n_jobs, verbose=self.verbose)(
+            delayed(_shard_fit)(k, est, data, start)
+            for k, (est, data, start) in enumerate(zip(estimators, self.data, starts))
+        )
+
+    def collect(self, handles):
+        return [_public(est) for est in handles]
+
+    def loss(self, merged, validation=False):
+        parts = [_shard_loss(merged, d) for d in (self.val if validation else self.data)]
+        return sum(p[0] for p in parts) / sum(p[1] for p in parts)
+
+
+# ----------------------------------------------------------------------------
+# dask shards
+# ----------------------------------------------------------------------------
+
+
+def is_dask_collection(obj):
+    """Whether ``obj`` is a dask collection (without importing dask otherwise)."""
+    try:
+        import dask
+    except ImportError:  # pragma: no cover - dask not installed
+        return False
+    return dask.is_dask_collection(obj)
+
+
+def _partitions(obj, name, n_rows_per_part=None):
+    """The delayed partitions (along rows) of a dask array, DataFrame or Series."""
+    import dask.array as da
+
+    if isinstance(obj, da.Array):
+        if obj.ndim > 1 and obj.numblocks[1] > 1:
+            obj = obj.rechunk({1: -1})
+        parts = list(obj.to_delayed().reshape(-1)) if obj.ndim > 1 else list(obj.to_delayed())
+        sizes = obj.chunks[0]
+    elif hasattr(obj, "to_delayed"):  # dask DataFrame / Series
+        parts = list(obj.to_delayed())
+        sizes = None
+    else:
+        raise TypeError(f"{name} must be a dask array or DataFrame when X is one, "
+                        f"got {type(obj).__name__}.")
+    return parts, sizes
+
+
+def _concat_shard(k, dtype, is_classifier, n_parts, *parts):
+    """Assemble shard ``k`` from its partitions (X parts, y parts, weight parts)."""
+    try:
+        X = check_array(np.concatenate([np.asarray(p) for p in parts[:n_parts]]),
+                        dtype=dtype)
+        y = np.concatenate([np.asarray(p) for p in parts[n_parts : 2 * n_parts]])
+        w = None
+        if len(parts) > 2 * n_parts:
+            w = np.concatenate([np.asarray(p, dtype=np.float32) for p in parts[2 * n_parts :]])
+        if len(y) != X.shape[0]:
+            raise ValueError(f"X has {X.shape[0]} rows but y has {len(y)}: the partitions of "
+                             "X and y must match.")
+        if not is_classifier:
+            y = check_array(y, ensure_2d=False, dtype=np.float64)
+        return X, y, w
+    except Exception as exc:
+        raise _named_error(exc, k, "?", "reading its partitions") from exc
+
+
+def _shard_summary(data, is_classifier):
+    X, y, w = data
+    return {"n_rows": X.shape[0], "n_features": X.shape[1],
+            "dtype": X.dtype, "y_ndim": y.ndim,
+            "classes": np.unique(y) if is_classifier else None,
+            "weight_sum": float(len(y) if w is None else np.sum(w, dtype=np.float64))}
+
+
+class _DaskShards:
+    """Shards made of dask partitions; everything runs on the workers."""
+
+    def __init__(self, X, y, sample_weight, n_shards, is_classifier):
+        try:
+            from distributed import get_client
+        except ImportError as exc:  # pragma: no cover - extra not installed
+            raise ImportError(
+                "Fitting on dask collections needs dask.distributed "
+                "(pip install 'sktree_lmc[distributed]')."
+            ) from exc
+        try:
+            self.client = get_client()
+        except ValueError as exc:
+            raise ValueError(
+                "X is a dask collection but no dask.distributed Client is running: create "
+                "one (e.g. Client(LocalCluster())) before calling fit."
+            ) from exc
+        X_parts, _ = _partitions(X, "X")
+        y_parts, _ = _partitions(y, "y")
+        w_parts = [] if sample_weight is None else _partitions(sample_weight, "sample_weight")[0]
+        P = len(X_parts)
+        if len(y_parts) != P or (w_parts and len(w_parts) != P):
+            raise ValueError(
+                f"X has {P} partitions but y has {len(y_parts)}"
+                + (f" and sample_weight {len(w_parts)}" if w_parts else "")
+                + "; they must be partitioned alike."
+            )
+        if n_shards > P:
+            raise ValueError(
+                f"n_shards={n_shards} but X has only {P} partitions: with dask input every "
+                "shard is one partition or a group of consecutive partitions. Repartition X or "
+                "lower n_shards."
+            )
+        groups = np.array_split(np.arange(P), n_shards)
+        dtype = [np.float32, np.float64]
+        # Partitions are computed on the workers; each shard is assembled where the
+        # scheduler puts it (next to its partitions) and stays there.
+        futures = self.client.compute(X_parts + y_parts + w_parts)
+        xf, yf, wf = futures[:P], futures[P : 2 * P], futures[2 * P :]
+        self.data = [
+            self.client.submit(_concat_shard, k, dtype, is_classifier, len(g),
+                               *[xf[i] for i in g], *[yf[i] for i in g],
+                               *[wf[i] for i in g if wf], pure=False)
+            for k, g in enumerate(groups)
+        ]
+        del futures, xf, yf, wf
+        self.summaries = self.client.gather(
+            [self.client.submit(_shard_summary, d, is_classifier, pure=False)
+             for d in self.data]
+        )
+        self.partition_groups = [g.tolist() for g in groups]
+
+    def hold_out(self, fraction, seeds):
+        submit = self.client.submit
+        self.val = [submit(_hold_out, d, fraction, s, False, pure=False)
+                    for d, s in zip(self.data, seeds)]
+        self.data = [submit(_hold_out, d, fraction, s, True, pure=False)
+                     for d, s in zip(self.data, seeds)]
+
+    def fit(self, estimators, starts):
+        return [self.client.submit(_shard_fit, k, est, data, start, pure=False)
+                for k, (est, data, start) in enumerate(zip(estimators, self.data, starts))]
+
+    def collect(self, handles):
+        return self.client.gather([self.client.submit(_public, h, pure=False) for h in handles])
+
+    def loss(self, merged, validation=False):
+        merged_f = self.client.scatter(merged, broadcast=True)
+        parts = self.client.gather(
+            [self.client.submit(_shard_loss, merged_f, d, pure=False)
+             for d in (self.val if validation else self.data)]
+        )
+        return sum(p[0] for p in parts) / sum(p[1] for p in parts)
+
+
+# ----------------------------------------------------------------------------
+# the rounds
+# ----------------------------------------------------------------------------
+
+
+def _server_step(merged_params, previous, velocity, momentum, learning_rate, arch):
+    """Server optimizer step (FedAvgM): ``v = momentum * v + (merged - previous)``,
+    new model ``previous + learning_rate * v``, with ``merged`` first aligned
+    to ``previous``.
+
+    Returns the new parameters, the new velocity and the alignment applied
+    to ``merged``.
+    """
+    from ._matching import weight_matching
+
+    alignment = weight_matching(previous, merged_params, arch)
+    aligned = alignment.apply(merged_params)
+    arrays = []
+    new_velocity = []
+    for name, v in zip(("split_weight", "split_bias", "leaf_value"), velocity):
+        delta = getattr(aligned, name).astype(np.float64) - getattr(previous, name)
+        v = momentum * v + delta
+        new_velocity.append(v)
+        arrays.append(getattr(previous, name) + learning_rate * v)
+    return TreeParams(*arrays), new_velocity, alignment
+
+
+def run_rounds(shards, clones, weights, merge, *, n_rounds, keep_optimizer=True,
+               server_momentum=0.0, server_learning_rate=1.0, validation=None, progress=None,
+               later_params=None):
+    """Run the federated rounds on ``shards`` (a :class:`_LocalShards` or
+    :class:`_DaskShards`).
+
+    Parameters
+    ----------
+    shards : _LocalShards or _DaskShards
+        Where the shard data lives.
+    clones : list of estimators
+        One unfitted, seeded clone per shard (round 1).
+    weights : ndarray of shape (K,)
+        Merge weights.
+    merge : callable
+        ``merge(models, weights) -> (merged estimator, fitted ModelAligner)``;
+        the aligner's ``alignments_[k]`` maps shard ``k``'s model into the
+        merged basis.
+    n_rounds : int
+        Number of rounds ``R``.
+    keep_optimizer : bool
+        Whether each shard keeps its Adam state across rounds (mapped into the
+        merged basis by its alignment) or restarts Adam every round.
+    server_momentum : float
+        FedAvgM momentum on the merged model's updates (0: plain averaging).
+    server_learning_rate : float
+        Step size of the server on the (momentum-averaged) update of the
+        merged model (1: the merged model itself).
+    validation : tuple (tol, patience) or None
+        Round-level early stopping on the merged model's loss on the held-out
+        rows of every shard (``shards.hold_out`` must have been called).
+    progress : iterable wrapper or None
+        Progress display over rounds (``_progress``).
+    later_params : dict or None
+        Hyperparameters set on the shard estimators from round 2 on (e.g.
+        ``max_epochs`` when round 1 is longer).
+
+    Returns
+    -------
+    dict
+        ``handles`` (shard estimators or futures of the last round),
+        ``estimators`` (public copies), ``merged``, ``aligner``,
+        ``history`` and ``n_rounds`` (rounds run).
+    """
+    import time
+
+    rounds = range(n_rounds) if progress is None else progress(range(n_rounds))
+    handles, history = None, []
+    merged = aligner = None
+    best = (np.inf, None, None)
+    velocity = previous = server_al = None
+    no_improve = 0
+    for r in rounds:
+        start_time = time.perf_counter()
+        sent = 0
+        if r == 0:
+            handles = shards.fit(clones, [None] * len(clones))
+        else:
+            starts = []
+            scale = {key: getattr(merged, key)
+                     for key in ("y_mean_", "y_scale_") if hasattr(merged, key)}
+            for k in range(len(clones)):
+                chain = [aligner.alignments_[k]] + ([server_al] if server_al is not None else [])
+                starts.append({"params": merged.tree_params_, "alignment": _Chain(chain),
+                               "keep_optimizer": keep_optimizer, "scale": scale,
+                               "set_params": dict(later_params or {})})
+                sent += _params_nbytes(merged.tree_params_)
+            handles = shards.fit(handles, starts)
+        models = shards.collect(handles)
+        received = sum(_params_nbytes(m.tree_params_) for m in models)
+        merged, aligner = merge(models, weights)
+        server_al = None
+        if (server_momentum > 0 or server_learning_rate != 1) and r > 0:
+            params, velocity, server_al = _server_step(
+                merged.tree_params_, previous, velocity, server_momentum,
+                server_learning_rate, merged.architecture_)
+            merged.tree_params_ = params
+        previous = merged.tree_params_
+        if velocity is None:
+            velocity = [np.zeros(a.shape) for a in
+                        (previous.split_weight, previous.split_bias, previous.leaf_value)]
+        entry = {"round": r + 1, "train_loss": shards.loss(merged), "validation_loss": None,
+                 "bytes_sent": sent, "bytes_received": received,
+                 "wall_time": time.perf_counter() - start_time}
+        history.append(entry)
+        if hasattr(rounds, "set_postfix_str"):
+            rounds.set_postfix_str(f"round {r + 1} loss {entry['train_loss']:.5f}")
+        if validation is not None:
+            tol, patience = validation
+            entry["validation_loss"] = val = shards.loss(merged, validation=True)
+            if val < best[0] - tol:
+                best, no_improve = (val, copy.deepcopy(merged), aligner), 0
+            else:
+                no_improve += 1
+            if no_improve >= patience:
+                break
+    if validation is not None and best[1] is not None:
+        merged, aligner = best[1], best[2]
+    return {"handles": handles, "estimators": models, "merged": merged,
+            "aligner": aligner, "history": history, "n_rounds": len(history)}
+
+
+class _Chain:
+    """Alignments applied one after the other (shard basis -> merged basis)."""
+
+    def __init__(self, alignments):
+        self.alignments = alignments
+
+    def apply(self, params):
+        for al in self.alignments:
+            params = al.apply(params)
+        return params

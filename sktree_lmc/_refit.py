@@ -1,0 +1,236 @@
+"""Re-solving the leaf values of a fitted ensemble with its splits frozen.
+
+The output of a soft tree ensemble is linear in its leaf values:
+``f(x) = Phi(x) @ Theta`` with ``Phi(x)`` the ``M * L`` leaf-routing
+probabilities of ``x`` (they depend on the splits only) and ``Theta`` the
+``(M * L, C)`` leaf values. With the splits frozen, the training loss is
+therefore a convex function of the leaves: a multinomial logistic regression
+(classifier) or a least-squares problem (regressor, in the standardized
+target units the estimator trains in) on the features ``Phi``. A small L2
+penalty makes it strictly convex.
+
+:func:`refit_leaves` solves it with scipy's L-BFGS-B, starting from the
+current leaves. The features are computed in row chunks (bounded memory), kept
+when they fit in :data:`_FEATURE_CACHE_BYTES` and recomputed per evaluation
+otherwise (matrix-free), so deep trees and many rows never build the full
+``n x (M * L)`` matrix at once.
+"""
+
+from __future__ import annotations
+
+import copy
+from numbers import Integral, Real
+
+import numpy as np
+import torch
+from scipy.optimize import minimize
+from sklearn.utils._param_validation import Interval, validate_params
+from sklearn.utils.validation import _check_sample_weight, check_is_fitted, validate_data
+
+from ._device import prediction_device
+from ._estimators import _as_tensor, _BaseSoftTreeEnsemble
+from ._forward import SoftTreeEnsembleModule
+from ._params import TreeParams
+
+__all__ = ["refit_leaves"]
+
+#: Bytes of one chunk of leaf-probability features (float64).
+_CHUNK_BYTES = 32 * 2**20
+#: Features up to this size are computed once and kept; larger ones are
+#: recomputed in chunks at every evaluation of the objective.
+_FEATURE_CACHE_BYTES = 256 * 2**20
+
+
+def _encode(estimator, y):
+    """Targets in the form ``estimator._loss`` expects (class indices, or
+    standardized regression targets), without touching ``estimator``."""
+    if hasattr(estimator, "classes_"):
+        y = np.asarray(y)
+        if y.ndim != 1:
+            raise ValueError(f"y must be one-dimensional for a classifier, got shape {y.shape}.")
+        classes = estimator.classes_
+        idx = np.searchsorted(classes, y)
+        idx = np.clip(idx, 0, len(classes) - 1)
+        unknown = classes[idx] != y
+        if np.any(unknown):
+            raise ValueError(
+                f"y contains labels the estimator was not fitted on: "
+                f"{np.unique(y[unknown])[:5].tolist()}; classes_ is {classes.tolist()}."
+            )
+        return torch.as_tensor(idx.astype(np.int64))
+    y2 = np.asarray(y, dtype=np.float64).reshape(len(y), -1)
+    if y2.shape[1] != estimator.n_outputs_:
+        raise ValueError(
+            f"y has {y2.shape[1]} targets, but the estimator was fitted on {estimator.n_outputs_}."
+        )
+    return torch.as_tensor((y2 - estimator.y_mean_) / estimator.y_scale_)
+
+
+class _LeafObjective:
+    """``f(Theta) = sum_i w_i loss(Phi_i Theta, y_i) / sum_i w_i + alpha/2 ||Theta||^2``,
+    with its gradient, evaluated chunk by chunk in float64."""
+
+    def __init__(self, estimator, X, target, weight, alpha, device):
+        self.estimator = estimator
+        self.alpha = float(alpha)
+        self.device = device
+        params = estimator.tree_params_
+        M, L, C = params.leaf_value.shape
+        self.shape = (M, L, C)
+        self.module = SoftTreeEnsembleModule.from_params(
+            estimator.architecture_, params, device
+        ).double()
+        self.X = X
+        self.target = target.to(device)
+        self.weight = torch.as_tensor(weight, dtype=torch.float64, device=device)
+        self.weight_sum = float(self.weight.sum())
+        self.chunk = max(1, _CHUNK_BYTES // (8 * M * L))
+        cache = X.shape[0] * M * L * 8 <= _FEATURE_CACHE_BYTES
+        self.cached = [self._features(s) for s in self._starts()] if cache else None
+
+    def _starts(self):
+        return range(0, self.X.shape[0], self.chunk)
+
+    def _features(self, start):
+        """Leaf probabilities of rows ``start:start+chunk``, shape ``(B, M * L)``
+        (tree-major: column ``m * L + l``, as ``leaf_value.reshape(M * L, C)``)."""
+        xb = _as_tensor(self.X[start : start + self.chunk], torch.float64, self.device)
+        with torch.inference_mode():
+            mu = self.module.leaf_probabilities(xb)  # (B, M, L)
+        return mu.reshape(mu.shape[0], -1).clone()
+
+    def __call__(self, theta_flat):
+        M, L, C = self.shape
+        theta = torch.as_tensor(theta_flat, dtype=torch.float64, device=self.device)
+        theta = theta.reshape(M * L, C)
+        total, grad = 0.0, torch.zeros((C, M * L), dtype=torch.float64, device=self.device)
+        for i, start in enumerate(self._starts()):
+            phi = self.cached[i] if self.cached is not None else self._features(start)
+            stop = start + phi.shape[0]
+            out = (phi @ theta).requires_grad_(True)
+            loss = (self.estimator._loss(out, self.target[start:stop])
+                    * self.weight[start:stop]).sum()
+            (g_out,) = torch.autograd.grad(loss, out)
+            total += float(loss.detach())
+            grad += g_out.T.contiguous() @ phi  # (C, M*L): a fast layout on CPUs
+        value = total / self.weight_sum + 0.5 * self.alpha * float((theta**2).sum())
+        grad = grad.T / self.weight_sum + self.alpha * theta
+        return value, grad.cpu().numpy().ravel()
+
+
+@validate_params(
+    {
+        "estimator": [_BaseSoftTreeEnsemble],
+        "X": ["array-like"],
+        "y": ["array-like"],
+        "sample_weight": ["array-like", None],
+        "alpha": [Interval(Real, 0, None, closed="left")],
+        "max_iter": [Interval(Integral, 1, None, closed="left")],
+        "tol": [Interval(Real, 0, None, closed="left")],
+        "return_info": ["boolean"],
+    },
+    prefer_skip_nested_validation=True,
+)
+def refit_leaves(estimator, X, y, sample_weight=None, *, alpha=1e-4, max_iter=500, tol=1e-7,
+                 return_info=False):
+    """Re-solve the leaf values of a fitted ensemble, with its splits frozen.
+
+    The ensemble's output is linear in the leaf values, so with the splits
+    fixed its training loss (cross-entropy for a classifier, squared error in
+    standardized target units for a regressor, weighted by ``sample_weight``)
+    is a convex function of the leaves. This solves
+
+    .. math:: \\min_\\Theta \\; \\frac{\\sum_i w_i\\,\\ell(\\Phi(x_i)\\Theta, y_i)}
+              {\\sum_i w_i} + \\frac{\\alpha}{2}\\lVert\\Theta\\rVert^2
+
+    with L-BFGS (scipy), starting from the current leaves ``Theta_0``;
+    ``Phi(x)`` are the ``M * L`` leaf-routing probabilities of ``x``. The
+    result never has a higher objective than ``Theta_0``: if the solver ends
+    above it (after rounding to float32), the current leaves are kept.
+
+    Use it after a merge (averaging leaves of aligned models is not the best
+    set of leaves for the averaged splits), at the end of federated rounds
+    where the merging site holds data, or on its own. Memory stays bounded:
+    the features are computed in row chunks and recomputed per evaluation when
+    they would not fit in 256 MiB.
+
+    Parameters
+    ----------
+    estimator : SoftTreeEnsembleClassifier or SoftTreeEnsembleRegressor
+        A fitted ensemble; it is not modified.
+    X : array-like of shape (n_samples, n_features)
+        Data on which the leaves are re-solved (not modified).
+    y : array-like of shape (n_samples,) or (n_samples, n_targets)
+        Targets: labels among ``estimator.classes_``, or regression targets.
+    sample_weight : array-like of shape (n_samples,), default=None
+        Non-negative per-sample weights of the loss.
+    alpha : float, default=1e-4
+        L2 penalty on the leaf values (``0``: none; the problem is then
+        convex but not strictly).
+    max_iter : int, default=500
+        Maximum L-BFGS iterations.
+    tol : float, default=1e-7
+        Stopping tolerance on the relative objective decrease (``ftol`` of
+        L-BFGS-B; the projected-gradient tolerance is ``tol / 10``).
+    return_info : bool, default=False
+        Also return a dict with ``objective_start``, ``objective`` (the
+        objective of the returned leaves, float32 as stored), ``n_iter``,
+        ``converged`` and ``message``.
+
+    Returns
+    -------
+    refitted : estimator
+        A new fitted estimator of the same class with the same splits
+        (``split_weight``, ``split_bias``) and the re-solved leaf values.
+    info : dict
+        Only when ``return_info=True``.
+
+    See Also
+    --------
+    merge_estimators : Align and average fitted ensembles.
+    ShardedSoftTreeEnsemble : Sharded training, which can refit the merged
+        leaves at the merging site.
+
+    Examples
+    --------
+    >>> from sklearn.datasets import make_classification
+    >>> from sktree_lmc import SoftTreeEnsembleClassifier, merge_estimators, refit_leaves
+    >>> X, y = make_classification(n_samples=400, random_state=0)
+    >>> a, b = (SoftTreeEnsembleClassifier(n_estimators=16, max_epochs=10, device="cpu",
+    ...                                    random_state=s).fit(X, y) for s in (0, 1))
+    >>> merged = merge_estimators(a, b)
+    >>> refitted, info = refit_leaves(merged, X, y, return_info=True)
+    >>> bool(info["objective"] <= info["objective_start"])
+    True
+    """
+    check_is_fitted(estimator, "tree_params_")
+    X = validate_data(estimator, X, reset=False, dtype=[np.float32, np.float64])
+    if len(y) != X.shape[0]:
+        raise ValueError(f"X has {X.shape[0]} rows but y has {len(y)}.")
+    target = _encode(estimator, y)
+    sample_weight = _check_sample_weight(
+        sample_weight, X, dtype=np.float64, ensure_non_negative=True
+    )
+    if not sample_weight.sum() > 0:
+        raise ValueError("sample_weight sums to zero: there is nothing to fit.")
+    device = prediction_device(estimator.device)
+    objective = _LeafObjective(estimator, X, target, sample_weight, alpha, device)
+
+    params = estimator.tree_params_
+    start = params.leaf_value.astype(np.float64).ravel()
+    f_start, _ = objective(start)
+    result = minimize(
+        objective, start, jac=True, method="L-BFGS-B",
+        options={"maxiter": max_iter, "ftol": tol, "gtol": tol / 10},
+    )
+    leaves = result.x.reshape(params.leaf_value.shape).astype(params.leaf_value.dtype)
+    f_new, _ = objective(leaves.astype(np.float64).ravel())
+    if not f_new <= f_start:  # rounding, or a solver failure: keep the current leaves
+        leaves, f_new = params.leaf_value.copy(), f_start
+    refitted = copy.deepcopy(estimator)
+    refitted.tree_params_ = TreeParams(params.split_weight.copy(), params.split_bias.copy(), leaves)
+    if not return_info:
+        return refitted
+    info = {"objective_start": f_start, "objective": f_new, "n_iter": int(result.nit),
+            "converged": bool(result.success), "message": str(result.message)}
+    return refitted, info

@@ -1,0 +1,160 @@
+"""refit_leaves: same splits, convex re-solve of the leaves, never a higher objective."""
+
+import pickle
+
+import numpy as np
+import pytest
+import torch
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from sklearn.datasets import make_classification, make_regression
+from sklearn.utils._param_validation import InvalidParameterError
+
+import sktree_lmc._refit as refit_module
+from sktree_lmc import (
+    ARCHITECTURES,
+    SoftTreeEnsembleClassifier,
+    SoftTreeEnsembleRegressor,
+    merge_estimators,
+    refit_leaves,
+)
+
+X, Y = make_classification(n_samples=300, n_features=5, n_informative=3, n_classes=3,
+                           n_clusters_per_class=1, random_state=0)
+
+
+def _clf(arch="oblivious", seed=0, **kw):
+    params = dict(arch=arch, n_estimators=8, max_epochs=3, batch_size=64, device="cpu",
+                  random_state=seed)
+    params.update(kw)
+    return SoftTreeEnsembleClassifier(**params).fit(X, Y)
+
+
+def _objective(est, X, y, sample_weight=None, alpha=1e-4):
+    """The objective of refit_leaves, computed independently in NumPy (float64)."""
+    mu = est.tree_params_
+    out = est._raw_output(X)  # float64 forward pass
+    w = np.ones(len(X)) if sample_weight is None else np.asarray(sample_weight, dtype=np.float64)
+    if hasattr(est, "classes_"):
+        idx = np.searchsorted(est.classes_, y)
+        shifted = out - out.max(axis=1, keepdims=True)
+        logp = shifted - np.log(np.exp(shifted).sum(axis=1, keepdims=True))
+        loss = -logp[np.arange(len(y)), idx]
+    else:
+        t = (np.asarray(y, dtype=np.float64).reshape(len(y), -1) - est.y_mean_) / est.y_scale_
+        loss = ((out - t) ** 2).mean(axis=1)
+    return float((w * loss).sum() / w.sum() + 0.5 * alpha * np.sum(
+        mu.leaf_value.astype(np.float64) ** 2))
+
+
+@pytest.mark.parametrize("arch", sorted(ARCHITECTURES))
+def test_refit_after_merge_keeps_splits_and_lowers_the_objective(arch):
+    a, b = _clf(arch, 0), _clf(arch, 1)
+    merged = merge_estimators(a, b)
+    X_in, Y_in = X.copy(), Y.copy()
+    before = pickle.dumps(merged)
+    refitted, info = refit_leaves(merged, X_in, Y_in, return_info=True)
+    # inputs untouched
+    np.testing.assert_array_equal(X_in, X)
+    np.testing.assert_array_equal(Y_in, Y)
+    assert pickle.dumps(merged) == before
+    # same splits, new leaves, same class and metadata
+    p, q = merged.tree_params_, refitted.tree_params_
+    np.testing.assert_array_equal(p.split_weight, q.split_weight)
+    np.testing.assert_array_equal(p.split_bias, q.split_bias)
+    assert q.leaf_value.shape == p.leaf_value.shape and q.leaf_value.dtype == np.float32
+    assert not np.array_equal(p.leaf_value, q.leaf_value)
+    assert type(refitted) is type(merged)
+    np.testing.assert_array_equal(refitted.classes_, merged.classes_)
+    # the objective it optimizes went down, checked by an independent computation
+    start, end = _objective(merged, X, Y), _objective(refitted, X, Y)
+    assert info["objective_start"] == pytest.approx(start, rel=1e-6)
+    assert info["objective"] == pytest.approx(end, rel=1e-6)
+    assert end < start - 1e-3
+    # and the refitted leaves are (near) the optimum: the gradient is small
+    _, grad = refit_module._LeafObjective(
+        refitted, X, refit_module._encode(refitted, Y), np.ones(len(X)), 1e-4, "cpu"
+    )(refitted.tree_params_.leaf_value.astype(np.float64).ravel())
+    assert np.abs(grad).max() < 1e-3
+
+
+def test_regressor_and_sample_weight():
+    Xr, yr = make_regression(n_samples=300, n_features=4, noise=5.0, random_state=0)
+    yr = 100 + 50 * yr  # a target scale far from 1
+    reg = SoftTreeEnsembleRegressor(n_estimators=8, max_epochs=2, device="cpu",
+                                    random_state=0).fit(Xr, yr)
+    w = np.random.RandomState(0).uniform(0.5, 2.0, len(yr))
+    refitted, info = refit_leaves(reg, Xr, yr, sample_weight=w, return_info=True)
+    assert info["objective"] < info["objective_start"]
+    assert _objective(refitted, Xr, yr, w) == pytest.approx(info["objective"], rel=1e-6)
+    assert refitted.score(Xr, yr, sample_weight=w) > reg.score(Xr, yr, sample_weight=w)
+    # two targets
+    Y2 = np.c_[yr, -yr]
+    reg2 = SoftTreeEnsembleRegressor(n_estimators=8, max_epochs=2, device="cpu",
+                                     random_state=0).fit(Xr, Y2)
+    assert refit_leaves(reg2, Xr, Y2).predict(Xr).shape == (len(Xr), 2)
+
+
+def test_zero_weight_rows_do_not_matter():
+    est = _clf()
+    w = np.ones(len(Y))
+    w[::3] = 0
+    keep = w > 0
+    a = refit_leaves(est, X, Y, sample_weight=w)
+    b = refit_leaves(est, X[keep], Y[keep])
+    np.testing.assert_allclose(a.tree_params_.leaf_value, b.tree_params_.leaf_value, atol=1e-5)
+
+
+def test_chunked_matrix_free_path_gives_the_cached_result(monkeypatch):
+    est = _clf(depth=3)
+    cached = refit_leaves(est, X, Y, max_iter=30)
+    monkeypatch.setattr(refit_module, "_FEATURE_CACHE_BYTES", 0)
+    monkeypatch.setattr(refit_module, "_CHUNK_BYTES", 8 * 8 * 8 * 7)  # 7 rows per chunk
+    streamed = refit_leaves(est, X, Y, max_iter=30)
+    np.testing.assert_allclose(streamed.tree_params_.leaf_value, cached.tree_params_.leaf_value,
+                               atol=1e-5)
+
+
+def test_never_raises_the_objective_at_the_optimum():
+    """Starting at the optimum, the result is not worse (the guard keeps the leaves)."""
+    once = refit_leaves(_clf(), X, Y)
+    twice, info = refit_leaves(once, X, Y, return_info=True)
+    assert info["objective"] <= info["objective_start"]
+
+
+@settings(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(seed=st.integers(0, 2**16), arch=st.sampled_from(sorted(ARCHITECTURES)),
+       alpha=st.sampled_from([0.0, 1e-4, 1e-1]), max_iter=st.integers(1, 20))
+def test_property_objective_never_rises(seed, arch, alpha, max_iter):
+    rng = np.random.RandomState(seed)
+    rows = rng.choice(len(X), 120, replace=False)
+    est = SoftTreeEnsembleClassifier(arch=arch, n_estimators=4, max_epochs=1, device="cpu",
+                                     random_state=seed).fit(X[rows], Y[rows])
+    w = rng.uniform(0, 1, len(rows))
+    _, info = refit_leaves(est, X[rows], Y[rows], sample_weight=w, alpha=alpha,
+                           max_iter=max_iter, return_info=True)
+    assert info["objective"] <= info["objective_start"]
+
+
+def test_errors():
+    est = _clf()
+    with pytest.raises(ValueError, match="not fitted on"):
+        refit_leaves(est, X, np.where(Y == 0, 7, Y))
+    with pytest.raises(ValueError, match="features"):
+        refit_leaves(est, X[:, :3], Y)
+    with pytest.raises(ValueError, match="rows"):
+        refit_leaves(est, X, Y[:-1])
+    with pytest.raises(ValueError, match="non-zero|sums to zero"):
+        refit_leaves(est, X, Y, sample_weight=np.zeros(len(Y)))
+    with pytest.raises(InvalidParameterError, match="alpha"):
+        refit_leaves(est, X, Y, alpha=-1.0)
+    with pytest.raises(InvalidParameterError, match="estimator"):
+        refit_leaves(object(), X, Y)
+    with pytest.raises(Exception, match="not fitted"):
+        refit_leaves(SoftTreeEnsembleClassifier(), X, Y)
+
+
+def test_does_not_touch_global_torch_state():
+    state = torch.random.get_rng_state()
+    refit_leaves(_clf(), X, Y, max_iter=5)
+    assert torch.equal(state, torch.random.get_rng_state())

@@ -1,0 +1,99 @@
+"""ShardedSoftTreeEnsemble on dask collections: shards are partitions, fits run on the
+workers (processes), only parameters travel."""
+
+import numpy as np
+import pytest
+from sklearn.base import clone
+from sklearn.datasets import make_classification
+
+from sktree_lmc import ShardedSoftTreeEnsemble, SoftTreeEnsembleClassifier
+
+distributed = pytest.importorskip("distributed", reason="needs the [distributed] extra")
+da = pytest.importorskip("dask.array")
+
+X, Y = make_classification(n_samples=300, n_features=5, n_informative=3, random_state=0)
+X = X.astype(np.float32)
+
+
+def _base(**kw):
+    params = dict(n_estimators=8, max_epochs=2, batch_size=64, device="cpu")
+    params.update(kw)
+    return SoftTreeEnsembleClassifier(**params)
+
+
+@pytest.fixture(scope="module")
+def client():
+    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
+                                  dashboard_address=None) as cluster, \
+            distributed.Client(cluster) as c:
+        yield c
+
+
+def _assert_same_params(a, b):
+    for name in ("split_weight", "split_bias", "leaf_value"):
+        np.testing.assert_array_equal(getattr(a, name), getattr(b, name))
+
+
+def test_dask_array_gives_the_numpy_result(client):
+    est = ShardedSoftTreeEnsemble(_base(), n_shards=3, split="contiguous", n_rounds=2,
+                                  random_state=0)
+    local = clone(est).fit(X, Y)
+    Xd = da.from_array(X, chunks=(100, 5))  # 3 partitions = the 3 contiguous shards
+    Yd = da.from_array(Y, chunks=100)
+    remote = clone(est).fit(Xd, Yd)
+    _assert_same_params(local.merged_.tree_params_, remote.merged_.tree_params_)
+    for a, b in zip(local.estimators_, remote.estimators_):
+        _assert_same_params(a.tree_params_, b.tree_params_)
+    assert remote.shard_partitions_ == [[0], [1], [2]]
+    assert [h["bytes_received"] for h in remote.history_] == [
+        h["bytes_received"] for h in local.history_]
+    assert remote.history_[-1]["train_loss"] == pytest.approx(local.history_[-1]["train_loss"])
+    np.testing.assert_array_equal(remote.predict(X), local.predict(X))
+    assert remote.n_features_in_ == 5 and remote.shard_sizes_.tolist() == [100, 100, 100]
+
+
+def test_dask_dataframe_and_partition_groups(client):
+    pd = pytest.importorskip("pandas")
+    dd = pytest.importorskip("dask.dataframe")
+    frame = pd.DataFrame(X, columns=[f"f{i}" for i in range(5)])
+    Xd = dd.from_pandas(frame, npartitions=6, sort=False)
+    Yd = dd.from_pandas(pd.Series(Y), npartitions=6, sort=False)
+    est = ShardedSoftTreeEnsemble(_base(), n_shards=2, random_state=0).fit(Xd, Yd)
+    assert est.shard_partitions_ == [[0, 1, 2], [3, 4, 5]]
+    assert est.shard_sizes_.sum() == len(Y)
+    np.testing.assert_array_equal(est.feature_names_in_, frame.columns)
+    assert est.predict(frame).shape == (len(Y),)
+
+
+def test_failing_shard_is_named_and_bad_inputs(client):
+    Xbad = X.copy()
+    Xbad[150, 0] = np.nan  # in partition 1
+    est = ShardedSoftTreeEnsemble(_base(), n_shards=3, random_state=0)
+    with pytest.raises(ValueError, match=r"Shard 1 .*NaN"):
+        est.fit(da.from_array(Xbad, chunks=(100, 5)), da.from_array(Y, chunks=100))
+    with pytest.raises(ValueError, match="only 3 partitions"):
+        clone(est).set_params(n_shards=4).fit(da.from_array(X, chunks=(100, 5)),
+                                              da.from_array(Y, chunks=100))
+    with pytest.raises(ValueError, match="partitioned alike"):
+        est.fit(da.from_array(X, chunks=(100, 5)), da.from_array(Y, chunks=150))
+    with pytest.raises(ValueError, match="merging site"):
+        clone(est).set_params(refit_leaves=True).fit(da.from_array(X, chunks=(100, 5)),
+                                                     da.from_array(Y, chunks=100))
+
+
+def test_dask_regressor_with_sample_weight(client):
+    from sklearn.datasets import make_regression
+
+    from sktree_lmc import SoftTreeEnsembleRegressor
+
+    Xr, yr = make_regression(n_samples=240, n_features=4, noise=1.0, random_state=0)
+    w = np.random.RandomState(0).uniform(0.5, 2.0, len(yr))
+    est = ShardedSoftTreeEnsemble(
+        SoftTreeEnsembleRegressor(n_estimators=8, max_epochs=2, batch_size=32, device="cpu"),
+        n_shards=2, split="contiguous", n_rounds=2, random_state=0)
+    local = clone(est).fit(Xr, yr, sample_weight=w)
+    remote = clone(est).fit(da.from_array(Xr, chunks=(120, 4)), da.from_array(yr, chunks=120),
+                            sample_weight=da.from_array(w, chunks=120))
+    _assert_same_params(local.merged_.tree_params_, remote.merged_.tree_params_)
+    np.testing.assert_allclose(remote.weights_, local.weights_)
+    np.testing.assert_allclose(remote.merged_.y_scale_, local.merged_.y_scale_)

@@ -1,0 +1,95 @@
+"""warm_start: fit continues from the current parameters (and Adam state)."""
+
+import pickle
+
+import numpy as np
+import pytest
+from sklearn.datasets import make_classification, make_regression
+
+from sktree_lmc import SoftTreeEnsembleClassifier, SoftTreeEnsembleRegressor
+
+X, Y = make_classification(n_samples=240, n_features=5, n_informative=3, random_state=0)
+
+
+def _clf(**kw):
+    params = dict(n_estimators=8, max_epochs=4, batch_size=64, device="cpu", random_state=0)
+    params.update(kw)
+    return SoftTreeEnsembleClassifier(**params)
+
+
+def test_default_is_off_and_refits_from_scratch():
+    est = _clf().fit(X, Y)
+    first = est.get_tree_params()
+    est.fit(X, Y)
+    np.testing.assert_array_equal(est.tree_params_.leaf_value, first.leaf_value)
+    assert len(est.loss_curve_) == 4 and est.n_epochs_ == 4
+
+
+def test_continues_without_reinitialization():
+    est = _clf(warm_start=True).fit(X, Y)
+    curve = list(est.loss_curve_)
+    before = est.get_tree_params()
+    # zero learning rate: parameters must come back exactly as they were
+    est.set_params(learning_rate=1e-12, max_epochs=1).fit(X, Y)
+    np.testing.assert_allclose(est.tree_params_.split_weight, before.split_weight, atol=1e-6)
+    np.testing.assert_allclose(est.tree_params_.leaf_value, before.leaf_value, atol=1e-6)
+    assert est.loss_curve_[:4] == curve and len(est.loss_curve_) == 5 and est.n_epochs_ == 5
+    # the loss curve continues where it was (no jump back to the initial loss)
+    cold = _clf(max_epochs=1).fit(X, Y)
+    assert est.loss_curve_[-1] < cold.loss_curve_[0] - 0.05
+    assert abs(est.loss_curve_[-1] - curve[-1]) < 0.1
+
+
+def test_two_halves_continue_like_one_fit():
+    """4 + 4 warm-started epochs, with the Adam state carried, track one 8-epoch fit."""
+    one = _clf(max_epochs=8, warm_start=True).fit(X, Y)
+    two = _clf(max_epochs=4, warm_start=True).fit(X, Y).fit(X, Y)
+    assert len(two.loss_curve_) == 8
+    assert two.optimizer_state_["step"] == one.optimizer_state_["step"]
+    # same trajectory up to the minibatch order of the second half
+    assert abs(two.loss_curve_[-1] - one.loss_curve_[-1]) < 0.05
+    # the first half is bit-identical
+    np.testing.assert_array_equal(two.loss_curve_[:4], one.loss_curve_[:4])
+
+
+def test_optimizer_state_pickles_and_is_dropped_when_asked():
+    est = _clf(warm_start=True).fit(X, Y)
+    state = est.optimizer_state_
+    assert state["step"] == 4 * int(np.ceil(len(Y) / 64))
+    assert state["exp_avg"].shape_signature == est.tree_params_.shape_signature
+    assert np.all(state["exp_avg_sq"].leaf_value >= 0)
+    loaded = pickle.loads(pickle.dumps(est))
+    np.testing.assert_array_equal(loaded.optimizer_state_["exp_avg"].leaf_value,
+                                  state["exp_avg"].leaf_value)
+    loaded.fit(X, Y)
+    assert loaded.optimizer_state_["step"] == 2 * state["step"]
+    loaded.optimizer_state_ = None  # restart Adam, keep the parameters
+    loaded.fit(X, Y)
+    assert loaded.optimizer_state_["step"] == state["step"]
+
+
+def test_rejects_mismatches():
+    est = _clf(warm_start=True).fit(X, Y)
+    with pytest.raises(ValueError, match="features"):
+        est.fit(X[:, :3], Y)
+    with pytest.raises(ValueError, match="classes"):
+        est.fit(X, np.where(Y == 1, 2, Y))
+    for change in ({"n_estimators": 4}, {"depth": 3}, {"arch": "non_oblivious"}):
+        fitted = _clf(warm_start=True).fit(X, Y).set_params(**change)
+        with pytest.raises(ValueError, match="warm_start"):
+            fitted.fit(X, Y)
+        # without warm_start the same change is a fresh fit
+        fitted.set_params(warm_start=False).fit(X, Y)
+
+
+def test_regressor_keeps_its_target_scale():
+    Xr, yr = make_regression(n_samples=200, n_features=4, random_state=0)
+    reg = SoftTreeEnsembleRegressor(n_estimators=8, max_epochs=3, device="cpu",
+                                    random_state=0, warm_start=True).fit(Xr, yr)
+    mean, scale = reg.y_mean_.copy(), reg.y_scale_.copy()
+    reg.fit(Xr[:100], yr[:100] * 3)  # other targets: the standardization stays
+    np.testing.assert_array_equal(reg.y_mean_, mean)
+    np.testing.assert_array_equal(reg.y_scale_, scale)
+    assert len(reg.loss_curve_) == 6
+    with pytest.raises(ValueError, match="targets"):
+        reg.fit(Xr, np.c_[yr, yr])
