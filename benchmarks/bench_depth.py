@@ -40,7 +40,13 @@ from pathlib import Path
 
 import numpy as np
 
-from sktree_lmc import ModelAligner, SoftTreeEnsembleClassifier, interpolation_curve
+from sktree_lmc import (
+    ModelAligner,
+    SoftTreeEnsembleClassifier,
+    interpolation_curve,
+    merge_estimators,
+    refit_leaves,
+)
 from sktree_lmc.datasets import (
     load_magic_small,
     load_tabular_benchmark,
@@ -95,6 +101,10 @@ def fitted(out, dataset, arch, depth, M, lr, seed, epochs, X, y):
     path = out / "models" / dataset / f"{arch}_D{depth}_M{M}_lr{lr:g}_s{seed}_e{epochs}.joblib"
     if path.exists():
         model, fit_s = joblib.load(path)
+        # a model cached by an older version lacks hyperparameters added since: defaults
+        for key, value in SoftTreeEnsembleClassifier().get_params().items():
+            if not hasattr(model, key):
+                setattr(model, key, value)
         return model, fit_s
     t0 = time.perf_counter()
     model = SoftTreeEnsembleClassifier(arch=arch, depth=depth, n_estimators=M,
@@ -205,6 +215,37 @@ def report(csv_path, fig_dir):
     return summary
 
 
+REFIT_COLUMNS = ("dataset", "arch", "depth", "pair", "split", "acc_a", "acc_b", "merged",
+                 "refit", "barrier_merged", "barrier_refit", "refit_s")
+
+
+def run_refit(out, csv_path, dataset, arch, depth, M, pair, epochs, data):
+    """Midpoint barrier (lam = 0.5, WM all) with and without ``refit_leaves`` on the
+    training rows, for a pair whose models are cached."""
+    X_tr, y_tr, (Xe_tr, ye_tr), (Xe_te, ye_te) = data
+    lr = paper_lr(dataset, arch)
+    a, _ = fitted(out, dataset, arch, depth, M, lr, 2 * pair + 1, epochs, X_tr, y_tr)
+    b, _ = fitted(out, dataset, arch, depth, M, lr, 2 * pair + 2, epochs, X_tr, y_tr)
+    merged = merge_estimators(a, b, aligner="wm")
+    t0 = time.perf_counter()
+    refit = refit_leaves(merged, X_tr, y_tr)
+    refit_s = time.perf_counter() - t0
+    for split, (Xe, ye) in (("train", (Xe_tr, ye_tr)), ("test", (Xe_te, ye_te))):
+        acc = [100.0 * m.score(Xe, ye) for m in (a, b, merged, refit)]
+        line = (acc[0] + acc[1]) / 2
+        row = dict(dataset=dataset, arch=arch, depth=depth, pair=pair, split=split,
+                   acc_a=round(acc[0], 3), acc_b=round(acc[1], 3), merged=round(acc[2], 3),
+                   refit=round(acc[3], 3), barrier_merged=round(max(line - acc[2], 0), 3),
+                   barrier_refit=round(max(line - acc[3], 0), 3), refit_s=round(refit_s, 2))
+        new = not csv_path.exists()
+        with open(csv_path, "a", newline="") as fh:
+            writer = csv.DictWriter(fh, fieldnames=REFIT_COLUMNS)
+            if new:
+                writer.writeheader()
+            writer.writerow(row)
+        print(row, flush=True)
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--datasets", nargs="+", default=list(DATASETS))
@@ -218,6 +259,9 @@ def main(argv=None):
     parser.add_argument("--report", type=Path, default=None, metavar="FIG_DIR",
                         help="only summarize the CSV and write the figure to FIG_DIR")
     parser.add_argument("--smoke", action="store_true", help="tiny run on bundled data")
+    parser.add_argument("--refit", action="store_true",
+                        help="midpoint barrier with and without refit_leaves (cached models, "
+                             "pair 0) instead of the curves; CSV depth_refit.csv")
     args = parser.parse_args(argv)
 
     import torch
@@ -230,6 +274,13 @@ def main(argv=None):
     if args.report is not None:
         return report(csv_path, args.report)
     args.out.mkdir(parents=True, exist_ok=True)
+    if args.refit:
+        for depth in args.depths:
+            for arch in args.archs:
+                for dataset in args.datasets:
+                    run_refit(args.out, args.out / "depth_refit.csv", dataset, arch, depth,
+                              args.n_estimators, 0, args.epochs, load(dataset, args.n_eval))
+        return None
     done = done_keys(csv_path)
     cache = {}
     for pair in range(args.pairs):
