@@ -481,6 +481,11 @@ ARCHITECTURES = {
 
 _ARCH_CACHE: dict = {}
 
+#: Largest routing table (``4**depth`` int8 entries for a perfect binary tree)
+#: that :func:`get_architecture` builds: depth 14 (256 MiB) for non-oblivious trees.
+_MAX_ROUTING_TABLE_BYTES = 2**28
+_MAX_NON_OBLIVIOUS_DEPTH = 14
+
 
 def get_architecture(name, depth):
     """Return the :class:`TreeArchitecture` table for ``name`` at ``depth``.
@@ -511,6 +516,13 @@ def get_architecture(name, depth):
     if isinstance(depth, bool) or not isinstance(depth, (int, np.integer)) or depth < 1:
         raise ValueError(f"depth must be an integer >= 1, got {depth!r}.")
     key = (name, int(depth))
+    if name == "non_oblivious" and 4 ** int(depth) > _MAX_ROUTING_TABLE_BYTES:
+        raise ValueError(
+            f"arch='non_oblivious' with depth={depth} has 2**{depth} leaves per tree: its "
+            f"routing table alone would take {4 ** int(depth) / 2**30:.3g} GiB (4**depth "
+            f"bytes) and one minibatch's leaf probabilities far more. Depths above "
+            f"{_MAX_NON_OBLIVIOUS_DEPTH} are not supported; use arch='oblivious' for deep trees."
+        )
     if key not in _ARCH_CACHE:
         _ARCH_CACHE[key] = ARCHITECTURES[name](int(depth))
     return _ARCH_CACHE[key]

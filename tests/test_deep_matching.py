@@ -212,3 +212,20 @@ def test_align_many_at_depth_7():
     result = align_many(copies, arch)
     for al, q in zip(result.alignments, copies):
         assert_allclose(al.apply(q).leaf_value, p.leaf_value, atol=1e-12)
+
+
+def test_non_oblivious_beyond_reach_is_a_clear_error():
+    """A non-oblivious depth whose routing table alone would not fit is refused
+    with a message that names the cost, at the table and at fit."""
+    import numpy as np
+    import pytest
+
+    from sktree_lmc import SoftTreeEnsembleClassifier, get_architecture
+
+    assert get_architecture("non_oblivious", 12).n_leaves == 2**12
+    with pytest.raises(ValueError, match="depth=15.*GiB"):
+        get_architecture("non_oblivious", 15)
+    assert get_architecture("oblivious", 15).n_leaves == 2**15  # D nodes: small table
+    X, y = np.random.default_rng(0).normal(size=(20, 3)), np.arange(20) % 2
+    with pytest.raises(ValueError, match="not supported"):
+        SoftTreeEnsembleClassifier(arch="non_oblivious", depth=20, n_estimators=1).fit(X, y)
