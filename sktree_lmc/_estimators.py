@@ -372,6 +372,11 @@ class _BaseSoftTreeEnsemble(BaseEstimator):
     def _loss(self, output, target):  # pragma: no cover - abstract
         raise NotImplementedError
 
+    def _fitted_targets(self, y):  # pragma: no cover - abstract
+        """``y`` in the encoding of the fitted model, the targets ``_loss``
+        takes (float64 or int64), for losses evaluated outside ``fit``."""
+        raise NotImplementedError
+
     def _target_weights(self, y):
         """Per-sample weight factors that depend on the target (class weights);
         they multiply ``sample_weight``."""
@@ -881,6 +886,21 @@ class SoftTreeEnsembleClassifier(ClassifierMixin, _BaseSoftTreeEnsemble):
             )
         return np.asarray(encoded, dtype=np.int64), len(self.classes_)
 
+    def _fitted_targets(self, y):
+        """Class indices into ``classes_``; labels the model was not fitted on
+        are an error (any subset of ``classes_`` is fine)."""
+        y = np.asarray(y)
+        if y.ndim != 1:
+            raise ValueError(f"y must be one-dimensional for a classifier, got shape {y.shape}.")
+        idx = np.clip(np.searchsorted(self.classes_, y), 0, len(self.classes_) - 1)
+        unknown = self.classes_[idx] != y
+        if np.any(unknown):
+            raise ValueError(
+                f"y contains labels the estimator was not fitted on: "
+                f"{np.unique(y[unknown])[:5].tolist()}; classes_ is {self.classes_.tolist()}."
+            )
+        return idx.astype(np.int64)
+
     def _loss(self, output, target):
         return F.cross_entropy(output, target, reduction="none")
 
@@ -1073,6 +1093,15 @@ class SoftTreeEnsembleRegressor(RegressorMixin, _BaseSoftTreeEnsemble):
         scale = np.sqrt(np.average((y2 - self.y_mean_) ** 2, axis=0, weights=w))
         self.y_scale_ = np.where(scale > 0, scale, 1.0)
         return ((y2 - self.y_mean_) / self.y_scale_).astype(np.float32), y2.shape[1]
+
+    def _fitted_targets(self, y):
+        """Targets standardized with the fitted ``y_mean_`` and ``y_scale_``."""
+        y2 = np.asarray(y, dtype=np.float64).reshape(len(y), -1)
+        if y2.shape[1] != self.n_outputs_:
+            raise ValueError(
+                f"y has {y2.shape[1]} targets, but the estimator was fitted on {self.n_outputs_}."
+            )
+        return (y2 - self.y_mean_) / self.y_scale_
 
     def _loss(self, output, target):
         return ((output - target) ** 2).mean(dim=1)

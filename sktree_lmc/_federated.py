@@ -108,11 +108,7 @@ def _shard_loss(merged, data):
     X, y, sample_weight = data
     w = np.ones(len(y)) if sample_weight is None else np.asarray(sample_weight, dtype=np.float64)
     out = torch.as_tensor(merged._raw_output(X))
-    if hasattr(merged, "classes_"):
-        target = torch.as_tensor(np.searchsorted(merged.classes_, y))
-    else:
-        y2 = np.asarray(y, dtype=np.float64).reshape(len(y), -1)
-        target = torch.as_tensor((y2 - merged.y_mean_) / merged.y_scale_)
+    target = torch.as_tensor(merged._fitted_targets(y))
     loss = merged._loss(out, target).numpy()
     return float(np.dot(w, loss)), float(w.sum())
 
@@ -304,9 +300,9 @@ class _DaskShards:
 
 
 def _server_step(merged_params, previous, velocity, momentum, learning_rate, arch):
-    """Server optimizer step (FedAvgM): ``v = momentum * v + (merged - previous)``,
-    new model ``previous + learning_rate * v``, with ``merged`` first aligned
-    to ``previous``.
+    """Server optimizer step (FedAvgM): ``v = momentum * v + (merged - previous)``
+    (``v`` is ``None`` before the first step), new model
+    ``previous + learning_rate * v``, with ``merged`` first aligned to ``previous``.
 
     Returns the new parameters, the new velocity and the alignment applied
     to ``merged``.
@@ -314,15 +310,10 @@ def _server_step(merged_params, previous, velocity, momentum, learning_rate, arc
     from ._matching import weight_matching
 
     alignment = weight_matching(previous, merged_params, arch)
-    aligned = alignment.apply(merged_params)
-    arrays = []
-    new_velocity = []
-    for name, v in zip(("split_weight", "split_bias", "leaf_value"), velocity):
-        delta = getattr(aligned, name).astype(np.float64) - getattr(previous, name)
-        v = momentum * v + delta
-        new_velocity.append(v)
-        arrays.append(getattr(previous, name) + learning_rate * v)
-    return TreeParams(*arrays), new_velocity, alignment
+    delta = alignment.apply(merged_params).astype(np.float64) - previous
+    velocity = delta if velocity is None else momentum * velocity + delta
+    new = previous + learning_rate * velocity
+    return TreeParams(new.split_weight, new.split_bias, new.leaf_value), velocity, alignment
 
 
 def run_rounds(shards, clones, weights, merge, *, n_rounds, keep_optimizer=True,
@@ -403,9 +394,6 @@ def run_rounds(shards, clones, weights, merge, *, n_rounds, keep_optimizer=True,
                 server_learning_rate, merged.architecture_)
             merged.tree_params_ = params
         previous = merged.tree_params_
-        if velocity is None:
-            velocity = [np.zeros(a.shape) for a in
-                        (previous.split_weight, previous.split_bias, previous.leaf_value)]
         entry = {"round": r + 1, "train_loss": shards.loss(merged), "validation_loss": None,
                  "bytes_sent": sent, "bytes_received": received,
                  "wall_time": time.perf_counter() - start_time}

@@ -18,7 +18,6 @@ otherwise (matrix-free), so deep trees and many rows never build the full
 
 from __future__ import annotations
 
-import copy
 from numbers import Integral, Real
 
 import numpy as np
@@ -27,6 +26,7 @@ from scipy.optimize import minimize
 from sklearn.utils._param_validation import Interval, validate_params
 from sklearn.utils.validation import _check_sample_weight, check_is_fitted, validate_data
 
+from ._bridge import with_params
 from ._device import prediction_device
 from ._estimators import _as_tensor, _BaseSoftTreeEnsemble
 from ._forward import SoftTreeEnsembleModule
@@ -39,31 +39,6 @@ _CHUNK_BYTES = 32 * 2**20
 #: Features up to this size are computed once and kept; larger ones are
 #: recomputed in chunks at every evaluation of the objective.
 _FEATURE_CACHE_BYTES = 256 * 2**20
-
-
-def _encode(estimator, y):
-    """Targets in the form ``estimator._loss`` expects (class indices, or
-    standardized regression targets), without touching ``estimator``."""
-    if hasattr(estimator, "classes_"):
-        y = np.asarray(y)
-        if y.ndim != 1:
-            raise ValueError(f"y must be one-dimensional for a classifier, got shape {y.shape}.")
-        classes = estimator.classes_
-        idx = np.searchsorted(classes, y)
-        idx = np.clip(idx, 0, len(classes) - 1)
-        unknown = classes[idx] != y
-        if np.any(unknown):
-            raise ValueError(
-                f"y contains labels the estimator was not fitted on: "
-                f"{np.unique(y[unknown])[:5].tolist()}; classes_ is {classes.tolist()}."
-            )
-        return torch.as_tensor(idx.astype(np.int64))
-    y2 = np.asarray(y, dtype=np.float64).reshape(len(y), -1)
-    if y2.shape[1] != estimator.n_outputs_:
-        raise ValueError(
-            f"y has {y2.shape[1]} targets, but the estimator was fitted on {estimator.n_outputs_}."
-        )
-    return torch.as_tensor((y2 - estimator.y_mean_) / estimator.y_scale_)
 
 
 class _LeafObjective:
@@ -207,7 +182,7 @@ def refit_leaves(estimator, X, y, sample_weight=None, *, alpha=1e-4, max_iter=50
     X = validate_data(estimator, X, reset=False, dtype=[np.float32, np.float64])
     if len(y) != X.shape[0]:
         raise ValueError(f"X has {X.shape[0]} rows but y has {len(y)}.")
-    target = _encode(estimator, y)
+    target = torch.as_tensor(estimator._fitted_targets(y))
     sample_weight = _check_sample_weight(
         sample_weight, X, dtype=np.float64, ensure_non_negative=True
     )
@@ -227,8 +202,7 @@ def refit_leaves(estimator, X, y, sample_weight=None, *, alpha=1e-4, max_iter=50
     f_new, _ = objective(leaves.astype(np.float64).ravel())
     if not f_new <= f_start:  # rounding, or a solver failure: keep the current leaves
         leaves, f_new = params.leaf_value.copy(), f_start
-    refitted = copy.deepcopy(estimator)
-    refitted.tree_params_ = TreeParams(params.split_weight.copy(), params.split_bias.copy(), leaves)
+    refitted = with_params(estimator, TreeParams(params.split_weight, params.split_bias, leaves))
     if not return_info:
         return refitted
     info = {"objective_start": f_start, "objective": f_new, "n_iter": int(result.nit),

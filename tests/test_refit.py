@@ -73,7 +73,7 @@ def test_refit_after_merge_keeps_splits_and_lowers_the_objective(arch):
     assert end < start - 1e-3
     # and the refitted leaves are (near) the optimum: the gradient is small
     _, grad = refit_module._LeafObjective(
-        refitted, X, refit_module._encode(refitted, Y), np.ones(len(X)), 1e-4, "cpu"
+        refitted, X, torch.as_tensor(refitted._fitted_targets(Y)), np.ones(len(X)), 1e-4, "cpu"
     )(refitted.tree_params_.leaf_value.astype(np.float64).ravel())
     assert np.abs(grad).max() < 1e-3
 
