@@ -39,7 +39,7 @@ from scipy.optimize import linear_sum_assignment
 
 from ._architectures import SymmetryOps, _ops_from_node_ops
 from ._device import resolve_device
-from ._oblivious import oblivious_search
+from ._oblivious import exhaustive_cost, exhaustive_search, oblivious_search
 
 __all__ = [
     "Alignment",
@@ -306,17 +306,24 @@ def _dp_traceback(choices, depth):
 #: Seconds per bottom-level node pair of the flip dynamic program (one core,
 #: measured at depth 10, F=16: 13.5 s CPU for 64 x 64 tree pairs of 2**18 node pairs).
 _DP_SECONDS_PER_ENTRY = 1.3e-8
-#: Estimated single-core running time beyond which the dynamic program refuses to start.
+#: Seconds per work unit (``D! * 4**D`` per tree pair) of the exhaustive search of
+#: oblivious trees, rounded up from one core under load: 1.9e-11 at depth 5,
+#: 5.3e-11 at depth 6, 3.0e-11 at depth 7 (F=16, C=2).
+_EXHAUSTIVE_SECONDS_PER_UNIT = 1e-10
+#: Estimated single-core running time beyond which an exact search refuses to start.
 MAX_DP_SECONDS = 900.0
 
 
 def dp_cost(arch, n_pairs):
-    """Estimated single-core seconds and peak bytes of the flip dynamic program.
+    """Estimated single-core seconds and peak bytes of an exact search over the group.
+
+    The flip dynamic program of non-oblivious trees, or the exhaustive search of
+    oblivious trees (:func:`sktree_lmc._oblivious.exhaustive_search`).
 
     Parameters
     ----------
     arch : TreeArchitecture
-        A non-oblivious architecture.
+        A non-oblivious or oblivious architecture.
     n_pairs : int
         Tree pairs to score (``Ma * Mb`` for a table, ``M`` for matched pairs).
 
@@ -326,22 +333,30 @@ def dp_cost(arch, n_pairs):
     peak_bytes : int
         Work arrays of one chunk (the computation is chunked over tree pairs).
     """
+    if arch.level_search:
+        return exhaustive_cost(arch.depth, n_pairs) * _EXHAUSTIVE_SECONDS_PER_UNIT, _CHUNK_BYTES
     entries = 4 ** (arch.depth - 1)  # bottom-level node pairs per tree pair
     per_pair = entries * 8 * 5  # keep, swap, V, a temporary and the flip choices
     return n_pairs * entries * _DP_SECONDS_PER_ENTRY, max(per_pair, _CHUNK_BYTES)
 
 
 def check_dp_cost(arch, n_pairs):
-    """Raise ValueError with the estimate when the dynamic program is beyond reach."""
+    """Raise ValueError with the estimate when an exact search is beyond reach."""
     seconds, peak = dp_cost(arch, n_pairs)
     if seconds > MAX_DP_SECONDS:
+        if arch.level_search:
+            what = (f"Exhaustive matching of {n_pairs} pairs of oblivious trees of depth "
+                    f"{arch.depth}")
+            work = f"{exhaustive_cost(arch.depth, n_pairs):.2e} work units"
+        else:
+            what = (f"Exact flip matching of {n_pairs} pairs of non_oblivious trees of depth "
+                    f"{arch.depth}")
+            work = f"{4 ** (arch.depth - 1) * n_pairs:.2e} node pairs"
         raise ValueError(
-            f"Exact flip matching of {n_pairs} pairs of non_oblivious trees of depth "
-            f"{arch.depth} would take about {seconds / 60:.0f} min on one core "
-            f"({4 ** (arch.depth - 1) * n_pairs:.2e} node pairs, {peak / 2**20:.0f} MiB of work "
-            f"arrays); the limit is {MAX_DP_SECONDS / 60:.0f} min "
-            "(sktree_lmc._matching.MAX_DP_SECONDS). Use fewer trees, a smaller depth, or "
-            "invariances='perm'."
+            f"{what} would take about {seconds / 60:.0f} min on one core "
+            f"({work}, {peak / 2**20:.0f} MiB of work arrays); the limit is "
+            f"{MAX_DP_SECONDS / 60:.0f} min (sktree_lmc._matching.MAX_DP_SECONDS). Use fewer "
+            "trees, a smaller depth, or invariances='perm'."
         )
 
 
@@ -363,7 +378,12 @@ def _dp_table(theta_a, leaves_a, theta_b, leaves_b, depth):
 #: Oblivious trees at least this deep are searched level by level
 #: (:mod:`sktree_lmc._oblivious`) instead of scoring the enumerated group.
 _LEVEL_SEARCH_FROM_DEPTH = 5
-#: Tree-pair tables of oblivious trees are exact when ``Ma * Mb * 4**D`` is at most this.
+#: Tree-pair tables of oblivious trees are exhaustive (exact) through this depth.
+_EXHAUSTIVE_TABLE_DEPTH = 6
+#: Matched pairs of oblivious trees are searched exhaustively through this depth
+#: (0.6 s for 256 pairs at depth 7), by branch and bound beyond.
+_EXHAUSTIVE_PAIRS_DEPTH = 7
+#: Deeper tables are exact (searched as matched pairs) when ``Ma * Mb * 4**D`` is at most this.
 _EXACT_TABLE_BUDGET = 1 << 24
 
 
@@ -374,45 +394,45 @@ def _uses_level_search(arch):
 def _level_search(theta_a, leaves_a, theta_b, leaves_b, arch, exact=True):
     """Best level order and signs for aligned pairs of oblivious trees.
 
-    Exact (branch and bound) for every pair whose search fits the frontier
-    budget; the others fall back to scoring the enumerated group when it exists
-    (depth <= 6), else keep the local-search optimum. Returns (perm, sign, score).
+    Exhaustive through depth 7 (:func:`~sktree_lmc._oblivious.exhaustive_search`);
+    deeper, the branch and bound's optimum for every pair whose search fits its
+    budget, else the local-search optimum. ``exact=False``: the seed (an
+    assignment over levels, a lower bound). Returns (perm, sign, score).
     """
     G = torch.bmm(theta_a, theta_b.transpose(1, 2))
-    perm, sign, score, certified = oblivious_search(G, leaves_a, leaves_b, exact=exact,
-                                                    max_iter=0)
-    todo = (~certified).nonzero()[:, 0]
-    if not exact or arch.ops is None:
-        return perm, sign, score
-    step = max(1, _CHUNK_BYTES // (8 * leaves_a[0].numel() * len(arch.ops)))
-    for s in range(0, len(todo), step):
-        rows = todo[s:s + step]
-        cand = _enumerated_scores(theta_a[rows], leaves_a[rows], theta_b[rows], leaves_b[rows],
-                                  arch.ops, True)
-        best = cand.argmax(dim=1).cpu().numpy()
-        perm[rows] = torch.as_tensor(arch.ops.perm[best], device=perm.device)
-        sign[rows] = torch.as_tensor(arch.ops.sign[best], dtype=sign.dtype, device=sign.device)
-        score[rows] = cand.max(dim=1).values
+    if exact and arch.depth <= _EXHAUSTIVE_PAIRS_DEPTH:
+        check_dp_cost(arch, len(G))
+        return exhaustive_search(G, leaves_a, leaves_b)
+    perm, sign, score, _ = oblivious_search(G, leaves_a, leaves_b, exact=exact, max_iter=0)
     return perm, sign, score
 
 
 def _level_search_table(theta_a, leaves_a, theta_b, leaves_b, arch):
     """(Ma, Mb) table of the best similarities of oblivious trees, chunked over pairs.
 
-    Exact (branch and bound) when ``Ma * Mb * 4**D <= 2**24`` (about 20 s on
-    one core), else the seed of every pair, the assignment over levels (a lower
-    bound of the exact maximum, measured within 1% of it per pair and 0.06%
-    on average at depths 6 to 8)."""
+    Exact through depth 6 (exhaustive: about 10 s on one core for 256 x 256
+    trees of depth 6; ValueError with the estimate beyond 15 min), and deeper
+    when ``Ma * Mb * 4**D <= 2**24``; else the seed of every pair, the
+    assignment over levels (a lower bound of the exact maximum, measured within
+    1% of it per pair and 0.06% on average at depths 6 to 8)."""
     Ma, Mb = len(theta_a), len(theta_b)
-    exact = Ma * Mb * 4 ** arch.depth <= _EXACT_TABLE_BUDGET
+    D = arch.depth
+    exhaustive = D <= _EXHAUSTIVE_TABLE_DEPTH
+    if exhaustive:
+        check_dp_cost(arch, Ma * Mb)
+    exact = exhaustive or Ma * Mb * 4 ** D <= _EXACT_TABLE_BUDGET
     L, C = leaves_a.shape[1:]
-    pairs = max(1, _CHUNK_BYTES // (8 * (2 * L * C + 8 * arch.depth ** 2)) // 4)
+    pairs = max(1, _CHUNK_BYTES // (8 * (2 * L * C + 8 * D ** 2)) // 4)
     out = torch.empty(Ma * Mb, dtype=torch.float64, device=theta_a.device)
     for s in range(0, Ma * Mb, pairs):
         idx = torch.arange(s, min(s + pairs, Ma * Mb), device=theta_a.device)
         ia, ib = idx // Mb, idx % Mb
-        out[idx] = _level_search(theta_a[ia], leaves_a[ia], theta_b[ib], leaves_b[ib], arch,
-                                 exact=exact)[2]
+        if exhaustive:
+            G = torch.bmm(theta_a[ia], theta_b[ib].transpose(1, 2))
+            out[idx] = exhaustive_search(G, leaves_a[ia], leaves_b[ib], with_ops=False)[2]
+        else:
+            out[idx] = _level_search(theta_a[ia], leaves_a[ia], theta_b[ib], leaves_b[ib],
+                                     arch, exact=exact)[2]
     return out.reshape(Ma, Mb).cpu().numpy()
 
 
@@ -431,9 +451,11 @@ def pairwise_tree_similarity(params_a, params_b, arch, *, invariances="all", wei
         maximum over the architecture's symmetry group. Exact for decision
         lists, for non-oblivious trees (dynamic program; a request estimated
         above 15 min on one core raises ValueError with the estimate) and for
-        oblivious trees through depth 4 (every op scored). Oblivious trees of
-        depth 5 or more are searched without enumerating the group
-        (:mod:`sktree_lmc._oblivious`): exact (branch and bound) when
+        oblivious trees through depth 6 (every op scored; from depth 5
+        through the Walsh-Hadamard form of :mod:`sktree_lmc._oblivious`,
+        about 10 s on one core for 256 x 256 trees of depth 6, and a
+        ValueError with the estimate beyond 15 min). Deeper oblivious trees
+        are searched without enumerating the group: exact when
         ``M_a * M_b * 4**depth <= 2**24``, else each entry is the seed of the
         search (the assignment over levels), a lower bound of the maximum
         (measured within 1% of it per pair, 0.06% on average).
@@ -501,11 +523,11 @@ def best_ops_for_pairs(params_a, params_b, arch, *, weighting=True, device="cpu"
 
     Exact for every architecture, with two caveats at depth: non-oblivious
     requests estimated above 15 min on one core raise ValueError with the
-    estimate, and for oblivious trees of depth 5 or more the op of a pair is
+    estimate, and for oblivious trees of depth 8 or more the op of a pair is
     the branch-and-bound optimum when the search fits its budget, else the
-    local-search optimum (at depth <= 6: the enumerated group's optimum).
-    Measured on random pairs, every pair was certified through depth 8, 98%
-    at depth 9 and 94% at depth 10.
+    local-search optimum (measured on random pairs: every pair certified at
+    depth 8, 98% at depth 9, 94% at depth 10). Through depth 7 every op of
+    the group is scored (0.6 s for 256 pairs of depth 7 on one core).
 
     Parameters
     ----------
@@ -604,7 +626,7 @@ def weight_matching(params_a, params_b, arch, *, invariances="all", weighting=Tr
 
     The tree pairing and the op of each matched pair are exact as described
     in :func:`pairwise_tree_similarity` and :func:`best_ops_for_pairs` (exact
-    everywhere except large tables of oblivious trees of depth >= 5, whose
+    everywhere except large tables of oblivious trees of depth >= 7, whose
     entries are tight lower bounds, and budget-limited pairs at depth >= 9).
 
     Parameters

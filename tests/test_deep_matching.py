@@ -26,7 +26,7 @@ from sktree_lmc import (
 )
 from sktree_lmc._forward import reference_forward
 from sktree_lmc._matching import _tensors
-from sktree_lmc._oblivious import leaf_perm, oblivious_search
+from sktree_lmc._oblivious import exhaustive_search, leaf_perm, oblivious_search
 
 ARCHS = ["non_oblivious", "oblivious", "decision_list", "decision_list_modified"]
 
@@ -83,6 +83,73 @@ def test_level_search_equals_exhaustive(depth, kind):
     # the whole table: exact at this size, so it equals the enumerated group's maximum
     S = pairwise_tree_similarity(pa, pb, arch)
     assert_allclose(np.diag(S), ref.numpy(), rtol=1e-10, atol=1e-10)
+
+
+@pytest.mark.parametrize(
+    "depth, kind",
+    # random pairs at depth 7: test_level_search_at_depth_7_matches_brute_force
+    [(d, k) for d in range(1, 7) for k in ("random", "fitted", "tied")]
+    + [(7, "fitted"), (7, "tied")],
+)
+def test_exhaustive_search_equals_brute_force(depth, kind):
+    """The Walsh-Hadamard form scores every op: its maximum and op equal brute force."""
+    arch = get_architecture("oblivious", depth)
+    rng = np.random.RandomState(depth)
+    if kind == "fitted":
+        pa, pb = fitted_pair("oblivious", depth, n_trees=3)
+    else:
+        pa, pb = (random_params(arch, 3, 4, 2, rng) for _ in range(2))
+    if kind == "tied":  # b is a transformed copy of a: the maximum is |a|^2, reached by the inverse
+        pb = pa.apply_ops(random_ops(arch, 3, random_state=depth))
+    ta, la = _tensors(pa, arch, True, "cpu")
+    tb, lb = _tensors(pb, arch, True, "cpu")
+    ref = exhaustive_oblivious(ta, la, tb, lb)
+    G = torch.bmm(ta, tb.transpose(1, 2))
+    perm, sign, score = exhaustive_search(G, la, lb)
+    assert_allclose(score.numpy(), ref.numpy(), rtol=1e-12, atol=1e-12)
+    lp = leaf_perm(perm, sign, depth)
+    node = (torch.gather(G, 2, perm[..., None])[..., 0] * sign).sum(1)
+    leaf = (la * torch.gather(lb, 1, lp[..., None].expand_as(lb))).sum((1, 2))
+    assert_allclose((node + leaf).numpy(), ref.numpy(), rtol=1e-12, atol=1e-12)
+    if kind == "tied":
+        assert_allclose(score.numpy(), ((ta * ta).sum((1, 2)) + (la * la).sum((1, 2))).numpy(),
+                        rtol=1e-12)
+    _, none_sign, score_only = exhaustive_search(G, la, lb, with_ops=False)
+    assert none_sign is None and torch.equal(score_only, score)
+
+
+@pytest.mark.parametrize("depth", [5, 6])
+def test_large_tables_exact_through_depth_6(depth):
+    """Every entry of a table too large for the branch and bound (the old 2**24
+    rule) equals the brute-force maximum of its pair, off the diagonal too."""
+    from sktree_lmc import _matching
+
+    arch = get_architecture("oblivious", depth)
+    rng = np.random.RandomState(depth)
+    pa, pb = (random_params(arch, 5, 3, 2, rng) for _ in range(2))
+    old_budget = _matching._EXACT_TABLE_BUDGET
+    try:
+        _matching._EXACT_TABLE_BUDGET = 0  # this table counts as large
+        S = pairwise_tree_similarity(pa, pb, arch)
+    finally:
+        _matching._EXACT_TABLE_BUDGET = old_budget
+    ta, la = _tensors(pa, arch, True, "cpu")
+    tb, lb = _tensors(pb, arch, True, "cpu")
+    ia, ib = np.divmod(np.arange(25), 5)
+    ref = exhaustive_oblivious(ta[ia], la[ia], tb[ib], lb[ib]).reshape(5, 5)
+    assert_allclose(S, ref.numpy(), rtol=1e-12, atol=1e-12)
+
+
+def test_oblivious_exhaustive_table_beyond_reach_raises_with_estimate():
+    from sktree_lmc._matching import MAX_DP_SECONDS, dp_cost
+
+    arch = get_architecture("oblivious", 6)
+    assert dp_cost(arch, 256 * 256)[0] < 60 < MAX_DP_SECONDS < dp_cost(arch, 2000 * 2000)[0]
+    rng = np.random.RandomState(0)
+    pa, pb = (random_params(arch, 2000, 1, 1, rng) for _ in range(2))
+    with pytest.raises(ValueError, match=r"Exhaustive matching of 4000000 pairs of oblivious "
+                                         r"trees of depth 6 would take about \d+ min"):
+        pairwise_tree_similarity(pa, pb, arch)
 
 
 def test_level_search_at_depth_7_matches_brute_force():
