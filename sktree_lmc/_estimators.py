@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import inspect
 import sys
 import warnings
 from numbers import Integral, Real
@@ -613,8 +614,17 @@ class _BaseSoftTreeEnsemble(BaseEstimator):
         return state
 
     def __setstate__(self, state):
-        """Restore a pickled state (of this version, or one storing the objects)."""
+        """Restore a pickled state (of this version, or one storing the objects).
+
+        A hyperparameter added after the state was written (``class_weight``,
+        ``n_threads``, ``warm_start``, ...) takes its default, which reproduces
+        the behaviour of the version that wrote it, so that ``get_params``,
+        ``clone`` and merging work on models pickled by an older version.
+        """
         state = dict(state)
+        for name, param in inspect.signature(type(self).__init__).parameters.items():
+            if name != "self" and param.default is not inspect.Parameter.empty:
+                state.setdefault(name, param.default)
         arch = state.get("architecture_")
         if isinstance(arch, (tuple, list)):
             name, depth = arch

@@ -241,6 +241,37 @@ def test_pickles_of_the_object_form_still_load(monkeypatch, blobs3):
     assert_array_equal(back.predict_proba(X), est.predict_proba(X))
 
 
+@pytest.mark.parametrize("Est", [SoftTreeEnsembleClassifier, SoftTreeEnsembleRegressor])
+def test_pickles_missing_newer_hyperparameters_clone_and_merge(monkeypatch, blobs3, Est):
+    """A model pickled by a version without some hyperparameters (here class_weight,
+    n_threads and warm_start) gets their defaults on load: get_params, clone and
+    merging work, and it predicts as before."""
+    from sktree_lmc import merge_estimators
+    from sktree_lmc._estimators import _BaseSoftTreeEnsemble
+
+    X, y = blobs3
+    est = Est(n_estimators=4, max_epochs=2, device="cpu", random_state=0).fit(X, y)
+    newer = [k for k in ("class_weight", "n_threads", "warm_start") if k in est.get_params()]
+    assert len(newer) >= 2
+    plain = _BaseSoftTreeEnsemble.__getstate__
+
+    def old_getstate(self):
+        state = plain(self)
+        for k in newer:
+            state.pop(k)
+        return state
+
+    with monkeypatch.context() as m:
+        m.setattr(_BaseSoftTreeEnsemble, "__getstate__", old_getstate)
+        old = pickle.dumps(est)
+    back = pickle.loads(old)
+    assert back.get_params() == est.get_params()
+    assert clone(back).get_params() == est.get_params()
+    assert_array_equal(back.predict(X), est.predict(X))
+    merged = merge_estimators(back, est)
+    assert merged.predict(X).shape == (len(X),)
+
+
 @pytest.mark.skipif(torch.cuda.is_available(), reason="tests the CPU-only fallback")
 def test_model_configured_for_cuda_predicts_on_a_cpu_only_machine(binary):
     """What a CPU-only machine sees of a model pickled after a GPU fit: the state is
