@@ -100,11 +100,7 @@ def fitted(out, dataset, arch, depth, M, lr, seed, epochs, X, y):
 
     path = out / "models" / dataset / f"{arch}_D{depth}_M{M}_lr{lr:g}_s{seed}_e{epochs}.joblib"
     if path.exists():
-        model, fit_s = joblib.load(path)
-        # a model cached by an older version lacks hyperparameters added since: defaults
-        for key, value in SoftTreeEnsembleClassifier().get_params().items():
-            if not hasattr(model, key):
-                setattr(model, key, value)
+        model, fit_s = joblib.load(path)  # older pickles get newer hyperparameters' defaults
         return model, fit_s
     t0 = time.perf_counter()
     model = SoftTreeEnsembleClassifier(arch=arch, depth=depth, n_estimators=M,
