@@ -112,6 +112,16 @@ def fitted(out, dataset, arch, depth, M, lr, seed, epochs, X, y):
     return model, fit_s
 
 
+def append_row(path, columns, row):
+    """Append one row to the CSV at ``path`` (header first when it is new)."""
+    new = not path.exists()
+    with open(path, "a", newline="") as fh:
+        writer = csv.DictWriter(fh, fieldnames=columns)
+        if new:
+            writer.writeheader()
+        writer.writerow(row)
+
+
 def done_keys(path):
     if not path.exists():
         return set()
@@ -146,12 +156,7 @@ def run_pair(out, csv_path, dataset, arch, depth, M, pair, epochs, data, done):
                    train_acc_a=round(acc[0][0], 3), train_acc_b=round(acc[0][-1], 3),
                    test_acc_a=round(acc[1][0], 3), test_acc_b=round(acc[1][-1], 3),
                    fit_a_s=round(fit_a, 2), fit_b_s=round(fit_b, 2))
-        new = not csv_path.exists()
-        with open(csv_path, "a", newline="") as fh:
-            writer = csv.DictWriter(fh, fieldnames=COLUMNS)
-            if new:
-                writer.writeheader()
-            writer.writerow(row)
+        append_row(csv_path, COLUMNS, row)
         print(f"{dataset} {arch} D={depth} pair {pair} {name}: align {align_s:.2f} s, "
               f"barrier train {row['train_barrier']:.2f} test {row['test_barrier']:.2f}",
               flush=True)
@@ -233,12 +238,7 @@ def run_refit(out, csv_path, dataset, arch, depth, M, pair, epochs, data):
                    acc_a=round(acc[0], 3), acc_b=round(acc[1], 3), merged=round(acc[2], 3),
                    refit=round(acc[3], 3), barrier_merged=round(max(line - acc[2], 0), 3),
                    barrier_refit=round(max(line - acc[3], 0), 3), refit_s=round(refit_s, 2))
-        new = not csv_path.exists()
-        with open(csv_path, "a", newline="") as fh:
-            writer = csv.DictWriter(fh, fieldnames=REFIT_COLUMNS)
-            if new:
-                writer.writeheader()
-            writer.writerow(row)
+        append_row(csv_path, REFIT_COLUMNS, row)
         print(row, flush=True)
 
 
