@@ -2,31 +2,61 @@
 
 from __future__ import annotations
 
-import copy
 import dataclasses
 import inspect
-import sys
-import warnings
 from numbers import Integral, Real
-from typing import NamedTuple
 
 import numpy as np
 import torch
 import torch.nn.functional as F
 from scipy.special import log_softmax, softmax
 from sklearn.base import BaseEstimator, ClassifierMixin, RegressorMixin, _fit_context
-from sklearn.exceptions import ConvergenceWarning
 from sklearn.utils import check_random_state
 from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.class_weight import compute_sample_weight
 from sklearn.utils.multiclass import check_classification_targets
-from sklearn.utils.validation import _check_sample_weight, check_is_fitted, validate_data
+from sklearn.utils.validation import (
+    _check_sample_weight,
+    _check_y,
+    check_consistent_length,
+    check_is_fitted,
+    validate_data,
+)
 
 from ._architectures import ARCHITECTURES, TreeArchitecture, get_architecture
 from ._device import DEVICE_CONSTRAINT, prediction_device, resolve_device
+from ._encoding import (
+    NUMERIC_ENCODINGS,
+    TabularEncoder,
+    check_categorical_features,
+    to_columns,
+)
 from ._forward import SoftTreeEnsembleModule, predict_chunked
 from ._params import TreeParams
 from ._threads import limit_threads
+from ._training import (
+    AVERAGING,
+    LR_SCHEDULES,
+    SWA_START,
+    FeatureMask,
+    TrainingHooks,
+    WeightAverage,
+    _as_tensor,
+    _check_finite_epoch,
+    _EarlyStopping,
+    _evaluate_loss,
+    _export_adam_state,
+    _FitTensors,
+    _load_adam_state,
+    _progress,
+    _reference_loss,
+    _report_epoch,
+    _run_epoch,
+    _validation_split,
+    _warn_if_diverged,
+    make_lr_scheduler,
+    resolve_max_features,
+)
 
 __all__ = ["SoftTreeEnsembleClassifier", "SoftTreeEnsembleRegressor"]
 
@@ -77,224 +107,10 @@ def _torch_seed(random_state, offset=0):
     return seed
 
 
-def _export_adam_state(optimizer):
-    """The state of an Adam optimizer over ``(split_weight, split_bias,
-    leaf_value)`` as CPU arrays: ``{"step": int, "exp_avg": TreeParams,
-    "exp_avg_sq": TreeParams}`` (None before the first step)."""
-    state = optimizer.state_dict()["state"]
-    if len(state) != 3:
-        return None
-    moments = {
-        key: TreeParams(*(state[i][key].detach().cpu().numpy().copy() for i in range(3)))
-        for key in ("exp_avg", "exp_avg_sq")
-    }
-    return {"step": int(float(state[0]["step"])), **moments}
-
-
-def _load_adam_state(optimizer, state):
-    """Load a state of :func:`_export_adam_state` into ``optimizer`` (whose
-    hyperparameters, e.g. the learning rate, are kept)."""
-    names = ("split_weight", "split_bias", "leaf_value")
-    full = optimizer.state_dict()
-    full["state"] = {
-        i: {"step": torch.tensor(float(state["step"])),
-            "exp_avg": torch.from_numpy(np.array(getattr(state["exp_avg"], name))),
-            "exp_avg_sq": torch.from_numpy(np.array(getattr(state["exp_avg_sq"], name)))}
-        for i, name in enumerate(names)
-    }
-    optimizer.load_state_dict(full)
-
-
 def _params_as_dict(params):
     """A :class:`TreeParams` as a plain dict of its three arrays (for pickling)."""
     return {f.name: getattr(params, f.name) for f in dataclasses.fields(TreeParams)}
 
-
-def _as_tensor(array, dtype, device):
-    """``torch.as_tensor``, copying read-only arrays (e.g. memory maps) first,
-    which torch cannot share."""
-    if not array.flags.writeable:
-        array = np.array(array)
-    return torch.as_tensor(array, dtype=dtype, device=device)
-
-
-def _progress(iterable, enabled, desc):
-    """Wrap ``iterable`` in a tqdm progress bar when available and enabled."""
-    if not enabled:
-        return iterable
-    try:
-        from tqdm.auto import tqdm
-    except ImportError:  # pragma: no cover - optional dependency
-        return iterable
-    return tqdm(iterable, desc=desc, leave=False, file=sys.stderr)
-
-
-def _validation_split(n_samples, validation_fraction, generator):
-    """Indices ``(train_idx, val_idx)`` of the early-stopping split.
-
-    ``validation_fraction=None`` (no early stopping) trains on every sample,
-    returns ``val_idx=None`` and draws nothing from ``generator``; otherwise
-    one ``randperm`` of ``generator`` picks the held-out samples.
-
-    Raises
-    ------
-    ValueError
-        If the held-out fraction leaves no training samples.
-    """
-    if validation_fraction is None:
-        return np.arange(n_samples), None
-    n_val = max(1, int(round(validation_fraction * n_samples)))
-    if n_val >= n_samples:
-        raise ValueError("validation_fraction leaves no training samples.")
-    order = torch.randperm(n_samples, generator=generator).numpy()
-    return order[n_val:], order[:n_val]
-
-
-class _FitTensors(NamedTuple):
-    """Training inputs, encoded targets and sample weights, on the fit device."""
-
-    X: torch.Tensor
-    target: torch.Tensor
-    weight: torch.Tensor
-
-    @classmethod
-    def from_arrays(cls, X, target, sample_weight, device):
-        return cls(
-            _as_tensor(X, torch.float32, device),
-            torch.as_tensor(target, device=device),
-            torch.as_tensor(sample_weight, dtype=torch.float32, device=device),
-        )
-
-
-def _train_step(module, optimizer, loss_fn, data, idx):
-    """One Adam step on the weighted mean loss of rows ``idx``; returns the loss."""
-    w = data.weight[idx]
-    loss = (loss_fn(module(data.X[idx]), data.target[idx]) * w).sum() / w.sum().clamp_min(1e-12)
-    optimizer.zero_grad(set_to_none=True)
-    loss.backward()
-    optimizer.step()
-    return float(loss.detach())
-
-
-def _run_epoch(module, optimizer, loss_fn, data, train_idx, batch_size, generator):
-    """One pass over ``train_idx`` in minibatches of a fresh ``generator`` order.
-
-    Returns the mean training loss of the epoch (minibatch losses weighted by
-    minibatch size).
-    """
-    module.train()
-    device = data.X.device
-    train_t = torch.as_tensor(train_idx, device=device)
-    order = train_t[torch.randperm(len(train_idx), generator=generator).to(device)]
-    total, count = 0.0, 0.0
-    for start in range(0, len(order), batch_size):
-        idx = order[start : start + batch_size]
-        total += _train_step(module, optimizer, loss_fn, data, idx) * len(idx)
-        count += len(idx)
-    return total / count
-
-
-def _check_finite_epoch(module, epoch, learning_rate, loss, val_loss=None):
-    """Stop the fit with a ValueError when an epoch ends with a non-finite
-    training or validation loss or parameter: the optimization diverged or
-    overflowed float32, and every later prediction would be NaN."""
-    if not np.isfinite(loss):
-        what = f"the training loss is {loss}"
-    elif val_loss is not None and not np.isfinite(val_loss):
-        what = f"the validation loss is {val_loss}"
-    elif not all(bool(torch.isfinite(p).all()) for p in module.parameters()):
-        what = "the parameters are no longer finite"
-    else:
-        return
-    raise ValueError(
-        f"Training diverged at epoch {epoch + 1}: {what}. Use a lower learning_rate "
-        f"(now {learning_rate!r}), or rescale X (or y)."
-    )
-
-
-#: A fit whose last epoch's loss exceeds this multiple of its reference loss
-#: (see :func:`_reference_loss`) has diverged: finite, but far worse than
-#: where it started and than predicting nothing.
-_DIVERGED_LOSS_FACTOR = 10.0
-
-
-def _reference_loss(module, loss_fn, data, train_idx, batch_size, n_outputs):
-    """The larger of the initial model's loss on the first ``batch_size``
-    training rows and the loss of the all-zero output (uniform probabilities,
-    the weighted mean target) on all of them: the reference of
-    :func:`_warn_if_diverged`, computed before training, with no random draw."""
-    initial = _evaluate_loss(module, loss_fn, data, train_idx[:batch_size])
-    idx = torch.as_tensor(train_idx, device=data.X.device)
-    w = data.weight[idx]
-    zeros = data.X.new_zeros((len(idx), n_outputs))
-    zero_output = float((loss_fn(zeros, data.target[idx]) * w).sum() / w.sum())
-    return max(initial, zero_output)
-
-
-def _warn_if_diverged(loss_curve, reference_loss, learning_rate):
-    """ConvergenceWarning when training ended far worse than it started
-    (finite but diverged: e.g. a learning rate orders of magnitude too high)."""
-    if loss_curve and loss_curve[-1] > _DIVERGED_LOSS_FACTOR * reference_loss:
-        warnings.warn(
-            f"Training diverged: the last epoch's loss {loss_curve[-1]:.4g} is more than "
-            f"{_DIVERGED_LOSS_FACTOR:g} times that of the initial model or of a zero output "
-            f"({reference_loss:.4g}). Use a lower learning_rate (now {learning_rate!r}), "
-            "or rescale X.",
-            ConvergenceWarning,
-            stacklevel=5,  # the caller of fit, through limit_threads and _fit_context
-        )
-
-
-def _evaluate_loss(module, loss_fn, data, idx):
-    """Weighted mean loss of rows ``idx`` in evaluation mode, without gradients."""
-    module.eval()
-    idx = torch.as_tensor(idx, device=data.X.device)
-    with torch.inference_mode():
-        w = data.weight[idx]
-        return float((loss_fn(module(data.X[idx]), data.target[idx]) * w).sum() / w.sum())
-
-
-class _EarlyStopping:
-    """Early-stopping state: best validation loss, its parameters, patience count.
-
-    A validation loss counts as an improvement when it is below the best one
-    by more than ``tol``; training should stop after ``patience`` epochs in a
-    row without one.
-    """
-
-    def __init__(self, tol, patience):
-        self.tol, self.patience = tol, patience
-        self.best_loss, self.best_state, self.no_improve = np.inf, None, 0
-
-    def update(self, val_loss, module):
-        """Record one epoch's validation loss (and ``module``'s state if best)."""
-        if val_loss < self.best_loss - self.tol:
-            self.best_loss, self.no_improve = val_loss, 0
-            self.best_state = copy.deepcopy(module.state_dict())
-        else:
-            self.no_improve += 1
-
-    @property
-    def should_stop(self):
-        return self.no_improve >= self.patience
-
-    def restore_best(self, module):
-        """Load the parameters of the best epoch into ``module`` (if any improved)."""
-        if self.best_state is not None:
-            module.load_state_dict(self.best_state)
-
-
-def _report_epoch(epochs, epoch, max_epochs, loss, val_loss, verbose):
-    """Show one epoch's losses: on the progress bar ``epochs`` when it has one
-    (``verbose=1`` with tqdm), else on stderr when ``verbose`` is set."""
-    message = f"epoch {epoch + 1}/{max_epochs} loss {loss:.5f}"
-    if val_loss is not None:
-        message += f" val_loss {val_loss:.5f}"
-    has_bar = hasattr(epochs, "set_postfix_str")
-    if verbose > 1 or (verbose and not has_bar):
-        print(message, file=sys.stderr)
-    elif has_bar:
-        epochs.set_postfix_str(message)
 
 
 class _BaseSoftTreeEnsemble(BaseEstimator):
@@ -324,27 +140,63 @@ class _BaseSoftTreeEnsemble(BaseEstimator):
             _NumberInterval(Integral, None, -1, closed="right"),
             None,
         ],
+        "numeric_encoding": [StrOptions(set(NUMERIC_ENCODINGS))],
+        "n_bins": [_NumberInterval(Integral, 1, 1024, closed="both")],
+        "categorical_features": [StrOptions({"from_dtype"}), "array-like", None],
+        "max_categories": [_NumberInterval(Integral, 1, None, closed="left")],
+        "lr_schedule": [StrOptions(set(LR_SCHEDULES))],
+        "warmup_fraction": [_NumberInterval(Real, 0, 1, closed="left")],
+        "averaging": [StrOptions(set(AVERAGING)), None],
+        "ema_decay": [_NumberInterval(Real, 0, 1, closed="neither")],
+        "max_features": [
+            StrOptions({"sqrt", "log2"}),
+            _NumberInterval(Integral, 1, None, closed="left"),
+            _NumberInterval(Real, 0, 1, closed="right"),
+            None,
+        ],
+    }
+
+    #: Values that reproduce the behaviour of versions before a hyperparameter
+    #: existed: a model unpickled without it gets this value rather than the
+    #: current default (see :meth:`__setstate__`).
+    _LEGACY_PARAMS = {
+        "numeric_encoding": "none",
+        "categorical_features": None,
+        "lr_schedule": "constant",
+        "warmup_fraction": 0.0,
+        "averaging": None,
+        "max_features": None,
+        "label_smoothing": 0.0,
     }
 
     def __init__(
         self,
         arch="oblivious",
         n_estimators=256,
-        depth=2,
+        depth=4,
         leaf_init="ensemble",
         split_init="fan_in",
         learning_rate=1e-2,
         batch_size=512,
-        max_epochs=50,
-        early_stopping=False,
+        max_epochs=150,
+        early_stopping=True,
         validation_fraction=0.1,
-        n_iter_no_change=5,
+        n_iter_no_change=10,
         tol=1e-4,
         warm_start=False,
         device="auto",
         random_state=None,
         verbose=0,
         n_threads=1,
+        numeric_encoding="piecewise_linear",
+        n_bins=16,
+        categorical_features="from_dtype",
+        max_categories=32,
+        lr_schedule="cosine",
+        warmup_fraction=0.0,
+        averaging="ema",
+        ema_decay=0.995,
+        max_features=0.5,
     ):
         self.arch = arch
         self.n_estimators = n_estimators
@@ -363,6 +215,15 @@ class _BaseSoftTreeEnsemble(BaseEstimator):
         self.random_state = random_state
         self.verbose = verbose
         self.n_threads = n_threads
+        self.numeric_encoding = numeric_encoding
+        self.n_bins = n_bins
+        self.categorical_features = categorical_features
+        self.max_categories = max_categories
+        self.lr_schedule = lr_schedule
+        self.warmup_fraction = warmup_fraction
+        self.averaging = averaging
+        self.ema_decay = ema_decay
+        self.max_features = max_features
 
     # -- hooks for subclasses ---------------------------------------------------
     def _encode_targets(self, y, sample_weight, warm=False):  # pragma: no cover - abstract
@@ -378,6 +239,10 @@ class _BaseSoftTreeEnsemble(BaseEstimator):
         takes (float64 or int64), for losses evaluated outside ``fit``."""
         raise NotImplementedError
 
+    def _check_y(self, y):  # pragma: no cover - abstract
+        """Validated targets (scikit-learn's checks for this kind of estimator)."""
+        raise NotImplementedError
+
     def _target_weights(self, y):
         """Per-sample weight factors that depend on the target (class weights);
         they multiply ``sample_weight``."""
@@ -387,12 +252,14 @@ class _BaseSoftTreeEnsemble(BaseEstimator):
     @_fit_context(prefer_skip_nested_validation=True)
     @limit_threads
     def fit(self, X, y, sample_weight=None):
-        """Fit the ensemble with Adam on minibatches.
+        """Fit the input encoding, then the ensemble with Adam on minibatches.
 
         Parameters
         ----------
-        X : array-like of shape (n_samples, n_features)
-            Training data; NaN or infinite values are rejected.
+        X : array-like or pandas DataFrame of shape (n_samples, n_features)
+            Training data: numeric, categorical (strings, pandas
+            ``category``; see ``categorical_features``) and missing values
+            (NaN, None, ``pd.NA``) are accepted; infinite values are not.
         y : array-like of shape (n_samples,) or (n_samples, n_targets)
             Targets (class labels of any type for the classifier).
         sample_weight : array-like of shape (n_samples,), default=None
@@ -424,6 +291,7 @@ class _BaseSoftTreeEnsemble(BaseEstimator):
         optimizer = torch.optim.Adam(module.parameters(), lr=self.learning_rate)
         if warm and getattr(self, "optimizer_state_", None) is not None:
             _load_adam_state(optimizer, self.optimizer_state_)
+        hooks = self._training_hooks(module, optimizer, generator, device, warm, len(train_idx))
         data = _FitTensors.from_arrays(X, target, sample_weight, device)
         stopper = _EarlyStopping(self.tol, self.n_iter_no_change) if self.early_stopping else None
 
@@ -439,27 +307,55 @@ class _BaseSoftTreeEnsemble(BaseEstimator):
         epochs = _progress(range(self.max_epochs), self.verbose > 0, type(self).__name__)
         for epoch in epochs:
             loss = _run_epoch(
-                module, optimizer, self._loss, data, train_idx, self.batch_size, generator
+                module, optimizer, self._loss, data, train_idx, self.batch_size, generator,
+                hooks,
             )
+            hooks.end_epoch(module, epoch)
             self.loss_curve_.append(loss)
             self.n_epochs_ = first_epoch + epoch + 1
             val_loss = None
             if stopper is not None:
-                val_loss = _evaluate_loss(module, self._loss, data, val_idx)
+                val_loss = _evaluate_loss(hooks.model(module), self._loss, data, val_idx)
                 self.validation_loss_curve_.append(val_loss)
             _check_finite_epoch(module, epoch, self.learning_rate, loss, val_loss)
             if stopper is not None:
-                stopper.update(val_loss, module)
+                stopper.update(val_loss, hooks.model(module))
             _report_epoch(epochs, epoch, self.max_epochs, loss, val_loss, self.verbose)
             if stopper is not None and stopper.should_stop:
                 break
         _warn_if_diverged(self.loss_curve_, reference_loss, self.learning_rate)
+        model = hooks.model(module)
         if stopper is not None:
-            stopper.restore_best(module)
+            stopper.restore_best(model)
         self.architecture_, self.device_, self.n_outputs_ = arch, str(device), n_outputs
-        self.tree_params_ = module.to_params()
+        self.tree_params_ = model.to_params()
         self.optimizer_state_ = _export_adam_state(optimizer) if self.warm_start else None
         return self
+
+    def _training_hooks(self, module, optimizer, generator, device, warm, n_train):
+        """The recipe around each Adam step (see :mod:`._training`): the
+        per-tree feature mask (drawn from ``generator`` for a new model,
+        recovered from the zero weights when warm-started), the learning-rate
+        schedule over this fit's steps, and the weight average."""
+        mask = None
+        if self.max_features is not None:
+            if warm:
+                mask = FeatureMask.from_params(self.tree_params_.split_weight, device)
+            else:
+                groups = self.encoder_.feature_groups_
+                k = resolve_max_features(self.max_features, self.encoder_.n_features_in_)
+                mask = FeatureMask.draw(generator, self.n_estimators, groups, k, device)
+                if mask is not None:
+                    mask.apply(module)
+        steps_per_epoch = -(-n_train // self.batch_size)
+        scheduler = make_lr_scheduler(
+            optimizer, self.lr_schedule, self.warmup_fraction, steps_per_epoch * self.max_epochs
+        )
+        average = None
+        if self.averaging is not None:
+            average = WeightAverage(module, self.averaging, self.ema_decay,
+                                    start_epoch=int(SWA_START * self.max_epochs))
+        return TrainingHooks(scheduler, average, mask)
 
     def _check_warm_start(self):
         """Whether this fit continues from the fitted parameters; raises a clear
@@ -474,13 +370,29 @@ class _BaseSoftTreeEnsemble(BaseEstimator):
                 f"n_estimators) changed from {fitted} to {wanted}. Set warm_start=False to "
                 "fit a new model."
             )
+        enc = self.encoder_
+        fitted = (enc.numeric_encoding, enc.n_bins, enc.max_categories)
+        wanted = (self.numeric_encoding, self.n_bins, self.max_categories)
+        if fitted != wanted:
+            raise ValueError(
+                "warm_start=True continues with the fitted input encoding, but "
+                f"(numeric_encoding, n_bins, max_categories) changed from {fitted} to "
+                f"{wanted}. Set warm_start=False to fit a new model."
+            )
         return True
 
     def _prepare_fit_data(self, X, y, sample_weight, warm=False):
-        """Validate the training data; return ``X``, the encoded target, the
-        float32 sample weights and the number of outputs. With ``warm``, the
-        data must match the fitted model (features, classes or targets)."""
-        X, y = self._validate_fit_data(X, y, reset=not warm)
+        """Validate the training data and encode it (fitting the encoder unless
+        ``warm``); return the encoded ``X``, the encoded target, the float32
+        sample weights and the number of outputs. With ``warm``, the data must
+        match the fitted model (features, classes or targets)."""
+        validate_data(self, X, reset=not warm, skip_check_array=True)
+        columns, by_dtype = to_columns(X)
+        y = self._check_y(y)
+        check_consistent_length(columns[0] if columns else X, y)
+        if not warm:
+            self.encoder_ = self._make_encoder(columns, by_dtype)
+        X = self._encode_columns(self.encoder_.transform(columns))
         sample_weight = _check_sample_weight(
             sample_weight, X, dtype=np.float64, ensure_non_negative=True
         )
@@ -496,6 +408,26 @@ class _BaseSoftTreeEnsemble(BaseEstimator):
         target, n_outputs = self._encode_targets(y, sample_weight, warm)
         return X, target, sample_weight, n_outputs
 
+    def _make_encoder(self, columns, by_dtype):
+        """The input encoder fitted on the training columns."""
+        names = getattr(self, "feature_names_in_", None)
+        categorical = check_categorical_features(
+            self.categorical_features, len(columns), names, by_dtype
+        )
+        encoder = TabularEncoder(self.numeric_encoding, self.n_bins, self.max_categories)
+        return encoder.fit(columns, categorical, names)
+
+    @staticmethod
+    def _encode_columns(X):
+        """Check encoded rows: finite in float32 (the training precision)."""
+        if not np.isfinite(X).all():
+            raise ValueError(
+                "X contains values beyond the float32 range (largest magnitude "
+                f"> {_FLOAT32_MAX:.3g}); the model trains in float32. Rescale X first, "
+                "or use a numeric_encoding other than 'none'."
+            )
+        return X
+
     def _init_module(self, arch, n_features, n_outputs, generator, device, warm=False):
         """The module to train: the fitted parameters with ``warm``, else freshly
         initialized (draws from ``generator``)."""
@@ -506,28 +438,39 @@ class _BaseSoftTreeEnsemble(BaseEstimator):
             leaf_init=self.leaf_init, split_init=self.split_init,
         ).to(device)
 
-    def _validate_fit_data(self, X, y, reset=True):
-        X, y = validate_data(
-            self, X, y, reset=reset, dtype=[np.float32, np.float64], y_numeric=False
-        )
-        _check_float32_range(X, "X")
-        return X, y
+    # -- input --------------------------------------------------------------------
+    def _input_columns(self, X):
+        """Validate prediction input against the fit (feature count and names)
+        and split it into columns for the encoder."""
+        check_is_fitted(self, "tree_params_")
+        validate_data(self, X, reset=False, skip_check_array=True)
+        return to_columns(X)[0]
+
+    def _encoded_input(self, X):
+        """``X`` validated and encoded, float32 of shape ``(n_samples,
+        n_encoded_features)``: the input of the trees (held whole; prediction
+        encodes in chunks instead)."""
+        return self._encode_columns(self.encoder_.transform(self._input_columns(X)))
 
     # -- prediction ---------------------------------------------------------------
     @limit_threads
     def _predict_in_chunks(self, X, method):
-        """Run the inference kernel (:func:`predict_chunked`) on validated ``X``.
+        """Encode ``X`` and run the inference kernel (:func:`predict_chunked`).
 
-        ``method`` is ``"forward"`` or ``"tree_outputs"``. The kernel works in
-        float32 on fixed-size row chunks, so that a row's prediction does not
-        depend on how rows are batched; the result is a float64 array.
+        ``method`` is ``"forward"`` or ``"tree_outputs"``. Rows are encoded in
+        chunks (so an encoded copy of a large input is never held whole); the
+        kernel works in float32 on fixed-size row chunks, so that a row's
+        prediction does not depend on how rows are batched; the result is a
+        float64 array.
         """
-        check_is_fitted(self, "tree_params_")
-        X = validate_data(self, X, reset=False, dtype=[np.float32, np.float64])
-        _check_float32_range(X, "X")
+        columns = self._input_columns(X)
         device = prediction_device(self.device)
         module = SoftTreeEnsembleModule.from_params(self.architecture_, self.tree_params_, device)
-        return predict_chunked(module, X, output=method)
+        outs = [
+            predict_chunked(module, self._encode_columns(chunk), output=method)
+            for _, chunk in self.encoder_.transform_chunks(columns)
+        ]
+        return np.concatenate(outs, axis=0)
 
     def _raw_output(self, X):
         """Ensemble output (before link function), shape (n_samples, n_outputs)."""
@@ -611,20 +554,30 @@ class _BaseSoftTreeEnsemble(BaseEstimator):
             state["optimizer_state_"] = {
                 k: _params_as_dict(v) if isinstance(v, TreeParams) else v for k, v in opt.items()
             }
+        encoder = state.get("encoder_")
+        if isinstance(encoder, TabularEncoder):
+            state["encoder_"] = encoder.to_dict()
         return state
 
     def __setstate__(self, state):
         """Restore a pickled state (of this version, or one storing the objects).
 
         A hyperparameter added after the state was written (``class_weight``,
-        ``n_threads``, ``warm_start``, ...) takes its default, which reproduces
-        the behaviour of the version that wrote it, so that ``get_params``,
-        ``clone`` and merging work on models pickled by an older version.
+        ``n_threads``, ``warm_start``, the input encoding and the training
+        recipe, ...) takes the value that reproduces the behaviour of the
+        version that wrote it (``_LEGACY_PARAMS``, else its default), so that
+        ``get_params``, ``clone`` and merging work on models pickled by an
+        older version; such a model gets the identity input encoding.
         """
         state = dict(state)
         for name, param in inspect.signature(type(self).__init__).parameters.items():
             if name != "self" and param.default is not inspect.Parameter.empty:
-                state.setdefault(name, param.default)
+                state.setdefault(name, self._LEGACY_PARAMS.get(name, param.default))
+        encoder = state.get("encoder_")
+        if isinstance(encoder, dict):
+            state["encoder_"] = TabularEncoder.from_dict(encoder)
+        elif encoder is None and "tree_params_" in state and "n_features_in_" in state:
+            state["encoder_"] = TabularEncoder.identity(int(state["n_features_in_"]))
         arch = state.get("architecture_")
         if isinstance(arch, (tuple, list)):
             name, depth = arch
@@ -642,6 +595,8 @@ class _BaseSoftTreeEnsemble(BaseEstimator):
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
         tags.non_deterministic = False
+        tags.input_tags.allow_nan = True
+        tags.input_tags.categorical = True
         return tags
 
 
@@ -821,28 +776,39 @@ class SoftTreeEnsembleClassifier(ClassifierMixin, _BaseSoftTreeEnsemble):
     _parameter_constraints: dict = {
         **_BaseSoftTreeEnsemble._parameter_constraints,
         "class_weight": [dict, StrOptions({"balanced"}), None],
+        "label_smoothing": [_NumberInterval(Real, 0, 1, closed="left")],
     }
 
     def __init__(
         self,
         arch="oblivious",
         n_estimators=256,
-        depth=2,
+        depth=4,
         leaf_init="ensemble",
         split_init="fan_in",
         learning_rate=1e-2,
         batch_size=512,
-        max_epochs=50,
-        early_stopping=False,
+        max_epochs=150,
+        early_stopping=True,
         validation_fraction=0.1,
-        n_iter_no_change=5,
+        n_iter_no_change=10,
         tol=1e-4,
         warm_start=False,
         device="auto",
         random_state=None,
         verbose=0,
         n_threads=1,
+        numeric_encoding="piecewise_linear",
+        n_bins=16,
+        categorical_features="from_dtype",
+        max_categories=32,
+        lr_schedule="cosine",
+        warmup_fraction=0.0,
+        averaging="ema",
+        ema_decay=0.995,
+        max_features=0.5,
         class_weight=None,
+        label_smoothing=0.0,
     ):
         super().__init__(
             arch=arch, n_estimators=n_estimators, depth=depth, leaf_init=leaf_init,
@@ -850,9 +816,13 @@ class SoftTreeEnsembleClassifier(ClassifierMixin, _BaseSoftTreeEnsemble):
             max_epochs=max_epochs, early_stopping=early_stopping,
             validation_fraction=validation_fraction, n_iter_no_change=n_iter_no_change, tol=tol,
             warm_start=warm_start, device=device, random_state=random_state, verbose=verbose,
-            n_threads=n_threads,
+            n_threads=n_threads, numeric_encoding=numeric_encoding, n_bins=n_bins,
+            categorical_features=categorical_features, max_categories=max_categories,
+            lr_schedule=lr_schedule, warmup_fraction=warmup_fraction, averaging=averaging,
+            ema_decay=ema_decay, max_features=max_features,
         )
         self.class_weight = class_weight
+        self.label_smoothing = label_smoothing
 
     def _target_weights(self, y):
         if self.class_weight is None:
@@ -911,8 +881,13 @@ class SoftTreeEnsembleClassifier(ClassifierMixin, _BaseSoftTreeEnsemble):
             )
         return idx.astype(np.int64)
 
+    def _check_y(self, y):
+        return _check_y(y, estimator=self)
+
     def _loss(self, output, target):
-        return F.cross_entropy(output, target, reduction="none")
+        return F.cross_entropy(
+            output, target, reduction="none", label_smoothing=float(self.label_smoothing)
+        )
 
     def decision_function(self, X):
         """Raw ensemble scores.
@@ -1076,14 +1051,10 @@ class SoftTreeEnsembleRegressor(RegressorMixin, _BaseSoftTreeEnsemble):
     #: into estimators built from parameters (see ``_bridge.with_params``).
     _fitted_private_attrs = ("_y_1d",)
 
-    def _validate_fit_data(self, X, y, reset=True):
-        X, y = validate_data(
-            self, X, y, reset=reset, dtype=[np.float32, np.float64], y_numeric=True,
-            multi_output=True,
-        )
-        _check_float32_range(X, "X")
+    def _check_y(self, y):
+        y = _check_y(y, multi_output=True, y_numeric=True, estimator=self)
         _check_float32_range(np.asarray(y, dtype=np.float64), "y")
-        return X, y
+        return y
 
     def _encode_targets(self, y, sample_weight, warm=False):
         y = np.asarray(y, dtype=np.float64)

@@ -28,7 +28,8 @@ from sklearn.utils.validation import _check_sample_weight, check_is_fitted, vali
 
 from ._bridge import with_params
 from ._device import prediction_device
-from ._estimators import _as_tensor, _BaseSoftTreeEnsemble
+from ._estimators import _BaseSoftTreeEnsemble
+from ._training import _as_tensor
 from ._forward import SoftTreeEnsembleModule
 from ._params import TreeParams
 

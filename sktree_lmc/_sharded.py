@@ -22,7 +22,8 @@ from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import _check_sample_weight, check_is_fitted, validate_data
 
 from ._bridge import combine
-from ._estimators import SoftTreeEnsembleClassifier, _BaseSoftTreeEnsemble, _progress
+from ._estimators import SoftTreeEnsembleClassifier, _BaseSoftTreeEnsemble
+from ._training import _progress
 from ._federated import _DaskShards, _LocalShards, is_dask_collection, run_rounds
 from ._merge import ALIGNER_SHORTCUTS, ModelAligner, check_aligner
 from ._refit import refit_leaves

@@ -30,6 +30,11 @@ os.environ.setdefault("OMP_NUM_THREADS", "1")
 #: Hyperparameters of the tiny models the tests fit: fast, CPU, a few epochs.
 FAST = dict(n_estimators=8, depth=2, max_epochs=3, batch_size=64, device="cpu")
 
+#: The training of the paper (and of versions before the input encoding and the
+#: recipe): raw inputs, constant learning rate, the last weights, every feature.
+PAPER_RECIPE = dict(numeric_encoding="none", lr_schedule="constant", averaging=None,
+                    max_features=None)
+
 
 @pytest.fixture(autouse=True, scope="session")
 def _one_torch_thread():

@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from sktree_lmc._architectures import get_architecture
-from sktree_lmc._estimators import (
+from sktree_lmc._training import (
     _EarlyStopping,
     _evaluate_loss,
     _FitTensors,
@@ -85,11 +85,11 @@ def test_run_epoch_returns_the_size_weighted_mean_of_its_batch_losses(monkeypatc
     seen = []
     losses = iter([1.0, 2.0, 4.0])
 
-    def fake_step(module, optimizer, loss_fn, data, idx):
+    def fake_step(module, optimizer, loss_fn, data, idx, hooks=None):
         seen.append(idx.clone())
         return next(losses)
 
-    monkeypatch.setattr("sktree_lmc._estimators._train_step", fake_step)
+    monkeypatch.setattr("sktree_lmc._training._train_step", fake_step)
     mean = _run_epoch(module, optimizer, _ce, data, np.arange(5, 25), 8, gen)
     assert [len(i) for i in seen] == [8, 8, 4]
     assert np.array_equal(np.sort(torch.cat(seen).numpy()), np.arange(5, 25))
@@ -154,7 +154,7 @@ def test_report_epoch(verbose, capsys):
 
 
 def test_check_finite_epoch_names_the_epoch_and_what_is_not_finite():
-    from sktree_lmc._estimators import _check_finite_epoch
+    from sktree_lmc._training import _check_finite_epoch
 
     module = _setup()[0]
     _check_finite_epoch(module, 0, 0.01, 0.7, 0.8)  # all finite: no error
@@ -176,7 +176,7 @@ def test_warn_if_diverged_compares_the_last_epoch_with_the_initial_loss():
 
     from sklearn.exceptions import ConvergenceWarning
 
-    from sktree_lmc._estimators import _warn_if_diverged
+    from sktree_lmc._training import _warn_if_diverged
 
     with pytest.warns(ConvergenceWarning, match="10 times that of the initial model"):
         _warn_if_diverged([0.5, 20.0, 7.1], 0.7, 1e6)
@@ -188,7 +188,7 @@ def test_warn_if_diverged_compares_the_last_epoch_with_the_initial_loss():
 
 
 def test_reference_loss_is_the_larger_of_the_initial_and_the_zero_output_loss():
-    from sktree_lmc._estimators import _evaluate_loss, _reference_loss
+    from sktree_lmc._training import _evaluate_loss, _reference_loss
 
     module, _, data, _ = _setup()
     rows = np.arange(40)

@@ -1,0 +1,525 @@
+"""Input encoding of the estimators: raw tabular columns in, float32 features out.
+
+A soft split is ``sigmoid(w . x + b)``: linear in its inputs. On raw features
+it therefore depends on their scale (a column in the thousands saturates every
+sigmoid at initialization) and can only threshold one direction of each
+feature. The encoder fitted inside ``fit`` (``encoder_``) turns every column
+into features that a linear split uses well, and handles what a tabular user
+passes without preparing it:
+
+- **numeric columns**, by ``numeric_encoding``:
+
+  - ``"piecewise_linear"``: the degree-1 B-spline ("hat") basis on quantile
+    knots, the piecewise-linear encoding of Gorishniy et al. (2022, "On
+    Embeddings for Numerical Features in Tabular Deep Learning"): with knots
+    ``k_0 < ... < k_T`` (unique quantiles of the column), column ``t`` is the
+    hat function that is 1 at ``k_t`` and 0 at its neighbours; a value is
+    first clipped to ``[k_0, k_T]``. A split then thresholds any
+    piecewise-linear function of the value with those knots, not just the
+    value itself. It is what ``sklearn.preprocessing.SplineTransformer(degree=1,
+    knots=..., extrapolation="constant")`` computes (tested), written here
+    because SplineTransformer needs the same number of distinct knots in every
+    column (a discrete column has fewer distinct quantiles), rejects NaN, and
+    because the encoder must be plain arrays, so that two models' encoders can
+    be compared before merging and exported with the model;
+  - ``"quantile_normal"``: the quantile transform to a standard normal
+    (:class:`~sklearn.preprocessing.QuantileTransformer`), as in the paper's
+    protocol;
+  - ``"standard"``: ``(x - mean) / std``;
+  - ``"none"``: the value itself (the paper's protocol, with its external
+    preprocessing).
+
+- **categorical columns** (``categorical_features``, in
+  :class:`~sklearn.ensemble.HistGradientBoostingClassifier`'s style): one-hot,
+  one column per category among the ``max_categories`` most frequent ones
+  (ties by sorted order), and one "infrequent" column for all the others when
+  the training data had more. A category unseen in ``fit`` is encoded in the
+  infrequent column when there is one, else as all zeros (like a category the
+  model never distinguishes).
+- **missing values** (``NaN``, ``None``, ``pd.NA``, ``pd.NaT``) in any column:
+  the column's features are 0 and a missing-indicator feature is 1. The
+  indicator exists for the columns that had missing values in ``fit``; a value
+  missing at prediction time in another column is encoded as zeros only.
+  Infinite values are an error.
+
+Every input column owns a contiguous range of the output features
+(``feature_groups_``), so that a per-tree feature subset (``max_features``)
+selects input columns with all their features.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from sklearn.preprocessing import QuantileTransformer
+from sklearn.utils.validation import check_array
+
+__all__ = ["NUMERIC_ENCODINGS", "TabularEncoder", "check_categorical_features",
+           "encoders_differ", "to_columns"]
+
+#: The values of ``numeric_encoding``.
+NUMERIC_ENCODINGS = ("piecewise_linear", "quantile_normal", "standard", "none")
+
+#: Rows encoded at once by :meth:`TabularEncoder.transform_chunks`: the encoded
+#: chunk (rows x features, float32) then stays in the order of 10-100 MB.
+ENCODE_CHUNK_ROWS = 16384
+
+
+def _is_dataframe(X):
+    return hasattr(X, "columns") and hasattr(X, "dtypes") and hasattr(X, "iloc")
+
+
+def _missing_mask(values):
+    """Missing entries of an object array: None, float NaN, pd.NA, pd.NaT."""
+    try:
+        import pandas as pd
+    except ImportError:  # pragma: no cover - pandas is optional
+        pass
+    else:
+        return np.asarray(pd.isna(values), dtype=bool)
+    mask = np.zeros(len(values), dtype=bool)
+    for i, v in enumerate(values):  # pragma: no cover - without pandas
+        mask[i] = v is None or (isinstance(v, float) and v != v)
+    return mask
+
+
+def _is_string_like(v):
+    return isinstance(v, (str, bytes, np.str_))
+
+
+def to_columns(X):
+    """Split ``X`` into a list of 1-D column arrays, with their default kinds.
+
+    Parameters
+    ----------
+    X : array-like or pandas DataFrame of shape (n_samples, n_features)
+
+    Returns
+    -------
+    columns : list of ndarray
+        Float64 arrays (missing as NaN) for numeric columns, object arrays
+        otherwise.
+    categorical : ndarray of bool
+        The columns that are categorical by dtype: a pandas ``category``,
+        ``object``, ``string`` or ``bool``-free non-numeric column; in a NumPy
+        object array, a column holding strings.
+    """
+    if _is_dataframe(X):
+        if X.shape[0] < 1:
+            raise ValueError(
+                f"Found array with 0 sample(s) (shape={X.shape}) while a minimum of 1 is "
+                "required."
+            )
+        columns, categorical = [], []
+        for j in range(X.shape[1]):
+            series = X.iloc[:, j]
+            dtype = series.dtype
+            kind = getattr(dtype, "kind", "O")
+            name = str(dtype)
+            if name == "category" or kind in "OSU" or name.startswith("string"):
+                values = series.to_numpy(dtype=object)
+                if name == "category":
+                    columns.append(values)
+                    categorical.append(True)
+                    continue
+                columns.append(values)
+                categorical.append(any(_is_string_like(v) for v in values))
+            elif kind == "c":
+                raise ValueError("Complex data not supported.")
+            else:
+                try:
+                    columns.append(series.to_numpy(dtype=np.float64, na_value=np.nan))
+                except (TypeError, ValueError):
+                    columns.append(series.to_numpy(dtype=object))
+                categorical.append(False)
+        return columns, np.asarray(categorical, dtype=bool)
+    X = check_array(
+        X, dtype=None, ensure_all_finite=False, accept_sparse=False, ensure_2d=True
+    )
+    if X.dtype.kind in "biuf":
+        X = X.astype(np.float64, copy=False)
+        return [X[:, j] for j in range(X.shape[1])], np.zeros(X.shape[1], dtype=bool)
+    if X.dtype.kind in "SU":
+        X = X.astype(object)
+    columns = [X[:, j] for j in range(X.shape[1])]
+    categorical = np.array([any(_is_string_like(v) for v in c) for c in columns], dtype=bool)
+    return columns, categorical
+
+
+def _numeric(values, name):
+    """A column as float64 with missing values as NaN; infinity is an error."""
+    if values.dtype != np.float64:
+        if values.dtype == object:
+            missing = _missing_mask(values)
+            out = np.full(len(values), np.nan)
+            if (~missing).any():
+                try:
+                    out[~missing] = np.asarray(values[~missing].tolist(), dtype=np.float64)
+                except ValueError as exc:
+                    raise ValueError(
+                        f"Column {name} is numeric but holds a value that is not a number "
+                        f"({exc}); declare it in categorical_features."
+                    ) from exc
+            values = out
+        else:
+            values = values.astype(np.float64)
+    if np.isinf(values).any():
+        raise ValueError(
+            f"Input contains infinity in column {name}; missing values (NaN) are accepted, "
+            "infinite ones are not."
+        )
+    return values
+
+
+def check_categorical_features(categorical_features, n_features, feature_names, by_dtype):
+    """The boolean mask of categorical columns, HistGradientBoosting-style.
+
+    Parameters
+    ----------
+    categorical_features : "from_dtype", None, or array-like of int, bool or str
+        ``"from_dtype"``: the columns that are categorical by dtype
+        (``by_dtype``); ``None``: none; indices, a boolean mask of length
+        ``n_features``, or feature names (``X`` must be a DataFrame).
+    n_features : int
+    feature_names : ndarray of str or None
+    by_dtype : ndarray of bool
+
+    Returns
+    -------
+    mask : ndarray of bool of shape (n_features,)
+    """
+    if categorical_features is None:
+        return np.zeros(n_features, dtype=bool)
+    if isinstance(categorical_features, str):
+        if categorical_features != "from_dtype":
+            raise ValueError(
+                "categorical_features must be 'from_dtype', None, or an array-like of "
+                f"indices, booleans or feature names, got {categorical_features!r}."
+            )
+        return np.asarray(by_dtype, dtype=bool)
+    values = np.asarray(categorical_features)
+    if values.ndim != 1:
+        raise ValueError("categorical_features must be one-dimensional.")
+    if values.size == 0:
+        return np.zeros(n_features, dtype=bool)
+    if values.dtype.kind == "b":
+        if values.size != n_features:
+            raise ValueError(
+                f"categorical_features as a boolean mask must have length {n_features} (the "
+                f"number of features), got {values.size}."
+            )
+        return values.copy()
+    if values.dtype.kind in "iu":
+        if values.min() < -n_features or values.max() >= n_features:
+            raise ValueError(
+                f"categorical_features holds indices outside [0, {n_features - 1}]: "
+                f"{values.tolist()}."
+            )
+        mask = np.zeros(n_features, dtype=bool)
+        mask[values] = True
+        return mask
+    if values.dtype.kind in "OU":
+        if feature_names is None:
+            raise ValueError(
+                "categorical_features names columns, but X has no feature names (pass a "
+                "pandas DataFrame)."
+            )
+        names = list(feature_names)
+        missing = [v for v in values if v not in names]
+        if missing:
+            raise ValueError(
+                f"categorical_features names columns that X does not have: {missing}."
+            )
+        mask = np.zeros(n_features, dtype=bool)
+        mask[[names.index(v) for v in values]] = True
+        return mask
+    raise ValueError(
+        "categorical_features must be 'from_dtype', None, or an array-like of indices, "
+        f"booleans or feature names, got dtype {values.dtype}."
+    )
+
+
+def _hat_features(x, knots):
+    """Degree-1 B-spline basis on ``knots`` (unique, sorted) of ``x`` (no NaN),
+    shape ``(len(x), len(knots))``; a single knot gives no feature."""
+    T = len(knots)
+    if T < 2:
+        return np.zeros((len(x), 0), dtype=np.float32)
+    xc = np.clip(x, knots[0], knots[-1])
+    # the interval [k_i, k_{i+1}] that holds each value (the last one closed)
+    i = np.clip(np.searchsorted(knots, xc, side="right") - 1, 0, T - 2)
+    t = (xc - knots[i]) / (knots[i + 1] - knots[i])
+    out = np.zeros((len(x), T), dtype=np.float32)
+    rows = np.arange(len(x))
+    out[rows, i] = 1.0 - t
+    out[rows, i + 1] += t
+    return out
+
+
+def _knots(x, n_bins):
+    """Unique quantiles of the finite values ``x`` at ``n_bins + 1`` levels."""
+    if x.size == 0:
+        return np.zeros(0)
+    q = np.quantile(x, np.linspace(0.0, 1.0, n_bins + 1), method="linear")
+    return np.unique(q)
+
+
+class TabularEncoder:
+    """Fitted input encoding of a soft tree ensemble (see the module docstring).
+
+    Built by the estimators' ``fit`` (``encoder_``); its state is plain
+    arrays, so that two encoders compare with :func:`encoders_differ`.
+
+    Parameters
+    ----------
+    numeric_encoding : {"piecewise_linear", "quantile_normal", "standard", "none"}
+    n_bins : int
+        Quantile bins of the piecewise-linear encoding (``n_bins + 1`` knots
+        before removing duplicates).
+    max_categories : int
+        Most frequent categories kept per categorical column.
+    """
+
+    def __init__(self, numeric_encoding="piecewise_linear", n_bins=16, max_categories=32):
+        self.numeric_encoding = numeric_encoding
+        self.n_bins = n_bins
+        self.max_categories = max_categories
+
+    # -- fitting ------------------------------------------------------------------
+    def fit(self, columns, categorical, names=None):
+        """Fit on the column arrays of :func:`to_columns`.
+
+        Parameters
+        ----------
+        columns : list of ndarray
+        categorical : ndarray of bool
+            Which columns are categorical.
+        names : sequence of str, default=None
+            Column names, for error messages.
+
+        Returns
+        -------
+        self
+        """
+        self.n_features_in_ = len(columns)
+        self.categorical_ = np.asarray(categorical, dtype=bool).copy()
+        self.names_ = None if names is None else [str(n) for n in names]
+        self.has_missing_ = np.zeros(len(columns), dtype=bool)
+        self.knots_, self.center_, self.scale_, self.categories_ = [], [], [], []
+        self.has_infrequent_ = np.zeros(len(columns), dtype=bool)
+        numeric_for_quantile = []
+        for j, col in enumerate(columns):
+            knots = center = scale = cats = None
+            if self.categorical_[j]:
+                values = np.asarray(col, dtype=object)
+                missing = _missing_mask(values)
+                present = values[~missing]
+                cats, infrequent = self._fit_categories(present, j)
+                self.has_infrequent_[j] = infrequent
+            else:
+                x = _numeric(np.asarray(col), self._name(j))
+                missing = np.isnan(x)
+                present = x[~missing]
+                if self.numeric_encoding == "piecewise_linear":
+                    knots = _knots(present, self.n_bins)
+                elif self.numeric_encoding == "standard":
+                    center = float(present.mean()) if present.size else 0.0
+                    sd = float(present.std()) if present.size else 0.0
+                    scale = sd if sd > 0 and np.isfinite(sd) else 1.0
+                elif self.numeric_encoding == "quantile_normal":
+                    numeric_for_quantile.append((j, present))
+            self.has_missing_[j] = bool(missing.any())
+            self.knots_.append(knots)
+            self.center_.append(center)
+            self.scale_.append(scale)
+            self.categories_.append(cats)
+        self.quantile_transformers_ = {}
+        for j, present in numeric_for_quantile:
+            if present.size:
+                qt = QuantileTransformer(
+                    output_distribution="normal", n_quantiles=min(1000, present.size),
+                    subsample=None,
+                )
+                self.quantile_transformers_[j] = qt.fit(present.reshape(-1, 1))
+        self._set_layout()
+        return self
+
+    def _fit_categories(self, present, j):
+        if present.size == 0:
+            return np.empty(0, dtype=object), False
+        try:
+            keys, counts = np.unique(present,
+                                     return_counts=True)
+        except TypeError as exc:
+            raise TypeError(
+                f"Categorical column {self._name(j)} mixes values that cannot be compared "
+                f"({exc}); give it one type (e.g. strings)."
+            ) from exc
+        order = np.argsort(-counts, kind="stable")
+        kept = np.sort(keys[order[: self.max_categories]])
+        return kept.astype(object), len(keys) > len(kept)
+
+    def _name(self, j):
+        if self.names_ is not None and j < len(self.names_):
+            return f"{self.names_[j]!r}"
+        return f"{j}"
+
+    def _set_layout(self):
+        """Output width per input column, and the feature groups."""
+        widths = []
+        for j in range(self.n_features_in_):
+            if self.categorical_[j]:
+                w = len(self.categories_[j]) + int(self.has_infrequent_[j])
+            elif self.numeric_encoding == "piecewise_linear":
+                k = len(self.knots_[j])
+                w = k if k >= 2 else 0
+            elif self.numeric_encoding == "quantile_normal":
+                w = 1 if j in self.quantile_transformers_ else 0
+            else:
+                w = 1
+            widths.append(w + int(self.has_missing_[j]))
+        self.widths_ = np.asarray(widths, dtype=np.int64)
+        self.n_features_out_ = int(self.widths_.sum())
+        self.feature_groups_ = np.repeat(np.arange(self.n_features_in_), self.widths_)
+
+    @classmethod
+    def identity(cls, n_features):
+        """The fitted identity encoder of ``n_features`` numeric columns (the
+        encoding of models pickled before encoders existed)."""
+        enc = cls("none")
+        enc.n_features_in_ = n_features
+        enc.categorical_ = np.zeros(n_features, dtype=bool)
+        enc.names_ = None
+        enc.has_missing_ = np.zeros(n_features, dtype=bool)
+        enc.has_infrequent_ = np.zeros(n_features, dtype=bool)
+        enc.knots_ = [None] * n_features
+        enc.center_ = [None] * n_features
+        enc.scale_ = [None] * n_features
+        enc.categories_ = [None] * n_features
+        enc.quantile_transformers_ = {}
+        enc._set_layout()
+        return enc
+
+    def to_dict(self):
+        """The encoder's settings and fitted state as a plain dict (pickling)."""
+        return dict(vars(self))
+
+    @classmethod
+    def from_dict(cls, state):
+        """The encoder of :meth:`to_dict`."""
+        enc = cls.__new__(cls)
+        enc.__dict__.update(state)
+        return enc
+
+    @property
+    def is_identity(self):
+        """Whether the encoding returns the input values unchanged (``"none"``,
+        no categorical column, no missing value seen in fit)."""
+        return (self.numeric_encoding == "none" and not self.categorical_.any()
+                and not self.has_missing_.any())
+
+    # -- transforming ---------------------------------------------------------------
+    def transform_columns(self, columns, start=0, stop=None):
+        """Encode rows ``start:stop`` of the column arrays, as float32."""
+        n = len(columns[0]) if columns else 0
+        stop = n if stop is None else min(stop, n)
+        out = np.zeros((stop - start, self.n_features_out_), dtype=np.float32)
+        offset = 0
+        for j, col in enumerate(columns):
+            width = int(self.widths_[j])
+            block = out[:, offset : offset + width]
+            offset += width
+            values = col[start:stop]
+            if self.categorical_[j]:
+                values = np.asarray(values, dtype=object)
+                missing = _missing_mask(values)
+                self._encode_categories(values, missing, j, block)
+            else:
+                x = _numeric(np.asarray(values), self._name(j))
+                missing = np.isnan(x)
+                self._encode_numeric(x, missing, j, block)
+            if self.has_missing_[j]:
+                block[:, -1] = missing
+        return out
+
+    def _encode_numeric(self, x, missing, j, block):
+        width = block.shape[1] - int(self.has_missing_[j])
+        if width == 0:
+            return
+        present = ~missing
+        xp = x[present]
+        if self.numeric_encoding == "piecewise_linear":
+            block[present, :width] = _hat_features(xp, self.knots_[j])
+        elif self.numeric_encoding == "quantile_normal":
+            qt = self.quantile_transformers_[j]
+            block[present, 0] = qt.transform(xp.reshape(-1, 1))[:, 0]
+        elif self.numeric_encoding == "standard":
+            block[present, 0] = (xp - self.center_[j]) / self.scale_[j]
+        else:
+            block[present, 0] = xp
+
+    def _encode_categories(self, values, missing, j, block):
+        cats = self.categories_[j]
+        n_cats = len(cats)
+        present = np.flatnonzero(~missing)
+        if present.size == 0 or (n_cats == 0 and not self.has_infrequent_[j]):
+            return
+        lookup = {c: i for i, c in enumerate(cats.tolist())}
+        fallback = n_cats if self.has_infrequent_[j] else -1
+        idx = np.fromiter(
+            (lookup.get(v, fallback) for v in values[present].tolist()), dtype=np.int64,
+            count=present.size,
+        )
+        hit = idx >= 0
+        block[present[hit], idx[hit]] = 1.0
+
+    def transform(self, columns):
+        """Encode all rows (see :meth:`transform_columns`)."""
+        return self.transform_columns(columns)
+
+    def transform_chunks(self, columns, chunk_rows=ENCODE_CHUNK_ROWS):
+        """Yield ``(start, encoded rows)`` in chunks of ``chunk_rows`` rows, so
+        that the encoded copy of a large input is never held whole."""
+        n = len(columns[0]) if columns else 0
+        for start in range(0, n, chunk_rows):
+            yield start, self.transform_columns(columns, start, start + chunk_rows)
+
+
+def encoders_differ(a, b):
+    """A sentence saying how two fitted encoders differ, or ``None`` if equal.
+
+    Two models can be merged only when their encoders map every input to the
+    same features: same settings, same columns and kinds, same knots,
+    statistics and categories (as for two models fitted on the same rows).
+    """
+    if (a is None) != (b is None):
+        return "one model encodes its inputs and the other does not"
+    if a is None:
+        return None
+    for attr in ("numeric_encoding", "n_bins", "max_categories", "n_features_in_"):
+        if getattr(a, attr) != getattr(b, attr):
+            return f"{attr} differs: {getattr(a, attr)!r} vs {getattr(b, attr)!r}"
+    for attr in ("categorical_", "has_missing_", "has_infrequent_", "widths_"):
+        if not np.array_equal(getattr(a, attr), getattr(b, attr)):
+            cols = np.flatnonzero(np.asarray(getattr(a, attr)) != np.asarray(getattr(b, attr)))
+            return f"{attr.rstrip('_')} differs in column(s) {cols.tolist()}"
+    for j in range(a.n_features_in_):
+        for attr in ("knots_", "center_", "scale_"):
+            x, y = getattr(a, attr)[j], getattr(b, attr)[j]
+            if (x is None) != (y is None) or (
+                x is not None and not np.array_equal(np.asarray(x), np.asarray(y))
+            ):
+                what = {"knots_": "quantile knots", "center_": "mean", "scale_": "scale"}[attr]
+                return (f"the {what} of column {a._name(j)} differ (encoders fitted on "
+                        "different rows)")
+        ca, cb = a.categories_[j], b.categories_[j]
+        if (ca is None) != (cb is None) or (
+            ca is not None and (len(ca) != len(cb) or list(ca) != list(cb))
+        ):
+            return f"the categories of column {a._name(j)} differ"
+        qa, qb = a.quantile_transformers_.get(j), b.quantile_transformers_.get(j)
+        if (qa is None) != (qb is None) or (
+            qa is not None and not np.array_equal(qa.quantiles_, qb.quantiles_)
+        ):
+            return (f"the quantiles of column {a._name(j)} differ (encoders fitted on "
+                    "different rows)")
+    return None

@@ -1,0 +1,463 @@
+"""The training loop of the estimators and its recipe.
+
+``fit`` (:mod:`._estimators`) is a short driver over the pieces here:
+
+- the loop itself: :func:`run_epoch` over minibatches of a seeded order,
+  :func:`train_step`, the validation split, early stopping that restores the
+  best epoch, the divergence checks and the per-epoch report;
+- the recipe, each piece an estimator hyperparameter: the learning-rate
+  schedule (:func:`make_lr_scheduler`: constant or cosine decay, with an
+  optional linear warm-up), weight averaging (:class:`WeightAverage`: an
+  exponential moving average of the weights per step, or the uniform average
+  of the epoch-end weights of the second half of training, SWA; the averaged
+  model is the fitted one), and per-tree feature subsets
+  (:class:`FeatureMask`, ``max_features``);
+- Adam's state exported to and loaded from plain arrays (``warm_start``).
+
+Nothing here imports the estimators.
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+import sys
+import warnings
+from numbers import Integral, Real
+from typing import NamedTuple
+
+import numpy as np
+import torch
+from sklearn.exceptions import ConvergenceWarning
+
+from ._params import TreeParams
+
+#: Values of ``lr_schedule``.
+LR_SCHEDULES = ("constant", "cosine")
+#: Values of ``averaging`` (besides None).
+AVERAGING = ("ema", "swa")
+#: Fraction of ``max_epochs`` after which SWA starts averaging epoch-end weights.
+SWA_START = 0.5
+
+
+def _export_adam_state(optimizer):
+    """The state of an Adam optimizer over ``(split_weight, split_bias,
+    leaf_value)`` as CPU arrays: ``{"step": int, "exp_avg": TreeParams,
+    "exp_avg_sq": TreeParams}`` (None before the first step)."""
+    state = optimizer.state_dict()["state"]
+    if len(state) != 3:
+        return None
+    moments = {
+        key: TreeParams(*(state[i][key].detach().cpu().numpy().copy() for i in range(3)))
+        for key in ("exp_avg", "exp_avg_sq")
+    }
+    return {"step": int(float(state[0]["step"])), **moments}
+
+
+def _load_adam_state(optimizer, state):
+    """Load a state of :func:`_export_adam_state` into ``optimizer`` (whose
+    hyperparameters, e.g. the learning rate, are kept)."""
+    names = ("split_weight", "split_bias", "leaf_value")
+    full = optimizer.state_dict()
+    full["state"] = {
+        i: {"step": torch.tensor(float(state["step"])),
+            "exp_avg": torch.from_numpy(np.array(getattr(state["exp_avg"], name))),
+            "exp_avg_sq": torch.from_numpy(np.array(getattr(state["exp_avg_sq"], name)))}
+        for i, name in enumerate(names)
+    }
+    optimizer.load_state_dict(full)
+
+
+def _as_tensor(array, dtype, device):
+    """``torch.as_tensor``, copying read-only arrays (e.g. memory maps) first,
+    which torch cannot share."""
+    if not array.flags.writeable:
+        array = np.array(array)
+    return torch.as_tensor(array, dtype=dtype, device=device)
+
+
+def _progress(iterable, enabled, desc):
+    """Wrap ``iterable`` in a tqdm progress bar when available and enabled."""
+    if not enabled:
+        return iterable
+    try:
+        from tqdm.auto import tqdm
+    except ImportError:  # pragma: no cover - optional dependency
+        return iterable
+    return tqdm(iterable, desc=desc, leave=False, file=sys.stderr)
+
+
+def _validation_split(n_samples, validation_fraction, generator):
+    """Indices ``(train_idx, val_idx)`` of the early-stopping split.
+
+    ``validation_fraction=None`` (no early stopping) trains on every sample,
+    returns ``val_idx=None`` and draws nothing from ``generator``; otherwise
+    one ``randperm`` of ``generator`` picks the held-out samples.
+
+    Raises
+    ------
+    ValueError
+        If the held-out fraction leaves no training samples.
+    """
+    if validation_fraction is None:
+        return np.arange(n_samples), None
+    n_val = max(1, int(round(validation_fraction * n_samples)))
+    if n_val >= n_samples:
+        raise ValueError("validation_fraction leaves no training samples.")
+    order = torch.randperm(n_samples, generator=generator).numpy()
+    return order[n_val:], order[:n_val]
+
+
+class _FitTensors(NamedTuple):
+    """Training inputs, encoded targets and sample weights, on the fit device."""
+
+    X: torch.Tensor
+    target: torch.Tensor
+    weight: torch.Tensor
+
+    @classmethod
+    def from_arrays(cls, X, target, sample_weight, device):
+        return cls(
+            _as_tensor(X, torch.float32, device),
+            torch.as_tensor(target, device=device),
+            torch.as_tensor(sample_weight, dtype=torch.float32, device=device),
+        )
+
+
+def _train_step(module, optimizer, loss_fn, data, idx, hooks=None):
+    """One Adam step on the weighted mean loss of rows ``idx``; returns the loss.
+
+    ``hooks`` (a :class:`TrainingHooks`) masks the gradients before the step and
+    advances the schedule and the weight average after it.
+    """
+    w = data.weight[idx]
+    loss = (loss_fn(module(data.X[idx]), data.target[idx]) * w).sum() / w.sum().clamp_min(1e-12)
+    optimizer.zero_grad(set_to_none=True)
+    loss.backward()
+    if hooks is not None:
+        hooks.before_step(module)
+    optimizer.step()
+    if hooks is not None:
+        hooks.after_step(module)
+    return float(loss.detach())
+
+
+def _run_epoch(module, optimizer, loss_fn, data, train_idx, batch_size, generator, hooks=None):
+    """One pass over ``train_idx`` in minibatches of a fresh ``generator`` order.
+
+    Returns the mean training loss of the epoch (minibatch losses weighted by
+    minibatch size).
+    """
+    module.train()
+    device = data.X.device
+    train_t = torch.as_tensor(train_idx, device=device)
+    order = train_t[torch.randperm(len(train_idx), generator=generator).to(device)]
+    total, count = 0.0, 0.0
+    for start in range(0, len(order), batch_size):
+        idx = order[start : start + batch_size]
+        total += _train_step(module, optimizer, loss_fn, data, idx, hooks) * len(idx)
+        count += len(idx)
+    return total / count
+
+
+def _check_finite_epoch(module, epoch, learning_rate, loss, val_loss=None):
+    """Stop the fit with a ValueError when an epoch ends with a non-finite
+    training or validation loss or parameter: the optimization diverged or
+    overflowed float32, and every later prediction would be NaN."""
+    if not np.isfinite(loss):
+        what = f"the training loss is {loss}"
+    elif val_loss is not None and not np.isfinite(val_loss):
+        what = f"the validation loss is {val_loss}"
+    elif not all(bool(torch.isfinite(p).all()) for p in module.parameters()):
+        what = "the parameters are no longer finite"
+    else:
+        return
+    raise ValueError(
+        f"Training diverged at epoch {epoch + 1}: {what}. Use a lower learning_rate "
+        f"(now {learning_rate!r}), or rescale X (or y)."
+    )
+
+
+#: A fit whose last epoch's loss exceeds this multiple of its reference loss
+#: (see :func:`_reference_loss`) has diverged: finite, but far worse than
+#: where it started and than predicting nothing.
+_DIVERGED_LOSS_FACTOR = 10.0
+
+
+def _reference_loss(module, loss_fn, data, train_idx, batch_size, n_outputs):
+    """The larger of the initial model's loss on the first ``batch_size``
+    training rows and the loss of the all-zero output (uniform probabilities,
+    the weighted mean target) on all of them: the reference of
+    :func:`_warn_if_diverged`, computed before training, with no random draw."""
+    initial = _evaluate_loss(module, loss_fn, data, train_idx[:batch_size])
+    idx = torch.as_tensor(train_idx, device=data.X.device)
+    w = data.weight[idx]
+    zeros = data.X.new_zeros((len(idx), n_outputs))
+    zero_output = float((loss_fn(zeros, data.target[idx]) * w).sum() / w.sum())
+    return max(initial, zero_output)
+
+
+def _warn_if_diverged(loss_curve, reference_loss, learning_rate):
+    """ConvergenceWarning when training ended far worse than it started
+    (finite but diverged: e.g. a learning rate orders of magnitude too high)."""
+    if loss_curve and loss_curve[-1] > _DIVERGED_LOSS_FACTOR * reference_loss:
+        warnings.warn(
+            f"Training diverged: the last epoch's loss {loss_curve[-1]:.4g} is more than "
+            f"{_DIVERGED_LOSS_FACTOR:g} times that of the initial model or of a zero output "
+            f"({reference_loss:.4g}). Use a lower learning_rate (now {learning_rate!r}), "
+            "or rescale X.",
+            ConvergenceWarning,
+            stacklevel=5,  # the caller of fit, through limit_threads and _fit_context
+        )
+
+
+def _evaluate_loss(module, loss_fn, data, idx):
+    """Weighted mean loss of rows ``idx`` in evaluation mode, without gradients."""
+    module.eval()
+    idx = torch.as_tensor(idx, device=data.X.device)
+    with torch.inference_mode():
+        w = data.weight[idx]
+        return float((loss_fn(module(data.X[idx]), data.target[idx]) * w).sum() / w.sum())
+
+
+class _EarlyStopping:
+    """Early-stopping state: best validation loss, its parameters, patience count.
+
+    A validation loss counts as an improvement when it is below the best one
+    by more than ``tol``; training should stop after ``patience`` epochs in a
+    row without one.
+    """
+
+    def __init__(self, tol, patience):
+        self.tol, self.patience = tol, patience
+        self.best_loss, self.best_state, self.no_improve = np.inf, None, 0
+
+    def update(self, val_loss, module):
+        """Record one epoch's validation loss (and ``module``'s state if best)."""
+        if val_loss < self.best_loss - self.tol:
+            self.best_loss, self.no_improve = val_loss, 0
+            self.best_state = copy.deepcopy(module.state_dict())
+        else:
+            self.no_improve += 1
+
+    @property
+    def should_stop(self):
+        return self.no_improve >= self.patience
+
+    def restore_best(self, module):
+        """Load the parameters of the best epoch into ``module`` (if any improved)."""
+        if self.best_state is not None:
+            module.load_state_dict(self.best_state)
+
+
+def _report_epoch(epochs, epoch, max_epochs, loss, val_loss, verbose):
+    """Show one epoch's losses: on the progress bar ``epochs`` when it has one
+    (``verbose=1`` with tqdm), else on stderr when ``verbose`` is set."""
+    message = f"epoch {epoch + 1}/{max_epochs} loss {loss:.5f}"
+    if val_loss is not None:
+        message += f" val_loss {val_loss:.5f}"
+    has_bar = hasattr(epochs, "set_postfix_str")
+    if verbose > 1 or (verbose and not has_bar):
+        print(message, file=sys.stderr)
+    elif has_bar:
+        epochs.set_postfix_str(message)
+
+
+
+# ----------------------------------------------------------------------------
+# The recipe: learning-rate schedule, weight averaging, feature subsets
+# ----------------------------------------------------------------------------
+
+
+def lr_factor(step, schedule, warmup_steps, total_steps):
+    """Multiplier of the learning rate after ``step`` optimizer steps.
+
+    A linear warm-up from ``1 / warmup_steps`` to 1 over the first
+    ``warmup_steps`` steps, then 1 (``"constant"``) or a cosine decay from 1 to
+    0 at ``total_steps`` (``"cosine"``, Loshchilov and Hutter's SGDR without
+    restarts).
+    """
+    if step < warmup_steps:
+        return (step + 1) / warmup_steps
+    if schedule == "constant":
+        return 1.0
+    progress = (step - warmup_steps) / max(1, total_steps - warmup_steps)
+    return 0.5 * (1.0 + math.cos(math.pi * min(1.0, progress)))
+
+
+def make_lr_scheduler(optimizer, schedule, warmup_fraction, total_steps):
+    """A :class:`torch.optim.lr_scheduler.LambdaLR` stepped once per optimizer
+    step, or None for a constant learning rate without warm-up (then the
+    optimizer's learning rate is never touched)."""
+    if schedule not in LR_SCHEDULES:
+        raise ValueError(f"lr_schedule must be one of {LR_SCHEDULES}, got {schedule!r}.")
+    warmup_steps = int(round(warmup_fraction * total_steps))
+    if schedule == "constant" and warmup_steps == 0:
+        return None
+    return torch.optim.lr_scheduler.LambdaLR(
+        optimizer, lambda step: lr_factor(step, schedule, warmup_steps, total_steps)
+    )
+
+
+def ema_decay_at(step, decay):
+    """Decay of the moving average at its ``step``-th update (0-based):
+    ``min(decay, (1 + step) / (10 + step))``, the warm-up of TensorFlow's
+    ``ExponentialMovingAverage(num_updates=...)``, so that the first updates
+    follow the weights closely instead of averaging with the initialization."""
+    return min(float(decay), (1.0 + step) / (10.0 + step))
+
+
+def _warmup_ema(decay):
+    """A ``multi_avg_fn`` for :class:`~torch.optim.swa_utils.AveragedModel`:
+    an in-place exponential moving average with :func:`ema_decay_at`."""
+
+    @torch.no_grad()
+    def update(averaged, current, num_averaged):
+        d = ema_decay_at(int(num_averaged), decay)
+        torch._foreach_lerp_(averaged, current, 1.0 - d)
+
+    return update
+
+
+class WeightAverage:
+    """The averaged copy of the trained module: the model that is evaluated,
+    early-stopped and stored.
+
+    ``"ema"``: after optimizer step ``t``, ``avg = d_t * avg + (1 - d_t) *
+    weights`` with ``d_t = min(decay, (1 + t) / (10 + t))`` (:func:`ema_decay_at`):
+    the average of a short fit (few steps) is not held back by the
+    initialization; ``"swa"``:
+    the uniform average of the weights at the end of every epoch from
+    ``start_epoch`` on (Izmailov et al., 2018), the live weights before. Built
+    on :class:`torch.optim.swa_utils.AveragedModel`.
+    """
+
+    def __init__(self, module, kind, decay=0.995, start_epoch=0):
+        from torch.optim.swa_utils import AveragedModel
+
+        if kind not in AVERAGING:
+            raise ValueError(f"averaging must be one of {AVERAGING} or None, got {kind!r}.")
+        self.kind, self.start_epoch = kind, start_epoch
+        fn = _warmup_ema(decay) if kind == "ema" else None
+        self.averaged = AveragedModel(module, multi_avg_fn=fn, use_buffers=False)
+        self.started = False
+
+    def after_step(self, module):
+        if self.kind == "ema":
+            self.averaged.update_parameters(module)
+            self.started = True
+
+    def end_epoch(self, module, epoch):
+        if self.kind == "swa" and epoch >= self.start_epoch:
+            self.averaged.update_parameters(module)
+            self.started = True
+
+    def module_for(self, module):
+        """The module to evaluate and store: the average once it has started."""
+        return self.averaged.module if self.started else module
+
+
+def resolve_max_features(max_features, n_features):
+    """Number of input features per tree for ``max_features``, as in
+    :class:`~sklearn.ensemble.RandomForestClassifier`: None (all), ``"sqrt"``,
+    ``"log2"``, an int, or a fraction in (0, 1]."""
+    if max_features is None:
+        return n_features
+    if isinstance(max_features, str):
+        if max_features == "sqrt":
+            k = int(math.sqrt(n_features))
+        elif max_features == "log2":
+            k = int(math.log2(n_features)) if n_features > 0 else 0
+        else:
+            raise ValueError(
+                f"max_features must be None, 'sqrt', 'log2', an int or a float, got "
+                f"{max_features!r}."
+            )
+    elif isinstance(max_features, Integral):
+        if max_features > n_features:
+            raise ValueError(
+                f"max_features={max_features} is larger than the number of features "
+                f"({n_features})."
+            )
+        k = int(max_features)
+    elif isinstance(max_features, Real):
+        k = int(float(max_features) * n_features)
+    else:
+        raise ValueError(f"max_features must be None, a str, an int or a float, got "
+                         f"{max_features!r}.")
+    return max(1, min(n_features, k))
+
+
+class FeatureMask:
+    """Which encoded features each tree may use: ``mask`` of shape ``(M, F_enc)``.
+
+    The mask is data in the parameters: the split weights of the features a
+    tree does not use are exactly zero, and stay zero in training because
+    their gradients are zeroed before every Adam step (Adam moves a weight
+    whose gradients were always zero by exactly 0). Symmetry ops permute and
+    negate the zeros with everything else, so aligned and merged models keep
+    them (a merge keeps the union of the two models' features per tree), and
+    a warm-started fit recovers the mask from the zeros (:meth:`from_params`).
+    """
+
+    def __init__(self, mask):
+        self.mask = mask
+
+    @classmethod
+    def draw(cls, generator, n_trees, groups, n_per_tree, device):
+        """``n_per_tree`` input features drawn per tree (from ``generator``),
+        expanded to their encoded features (``groups[f]`` is the input feature
+        of encoded feature ``f``); None when every tree uses everything."""
+        n_inputs = int(groups.max()) + 1 if len(groups) else 0
+        if n_per_tree >= n_inputs:
+            return None
+        ranks = torch.rand((n_trees, n_inputs), generator=generator).argsort(dim=1)
+        chosen = ranks < n_per_tree  # (M, F_in): a uniform n_per_tree-subset per tree
+        mask = chosen[:, torch.as_tensor(groups, dtype=torch.long)]
+        return cls(mask.to(device=device, dtype=torch.float32))
+
+    @classmethod
+    def from_params(cls, split_weight, device):
+        """The mask of a fitted model: the features with a nonzero weight in a
+        tree; None when no weight is zero."""
+        used = (np.asarray(split_weight) != 0).any(axis=1)  # (M, F)
+        if used.all():
+            return None
+        return cls(torch.as_tensor(used, dtype=torch.float32, device=device))
+
+    def apply(self, module):
+        """Zero the masked weights of ``module`` (after initialization)."""
+        with torch.no_grad():
+            module.split_weight.mul_(self.mask[:, None, :])
+
+    def mask_gradient(self, module):
+        grad = module.split_weight.grad
+        if grad is not None:
+            grad.mul_(self.mask[:, None, :])
+
+
+class TrainingHooks:
+    """What the recipe does around each optimizer step: mask the gradients
+    (:class:`FeatureMask`), then step the learning-rate schedule and update
+    the weight average."""
+
+    def __init__(self, scheduler=None, average=None, mask=None):
+        self.scheduler, self.average, self.mask = scheduler, average, mask
+
+    def before_step(self, module):
+        if self.mask is not None:
+            self.mask.mask_gradient(module)
+
+    def after_step(self, module):
+        if self.scheduler is not None:
+            self.scheduler.step()
+        if self.average is not None:
+            self.average.after_step(module)
+
+    def end_epoch(self, module, epoch):
+        if self.average is not None:
+            self.average.end_epoch(module, epoch)
+
+    def model(self, module):
+        """The module to evaluate, early-stop and store."""
+        return module if self.average is None else self.average.module_for(module)
