@@ -14,6 +14,7 @@ from ._architectures import (
     is_valid_op,
     random_ops,
 )
+from ._encoding import TabularEncoder
 from ._estimators import SoftTreeEnsembleClassifier, SoftTreeEnsembleRegressor
 from ._forward import SoftTreeEnsembleModule
 from ._matching import (
@@ -47,6 +48,7 @@ __all__ = [
     "SoftTreeEnsembleModule",
     "SoftTreeEnsembleRegressor",
     "SymmetryOps",
+    "TabularEncoder",
     "TreeArchitecture",
     "TreeParams",
     "activation_matching",

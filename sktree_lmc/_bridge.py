@@ -12,17 +12,119 @@ from __future__ import annotations
 
 import copy
 import hashlib
+import math
 
 import numpy as np
-from sklearn.base import clone, is_classifier
-from sklearn.utils import check_random_state
-from sklearn.utils.validation import check_array, check_is_fitted
+from sklearn.base import BaseEstimator, clone, is_classifier
+from sklearn.pipeline import Pipeline
+from sklearn.utils import _safe_indexing, check_random_state
+from sklearn.utils.validation import _num_features, _num_samples, check_is_fitted
 
+from ._encoding import encoders_differ
 from ._estimators import _BaseSoftTreeEnsemble
 from ._params import TreeParams
 
-__all__ = ["check_compatible", "combine", "fingerprint", "sample_rows", "scale_leaves",
-           "target_scale", "with_params"]
+__all__ = ["check_compatible", "combine", "fingerprint", "rewrap", "sample_rows",
+           "scale_leaves", "split_pipelines", "target_scale", "with_params"]
+
+
+def _same_state(x, y):
+    """Whether two fitted objects hold the same state: same types, equal
+    arrays (NaN equal to NaN), and recursively equal attributes, containers
+    and numbers. Used to check that Pipelines preprocess identically."""
+    if type(x) is not type(y):
+        return False
+    if isinstance(x, np.ndarray):
+        if x.shape != y.shape or x.dtype != y.dtype:
+            return False
+        if x.dtype.kind in "fc":
+            return bool(np.array_equal(x, y, equal_nan=True))
+        return bool(np.array_equal(x, y))
+    if isinstance(x, dict):
+        return x.keys() == y.keys() and all(_same_state(x[k], y[k]) for k in x)
+    if isinstance(x, (list, tuple)):
+        return len(x) == len(y) and all(_same_state(a, b) for a, b in zip(x, y))
+    if isinstance(x, float):
+        return x == y or (math.isnan(x) and math.isnan(y))
+    if isinstance(x, BaseEstimator) or hasattr(x, "__dict__"):
+        if isinstance(x, np.random.RandomState):
+            return True  # a seed generator, not part of what a fitted step computes
+        return _same_state(vars(x), vars(y))
+    try:
+        return bool(x == y)
+    except Exception:  # pragma: no cover - objects without a usable ==
+        return x is y
+
+
+def split_pipelines(estimators):
+    """The soft tree ensembles of ``estimators`` and their shared preprocessing.
+
+    Plain estimators are returned as they are, with ``None``. Pipelines must
+    all end with a soft tree ensemble and have equal preprocessing steps
+    (same names, types, parameters and fitted state, as for the same
+    preprocessing fitted on the same rows): then the final steps are returned
+    with the first Pipeline's preprocessing (``pipeline[:-1]``), which
+    transforms data for all of them.
+
+    Raises
+    ------
+    TypeError
+        If Pipelines and other estimators are mixed, or a Pipeline does not
+        end with a soft tree ensemble.
+    ValueError
+        If the preprocessing steps differ (the message names the first step
+        that differs).
+    """
+    estimators = list(estimators)
+    if not any(isinstance(est, Pipeline) for est in estimators):
+        return estimators, None
+    ref = estimators[0]
+    finals = []
+    for i, est in enumerate(estimators):
+        if not isinstance(est, Pipeline):
+            raise TypeError(
+                f"Estimator {i} is a {type(est).__name__} but others are Pipelines: merge "
+                "Pipelines with Pipelines."
+            )
+        final = est.steps[-1][1]
+        if not isinstance(final, _BaseSoftTreeEnsemble):
+            raise TypeError(
+                f"The last step of Pipeline {i} is a {type(final).__name__}, not a soft tree "
+                "ensemble."
+            )
+        if len(est.steps) != len(ref.steps):
+            raise ValueError(
+                f"Pipelines 0 and {i} have different steps: {[n for n, _ in ref.steps]} vs "
+                f"{[n for n, _ in est.steps]}."
+            )
+        for (name_a, step_a), (name_b, step_b) in zip(ref.steps[:-1], est.steps[:-1]):
+            if name_a != name_b or not _same_state(step_a, step_b):
+                raise ValueError(
+                    f"Pipelines 0 and {i} differ in their preprocessing step {name_a!r}: the "
+                    "models see different features, so their trees cannot be aligned or "
+                    "averaged. Fit the preprocessing once (e.g. on the same rows) and share it, "
+                    "or let the estimator encode raw inputs itself."
+                )
+        finals.append(final)
+    return finals, ref[:-1]
+
+
+def rewrap(template, final):
+    """``final`` in place of the last step of a copy of the Pipeline
+    ``template`` (its preprocessing deep-copied); ``final`` itself when
+    ``template`` is not a Pipeline."""
+    if not isinstance(template, Pipeline):
+        return final
+    new = copy.copy(template)
+    new.steps = copy.deepcopy(template.steps[:-1]) + [(template.steps[-1][0], final)]
+    return new
+
+
+def transform_rows(head, X):
+    """``X`` through the shared preprocessing ``head`` (None: unchanged)."""
+    if head is None or X is None:
+        return X
+    return head.transform(X)
 
 
 def check_compatible(estimators):
@@ -65,6 +167,14 @@ def check_compatible(estimators):
         for what, x, y in checks:
             if x != y:
                 raise ValueError(f"Models differ in {what}: {x!r} (model 0) vs {y!r} (model {i}).")
+        differ = encoders_differ(ref.encoder_, est.encoder_)
+        if differ is not None:
+            raise ValueError(
+                f"Models 0 and {i} differ in their input encoding: {differ}. Aligned trees "
+                "must see the same features: fit the models on the same rows (the encoder "
+                "is fitted on them), or fit them with numeric_encoding='none' on inputs "
+                "preprocessed identically."
+            )
         if is_classifier(ref) and not np.array_equal(ref.classes_, est.classes_):
             raise ValueError(
                 f"Models differ in classes: {ref.classes_!r} (model 0) vs {est.classes_!r} "
@@ -89,15 +199,20 @@ def fingerprint(params):
 
 
 def sample_rows(X, n_samples, random_state, n_features):
-    """At most ``n_samples`` rows of ``X`` (in their order), for activation matching."""
+    """At most ``n_samples`` rows of ``X`` (in their order), for activation
+    matching; ``X`` may be any input the models take (arrays, DataFrames)."""
     if X is None:
         raise ValueError("Activation matching (method='am') needs data: pass X.")
-    X = check_array(X, dtype=[np.float32, np.float64])
-    if X.shape[1] != n_features:
-        raise ValueError(f"X has {X.shape[1]} features, but the models expect {n_features}.")
+    if not hasattr(X, "shape") or isinstance(X, np.ndarray) and X.dtype.kind in "biuf":
+        X = np.asarray(X)
+        if X.ndim != 2:
+            raise ValueError(f"X must be 2-dimensional, got shape {X.shape}.")
+    if _num_features(X) != n_features:
+        raise ValueError(f"X has {_num_features(X)} features, but the models expect {n_features}.")
     rng = check_random_state(random_state)
-    if X.shape[0] > n_samples:
-        X = X[np.sort(rng.choice(X.shape[0], n_samples, replace=False))]
+    n_rows = _num_samples(X)
+    if n_rows > n_samples:
+        X = _safe_indexing(X, np.sort(rng.choice(n_rows, n_samples, replace=False)))
     return X
 
 

@@ -256,9 +256,15 @@ def _hat_features(x, knots):
 
 
 def _knots(x, n_bins):
-    """Unique quantiles of the finite values ``x`` at ``n_bins + 1`` levels."""
+    """Knots of the piecewise-linear encoding of the finite values ``x``: its
+    distinct values when there are at most ``n_bins + 1`` (a discrete column
+    keeps every value, however rare), else the distinct quantiles at
+    ``n_bins + 1`` evenly spaced levels."""
     if x.size == 0:
         return np.zeros(0)
+    distinct = np.unique(x)
+    if len(distinct) <= n_bins + 1:
+        return distinct
     q = np.quantile(x, np.linspace(0.0, 1.0, n_bins + 1), method="linear")
     return np.unique(q)
 

@@ -623,7 +623,7 @@ class SoftTreeEnsembleClassifier(ClassifierMixin, _BaseSoftTreeEnsemble):
           to zero, which removes every symmetry but tree permutation.
     n_estimators : int, default=256
         Number of trees ``M``.
-    depth : int, default=2
+    depth : int, default=4
         Tree depth ``D``.
     leaf_init : {"ensemble", "tree"}, default="ensemble"
         Scale of the uniform initialization of the leaf values, read as a
@@ -661,15 +661,15 @@ class SoftTreeEnsembleClassifier(ClassifierMixin, _BaseSoftTreeEnsemble):
         training accuracy (see ``docs/benchmarks.md``).
     batch_size : int, default=512
         Minibatch size.
-    max_epochs : int, default=50
-        Number of passes over the training data.
-    early_stopping : bool, default=False
+    max_epochs : int, default=150
+        Most passes over the training data (the schedule spans them).
+    early_stopping : bool, default=True
         Hold out ``validation_fraction`` of the training data, stop when the
         validation loss has not improved by ``tol`` for ``n_iter_no_change``
         epochs, and restore the parameters of the best epoch.
     validation_fraction : float, default=0.1
         Held-out fraction for early stopping.
-    n_iter_no_change : int, default=5
+    n_iter_no_change : int, default=10
         Patience of early stopping, in epochs.
     tol : float, default=1e-4
         Minimum validation-loss improvement for early stopping.
@@ -720,12 +720,71 @@ class SoftTreeEnsembleClassifier(ClassifierMixin, _BaseSoftTreeEnsemble):
         threads inside one process; ``ShardedSoftTreeEnsemble(n_jobs=...)``
         sets the number of worker processes, whose fits each use the
         estimator's ``n_threads``.
+    numeric_encoding : {"piecewise_linear", "quantile_normal", "standard", "none"}, \
+            default="piecewise_linear"
+        Encoding of the numeric columns, fitted in ``fit`` (``encoder_``) and
+        applied in every prediction method:
+
+        - ``"piecewise_linear"``: the degree-1 spline ("hat") basis on
+          ``n_bins + 1`` quantile knots of each column (the piecewise-linear
+          encoding of Gorishniy et al., 2022): a split thresholds a
+          piecewise-linear function of each value, so raw features of any
+          scale and shape work without preprocessing;
+        - ``"quantile_normal"``: the quantile transform to a normal
+          distribution; ``"standard"``: ``(x - mean) / std``;
+        - ``"none"``: the values as given (the paper's protocol, which
+          preprocesses outside the estimator).
+
+        Missing values (NaN, None, ``pd.NA``) are accepted in every column:
+        they are encoded as zeros plus a missing-indicator feature per column
+        that had missing values in ``fit``. See :class:`TabularEncoder`.
+    n_bins : int, default=16
+        Quantile bins of ``"piecewise_linear"`` (fewer distinct knots for
+        columns with few distinct values).
+    categorical_features : "from_dtype", None, or array-like, default="from_dtype"
+        Categorical columns, as in
+        :class:`~sklearn.ensemble.HistGradientBoostingClassifier`: indices, a
+        boolean mask or feature names; ``"from_dtype"`` takes pandas
+        ``category``, ``object`` and ``string`` columns holding strings (and,
+        for a NumPy object array, the columns holding strings). They are
+        one-hot encoded; categories unseen in ``fit`` are encoded like the
+        infrequent ones (see ``max_categories``), or as all zeros.
+    max_categories : int, default=32
+        Most frequent categories of a column that get their own feature; the
+        others share one "infrequent" feature.
+    lr_schedule : {"cosine", "constant"}, default="cosine"
+        Learning-rate schedule over the ``max_epochs`` of a fit, stepped per
+        minibatch: a cosine decay from ``learning_rate`` to zero, or
+        constant.
+    warmup_fraction : float in [0, 1), default=0.0
+        Fraction of the steps of a fit with a linear warm-up of the
+        learning rate before the schedule.
+    averaging : {"ema", "swa"} or None, default="ema"
+        Weight averaging; the averaged weights are the fitted model (and
+        what early stopping evaluates and restores): ``"ema"``, an
+        exponential moving average updated after every step with decay
+        ``ema_decay`` (``min(ema_decay, (1 + t) / (10 + t))`` at step ``t``, so
+        that short fits are not held back by the initialization); ``"swa"``, the uniform
+        average of the epoch-end weights of the second half of the epochs;
+        None, the last weights.
+    ema_decay : float in (0, 1), default=0.995
+        Decay per step of ``averaging="ema"``.
+    max_features : {"sqrt", "log2"}, int, float or None, default=0.5
+        Input columns each tree may split on, drawn per tree at
+        initialization, as in :class:`~sklearn.ensemble.RandomForestClassifier`
+        (a float is a fraction of the columns; None: all). The subset is
+        data in the parameters: the split weights of the other columns are
+        exactly zero and stay zero in training, so symmetry ops, alignment
+        and merging keep it (a merge unites the subsets of matched trees).
     class_weight : dict, "balanced" or None, default=None
         Weights of the classes in the loss, as in scikit-learn's classifiers:
         ``None`` weighs every class 1; a dict maps class labels to weights
         (missing classes weigh 1); ``"balanced"`` weighs each class by
         ``n_samples / (n_classes * count)`` of its count in ``y``. They
         multiply ``sample_weight`` given to :meth:`fit`.
+    label_smoothing : float in [0, 1), default=0.0
+        Label smoothing of the cross-entropy
+        (:func:`torch.nn.functional.cross_entropy`).
 
     Attributes
     ----------
@@ -735,6 +794,10 @@ class SoftTreeEnsembleClassifier(ClassifierMixin, _BaseSoftTreeEnsemble):
         Number of features seen during fit.
     feature_names_in_ : ndarray of shape (`n_features_in_`,)
         Feature names, when ``X`` has string column names.
+    encoder_ : TabularEncoder
+        The fitted input encoding (``encoder_.n_features_out_`` features,
+        the ``F`` of ``tree_params_``; ``encoder_.feature_groups_[f]`` is the
+        input column of feature ``f``).
     n_outputs_ : int
         Number of outputs per leaf (the number of classes).
     architecture_ : TreeArchitecture
@@ -976,7 +1039,7 @@ class SoftTreeEnsembleRegressor(RegressorMixin, _BaseSoftTreeEnsemble):
         Tree architecture, see :class:`SoftTreeEnsembleClassifier`.
     n_estimators : int, default=256
         Number of trees ``M``.
-    depth : int, default=2
+    depth : int, default=4
         Tree depth ``D``.
     leaf_init : {"ensemble", "tree"}, default="ensemble"
         Scale of the leaf-value initialization, see
@@ -988,13 +1051,13 @@ class SoftTreeEnsembleRegressor(RegressorMixin, _BaseSoftTreeEnsemble):
         Adam learning rate.
     batch_size : int, default=512
         Minibatch size.
-    max_epochs : int, default=50
-        Number of passes over the training data.
-    early_stopping : bool, default=False
+    max_epochs : int, default=150
+        Most passes over the training data (the schedule spans them).
+    early_stopping : bool, default=True
         Stop on a held-out validation fraction, see the classifier.
     validation_fraction : float, default=0.1
         Held-out fraction for early stopping.
-    n_iter_no_change : int, default=5
+    n_iter_no_change : int, default=10
         Patience of early stopping, in epochs.
     tol : float, default=1e-4
         Minimum validation-loss improvement for early stopping.
@@ -1011,12 +1074,73 @@ class SoftTreeEnsembleRegressor(RegressorMixin, _BaseSoftTreeEnsemble):
         Torch intra-op threads inside ``fit`` and prediction, see
         :class:`SoftTreeEnsembleClassifier`.
 
+    numeric_encoding : {"piecewise_linear", "quantile_normal", "standard", "none"}, \
+            default="piecewise_linear"
+        Encoding of the numeric columns, fitted in ``fit`` (``encoder_``) and
+        applied in every prediction method:
+
+        - ``"piecewise_linear"``: the degree-1 spline ("hat") basis on
+          ``n_bins + 1`` quantile knots of each column (the piecewise-linear
+          encoding of Gorishniy et al., 2022): a split thresholds a
+          piecewise-linear function of each value, so raw features of any
+          scale and shape work without preprocessing;
+        - ``"quantile_normal"``: the quantile transform to a normal
+          distribution; ``"standard"``: ``(x - mean) / std``;
+        - ``"none"``: the values as given (the paper's protocol, which
+          preprocesses outside the estimator).
+
+        Missing values (NaN, None, ``pd.NA``) are accepted in every column:
+        they are encoded as zeros plus a missing-indicator feature per column
+        that had missing values in ``fit``. See :class:`TabularEncoder`.
+    n_bins : int, default=16
+        Quantile bins of ``"piecewise_linear"`` (fewer distinct knots for
+        columns with few distinct values).
+    categorical_features : "from_dtype", None, or array-like, default="from_dtype"
+        Categorical columns, as in
+        :class:`~sklearn.ensemble.HistGradientBoostingClassifier`: indices, a
+        boolean mask or feature names; ``"from_dtype"`` takes pandas
+        ``category``, ``object`` and ``string`` columns holding strings (and,
+        for a NumPy object array, the columns holding strings). They are
+        one-hot encoded; categories unseen in ``fit`` are encoded like the
+        infrequent ones (see ``max_categories``), or as all zeros.
+    max_categories : int, default=32
+        Most frequent categories of a column that get their own feature; the
+        others share one "infrequent" feature.
+    lr_schedule : {"cosine", "constant"}, default="cosine"
+        Learning-rate schedule over the ``max_epochs`` of a fit, stepped per
+        minibatch: a cosine decay from ``learning_rate`` to zero, or
+        constant.
+    warmup_fraction : float in [0, 1), default=0.0
+        Fraction of the steps of a fit with a linear warm-up of the
+        learning rate before the schedule.
+    averaging : {"ema", "swa"} or None, default="ema"
+        Weight averaging; the averaged weights are the fitted model (and
+        what early stopping evaluates and restores): ``"ema"``, an
+        exponential moving average updated after every step with decay
+        ``ema_decay`` (``min(ema_decay, (1 + t) / (10 + t))`` at step ``t``, so
+        that short fits are not held back by the initialization); ``"swa"``, the uniform
+        average of the epoch-end weights of the second half of the epochs;
+        None, the last weights.
+    ema_decay : float in (0, 1), default=0.995
+        Decay per step of ``averaging="ema"``.
+    max_features : {"sqrt", "log2"}, int, float or None, default=0.5
+        Input columns each tree may split on, drawn per tree at
+        initialization, as in :class:`~sklearn.ensemble.RandomForestClassifier`
+        (a float is a fraction of the columns; None: all). The subset is
+        data in the parameters: the split weights of the other columns are
+        exactly zero and stay zero in training, so symmetry ops, alignment
+        and merging keep it (a merge unites the subsets of matched trees).
+
     Attributes
     ----------
     n_features_in_ : int
         Number of features seen during fit.
     feature_names_in_ : ndarray of shape (`n_features_in_`,)
         Feature names, when ``X`` has string column names.
+    encoder_ : TabularEncoder
+        The fitted input encoding (``encoder_.n_features_out_`` features,
+        the ``F`` of ``tree_params_``; ``encoder_.feature_groups_[f]`` is the
+        input column of feature ``f``).
     n_outputs_ : int
         Number of regression targets.
     y_mean_, y_scale_ : ndarray of shape (`n_outputs_`,)

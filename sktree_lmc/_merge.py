@@ -22,9 +22,12 @@ from ._bridge import (
     check_compatible,
     combine,
     fingerprint,
+    rewrap,
     sample_rows,
     scale_leaves,
+    split_pipelines,
     target_scale,
+    transform_rows,
     with_params,
 )
 from ._device import DEVICE_CONSTRAINT, resolve_device
@@ -176,7 +179,8 @@ class ModelAligner(BaseEstimator):
         """
         self._validate_params()
         device = resolve_device(self.device)
-        estimators = list(estimators)
+        estimators, head = split_pipelines(estimators)
+        X = transform_rows(head, X)
         check_compatible(estimators)
         K = len(estimators)
         if self.reference >= K:
@@ -222,7 +226,8 @@ class ModelAligner(BaseEstimator):
             parameters expressed in the reference's basis.
         """
         check_is_fitted(self, "alignments_")
-        estimators = list(estimators)
+        templates = list(estimators)
+        estimators, _ = split_pipelines(templates)
         if len(estimators) != len(self.alignments_):
             raise ValueError(
                 f"The aligner was fitted on {len(self.alignments_)} estimators, "
@@ -236,8 +241,8 @@ class ModelAligner(BaseEstimator):
                     "given the estimators passed to fit(), in the same order."
                 )
         return [
-            with_params(est, al.apply(est.tree_params_))
-            for est, al in zip(estimators, self.alignments_)
+            rewrap(template, with_params(est, al.apply(est.tree_params_)))
+            for template, est, al in zip(templates, estimators, self.alignments_)
         ]
 
     def fit_align(self, estimators, X=None, weights=None):
@@ -262,6 +267,7 @@ class ModelAligner(BaseEstimator):
     def _is_fitted_on(self, estimators, weights=None):
         """Whether this aligner was fitted on ``estimators`` (same parameters,
         same order) with ``weights``."""
+        estimators, _ = split_pipelines(estimators)
         if not hasattr(self, "alignments_") or len(estimators) != len(self.alignments_):
             return False
         same = [fingerprint(est.tree_params_) for est in estimators] == self._fingerprints
@@ -281,6 +287,7 @@ class ModelAligner(BaseEstimator):
             ``alignments_[i].apply(estimators[i].tree_params_)``.
         """
         check_is_fitted(self, "alignments_")
+        estimators, _ = split_pipelines(estimators)
         return [al.apply(est.tree_params_) for al, est in zip(self.alignments_, estimators)]
 
 
@@ -348,7 +355,7 @@ def fit_aligner(aligner, estimators, X=None, weights=None):
     """
     estimators = list(estimators)
     if isinstance(aligner, ModelAligner):
-        check_compatible(estimators)
+        check_compatible(split_pipelines(estimators)[0])
         if aligner._is_fitted_on(estimators, weights):
             return aligner
     return check_aligner(aligner).fit(estimators, X, weights=weights)
@@ -372,9 +379,13 @@ def merge_estimators(a, b=None, lam=0.5, *, aligner="wm", X=None, weights=None):
 
     Parameters
     ----------
-    a, b : fitted SoftTreeEnsembleClassifier or SoftTreeEnsembleRegressor
+    a, b : fitted SoftTreeEnsembleClassifier, SoftTreeEnsembleRegressor or Pipeline
         Two models of the same class, architecture, depth, number of trees,
-        features and classes.
+        features, classes and input encoding (``encoder_``: as for models
+        fitted on the same rows). Pipelines whose last step is a soft tree
+        ensemble are merged too, when their preprocessing steps are equal
+        (same fitted state, e.g. one preprocessing fitted once); the result
+        is then a Pipeline with that preprocessing and the merged model.
     lam : float in [0, 1], default=0.5
         Interpolation weight of ``b``.
     aligner : {"wm", "am", "naive"} or ModelAligner, default="wm"
@@ -390,8 +401,8 @@ def merge_estimators(a, b=None, lam=0.5, *, aligner="wm", X=None, weights=None):
 
     Returns
     -------
-    merged : estimator
-        A new fitted estimator (``check_is_fitted`` passes; it predicts,
+    merged : estimator or Pipeline
+        A new fitted estimator (a Pipeline for Pipelines) (``check_is_fitted`` passes; it predicts,
         pickles and works in a Pipeline). Regressors interpolate their target
         standardization ``y_mean_`` and ``y_scale_`` and first express both
         models' leaf values in the interpolated scale, so that ``lam=0`` and
@@ -428,12 +439,15 @@ def merge_estimators(a, b=None, lam=0.5, *, aligner="wm", X=None, weights=None):
     if isinstance(a, (list, tuple)):
         if b is not None or lam != 0.5:
             raise TypeError("Pass b and lam for two models only; use weights= with a list.")
-        estimators = list(a)
-        fitted = fit_aligner(aligner, estimators, X, weights)
-        return combine(estimators, fitted.aligned_params(estimators), fitted.weights_)
-    if b is None:
-        raise TypeError("merge_estimators(a, b) needs a second model, or a list of models.")
-    if weights is not None:
-        raise TypeError("weights= is for a list of models; use lam= with two models.")
-    fitted = fit_aligner(aligner, [a, b], X)
-    return combine([a, b], fitted.aligned_params([a, b]), [1 - lam, lam])
+        models = list(a)
+    else:
+        if b is None:
+            raise TypeError("merge_estimators(a, b) needs a second model, or a list of models.")
+        if weights is not None:
+            raise TypeError("weights= is for a list of models; use lam= with two models.")
+        models = [a, b]
+    estimators, _ = split_pipelines(models)
+    fitted = fit_aligner(aligner, models, X, weights)
+    weights_of = fitted.weights_ if isinstance(a, (list, tuple)) else [1 - lam, lam]
+    merged = combine(estimators, fitted.aligned_params(estimators), weights_of)
+    return rewrap(models[0], merged)

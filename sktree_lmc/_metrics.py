@@ -10,7 +10,7 @@ from sklearn.base import is_classifier
 from sklearn.metrics import accuracy_score, log_loss, mean_squared_error, r2_score
 from sklearn.utils.validation import _num_samples
 
-from ._bridge import check_compatible, combine
+from ._bridge import check_compatible, combine, split_pipelines, transform_rows
 from ._estimators import _check_float32_range
 from ._merge import ModelAligner, check_aligner, fit_aligner
 
@@ -223,8 +223,9 @@ def interpolation_curve(a, b, X, y, *, lambdas=25, aligner="wm", X_align=None):
 
     Parameters
     ----------
-    a, b : fitted soft tree ensembles
-        Two compatible models.
+    a, b : fitted soft tree ensembles, or Pipelines ending with one
+        Two compatible models (Pipelines with equal preprocessing, see
+        :func:`merge_estimators`).
     X : array-like of shape (n_samples, n_features)
         Evaluation data.
     y : array-like of shape (n_samples,) or (n_samples, n_outputs)
@@ -263,6 +264,7 @@ def interpolation_curve(a, b, X, y, *, lambdas=25, aligner="wm", X_align=None):
     >>> again.aligner is curve.aligner  # the alignment is reused, not recomputed
     True
     """
+    (a, b), head = split_pipelines([a, b])
     check_compatible([a, b])
     if X is None or y is None:
         raise ValueError(
@@ -282,7 +284,9 @@ def interpolation_curve(a, b, X, y, *, lambdas=25, aligner="wm", X_align=None):
         if np.asarray(y).dtype.kind in "iuf":  # others are left to the scores' own checks
             _check_float32_range(np.asarray(y, dtype=np.float64), "y")
     lambdas = _curve_lambdas(lambdas)
-    aligner = fit_aligner(aligner, [a, b], X if X_align is None else X_align)
+    X_align = transform_rows(head, X if X_align is None else X_align)
+    X = transform_rows(head, X)
+    aligner = fit_aligner(aligner, [a, b], X_align)
     pa, pb = aligner.aligned_params([a, b])
     classifier = is_classifier(a)
     metrics = CLASSIFIER_METRICS if classifier else REGRESSOR_METRICS

@@ -23,15 +23,16 @@ from numbers import Integral, Real
 import numpy as np
 import torch
 from scipy.optimize import minimize
+from sklearn.pipeline import Pipeline
 from sklearn.utils._param_validation import Interval, validate_params
-from sklearn.utils.validation import _check_sample_weight, check_is_fitted, validate_data
+from sklearn.utils.validation import _check_sample_weight, check_is_fitted
 
-from ._bridge import with_params
+from ._bridge import rewrap, split_pipelines, transform_rows, with_params
 from ._device import prediction_device
 from ._estimators import _BaseSoftTreeEnsemble
-from ._training import _as_tensor
 from ._forward import SoftTreeEnsembleModule
 from ._params import TreeParams
+from ._training import _as_tensor
 
 __all__ = ["refit_leaves"]
 
@@ -96,7 +97,7 @@ class _LeafObjective:
 
 @validate_params(
     {
-        "estimator": [_BaseSoftTreeEnsemble],
+        "estimator": [_BaseSoftTreeEnsemble, Pipeline],
         "X": ["array-like"],
         "y": ["array-like"],
         "sample_weight": ["array-like", None],
@@ -132,7 +133,7 @@ def refit_leaves(estimator, X, y, sample_weight=None, *, alpha=1e-4, max_iter=50
 
     Parameters
     ----------
-    estimator : SoftTreeEnsembleClassifier or SoftTreeEnsembleRegressor
+    estimator : SoftTreeEnsembleClassifier, SoftTreeEnsembleRegressor or Pipeline
         A fitted ensemble; it is not modified.
     X : array-like of shape (n_samples, n_features)
         Data on which the leaves are re-solved (not modified).
@@ -179,8 +180,15 @@ def refit_leaves(estimator, X, y, sample_weight=None, *, alpha=1e-4, max_iter=50
     >>> bool(info["objective"] <= info["objective_start"])
     True
     """
+    if isinstance(estimator, Pipeline):
+        (final,), head = split_pipelines([estimator])
+        refitted = refit_leaves(final, transform_rows(head, X), y, sample_weight, alpha=alpha,
+                                max_iter=max_iter, tol=tol, return_info=return_info)
+        if return_info:
+            return rewrap(estimator, refitted[0]), refitted[1]
+        return rewrap(estimator, refitted)
     check_is_fitted(estimator, "tree_params_")
-    X = validate_data(estimator, X, reset=False, dtype=[np.float32, np.float64])
+    X = estimator._encoded_input(X)
     if len(y) != X.shape[0]:
         raise ValueError(f"X has {X.shape[0]} rows but y has {len(y)}.")
     target = torch.as_tensor(estimator._fitted_targets(y))
