@@ -11,11 +11,12 @@ and turns it into an aligner with :func:`check_aligner`.
 
 from __future__ import annotations
 
+import re
 from numbers import Integral, Real
 
 import numpy as np
 from sklearn.base import BaseEstimator, clone
-from sklearn.utils._param_validation import StrOptions, validate_params
+from sklearn.utils._param_validation import InvalidParameterError, StrOptions, validate_params
 from sklearn.utils.validation import check_is_fitted
 
 from ._bridge import (
@@ -154,6 +155,42 @@ class ModelAligner(BaseEstimator):
         self.random_state = random_state
         self.device = device
 
+    def _validate_params(self):
+        """Validate the settings; the errors name ModelAligner.
+
+        scikit-learn's ``validate_params`` (around :func:`merge_estimators`,
+        :func:`~sktree_lmc.interpolation_curve`, ...) renames the owner in an
+        error phrased "The 'tol' parameter of ModelAligner must be", as if
+        ``tol`` were a parameter of the function; the errors are therefore
+        phrased "ModelAligner's 'tol' parameter must be", which it leaves
+        alone.
+        """
+        try:
+            super()._validate_params()
+        except InvalidParameterError as exc:
+            message = re.sub(r"^The ('\w+') parameter of ModelAligner must be",
+                             r"ModelAligner's \1 parameter must be", str(exc))
+            raise InvalidParameterError(message) from None
+
+    def _check_fitted_on(self, estimators, method):
+        """``estimators`` as a list, checked to be those of :meth:`fit`, in order."""
+        check_is_fitted(self, "alignments_")
+        estimators = list(estimators)
+        if len(estimators) != len(self.alignments_):
+            raise ValueError(
+                f"The aligner was fitted on {len(self.alignments_)} estimators, "
+                f"got {len(estimators)}: {method}() must be given the estimators passed to "
+                "fit(), in the same order."
+            )
+        check_compatible(estimators)
+        for i, est in enumerate(estimators):
+            if fingerprint(est.tree_params_) != self._fingerprints[i]:
+                raise ValueError(
+                    f"Estimator {i} is not the one the aligner was fitted on: {method}() must "
+                    "be given the estimators passed to fit(), in the same order."
+                )
+        return estimators
+
     def fit(self, estimators, X=None, weights=None):
         """Learn the alignment of every estimator into the reference's basis.
 
@@ -180,7 +217,9 @@ class ModelAligner(BaseEstimator):
         check_compatible(estimators)
         K = len(estimators)
         if self.reference >= K:
-            raise ValueError(f"reference={self.reference} but only {K} estimators were given.")
+            raise ValueError(
+                f"ModelAligner(reference={self.reference}) but only {K} estimators were given."
+            )
         w = _check_weights(weights, K)
         ref = estimators[self.reference]
         params = [est.tree_params_ for est in estimators]
@@ -220,21 +259,13 @@ class ModelAligner(BaseEstimator):
         aligned : list of estimators
             New fitted estimators, functionally identical to the inputs, with
             parameters expressed in the reference's basis.
+
+        Raises
+        ------
+        ValueError
+            If ``estimators`` are not the estimators of :meth:`fit`.
         """
-        check_is_fitted(self, "alignments_")
-        estimators = list(estimators)
-        if len(estimators) != len(self.alignments_):
-            raise ValueError(
-                f"The aligner was fitted on {len(self.alignments_)} estimators, "
-                f"got {len(estimators)}."
-            )
-        check_compatible(estimators)
-        for i, est in enumerate(estimators):
-            if fingerprint(est.tree_params_) != self._fingerprints[i]:
-                raise ValueError(
-                    f"Estimator {i} is not the one the aligner was fitted on: align() must be "
-                    "given the estimators passed to fit(), in the same order."
-                )
+        estimators = self._check_fitted_on(estimators, "align")
         return [
             with_params(est, al.apply(est.tree_params_))
             for est, al in zip(estimators, self.alignments_)
@@ -279,8 +310,14 @@ class ModelAligner(BaseEstimator):
         -------
         params : list of TreeParams
             ``alignments_[i].apply(estimators[i].tree_params_)``.
+
+        Raises
+        ------
+        ValueError
+            If ``estimators`` are not the estimators of :meth:`fit` (another
+            number of them, or other parameters, or another order).
         """
-        check_is_fitted(self, "alignments_")
+        estimators = self._check_fitted_on(estimators, "aligned_params")
         return [al.apply(est.tree_params_) for al, est in zip(self.alignments_, estimators)]
 
 
