@@ -30,6 +30,7 @@ from ._bridge import (
 )
 from ._device import DEVICE_CONSTRAINT, resolve_device
 from ._estimators import _NumberInterval
+from ._federated import _align_optimizer_state
 from ._matching import INVARIANCES
 from ._nway import _check_weights, align_many
 
@@ -258,7 +259,8 @@ class ModelAligner(BaseEstimator):
         -------
         aligned : list of estimators
             New fitted estimators, functionally identical to the inputs, with
-            parameters expressed in the reference's basis.
+            parameters expressed in the reference's basis (and Adam's state
+            ``optimizer_state_``, if any, mapped into it).
 
         Raises
         ------
@@ -267,7 +269,7 @@ class ModelAligner(BaseEstimator):
         """
         estimators = self._check_fitted_on(estimators, "align")
         return [
-            with_params(est, al.apply(est.tree_params_))
+            with_params(est, al.apply(est.tree_params_), **_aligned_state(est, al))
             for est, al in zip(estimators, self.alignments_)
         ]
 
@@ -319,6 +321,16 @@ class ModelAligner(BaseEstimator):
         """
         estimators = self._check_fitted_on(estimators, "aligned_params")
         return [al.apply(est.tree_params_) for al, est in zip(self.alignments_, estimators)]
+
+
+def _aligned_state(est, alignment):
+    """``{"optimizer_state_": ...}``: ``est``'s Adam state mapped by
+    ``alignment``, so that an aligned copy continues as the original would;
+    empty when it has none."""
+    state = getattr(est, "optimizer_state_", None)
+    if state is None:
+        return {}
+    return {"optimizer_state_": _align_optimizer_state(state, alignment)}
 
 
 def check_aligner(aligner):
@@ -432,7 +444,11 @@ def merge_estimators(a, b=None, lam=0.5, *, aligner="wm", X=None, weights=None):
         pickles and works in a Pipeline). Regressors interpolate their target
         standardization ``y_mean_`` and ``y_scale_`` and first express both
         models' leaf values in the interpolated scale, so that ``lam=0`` and
-        ``lam=1`` reproduce ``a`` and ``b`` exactly.
+        ``lam=1`` reproduce ``a`` and ``b`` exactly. The hyperparameters are
+        ``a``'s (model 0's), ``warm_start`` included; Adam's state is not
+        kept (``optimizer_state_`` is None: the models' moments belong to
+        their own parameters), so a warm-started ``fit`` of the merged model
+        continues from the merged parameters with a fresh Adam.
 
     See Also
     --------
