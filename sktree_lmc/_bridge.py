@@ -222,15 +222,22 @@ def with_params(template, params, **overrides):
 
     The fitted state copied is the estimator's: its public fitted attributes
     (names ending in ``_``) and the private ones it declares in
-    ``_fitted_private_attrs``.
+    ``_fitted_private_attrs``, except Adam's state: ``optimizer_state_`` is
+    None (unless given in ``overrides``), because the template's moments
+    belong to its own parameters, not to ``params`` (a merged model's, or an
+    aligned copy's, are in another basis). The hyperparameters are the
+    template's, ``warm_start`` included: a warm-started ``fit`` of the new
+    estimator continues from ``params`` with a fresh Adam.
     """
     new = clone(template)
     private = getattr(template, "_fitted_private_attrs", ())
     for key, value in vars(template).items():
         fitted = key.endswith("_") and not key.startswith("_")
-        if (fitted or key in private) and key != "tree_params_":
+        if (fitted or key in private) and key not in ("tree_params_", "optimizer_state_"):
             setattr(new, key, copy.deepcopy(value))
     new.tree_params_ = params.copy()
+    if "optimizer_state_" in vars(template):
+        new.optimizer_state_ = None
     for key, value in overrides.items():
         setattr(new, key, value)
     return new

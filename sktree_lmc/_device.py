@@ -12,7 +12,9 @@ settings give the same errors everywhere:
 - a string torch does not parse, or another type, is a ``ValueError``
   (``TypeError`` for a non-string) naming ``device``;
 - a CUDA device on a machine without CUDA (or an index beyond the visible
-  GPUs), or ``"mps"`` without MPS, is a ``ValueError`` naming ``device``.
+  GPUs), or ``"mps"`` without MPS, is a ``ValueError`` naming ``device``;
+- a device that holds no data (``"meta"``: tensors with shapes only) is a
+  ``ValueError`` naming ``device``, for fitting and prediction alike.
 """
 
 from __future__ import annotations
@@ -26,10 +28,25 @@ __all__ = ["DEVICE_CONSTRAINT", "prediction_device", "resolve_device"]
 #: ``_parameter_constraints`` entry of a ``device`` hyperparameter.
 DEVICE_CONSTRAINT = [str, torch.device]
 
+#: Device types whose tensors hold no data (shapes and dtypes only): nothing
+#: can be fitted or predicted there.
+_DATALESS = ("meta",)
+
 
 def _parse(device):
     """``device`` as a :class:`torch.device` (``"auto"`` resolved), unchecked
-    for availability."""
+    for availability; a device that holds no data is refused."""
+    dev = _parse_name(device)
+    if dev.type in _DATALESS:
+        raise ValueError(
+            f"device={_show(device)} holds no data (tensors on it have shapes but no "
+            "values), so nothing can be fitted or predicted there; use 'cpu', 'cuda', "
+            "'mps' or 'auto'."
+        )
+    return dev
+
+
+def _parse_name(device):
     if isinstance(device, torch.device):
         return device
     if not isinstance(device, str):
@@ -80,8 +97,8 @@ def resolve_device(device):
     TypeError
         If ``device`` is neither a string nor a :class:`torch.device`.
     ValueError
-        If the string is not a device torch understands, or the device is
-        not available on this machine.
+        If the string is not a device torch understands, the device holds no
+        data (``"meta"``), or it is not available on this machine.
     """
     dev = _parse(device)
     reason = _unavailable(dev)

@@ -41,7 +41,6 @@ from ._training import (
     FeatureMask,
     TrainingHooks,
     WeightAverage,
-    _as_tensor,
     _check_finite_epoch,
     _EarlyStopping,
     _evaluate_loss,

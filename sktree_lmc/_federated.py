@@ -316,6 +316,21 @@ def _server_step(merged_params, previous, velocity, momentum, learning_rate, arc
     return TreeParams(new.split_weight, new.split_bias, new.leaf_value), velocity, alignment
 
 
+def _check_server_step(params, r, learning_rate, momentum):
+    """Raise a ValueError naming the server's step size if its step in round
+    ``r`` (0-based) left parameters that are not finite or beyond float32's
+    range (the model's precision)."""
+    limit = float(np.finfo(np.float32).max)
+    for name in ("split_weight", "split_bias", "leaf_value"):
+        values = getattr(params, name)
+        if not np.all(np.isfinite(values)) or (values.size and np.abs(values).max() > limit):
+            raise ValueError(
+                f"The server step of round {r + 1} (server_learning_rate={learning_rate}, "
+                f"server_momentum={momentum}) left non-finite {name} (or values beyond "
+                "float32's range); use a lower server_learning_rate."
+            )
+
+
 def run_rounds(shards, clones, weights, merge, *, n_rounds, keep_optimizer=True,
                server_momentum=0.0, server_learning_rate=1.0, validation=None, progress=None,
                later_params=None):
@@ -392,6 +407,7 @@ def run_rounds(shards, clones, weights, merge, *, n_rounds, keep_optimizer=True,
             params, velocity, server_al = _server_step(
                 merged.tree_params_, previous, velocity, server_momentum,
                 server_learning_rate, merged.architecture_)
+            _check_server_step(params, r, server_learning_rate, server_momentum)
             merged.tree_params_ = params
         previous = merged.tree_params_
         entry = {"round": r + 1, "train_loss": shards.loss(merged), "validation_loss": None,

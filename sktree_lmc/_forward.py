@@ -33,7 +33,10 @@ original ones, permuted.
 
 from __future__ import annotations
 
+import functools
 import math
+import os
+import weakref
 
 import numpy as np
 import torch
@@ -43,11 +46,18 @@ from ._params import TreeParams
 
 __all__ = [
     "SoftTreeEnsembleModule",
+    "check_routing_memory",
     "inference_chunk_rows",
     "predict_chunked",
     "reference_forward",
     "routing_plan",
 ]
+
+
+#: Plans already built, per architecture object (weakly referenced, so an
+#: architecture's plan lives as long as the architecture; the tables of
+#: :func:`~sktree_lmc._architectures.get_architecture` are themselves cached).
+_PLANS = weakref.WeakKeyDictionary()
 
 
 def routing_plan(arch):
@@ -59,6 +69,12 @@ def routing_plan(arch):
     leaves with ``code = +1`` go left, ``-1`` right. Positions that lead to no
     free leaf (the fixed-zero leaf of the modified decision list) are pruned.
 
+    The plan is built once per architecture object and cached. It is built
+    level by level with array operations: all positions of one depth at once,
+    each leaf looking only at the nodes on its own path (the nonzero entries
+    of its code row), so the cost is about ``n_leaves * depth**2`` (plus one
+    pass over the table), not the number of positions times the table's size.
+
     Parameters
     ----------
     arch : TreeArchitecture
@@ -66,54 +82,218 @@ def routing_plan(arch):
 
     Returns
     -------
-    steps : list of tuple (parent, sig, leaf)
+    steps : tuple of tuple (parent, sig, leaf)
         Step ``i`` computes position ``i`` as ``pos[parent] * s[sig]``
         (``parent = -1``: the root, probability 1), where ``s`` is the
         ``(2N, ...)`` stack of ``sigmoid(z)`` (rows ``0..N-1``) and
         ``sigmoid(-z)`` (rows ``N..2N-1``). ``leaf`` is the index of the free
-        leaf that position ``i`` is, or ``-1`` for an inner position.
+        leaf that position ``i`` is, or ``-1`` for an inner position. Steps
+        are in depth-first order, left (``+1``) before right: a parent comes
+        before its children.
 
     Raises
     ------
     ValueError
         If the table does not describe a binary tree.
     """
+    try:
+        return _PLANS[arch]
+    except (KeyError, TypeError):  # not built yet, or an object that cannot be a key
+        pass
+    steps = _build_routing_plan(arch)
+    try:
+        _PLANS[arch] = steps
+    except TypeError:  # pragma: no cover - unhashable or not weakly referenceable
+        pass
+    return steps
+
+
+def _build_routing_plan(arch):
+    """The plan of :func:`routing_plan`, computed level by level."""
     code = np.asarray(arch.code)
     n_leaves, n_nodes = code.shape
-    free_index = {int(leaf): j for j, leaf in enumerate(arch.free_leaves)}
-    steps = []
+    free_leaves = np.asarray(arch.free_leaves, dtype=np.int64)
+    free_index = np.full(n_leaves, -1, dtype=np.int64)
+    free_index[free_leaves] = np.arange(len(free_leaves))
 
-    def build(leaves, parent, used):
-        if len(leaves) == 1:
-            return
-        candidates = [
-            n for n in range(n_nodes) if n not in used and all(code[k, n] != 0 for k in leaves)
-        ]
-        if not candidates:
-            raise ValueError(f"code table of {arch.name!r} is not a binary tree")
-        node = candidates[0]
-        for side, sign in ((0, 1), (1, -1)):
-            sub = [k for k in leaves if code[k, node] == sign]
-            if not sub:
-                raise ValueError(f"code table of {arch.name!r} is not a binary tree")
-            if not any(k in free_index for k in sub):
-                continue
-            leaf = free_index[sub[0]] if len(sub) == 1 else -1
-            steps.append((parent, node + side * n_nodes, leaf))
-            build(sub, len(steps) - 1, used | {node})
+    def not_a_tree():
+        return ValueError(f"code table of {arch.name!r} is not a binary tree")
 
-    build(list(range(n_leaves)), -1, frozenset())
-    # Each free leaf's path must use exactly the nodes of its code row.
-    for leaf, j in free_index.items():
-        i = next(i for i, s in enumerate(steps) if s[2] == j)
-        row = np.zeros(n_nodes, dtype=np.int64)
-        while i >= 0:
-            parent, sig, _ = steps[i]
-            row[sig % n_nodes] = 1 if sig < n_nodes else -1
-            i = parent
-        if not np.array_equal(row, code[leaf]):
-            raise ValueError(f"code table of {arch.name!r} is not a binary tree")
-    return steps
+    # The nodes on every leaf's path: (leaf, node) pairs, nodes ascending per leaf.
+    pair_leaf, pair_node = np.nonzero(code)
+    path_length = np.bincount(pair_leaf, minlength=n_leaves)
+    # Positions still to split: ``group[k]`` of every active leaf ``k`` (index
+    # into this level's groups), each group's step (-1: the root) and size.
+    active = np.arange(n_leaves) if n_leaves > 1 else np.zeros(0, dtype=np.int64)
+    group = np.zeros(n_leaves, dtype=np.int64)
+    group_step = np.array([-1])
+    group_size = np.array([n_leaves])
+    depth_of = np.zeros(n_leaves, dtype=np.int64)  # path length at which a leaf ends
+    keep = np.isin(pair_leaf, active)
+    pair_leaf, pair_node = pair_leaf[keep], pair_node[keep]
+    parents, sigs, leaves, left_sibling = [], [], [], []  # per level, in creation order
+    n_steps, level = 0, 0
+    while len(active):
+        n_groups = len(group_step)
+        # 1. each group's node: the smallest unused node on the path of all its leaves
+        key = group[pair_leaf] * n_nodes + pair_node
+        uniq, counts = np.unique(key, return_counts=True)
+        g_of, node_of = np.divmod(uniq, n_nodes)
+        full = counts == group_size[g_of]
+        g_full, first = np.unique(g_of[full], return_index=True)
+        if len(g_full) != n_groups:
+            raise not_a_tree()
+        node = node_of[full][first]  # (n_groups,), g_full is arange(n_groups)
+        # 2. split every group by the sign of its leaves at its node
+        sign = code[active, node[group[active]]]
+        side = (sign < 0).astype(np.int64)  # 0: left (+1), 1: right (-1)
+        child = group[active] * 2 + side  # child position of each active leaf
+        size = np.bincount(child, minlength=2 * n_groups)
+        if np.any(size == 0):  # a node that does not split its position
+            raise not_a_tree()
+        n_free = np.bincount(child, weights=free_index[active] >= 0, minlength=2 * n_groups)
+        made = np.flatnonzero(n_free > 0)  # children leading to a free leaf: one step each
+        ids = n_steps + np.arange(len(made))
+        step_of_child = np.full(2 * n_groups, -1, dtype=np.int64)
+        step_of_child[made] = ids
+        made_g, made_side = np.divmod(made, 2)
+        parents.append(group_step[made_g])
+        sigs.append(node[made_g] + made_side * n_nodes)
+        single = size[made] == 1
+        leaf = np.full(len(made), -1, dtype=np.int64)
+        # the one leaf of each singleton child: the last active leaf written there
+        last = np.full(2 * n_groups, -1, dtype=np.int64)
+        last[child] = active
+        leaf[single] = free_index[last[made[single]]]
+        leaves.append(leaf)
+        left = step_of_child[made_g * 2]
+        left_sibling.append(np.where(made_side == 1, left, -1))
+        n_steps += len(made)
+        level += 1
+        # 3. the next level: children with several leaves, of which one is free
+        used = node[group[pair_leaf]] == pair_node  # each pair's node just used
+        next_child = made[~single]
+        depth_of[active] = level
+        new_group = np.full(2 * n_groups, -1, dtype=np.int64)
+        new_group[next_child] = np.arange(len(next_child))
+        g_new = new_group[child]
+        still = g_new >= 0
+        active, group_of_active = active[still], g_new[still]
+        group = np.zeros(n_leaves, dtype=np.int64)
+        group[active] = group_of_active
+        group_step = step_of_child[next_child]
+        group_size = size[next_child]
+        keep = np.zeros(n_leaves, dtype=bool)
+        keep[active] = True
+        keep = keep[pair_leaf] & ~used
+        pair_leaf, pair_node = pair_leaf[keep], pair_node[keep]
+
+    # Each free leaf's path must use exactly the nodes of its code row: the path
+    # uses distinct nodes of the row, with the row's signs, so it is enough that
+    # the row has no other nonzero entry.
+    if np.any(path_length[free_leaves] != depth_of[free_leaves]):
+        raise not_a_tree()
+    if not n_steps:  # one leaf: no split to compute it with
+        raise not_a_tree()
+    parent = np.concatenate(parents)
+    sig = np.concatenate(sigs)
+    leaf = np.concatenate(leaves)
+    sibling = np.concatenate(left_sibling)
+    # depth-first order: subtree sizes bottom-up, then positions top-down
+    subtree = np.ones(n_steps, dtype=np.int64)
+    bounds = np.cumsum([0] + [len(p) for p in parents])
+    for lo, hi in zip(bounds[-2::-1], bounds[:0:-1]):
+        below = parent[lo:hi]
+        inner = below >= 0
+        np.add.at(subtree, below[inner], subtree[lo:hi][inner])
+    order = np.empty(n_steps, dtype=np.int64)
+    for lo, hi in zip(bounds[:-1], bounds[1:]):
+        p = parent[lo:hi]
+        base = np.where(p >= 0, order[np.maximum(p, 0)], -1) + 1
+        sib = sibling[lo:hi]
+        order[lo:hi] = base + np.where(sib >= 0, subtree[np.maximum(sib, 0)], 0)
+    out_parent = np.where(parent >= 0, order[np.maximum(parent, 0)], -1)
+    steps = np.empty((n_steps, 3), dtype=np.int64)
+    steps[order] = np.stack([out_parent, sig, leaf], axis=1)
+    return tuple(map(tuple, steps.tolist()))
+
+
+def _routing_elements_per_row(arch, training):
+    """Routing intermediates of one row and one tree, in elements.
+
+    Inference (:func:`predict_chunked`): split logits, two-sided sigmoids,
+    leaf and inner-position probabilities, ``3N + L + inner``. Training adds
+    the backward pass (:func:`_route_backward`: the gradient of the leaves,
+    sums over the positions and sigmoids, the logits' gradient), about
+    ``5N + 2L + 2 inner`` at its peak.
+    """
+    steps = routing_plan(arch)
+    n_inner = sum(1 for parent, _, leaf in steps if leaf < 0 and parent >= 0)
+    N, L = arch.n_nodes, arch.n_free_leaves
+    return 5 * N + 2 * L + 2 * n_inner if training else 3 * N + L + n_inner
+
+
+@functools.lru_cache(maxsize=None)
+def _memory_of(kind, index):
+    """Bytes of memory of a device: the GPU's for CUDA, else the machine's
+    physical memory; None when unknown."""
+    if kind == "cuda":
+        return int(torch.cuda.get_device_properties(index or 0).total_memory)
+    try:
+        return int(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES"))
+    except (AttributeError, ValueError, OSError):  # pragma: no cover - not POSIX
+        return None
+
+
+def _memory_bytes(device):
+    device = torch.device(device)
+    return _memory_of(device.type, device.index)
+
+
+def check_routing_memory(arch, n_trees, rows, device="cpu", itemsize=4, training=False):
+    """Raise a ValueError, with the estimate, if the routing buffers of ``rows``
+    rows cannot fit in the memory of ``device``.
+
+    The routing buffers grow with the number of leaves and inner positions
+    of the architecture (``2**depth`` each for oblivious and non-oblivious
+    trees), times the trees, times the rows of a chunk or minibatch; deep
+    trees would otherwise exhaust memory in the middle of ``fit`` or
+    ``predict``.
+
+    Parameters
+    ----------
+    arch : TreeArchitecture
+        Architecture table.
+    n_trees : int
+        Number of trees ``M``.
+    rows : int
+        Rows computed at once (a prediction chunk or a minibatch).
+    device : str or torch.device, default="cpu"
+        Where they are computed.
+    itemsize : int, default=4
+        Bytes per element (float32: 4).
+    training : bool, default=False
+        Whether the backward pass's buffers count too.
+
+    Raises
+    ------
+    ValueError
+        If ``rows`` rows need more bytes than the device's memory.
+    """
+    per_row = itemsize * n_trees * _routing_elements_per_row(arch, training)
+    memory = _memory_bytes(device)
+    if memory is None or rows * per_row <= memory:
+        return
+    name = getattr(arch, "name", "?")
+    depth = getattr(arch, "depth", "?")
+    raise ValueError(
+        f"arch={name!r} with depth={depth} and {n_trees} trees needs about "
+        f"{per_row / 2**20:.4g} MiB of routing buffers per row "
+        f"({'training' if training else 'prediction'}, {arch.n_free_leaves} leaves per tree), "
+        f"{rows * per_row / 2**30:.4g} GiB for {rows} row(s) at once: more than the "
+        f"{memory / 2**30:.4g} GiB of memory of the device ({torch.device(device).type}). "
+        "Use a smaller depth or fewer trees (or a smaller batch_size)."
+    )
 
 
 def _route_forward(z, steps, n_leaves, buffers=None, exact_complement=True):
@@ -347,14 +527,24 @@ class SoftTreeEnsembleModule(nn.Module):
         def uniform(shape, b):
             return (torch.rand(shape, generator=generator) * 2 - 1) * b
 
-        self._set_arch(arch)
+        self._set_arch(arch, n_trees)
         self.split_weight = nn.Parameter(uniform((n_trees, N, n_features), bound))
         self.split_bias = nn.Parameter(uniform((n_trees, N), bound))
         self.leaf_value = nn.Parameter(uniform((n_trees, L, n_outputs), lbound))
 
-    def _set_arch(self, arch):
+    def _set_arch(self, arch, n_trees, device="cpu"):
+        check_routing_memory(arch, n_trees, 1, device, training=True)  # before allocating
         self.arch = arch
         self._steps = routing_plan(arch)
+        self._train_elements = _routing_elements_per_row(arch, training=True)
+
+    def _check_batch(self, z):
+        """Refuse a minibatch whose routing buffers cannot fit in memory (``z``:
+        the split logits ``(N, M, B)``)."""
+        M, B = z.shape[1], z.shape[2]
+        memory = _memory_bytes(z.device)
+        if memory is not None and z.element_size() * M * B * self._train_elements > memory:
+            check_routing_memory(self.arch, M, B, z.device, z.element_size(), training=True)
 
     def _split_logits(self, X):
         """All split logits ``z`` in node-major layout ``(N, M, B)``, one matmul."""
@@ -365,7 +555,9 @@ class SoftTreeEnsembleModule(nn.Module):
 
     def _routing_probabilities(self, X):
         """Leaf probabilities in the internal layout ``(L, M, B)``."""
-        return _Routing.apply(self._split_logits(X), self._steps, self.leaf_value.shape[1])
+        z = self._split_logits(X)
+        self._check_batch(z)
+        return _Routing.apply(z, self._steps, self.leaf_value.shape[1])
 
     def leaf_probabilities(self, X):
         """Routing probabilities ``mu`` of every sample to every free leaf.
@@ -413,7 +605,9 @@ class SoftTreeEnsembleModule(nn.Module):
         """
         M, L, C = self.leaf_value.shape
         pi = self.leaf_value.transpose(0, 1).reshape(L * M, C)
-        return _Ensemble.apply(self._split_logits(X), pi, self._steps)
+        z = self._split_logits(X)
+        self._check_batch(z)
+        return _Ensemble.apply(z, pi, self._steps)
 
     # -- conversion to and from arrays -----------------------------------------
     def to_params(self):
@@ -451,7 +645,7 @@ class SoftTreeEnsembleModule(nn.Module):
         """
         module = cls.__new__(cls)
         nn.Module.__init__(module)
-        module._set_arch(arch)
+        module._set_arch(arch, np.shape(params.split_weight)[0], device)
         module.split_weight = nn.Parameter(torch.from_numpy(np.array(params.split_weight)))
         module.split_bias = nn.Parameter(torch.from_numpy(np.array(params.split_bias)))
         module.leaf_value = nn.Parameter(torch.from_numpy(np.array(params.leaf_value)))
@@ -487,14 +681,20 @@ def inference_chunk_rows(arch, n_trees, device="cpu"):
     Returns
     -------
     rows : int
+
+    Raises
+    ------
+    ValueError
+        If the routing buffers of one chunk cannot fit in the device's memory
+        (see :func:`check_routing_memory`).
     """
     kind = "cuda" if torch.device(device).type == "cuda" else "cpu"
-    steps = routing_plan(arch)
-    n_inner = sum(1 for parent, _, leaf in steps if leaf < 0 and parent >= 0)
-    per_row = 4 * n_trees * (3 * arch.n_nodes + arch.n_free_leaves + n_inner)
+    per_row = 4 * n_trees * _routing_elements_per_row(arch, training=False)
     low, high = INFERENCE_CHUNK_ROWS[kind]
     rows = max(1, INFERENCE_CHUNK_BYTES[kind] // per_row)
-    return int(min(high, max(low, 2 ** int(math.log2(rows)))))
+    rows = int(min(high, max(low, 2 ** int(math.log2(rows)))))
+    check_routing_memory(arch, n_trees, rows, device)
+    return rows
 
 
 @torch.inference_mode()

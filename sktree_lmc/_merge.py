@@ -11,11 +11,12 @@ and turns it into an aligner with :func:`check_aligner`.
 
 from __future__ import annotations
 
+import re
 from numbers import Integral, Real
 
 import numpy as np
 from sklearn.base import BaseEstimator, clone
-from sklearn.utils._param_validation import StrOptions, validate_params
+from sklearn.utils._param_validation import InvalidParameterError, StrOptions, validate_params
 from sklearn.utils.validation import check_is_fitted
 
 from ._bridge import (
@@ -32,6 +33,7 @@ from ._bridge import (
 )
 from ._device import DEVICE_CONSTRAINT, resolve_device
 from ._estimators import _NumberInterval
+from ._federated import _align_optimizer_state
 from ._matching import INVARIANCES
 from ._nway import _check_weights, align_many
 
@@ -157,6 +159,42 @@ class ModelAligner(BaseEstimator):
         self.random_state = random_state
         self.device = device
 
+    def _validate_params(self):
+        """Validate the settings; the errors name ModelAligner.
+
+        scikit-learn's ``validate_params`` (around :func:`merge_estimators`,
+        :func:`~sktree_lmc.interpolation_curve`, ...) renames the owner in an
+        error phrased "The 'tol' parameter of ModelAligner must be", as if
+        ``tol`` were a parameter of the function; the errors are therefore
+        phrased "ModelAligner's 'tol' parameter must be", which it leaves
+        alone.
+        """
+        try:
+            super()._validate_params()
+        except InvalidParameterError as exc:
+            message = re.sub(r"^The ('\w+') parameter of ModelAligner must be",
+                             r"ModelAligner's \1 parameter must be", str(exc))
+            raise InvalidParameterError(message) from None
+
+    def _check_fitted_on(self, estimators, method):
+        """``estimators`` as a list, checked to be those of :meth:`fit`, in order."""
+        check_is_fitted(self, "alignments_")
+        estimators, _ = split_pipelines(estimators)
+        if len(estimators) != len(self.alignments_):
+            raise ValueError(
+                f"The aligner was fitted on {len(self.alignments_)} estimators, "
+                f"got {len(estimators)}: {method}() must be given the estimators passed to "
+                "fit(), in the same order."
+            )
+        check_compatible(estimators)
+        for i, est in enumerate(estimators):
+            if fingerprint(est.tree_params_) != self._fingerprints[i]:
+                raise ValueError(
+                    f"Estimator {i} is not the one the aligner was fitted on: {method}() must "
+                    "be given the estimators passed to fit(), in the same order."
+                )
+        return estimators
+
     def fit(self, estimators, X=None, weights=None):
         """Learn the alignment of every estimator into the reference's basis.
 
@@ -184,7 +222,9 @@ class ModelAligner(BaseEstimator):
         check_compatible(estimators)
         K = len(estimators)
         if self.reference >= K:
-            raise ValueError(f"reference={self.reference} but only {K} estimators were given.")
+            raise ValueError(
+                f"ModelAligner(reference={self.reference}) but only {K} estimators were given."
+            )
         w = _check_weights(weights, K)
         ref = estimators[self.reference]
         params = [est.tree_params_ for est in estimators]
@@ -223,25 +263,19 @@ class ModelAligner(BaseEstimator):
         -------
         aligned : list of estimators
             New fitted estimators, functionally identical to the inputs, with
-            parameters expressed in the reference's basis.
+            parameters expressed in the reference's basis (and Adam's state
+            ``optimizer_state_``, if any, mapped into it).
+
+        Raises
+        ------
+        ValueError
+            If ``estimators`` are not the estimators of :meth:`fit`.
         """
-        check_is_fitted(self, "alignments_")
         templates = list(estimators)
-        estimators, _ = split_pipelines(templates)
-        if len(estimators) != len(self.alignments_):
-            raise ValueError(
-                f"The aligner was fitted on {len(self.alignments_)} estimators, "
-                f"got {len(estimators)}."
-            )
-        check_compatible(estimators)
-        for i, est in enumerate(estimators):
-            if fingerprint(est.tree_params_) != self._fingerprints[i]:
-                raise ValueError(
-                    f"Estimator {i} is not the one the aligner was fitted on: align() must be "
-                    "given the estimators passed to fit(), in the same order."
-                )
+        estimators = self._check_fitted_on(estimators, "align")
         return [
-            rewrap(template, with_params(est, al.apply(est.tree_params_)))
+            rewrap(template,
+                   with_params(est, al.apply(est.tree_params_), **_aligned_state(est, al)))
             for template, est, al in zip(templates, estimators, self.alignments_)
         ]
 
@@ -285,10 +319,25 @@ class ModelAligner(BaseEstimator):
         -------
         params : list of TreeParams
             ``alignments_[i].apply(estimators[i].tree_params_)``.
+
+        Raises
+        ------
+        ValueError
+            If ``estimators`` are not the estimators of :meth:`fit` (another
+            number of them, or other parameters, or another order).
         """
-        check_is_fitted(self, "alignments_")
-        estimators, _ = split_pipelines(estimators)
+        estimators = self._check_fitted_on(estimators, "aligned_params")
         return [al.apply(est.tree_params_) for al, est in zip(self.alignments_, estimators)]
+
+
+def _aligned_state(est, alignment):
+    """``{"optimizer_state_": ...}``: ``est``'s Adam state mapped by
+    ``alignment``, so that an aligned copy continues as the original would;
+    empty when it has none."""
+    state = getattr(est, "optimizer_state_", None)
+    if state is None:
+        return {}
+    return {"optimizer_state_": _align_optimizer_state(state, alignment)}
 
 
 def check_aligner(aligner):
@@ -406,7 +455,11 @@ def merge_estimators(a, b=None, lam=0.5, *, aligner="wm", X=None, weights=None):
         pickles and works in a Pipeline). Regressors interpolate their target
         standardization ``y_mean_`` and ``y_scale_`` and first express both
         models' leaf values in the interpolated scale, so that ``lam=0`` and
-        ``lam=1`` reproduce ``a`` and ``b`` exactly.
+        ``lam=1`` reproduce ``a`` and ``b`` exactly. The hyperparameters are
+        ``a``'s (model 0's), ``warm_start`` included; Adam's state is not
+        kept (``optimizer_state_`` is None: the models' moments belong to
+        their own parameters), so a warm-started ``fit`` of the merged model
+        continues from the merged parameters with a fresh Adam.
 
     See Also
     --------

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from numbers import Integral
 
@@ -154,7 +155,19 @@ def lmc_barrier(values, lambdas=None, *, greater_is_better=True):
     barrier = float(max(gap.max(), 0.0))
     if not np.isfinite(barrier):
         raise ValueError("values are too large: the barrier overflows float64.")
-    return round(barrier, 12)  # Python's rounding: exact, and no overflow for huge values
+    return _round_to_scale(barrier, float(np.abs(values).max()))
+
+
+def _round_to_scale(barrier, scale):
+    """``barrier`` rounded to 12 significant digits of ``scale`` (the largest
+    ``|value|`` of the curve), which removes the rounding noise of the
+    straight line (e.g. a flat curve gives exactly 0, ``0.45`` is not
+    ``0.44999999999999996``) at any scale: a fixed 12 decimals rounded every
+    barrier of a curve whose values are below about 1e-12 to 0. Python's
+    ``round`` is exact, and does not overflow for huge values."""
+    if barrier == 0.0 or scale == 0.0:
+        return barrier
+    return round(barrier, 12 - math.floor(math.log10(scale)))
 
 
 @dataclass

@@ -46,6 +46,7 @@ each leave-one-out target ``O(M P)``. ``max_iter=0`` gives the baseline.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from numbers import Real
 
 import numpy as np
 
@@ -87,15 +88,55 @@ class MultiAlignment:
 
 
 def _check_weights(weights, n_models):
+    """Model weights validated and normalized to sum to one (uniform when None).
+
+    Parameters
+    ----------
+    weights : array-like of shape (n_models,) or None
+        Real, finite, non-negative numbers (not booleans), not all zero.
+    n_models : int
+        Number of models.
+
+    Returns
+    -------
+    w : ndarray of shape (n_models,)
+        The weights divided by their sum.
+
+    Raises
+    ------
+    TypeError
+        If a weight is not a real number (a string, a complex number, a
+        boolean, None).
+    ValueError
+        If there is not one weight per model, or a weight is not finite or
+        negative, or all are zero.
+    """
     if weights is None:
         return np.full(n_models, 1.0 / n_models)
-    w = np.asarray(weights, dtype=np.float64)
+    try:
+        w = np.asarray(weights)
+    except (TypeError, ValueError) as exc:  # ragged nesting
+        raise ValueError(
+            f"weights must be a 1-D array-like of {n_models} real numbers (one per model): {exc}"
+        ) from None
     if w.shape != (n_models,):
         raise ValueError(
             f"weights must have one entry per model ({n_models}), got shape {w.shape}."
         )
-    if not np.all(np.isfinite(w)) or np.any(w < 0) or w.sum() <= 0:
+    items = list(w) if w.dtype.kind == "O" or isinstance(weights, np.ndarray) else list(weights)
+    bad = [v for v in items
+           if isinstance(v, (bool, np.bool_)) or not isinstance(v, (Real, np.number))
+           or isinstance(v, (complex, np.complexfloating))]
+    if bad or w.dtype.kind not in "iufO":
+        shown = bad[0] if bad else w.dtype
+        raise TypeError(
+            f"weights must be real numbers (one per model), got {shown!r} "
+            f"({type(bad[0]).__name__ if bad else 'dtype ' + str(w.dtype)})."
+        )
+    w = w.astype(np.float64)
+    if not np.all(np.isfinite(w)) or np.any(w < 0) or not np.any(w > 0):
         raise ValueError(f"weights must be finite, non-negative and not all zero, got {w!r}.")
+    w = w / w.max()  # no overflow of the sum
     return w / w.sum()
 
 

@@ -23,13 +23,19 @@ from numbers import Integral, Real
 import numpy as np
 import torch
 from scipy.optimize import minimize
+from sklearn.base import is_regressor
 from sklearn.pipeline import Pipeline
-from sklearn.utils._param_validation import Interval, validate_params
-from sklearn.utils.validation import _check_sample_weight, check_is_fitted
+from sklearn.utils._param_validation import validate_params
+from sklearn.utils.validation import _check_sample_weight, check_array, check_is_fitted
 
 from ._bridge import rewrap, split_pipelines, transform_rows, with_params
 from ._device import prediction_device
-from ._estimators import _BaseSoftTreeEnsemble
+from ._estimators import (
+    _MAX_SCALE,
+    _BaseSoftTreeEnsemble,
+    _check_float32_range,
+    _NumberInterval,
+)
 from ._forward import SoftTreeEnsembleModule
 from ._params import TreeParams
 from ._training import _as_tensor
@@ -41,6 +47,23 @@ _CHUNK_BYTES = 32 * 2**20
 #: Features up to this size are computed once and kept; larger ones are
 #: recomputed in chunks at every evaluation of the objective.
 _FEATURE_CACHE_BYTES = 256 * 2**20
+
+
+def _check_targets(estimator, y):
+    """``y`` as an array checked as ``fit`` checks it: finite, and for a
+    regressor real and within float32's range (the model's precision)."""
+    if is_regressor(estimator):
+        if np.iscomplexobj(y):
+            raise ValueError("y must be real regression targets, got complex values.")
+        try:
+            y = check_array(y, ensure_2d=False, dtype=np.float64, input_name="y")
+        except (TypeError, ValueError) as exc:
+            if "y" in str(exc).split():
+                raise
+            raise ValueError(f"y must be real regression targets: {exc}") from None
+        _check_float32_range(y, "y")
+        return y
+    return check_array(y, ensure_2d=False, dtype=None, input_name="y")
 
 
 class _LeafObjective:
@@ -101,9 +124,9 @@ class _LeafObjective:
         "X": ["array-like"],
         "y": ["array-like"],
         "sample_weight": ["array-like", None],
-        "alpha": [Interval(Real, 0, None, closed="left")],
-        "max_iter": [Interval(Integral, 1, None, closed="left")],
-        "tol": [Interval(Real, 0, None, closed="left")],
+        "alpha": [_NumberInterval(Real, 0, _MAX_SCALE, closed="both")],
+        "max_iter": [_NumberInterval(Integral, 1, None, closed="left")],
+        "tol": [_NumberInterval(Real, 0, 1, closed="both")],
         "return_info": ["boolean"],
     },
     prefer_skip_nested_validation=True,
@@ -138,15 +161,16 @@ def refit_leaves(estimator, X, y, sample_weight=None, *, alpha=1e-4, max_iter=50
     X : array-like of shape (n_samples, n_features)
         Data on which the leaves are re-solved (not modified).
     y : array-like of shape (n_samples,) or (n_samples, n_targets)
-        Targets: labels among ``estimator.classes_``, or regression targets.
+        Targets: labels among ``estimator.classes_``, or regression targets
+        (real, finite and within float32's range, as in ``fit``).
     sample_weight : array-like of shape (n_samples,), default=None
         Non-negative per-sample weights of the loss.
-    alpha : float, default=1e-4
+    alpha : float in [0, 1e30], default=1e-4
         L2 penalty on the leaf values (``0``: none; the problem is then
         convex but not strictly).
-    max_iter : int, default=500
-        Maximum L-BFGS iterations.
-    tol : float, default=1e-7
+    max_iter : int >= 1, default=500
+        Maximum L-BFGS iterations (an int; ``True`` is refused).
+    tol : float in [0, 1], default=1e-7
         Stopping tolerance on the relative objective decrease (``ftol`` of
         L-BFGS-B; the projected-gradient tolerance is ``tol / 10``).
     return_info : bool, default=False
@@ -189,20 +213,27 @@ def refit_leaves(estimator, X, y, sample_weight=None, *, alpha=1e-4, max_iter=50
         return rewrap(estimator, refitted)
     check_is_fitted(estimator, "tree_params_")
     X = estimator._encoded_input(X)
+    y = _check_targets(estimator, y)
     if len(y) != X.shape[0]:
         raise ValueError(f"X has {X.shape[0]} rows but y has {len(y)}.")
     target = torch.as_tensor(estimator._fitted_targets(y))
     sample_weight = _check_sample_weight(
         sample_weight, X, dtype=np.float64, ensure_non_negative=True
     )
-    if not sample_weight.sum() > 0:
+    if not sample_weight.max(initial=0.0) > 0:
         raise ValueError("sample_weight sums to zero: there is nothing to fit.")
+    sample_weight = sample_weight / sample_weight.max()  # only ratios matter; no overflow
     device = prediction_device(estimator.device)
     objective = _LeafObjective(estimator, X, target, sample_weight, alpha, device)
 
     params = estimator.tree_params_
     start = params.leaf_value.astype(np.float64).ravel()
     f_start, _ = objective(start)
+    if not np.isfinite(f_start):
+        raise ValueError(
+            f"The objective of the current leaves is not finite ({f_start}); the estimator's "
+            "parameters or the data (X, y, sample_weight) overflow."
+        )
     result = minimize(
         objective, start, jac=True, method="L-BFGS-B",
         options={"maxiter": max_iter, "ftol": tol, "gtol": tol / 10},

@@ -17,17 +17,22 @@ from sklearn.base import BaseEstimator, MetaEstimatorMixin, _fit_context, clone
 from sklearn.metrics import accuracy_score, r2_score
 from sklearn.utils import check_random_state, get_tags
 from sklearn.utils._available_if import available_if
-from sklearn.utils._param_validation import HasMethods, Interval, StrOptions
+from sklearn.utils._param_validation import HasMethods, StrOptions, validate_params
 from sklearn.utils.multiclass import check_classification_targets
-from sklearn.utils.validation import _check_sample_weight, check_is_fitted, validate_data
+from sklearn.utils.validation import (
+    _check_sample_weight,
+    _num_samples,
+    check_is_fitted,
+    validate_data,
+)
 
 from ._bridge import combine
-from ._estimators import SoftTreeEnsembleClassifier, _BaseSoftTreeEnsemble
-from ._training import _progress
+from ._estimators import SoftTreeEnsembleClassifier, _BaseSoftTreeEnsemble, _NumberInterval
 from ._federated import _DaskShards, _LocalShards, is_dask_collection, run_rounds
 from ._merge import ALIGNER_SHORTCUTS, ModelAligner, check_aligner
 from ._refit import refit_leaves
 from ._threads import torch_threads
+from ._training import _progress
 
 __all__ = ["ShardedSoftTreeEnsemble", "make_shards"]
 
@@ -50,6 +55,17 @@ def _strata(y, is_classifier, n_bins):
     return np.searchsorted(edges, t, side="right")
 
 
+@validate_params(
+    {
+        "y": ["array-like"],
+        "n_shards": [_NumberInterval(Integral, 1, None, closed="left")],
+        "split": [StrOptions({"iid", "stratified", "class_skewed", "contiguous"})],
+        "skew": [_NumberInterval(Real, 0, 1, closed="neither")],
+        "is_classifier": ["boolean"],
+        "random_state": ["random_state"],
+    },
+    prefer_skip_nested_validation=True,
+)
 def make_shards(y, n_shards, split="iid", *, skew=0.8, is_classifier=True, random_state=None):
     """Disjoint shard indices of ``len(y)`` rows.
 
@@ -58,7 +74,9 @@ def make_shards(y, n_shards, split="iid", *, skew=0.8, is_classifier=True, rando
     y : array-like of shape (n_samples,) or (n_samples, n_targets)
         Targets (used by the stratified and skewed splits).
     n_shards : int
-        Number of shards ``K``.
+        Number of shards ``K``, from 1 to ``n_samples`` (every shard gets at
+        least one row with the ``"iid"``, ``"contiguous"`` and
+        ``"stratified"`` splits).
     split : {"iid", "stratified", "class_skewed", "contiguous"}, default="iid"
         ``"iid"``: a random partition into ``K`` near-equal parts.
         ``"contiguous"``: ``K`` consecutive blocks of near-equal size, rows in
@@ -84,6 +102,13 @@ def make_shards(y, n_shards, split="iid", *, skew=0.8, is_classifier=True, rando
     shards : list of ndarray
         ``K`` sorted, disjoint index arrays covering all rows.
 
+    Raises
+    ------
+    ValueError
+        If ``n_shards`` is not an int from 1 to ``n_samples`` (a float, a
+        boolean, 0, more shards than rows), ``skew`` is not in (0, 1) (NaN
+        included), or ``split`` is unknown.
+
     Examples
     --------
     >>> import numpy as np
@@ -93,7 +118,11 @@ def make_shards(y, n_shards, split="iid", *, skew=0.8, is_classifier=True, rando
     >>> float(np.mean(y[a] == 0)), float(np.mean(y[b] == 0))  # the split of the paper
     (0.8, 0.2)
     """
-    n = len(y)
+    n = _num_samples(y)
+    if n_shards > n:
+        raise ValueError(
+            f"n_shards={n_shards} is more shards than rows ({n}): some shards would be empty."
+        )
     if split == "contiguous":
         return [np.asarray(part, dtype=np.int64)
                 for part in np.array_split(np.arange(n), n_shards)]
@@ -123,7 +152,14 @@ def make_shards(y, n_shards, split="iid", *, skew=0.8, is_classifier=True, rando
                 parts[k].append(chunk)
     else:
         raise ValueError(f"Unknown split {split!r}.")
-    return [np.sort(np.concatenate(p)).astype(np.int64) for p in parts]
+    shards = [np.sort(np.concatenate(p)).astype(np.int64) for p in parts]
+    empty = [k for k, shard in enumerate(shards) if not len(shard)]
+    if empty:
+        raise ValueError(
+            f"split={split!r} with n_shards={n_shards} leaves shard(s) {empty} empty "
+            f"({n} rows); use fewer shards."
+        )
+    return shards
 
 
 def _check_shard_classes(k, n_rows, classes, present):
@@ -135,13 +171,10 @@ def _check_shard_classes(k, n_rows, classes, present):
         )
 
 
-def _check_shard_classes(k, n_rows, classes, present):
-    missing = np.setdiff1d(classes, present)
-    if len(missing):
-        raise ValueError(
-            f"Shard {k} ({n_rows} rows) has no sample of class(es) {missing.tolist()}; every "
-            "shard must contain every class. Use fewer shards or split='stratified'."
-        )
+#: Upper bound of ``server_learning_rate``: the server step multiplies the
+#: averaged update of the shards by it; far larger values only throw the merged
+#: model out of float32's range (or make every later local fit diverge).
+_MAX_SERVER_LEARNING_RATE = 100.0
 
 
 def _estimator_has(attr):
@@ -229,16 +262,20 @@ class ShardedSoftTreeEnsemble(MetaEstimatorMixin, BaseEstimator):
         round starts from ``merged_{r-1} + server_learning_rate * v`` (0 and
         1: plain averaging). ``merged_r`` is aligned to ``merged_{r-1}``
         first.
-    server_learning_rate : float > 0, default=1.0
-        Step size of the server on the averaged update of the shards.
-    first_round_epochs : int, default=None
+    server_learning_rate : float in (0, 100], default=1.0
+        Step size of the server on the averaged update of the shards. A
+        server step that leaves a non-finite model (or one beyond float32's
+        range) is a ``ValueError`` naming ``server_learning_rate`` and the
+        round.
+    first_round_epochs : int >= 1, default=None
         Local epochs of round 1 (None: ``max_epochs``, like the other rounds).
     refit_leaves : bool, default=False
         Re-solve the merged model's leaf values on all training rows at the
         merging site at the end (:func:`refit_leaves`). Needs the rows at the
         merging site, so not available with dask input.
     n_jobs : int, default=None
-        Passed to :class:`joblib.Parallel`; None uses the active backend's
+        Passed to :class:`joblib.Parallel` (not 0; negative values count back
+        from the CPUs, as in joblib); None uses the active backend's
         default (one job outside a ``parallel_config`` context).
     random_state : int, RandomState instance or None, default=None
         Seeds the split and the clones: shard ``k``'s clone gets
@@ -326,18 +363,24 @@ class ShardedSoftTreeEnsemble(MetaEstimatorMixin, BaseEstimator):
 
     _parameter_constraints: dict = {
         "estimator": [HasMethods(["fit", "predict"]), None],
-        "n_shards": [Interval(Integral, 2, None, closed="left")],
+        "n_shards": [_NumberInterval(Integral, 2, None, closed="left")],
         "split": [StrOptions({"iid", "stratified", "class_skewed", "contiguous"})],
-        "skew": [Interval(Real, 0, 1, closed="neither")],
+        "skew": [_NumberInterval(Real, 0, 1, closed="neither")],
         "aligner": [StrOptions(set(ALIGNER_SHORTCUTS)), ModelAligner],
         "merge_weights": [StrOptions({"size", "uniform"})],
-        "n_rounds": [Interval(Integral, 1, None, closed="left")],
+        "n_rounds": [_NumberInterval(Integral, 1, None, closed="left")],
         "keep_optimizer_state": ["boolean"],
-        "server_momentum": [Interval(Real, 0, 1, closed="left")],
-        "server_learning_rate": [Interval(Real, 0, None, closed="neither")],
-        "first_round_epochs": [Interval(Integral, 1, None, closed="left"), None],
+        "server_momentum": [_NumberInterval(Real, 0, 1, closed="left")],
+        "server_learning_rate": [
+            _NumberInterval(Real, 0, _MAX_SERVER_LEARNING_RATE, closed="right")
+        ],
+        "first_round_epochs": [_NumberInterval(Integral, 1, None, closed="left"), None],
         "refit_leaves": ["boolean"],
-        "n_jobs": [Integral, None],
+        "n_jobs": [
+            _NumberInterval(Integral, 1, None, closed="left"),
+            _NumberInterval(Integral, None, -1, closed="right"),
+            None,
+        ],
         "random_state": ["random_state"],
         "verbose": ["verbose"],
     }

@@ -23,12 +23,21 @@ With torch's OpenMP backend the setting belongs to the calling thread (OpenMP
 keeps one thread count per thread), so fits running concurrently in threads of
 one process (dask workers, joblib's threading backend) each get their own
 count and restore their own.
+
+The cap
+-------
+A positive ``n_threads`` larger than the machine's CPU count
+(:func:`os.cpu_count`, or the CPUs of the process's affinity mask if that is
+larger) is capped at that count with a ``UserWarning``: more threads than CPUs
+cannot run at once, and torch's OpenMP runtime crashes (segmentation fault)
+after trying to spawn, say, ``10**6`` threads.
 """
 
 from __future__ import annotations
 
 import functools
 import os
+import warnings
 from contextlib import contextmanager
 from numbers import Integral
 
@@ -45,6 +54,11 @@ def _available_cpus():
         return os.cpu_count() or 1
 
 
+def _machine_cpus():
+    """Number of CPUs of the machine: the cap of ``n_threads``."""
+    return max(os.cpu_count() or 1, _available_cpus())
+
+
 def effective_n_threads(n_threads):
     """Resolve the ``n_threads`` hyperparameter to a positive thread count.
 
@@ -52,7 +66,8 @@ def effective_n_threads(n_threads):
     ----------
     n_threads : int or None
         ``None``: torch's current setting (``torch.get_num_threads()``); a
-        positive int: that many threads; a negative int: joblib's convention,
+        positive int: that many threads, capped at the machine's CPU count
+        (with a ``UserWarning``); a negative int: joblib's convention,
         ``n_cpus + 1 + n_threads`` (``-1`` is all CPUs available to the
         process), at least 1.
 
@@ -77,6 +92,15 @@ def effective_n_threads(n_threads):
         raise ValueError("n_threads must be a positive or negative int or None, got 0.")
     if n_threads < 0:
         return max(1, _available_cpus() + 1 + n_threads)
+    cap = _machine_cpus()
+    if n_threads > cap:
+        warnings.warn(
+            f"n_threads={n_threads} exceeds the {cap} CPU(s) of this machine; using "
+            f"n_threads={cap}.",
+            UserWarning,
+            stacklevel=3,
+        )
+        return cap
     return n_threads
 
 

@@ -2,6 +2,8 @@
 accepted wherever a string is, and an unusable device gives the same clear error from
 the estimators, the aligner, the merge layer and the matching functions."""
 
+import copy
+
 import numpy as np
 import pytest
 import torch
@@ -85,7 +87,7 @@ def test_cuda_index_beyond_the_visible_gpus():
         resolve_device(f"cuda:{torch.cuda.device_count()}")
 
 
-@pytest.mark.parametrize("device", ["bogus", "cuda", "mps"])
+@pytest.mark.parametrize("device", ["bogus", "cuda", "mps", "meta", torch.device("meta")])
 def test_the_same_error_everywhere(pair, XY, device):
     """Each entry point rejects an unusable device with the same ValueError (also when
     there is nothing to compute on it, e.g. without invariances)."""
@@ -99,6 +101,22 @@ def test_the_same_error_everywhere(pair, XY, device):
         with pytest.raises(ValueError) as info:
             call(device)
         assert expected in str(info.value), name
+
+
+@pytest.mark.parametrize("device", ["meta", torch.device("meta")])
+def test_a_device_without_data_is_refused(pair, XY, device):
+    """Issue 20: ``device="meta"`` reached torch's "Tensor.item() cannot be called on
+    meta tensors"; it is a ValueError naming ``device``, at fit and at prediction."""
+    X, Y = XY
+    with pytest.raises(ValueError, match="device='meta' holds no data"):
+        resolve_device(device)
+    with pytest.raises(ValueError, match="device='meta' holds no data"):
+        prediction_device(device)
+    with pytest.raises(ValueError, match="device='meta' holds no data"):
+        SoftTreeEnsembleClassifier(n_estimators=2, max_epochs=1, device=device).fit(X, Y)
+    est = copy.copy(pair[0]).set_params(device=device)  # fitted state kept
+    with pytest.raises(ValueError, match="device='meta' holds no data"):
+        est.predict(X)
 
 
 def test_a_torch_device_is_accepted_wherever_a_string_is(pair, XY):

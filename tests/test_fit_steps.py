@@ -9,6 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from sktree_lmc._architectures import get_architecture
+from sktree_lmc._forward import SoftTreeEnsembleModule
 from sktree_lmc._training import (
     _EarlyStopping,
     _evaluate_loss,
@@ -18,7 +19,6 @@ from sktree_lmc._training import (
     _train_step,
     _validation_split,
 )
-from sktree_lmc._forward import SoftTreeEnsembleModule
 
 
 def _setup(n_samples=40, n_features=3, n_classes=2, seed=0):

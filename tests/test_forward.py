@@ -380,3 +380,152 @@ def test_ratio_interleaved_smoke(tmp_path, monkeypatch):
     assert "| decision_list | 2 |" in bench_throughput.ratio_table(rows)
     with open(tmp_path / "ratio.csv") as fh:
         assert len(list(csv.DictReader(fh))) == 1
+
+
+# -- the routing plan: fast, built once, and refused when it cannot fit (issue 20) --------
+
+
+def _reference_routing_plan(arch):
+    """The former routing_plan (before issue 20), kept as the reference: a recursion
+    that scans all nodes and all leaves at every position (quadratic in the leaves)."""
+    code = np.asarray(arch.code)
+    n_leaves, n_nodes = code.shape
+    free_index = {int(leaf): j for j, leaf in enumerate(arch.free_leaves)}
+    steps = []
+
+    def build(leaves, parent, used):
+        if len(leaves) == 1:
+            return
+        candidates = [
+            n for n in range(n_nodes) if n not in used and all(code[k, n] != 0 for k in leaves)
+        ]
+        if not candidates:
+            raise ValueError(f"code table of {arch.name!r} is not a binary tree")
+        node = candidates[0]
+        for side, sign in ((0, 1), (1, -1)):
+            sub = [k for k in leaves if code[k, node] == sign]
+            if not sub:
+                raise ValueError(f"code table of {arch.name!r} is not a binary tree")
+            if not any(k in free_index for k in sub):
+                continue
+            leaf = free_index[sub[0]] if len(sub) == 1 else -1
+            steps.append((parent, node + side * n_nodes, leaf))
+            build(sub, len(steps) - 1, used | {node})
+
+    build(list(range(n_leaves)), -1, frozenset())
+    for leaf, j in free_index.items():
+        i = next(i for i, s in enumerate(steps) if s[2] == j)
+        row = np.zeros(n_nodes, dtype=np.int64)
+        while i >= 0:
+            parent, sig, _ = steps[i]
+            row[sig % n_nodes] = 1 if sig < n_nodes else -1
+            i = parent
+        if not np.array_equal(row, code[leaf]):
+            raise ValueError(f"code table of {arch.name!r} is not a binary tree")
+    return steps
+
+
+@pytest.mark.parametrize("name", ARCHS)
+def test_routing_plan_equals_the_reference_algorithm(name):
+    from sktree_lmc._forward import _build_routing_plan
+
+    for depth in range(1, 7):
+        arch = get_architecture(name, depth)
+        expected = _reference_routing_plan(arch)
+        assert list(_build_routing_plan(arch)) == expected, (name, depth)
+        assert list(routing_plan(arch)) == expected, (name, depth)
+
+
+@settings(max_examples=200, deadline=None)
+@given(data=st.data())
+def test_routing_plan_fails_where_the_reference_fails(data):
+    """Perturbed and random tables: the same plan, or the same ValueError."""
+    from sktree_lmc._forward import _build_routing_plan
+
+    if data.draw(st.booleans()):
+        arch = get_architecture(data.draw(st.sampled_from(ARCHS)), data.draw(st.integers(1, 3)))
+        code = arch.code.copy()
+        i = data.draw(st.integers(0, code.shape[0] - 1))
+        n = data.draw(st.integers(0, code.shape[1] - 1))
+        code[i, n] = data.draw(st.sampled_from([-1, 0, 1]))
+    else:
+        code = np.array(data.draw(st.lists(
+            st.lists(st.sampled_from([-1, 0, 1]), min_size=3, max_size=3),
+            min_size=2, max_size=6)), dtype=np.int8)
+    n_leaves = code.shape[0]
+    free = sorted(data.draw(st.sets(st.integers(0, n_leaves - 1), min_size=1)))
+    table = types.SimpleNamespace(name="t", code=code, free_leaves=np.array(free))
+    try:
+        expected = _reference_routing_plan(table)
+    except ValueError:
+        with pytest.raises(ValueError, match="not a binary tree"):
+            _build_routing_plan(table)
+    else:
+        assert list(_build_routing_plan(table)) == expected
+
+
+def test_routing_plan_is_built_once_per_architecture(monkeypatch):
+    """Issue 20: the plan was rebuilt on every fit and prediction."""
+    import sktree_lmc._forward as forward
+    from sktree_lmc import SoftTreeEnsembleClassifier
+
+    arch = get_architecture("non_oblivious", 5)
+    forward._PLANS.pop(arch, None)
+    built = []
+    build = forward._build_routing_plan
+    monkeypatch.setattr(forward, "_build_routing_plan", lambda a: built.append(a) or build(a))
+    X = np.random.RandomState(0).randn(40, 3)
+    y = np.arange(40) % 2
+    est = SoftTreeEnsembleClassifier(arch="non_oblivious", depth=5, n_estimators=2,
+                                     max_epochs=2, device="cpu", random_state=0).fit(X, y)
+    est.predict_proba(X)
+    est.fit(X, y).predict(X)
+    assert built == [arch]
+    assert routing_plan(arch) is routing_plan(arch)
+
+
+def test_deep_routing_plans_are_fast():
+    """The plan of a depth-15 oblivious tree (65534 steps) and of a depth-11
+    non-oblivious tree: the former algorithm took tens of seconds."""
+    import time
+
+    from sktree_lmc._forward import _build_routing_plan
+
+    for name, depth in (("oblivious", 15), ("non_oblivious", 11)):
+        arch = get_architecture(name, depth)
+        start = time.process_time()
+        steps = _build_routing_plan(arch)
+        assert time.process_time() - start < 10, (name, depth)
+        assert len(steps) == 2 ** (depth + 1) - 2
+        assert sorted(s[2] for s in steps if s[2] >= 0) == list(range(2**depth))
+
+
+def test_routing_buffers_beyond_memory_are_refused_up_front(monkeypatch):
+    """Deep trees (or very many) whose routing buffers cannot fit in memory are a
+    ValueError quoting the estimate, before anything is allocated."""
+    import sktree_lmc._forward as forward
+    from sktree_lmc import SoftTreeEnsembleClassifier
+    from sktree_lmc._forward import check_routing_memory, inference_chunk_rows
+
+    X = np.random.RandomState(0).randn(40, 3)
+    y = np.arange(40) % 2
+    # a real case: 10**6 trees of depth 16 need terabytes per row
+    huge = SoftTreeEnsembleClassifier(arch="oblivious", depth=16, n_estimators=10**6,
+                                      device="cpu")
+    with pytest.raises(ValueError, match=r"arch='oblivious' with depth=16 and 1000000 trees "
+                                         r"needs about .* MiB of routing buffers per row"):
+        huge.fit(X, y)
+    arch = get_architecture("oblivious", 6)
+    check_routing_memory(arch, 8, 64)  # fits
+    est = SoftTreeEnsembleClassifier(arch="oblivious", depth=6, n_estimators=8, max_epochs=1,
+                                     batch_size=32, device="cpu", random_state=0).fit(X, y)
+    # a machine with 1 MiB: a prediction chunk and a minibatch no longer fit
+    monkeypatch.setattr(forward, "_memory_bytes", lambda device: 2**20)
+    with pytest.raises(ValueError, match=r"GiB for 512 row\(s\) at once: more than the"):
+        inference_chunk_rows(arch, 8)
+    with pytest.raises(ValueError, match="routing buffers per row"):
+        est.predict_proba(X)
+    monkeypatch.setattr(forward, "_memory_bytes", lambda device: 2**16)  # 64 KiB
+    module = SoftTreeEnsembleModule.from_params(arch, est.tree_params_)  # one row fits
+    with pytest.raises(ValueError, match=r"\(training, 64 leaves per tree\).* for 40 row"):
+        module(torch.as_tensor(X, dtype=torch.float32))

@@ -456,3 +456,81 @@ def test_fuzz_lmc_barrier(values, lambdas, greater_is_better):
 
     outcome("lmc_barrier",
             lambda: lmc_barrier(values, lambdas, greater_is_better=greater_is_better), check)
+
+
+# Findings of the fuzz of issue 20: each one was a raw error of another library, a
+# crash or a wrong result before its fix.
+
+
+@pytest.mark.parametrize(
+    "weights, error, match",
+    [
+        (["x", "y"], TypeError, "weights must be real numbers.*'x'"),
+        ([1j, 1.0], TypeError, "weights must be real numbers.*complex"),
+        ([True, False], TypeError, "weights must be real numbers.*bool"),
+        ([True, 1.0], TypeError, "weights must be real numbers.*bool"),
+        ([None, 1.0], TypeError, "weights must be real numbers"),
+        ([1.0, 2.0, 3.0], ValueError, r"weights must have one entry per model \(2\)"),
+        ([1.0, [2.0, 3.0]], ValueError, "weights must be a 1-D array-like"),
+        ([np.nan, 1.0], ValueError, "weights must be finite, non-negative"),
+        ([np.inf, 1.0], ValueError, "weights must be finite, non-negative"),
+        ([-1.0, 2.0], ValueError, "weights must be finite, non-negative"),
+        ([0, 0], ValueError, "not all zero"),
+    ],
+)
+def test_merge_weights_are_validated(clf_data, weights, error, match):
+    """Issue 20: string weights gave numpy's "could not convert string to float"."""
+    a, b = clf_data[:2]
+    with pytest.raises(error, match=match):
+        merge_estimators([a, b], weights=weights)
+    with pytest.raises(error, match=match):
+        ModelAligner().fit([a, b], weights=weights)
+
+
+def test_huge_merge_weights_do_not_overflow(clf_data):
+    a, b, X, _ = clf_data
+    merged = merge_estimators([a, b], weights=[1e308, 1e308], aligner="naive")
+    expected = merge_estimators([a, b], weights=[1, 1], aligner="naive")
+    np.testing.assert_allclose(merged.predict_proba(X), expected.predict_proba(X))
+
+
+def test_aligned_params_refuses_other_estimators(clf_data):
+    """Issue 20: ``ModelAligner.aligned_params`` applied the alignments to models it was
+    not fitted on, and to a list of the wrong length (zip silently truncated)."""
+    a, b, X, y = clf_data
+    c = SoftTreeEnsembleClassifier(**{**a.get_params(), "random_state": 3}).fit(X, y)
+    aligner = ModelAligner().fit([a, b])
+    assert len(aligner.aligned_params([a, b])) == 2
+    with pytest.raises(ValueError, match="Estimator 1 is not the one the aligner was fitted on"):
+        aligner.aligned_params([a, c])
+    with pytest.raises(ValueError, match="Estimator 0 is not the one"):
+        aligner.aligned_params([b, a])
+    for wrong in ([a], [a, b, c]):
+        with pytest.raises(ValueError, match=r"fitted on 2 estimators, got \d.*aligned_params"):
+            aligner.aligned_params(wrong)
+
+
+@pytest.mark.parametrize(
+    "params, match",
+    [
+        (dict(tol=-1), "ModelAligner's 'tol' parameter must be"),
+        (dict(max_iter=True), "ModelAligner's 'max_iter' parameter must be"),
+        (dict(method="xx"), "ModelAligner's 'method' parameter must be"),
+        (dict(reference=5), r"ModelAligner\(reference=5\) but only 2 estimators"),
+    ],
+)
+def test_aligner_errors_name_the_aligner(clf_data, params, match):
+    """Issue 20: through merge_estimators the errors of ModelAligner's own settings said
+    "The 'tol' parameter of merge_estimators", which has no such parameter."""
+    a, b, X, y = clf_data
+    calls = [
+        lambda al: al.fit([a, b]),
+        lambda al: merge_estimators(a, b, aligner=al),
+        lambda al: merge_estimators([a, b], aligner=al),
+        lambda al: interpolation_curve(a, b, X, y, lambdas=3, aligner=al),
+    ]
+    for call in calls:
+        with pytest.raises(ValueError, match=match) as info:
+            call(ModelAligner(**params))
+        assert "merge_estimators" not in str(info.value)
+        assert "interpolation_curve" not in str(info.value)

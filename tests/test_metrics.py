@@ -249,3 +249,21 @@ def test_display(clf_data):
     assert disp2.ax_ is ax and disp2.figure_ is fig
     assert disp2.ax_.get_ylabel() == "log_loss"
     plt.close("all")
+
+
+@pytest.mark.parametrize("scale", [1e-300, 1e-12, 1e-10, 1e-6, 1.0, 1e6, 1e300])
+def test_barrier_does_not_depend_on_the_scale_of_the_values(scale):
+    """Issue 20: the barrier was rounded to 12 decimals, so on curves whose values
+    are below about 1e-10 it came out as 0."""
+    values = np.array([80.0, 70.0, 84.0]) * scale
+    assert lmc_barrier(values) == pytest.approx(12.0 * scale, rel=1e-9, abs=0)
+    assert lmc_barrier(values[::-1], greater_is_better=False) == 0.0
+    assert lmc_barrier([0.4 * scale, 0.9 * scale, 0.5 * scale],
+                       greater_is_better=False) == pytest.approx(0.45 * scale, rel=1e-9, abs=0)
+    assert lmc_barrier(np.full(4, 0.3 * scale)) == 0.0  # flat: exactly 0 at every scale
+
+
+def test_barrier_of_tiny_values():
+    assert lmc_barrier([8e-12, 7e-12, 8.4e-12]) == pytest.approx(1.2e-12, rel=1e-9, abs=0)
+    assert lmc_barrier([3e-13, 5e-13, 2e-13], greater_is_better=False) == pytest.approx(
+        2.5e-13, rel=1e-9, abs=0)

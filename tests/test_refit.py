@@ -158,3 +158,57 @@ def test_does_not_touch_global_torch_state():
     state = torch.random.get_rng_state()
     refit_leaves(_clf(), X, Y, max_iter=5)
     assert torch.equal(state, torch.random.get_rng_state())
+
+
+@pytest.mark.parametrize(
+    "bad, error, match",
+    [
+        (np.nan, ValueError, "y contains NaN"),
+        (np.inf, ValueError, "y contains infinity"),
+        (1e39, ValueError, "y contains values beyond the float32 range"),
+        ("complex", ValueError, "y must be real regression targets, got complex"),
+        ("text", ValueError, "y must be real regression targets"),
+    ],
+)
+def test_regressor_targets_are_validated_as_in_fit(bad, error, match):
+    """Issue 20: NaN, inf, 1e39 and complex targets were accepted and returned a model
+    with a NaN objective."""
+    Xr, yr = make_regression(n_samples=80, n_features=4, random_state=0)
+    reg = SoftTreeEnsembleRegressor(n_estimators=2, max_epochs=1, device="cpu",
+                                    random_state=0).fit(Xr, yr)
+    if bad == "complex":
+        y = yr + 1j
+    elif bad == "text":
+        y = np.array(["a"] * len(yr))
+    else:
+        y = yr.copy()
+        y[3] = bad
+    with pytest.raises(error, match=match):
+        refit_leaves(reg, Xr, y)
+
+
+@pytest.mark.parametrize(
+    "kwargs, match",
+    [
+        (dict(max_iter=True), "'max_iter' parameter"),
+        (dict(max_iter=0), "'max_iter' parameter"),
+        (dict(tol=True), "'tol' parameter"),
+        (dict(tol=np.nan), "'tol' parameter"),
+        (dict(tol=2.0), "'tol' parameter"),
+        (dict(alpha=True), "'alpha' parameter"),
+        (dict(alpha=1e300), "'alpha' parameter"),
+        (dict(alpha=np.inf), "'alpha' parameter"),
+    ],
+)
+def test_solver_settings_reject_bools_and_out_of_range_values(kwargs, match):
+    with pytest.raises(InvalidParameterError, match=match):
+        refit_leaves(_clf(), X, Y, **kwargs)
+
+
+def test_huge_sample_weights_give_a_finite_objective():
+    est = _clf()
+    _, info = refit_leaves(est, X, Y, sample_weight=np.full(len(Y), 1e307), max_iter=5,
+                           return_info=True)
+    _, ref = refit_leaves(est, X, Y, max_iter=5, return_info=True)
+    assert np.isfinite(info["objective"])
+    assert info["objective_start"] == pytest.approx(ref["objective_start"])

@@ -114,7 +114,7 @@ def test_shard_splits():
     t = np.arange(400.0)
     reg = make_shards(t, 2, "class_skewed", is_classifier=False, random_state=0)
     assert np.mean(t[reg[0]] < 200) == pytest.approx(0.8)
-    with pytest.raises(ValueError, match="Unknown split"):
+    with pytest.raises(ValueError, match="'split' parameter of make_shards"):
         make_shards(y, 2, "bogus")
 
 
@@ -372,3 +372,73 @@ def test_bad_n_rounds_and_failing_shard():
 def test_contiguous_split():
     shards = make_shards(np.zeros(10), 3, "contiguous")
     assert [s.tolist() for s in shards] == [[0, 1, 2, 3], [4, 5, 6], [7, 8, 9]]
+
+
+@pytest.mark.parametrize(
+    "n_shards, kwargs, match",
+    [
+        (0, {}, "'n_shards' parameter of make_shards"),
+        (2.5, {}, "'n_shards' parameter of make_shards"),
+        (True, {}, "'n_shards' parameter of make_shards"),
+        (121, {}, "n_shards=121 is more shards than rows"),
+        (121, dict(split="contiguous"), "n_shards=121 is more shards than rows"),
+        (2, dict(split="class_skewed", skew=np.nan), "'skew' parameter of make_shards"),
+        (2, dict(split="class_skewed", skew=True), "'skew' parameter of make_shards"),
+        (2, dict(is_classifier="yes"), "'is_classifier' parameter of make_shards"),
+    ],
+)
+def test_make_shards_validates_its_arguments(n_shards, kwargs, match):
+    """Issue 20: n_shards=0 gave numpy's "number sections must be larger than 0",
+    2.5 gave 2 shards, True gave 1, more shards than rows gave empty shards, and
+    skew=nan gave sizes [0, 120]."""
+    y = np.repeat([0, 1], 60)
+    with pytest.raises(ValueError, match=match):
+        make_shards(y, n_shards, **kwargs)
+
+
+def test_make_shards_refuses_a_split_that_leaves_a_shard_empty():
+    y = np.array([0, 1, 1, 1])
+    with pytest.raises(ValueError, match=r"split='class_skewed' with n_shards=4 leaves shard"):
+        make_shards(y, 4, "class_skewed", random_state=0)
+    assert [len(s) for s in make_shards(y, 4, "iid", random_state=0)] == [1, 1, 1, 1]
+
+
+@pytest.mark.parametrize(
+    "param, value",
+    [
+        ("n_rounds", True),
+        ("n_jobs", True),
+        ("n_jobs", 0),
+        ("first_round_epochs", True),
+        ("n_shards", True),
+        ("server_momentum", True),
+        ("server_learning_rate", True),
+        ("server_learning_rate", 1e300),
+        ("server_learning_rate", np.inf),
+        ("skew", np.nan),
+    ],
+)
+def test_sharded_hyperparameters_reject_bools_and_absurd_values(param, value):
+    """Issue 20: n_rounds=True and n_jobs=True were accepted, first_round_epochs=True
+    failed later with an error about max_epochs, and server_learning_rate=1e300
+    overflowed into a non-finite model."""
+    est = ShardedSoftTreeEnsemble(_base(), n_shards=2, random_state=0)
+    est.set_params(**{param: value})
+    with pytest.raises(InvalidParameterError,
+                       match=f"'{param}' parameter of ShardedSoftTreeEnsemble"):
+        est.fit(X, Y)
+
+
+@pytest.mark.filterwarnings("ignore:overflow encountered:RuntimeWarning")
+def test_a_server_step_out_of_float32_range_names_server_learning_rate(monkeypatch):
+    step = federated._server_step
+
+    def overflowing(*args):
+        params, velocity, alignment = step(*args)
+        return params * 1e39, velocity, alignment
+
+    monkeypatch.setattr(federated, "_server_step", overflowing)
+    est = ShardedSoftTreeEnsemble(_base(), n_shards=2, n_rounds=3, server_learning_rate=2.0,
+                                  random_state=0)
+    with pytest.raises(ValueError, match=r"server step of round 2 \(server_learning_rate=2.0"):
+        est.fit(X, Y)

@@ -198,3 +198,19 @@ def test_a_model_pickled_before_n_threads_predicts_with_one_thread(caller_thread
     est.predict(X)
     assert set(recorded) == {1}
     assert torch.get_num_threads() == caller_threads
+
+
+def test_n_threads_beyond_the_machine_is_capped_with_a_warning(caller_threads, recorded):
+    """Issue 20: ``n_threads=10**6`` made torch's OpenMP runtime segfault after
+    spawning threads; it is capped at the machine's CPU count, with a warning."""
+    import os
+
+    cap = max(os.cpu_count() or 1, _available_cpus())
+    with pytest.warns(UserWarning, match=r"n_threads=1000000 exceeds .* using n_threads="):
+        assert effective_n_threads(10**6) == cap
+    with pytest.warns(UserWarning, match="n_threads"):
+        est = clf(n_threads=10**6).fit(X, Y)
+    assert recorded and set(recorded) == {cap}
+    assert torch.get_num_threads() == caller_threads
+    with pytest.warns(UserWarning, match="n_threads"):
+        assert np.isfinite(est.predict_proba(X)).all()

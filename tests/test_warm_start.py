@@ -93,3 +93,37 @@ def test_regressor_keeps_its_target_scale():
     assert len(reg.loss_curve_) == 6
     with pytest.raises(ValueError, match="targets"):
         reg.fit(Xr, np.c_[yr, yr])
+
+
+def test_a_merged_model_drops_adams_state_and_warm_starts_with_a_fresh_one():
+    """Issue 20: a merged model kept model 0's ``optimizer_state_`` (moments of other
+    parameters, in another basis) and its ``warm_start=True``, so ``merged.fit``
+    continued with Adam moments that belong to other parameters."""
+    from sktree_lmc import ModelAligner, merge_estimators, refit_leaves
+    from sktree_lmc._federated import _align_optimizer_state
+
+    a, b = (_clf(warm_start=True, random_state=s).fit(X, Y) for s in (1, 2))
+    steps = a.optimizer_state_["step"]
+    assert steps > 0 and b.optimizer_state_ is not None
+    for merged in (merge_estimators(a, b), merge_estimators([a, b, a], aligner="naive"),
+                   refit_leaves(a, X, Y, max_iter=3)):
+        assert merged.optimizer_state_ is None
+        assert merged.warm_start is True  # the user's setting, kept
+        start = merged.get_tree_params()
+        merged.fit(X, Y)
+        # continued from the merged parameters, with a fresh Adam (step count restarts)
+        assert merged.optimizer_state_["step"] == steps
+        assert merged.n_epochs_ == 2 * a.max_epochs and len(merged.loss_curve_) == 8
+        assert not np.array_equal(merged.tree_params_.leaf_value, start.leaf_value)
+        assert np.isfinite(merged.predict_proba(X)).all()
+    # the originals are untouched
+    assert a.optimizer_state_["step"] == steps
+    # an aligned copy is the same model in another basis: its state is mapped with it
+    aligner = ModelAligner().fit([a, b])
+    b2 = aligner.align([a, b])[1]
+    expected = _align_optimizer_state(b.optimizer_state_, aligner.alignments_[1])
+    assert b2.optimizer_state_["step"] == expected["step"]
+    for key in ("exp_avg", "exp_avg_sq"):
+        for name in ("split_weight", "split_bias", "leaf_value"):
+            np.testing.assert_array_equal(getattr(b2.optimizer_state_[key], name),
+                                          getattr(expected[key], name))
