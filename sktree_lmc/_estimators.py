@@ -408,7 +408,18 @@ class _BaseSoftTreeEnsemble(BaseEstimator):
         return X, target, sample_weight, n_outputs
 
     def _make_encoder(self, columns, by_dtype):
-        """The input encoder fitted on the training columns."""
+        """The input encoder fitted on the training columns, or the encoder
+        that a meta-estimator fitted once for several fits
+        (``_shared_encoder``: the shards of
+        :class:`~sktree_lmc.ShardedSoftTreeEnsemble` must encode alike)."""
+        shared = getattr(self, "_shared_encoder", None)
+        if shared is not None:
+            if shared.n_features_in_ != len(columns):
+                raise ValueError(
+                    f"The shared encoder expects {shared.n_features_in_} columns, got "
+                    f"{len(columns)}."
+                )
+            return shared
         names = getattr(self, "feature_names_in_", None)
         categorical = check_categorical_features(
             self.categorical_features, len(columns), names, by_dtype
