@@ -416,6 +416,25 @@ class TabularEncoder:
         enc.__dict__.update(state)
         return enc
 
+    def ramp_directions(self):
+        """Per encoded feature, the value at its knot of a linear ramp from -1
+        (first knot) to 1 (last knot) for the piecewise-linear features of
+        numeric columns, NaN for every other feature; None when there is no
+        piecewise-linear feature. ``sum_t ramp_t * hat_t(x)`` is then the
+        position of ``x`` among the knots, a quantile-like transform."""
+        if self.numeric_encoding != "piecewise_linear":
+            return None
+        out = np.full(self.n_features_out_, np.nan)
+        offset = 0
+        for j in range(self.n_features_in_):
+            width = int(self.widths_[j])
+            if not self.categorical_[j]:
+                k = width - int(self.has_missing_[j])
+                if k >= 2:
+                    out[offset : offset + k] = np.linspace(-1.0, 1.0, k)
+            offset += width
+        return None if np.isnan(out).all() else out
+
     @property
     def is_identity(self):
         """Whether the encoding returns the input values unchanged (``"none"``,

@@ -31,7 +31,7 @@ from ._encoding import (
     check_categorical_features,
     to_columns,
 )
-from ._forward import SoftTreeEnsembleModule, predict_chunked
+from ._forward import SoftTreeEnsembleModule, predict_chunked, split_init_bound
 from ._params import TreeParams
 from ._threads import limit_threads
 from ._training import (
@@ -443,10 +443,48 @@ class _BaseSoftTreeEnsemble(BaseEstimator):
         initialized (draws from ``generator``)."""
         if warm:
             return SoftTreeEnsembleModule.from_params(arch, self.tree_params_, device)
-        return SoftTreeEnsembleModule(
+        module = SoftTreeEnsembleModule(
             arch, self.n_estimators, n_features, n_outputs, generator=generator,
             leaf_init=self.leaf_init, split_init=self.split_init,
-        ).to(device)
+        )
+        if self.encoder_.numeric_encoding == "piecewise_linear":
+            ramps = self.encoder_.ramp_directions()
+            if ramps is not None:
+                self._ramp_init(module, ramps, generator)
+        return module.to(device)
+
+    def _ramp_init(self, module, ramps, generator):
+        """Start every piecewise-linear column's split weights on a linear ramp
+        over its knots, ``c * ramp`` with one coefficient ``c`` per (tree,
+        node, column): the initial split is then a threshold on a
+        quantile-like transform of each value (as with the quantile-normal
+        encoding), which training bends into any piecewise-linear function.
+        Independent random weights per knot instead start every split on a
+        random zigzag of each value: measured, 5 epochs on 2,000 rows of
+        ``make_classification`` scaled by 100 reached 58.4 % training
+        accuracy with them and 96.5 % with the ramps, and over the seven
+        Tabular-Benchmark datasets (seed 0, 10k rows, full fits) the ramps
+        gave +0.2 points of test accuracy on average (-0.2 to +0.5).
+
+        The bound ``c`` of ``split_init="fan_in"`` counts one direction per
+        piecewise-linear column and one per other feature;
+        ``ramps`` (F_enc,) holds the ramp value of every encoded feature of
+        such a column and NaN elsewhere."""
+        ramp_cols = torch.as_tensor(~np.isnan(ramps))
+        groups = torch.as_tensor(self.encoder_.feature_groups_, dtype=torch.long)
+        n_dirs = int((~ramp_cols).sum()) + len(torch.unique(groups[ramp_cols]))
+        bound = 1.0 / max(1, n_dirs) ** 0.5 if self.split_init == "fan_in" else float(
+            self.split_init)
+        M, N, _ = module.split_weight.shape
+        n_groups = self.encoder_.n_features_in_
+        coef = (torch.rand((M, N, n_groups), generator=generator) * 2 - 1) * bound
+        ramp = torch.as_tensor(np.nan_to_num(ramps), dtype=torch.float32)
+        old = split_init_bound(self.split_init, len(ramps))
+        with torch.no_grad():
+            w = module.split_weight
+            w[:, :, ~ramp_cols] *= bound / old
+            module.split_bias *= bound / old
+            w[:, :, ramp_cols] = (coef[:, :, groups] * ramp)[:, :, ramp_cols]
 
     # -- input --------------------------------------------------------------------
     def _input_columns(self, X):

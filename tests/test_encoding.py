@@ -316,3 +316,26 @@ def test_pipelines_with_different_preprocessing_do_not_merge():
                        SoftTreeEnsembleRegressor(**KW)).fit(X, y.astype(float))
     with pytest.raises(ValueError, match="different steps|preprocessing"):
         merge_estimators(a, ct)
+
+
+def test_piecewise_linear_splits_start_on_a_ramp_over_the_knots():
+    """Each (tree, node, column) block of initial weights is c * linspace(-1, 1):
+    the initial split thresholds a quantile-like transform of the value."""
+    import torch
+
+    X, y = make_classification(n_samples=300, n_features=4, random_state=0)
+    X[::5, 0] = np.nan  # a missing indicator, which keeps its own random weight
+    est = clf().fit(X, y)
+    module = est._init_module(est.architecture_, est.encoder_.n_features_out_, 2,
+                              torch.Generator().manual_seed(0), "cpu")
+    w = module.split_weight.detach().numpy()
+    groups = est.encoder_.feature_groups_
+    for j in range(4):
+        cols = np.flatnonzero(groups == j)
+        if j == 0:
+            cols = cols[:-1]  # the indicator
+        ramp = np.linspace(-1, 1, len(cols))
+        block = w[:, :, cols]
+        coef = block[:, :, -1:]
+        assert_allclose(block, coef * ramp, atol=1e-6)
+        assert np.abs(coef).max() > 0
