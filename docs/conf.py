@@ -231,7 +231,8 @@ def _optional_doc_role(name, rawtext, text, lineno, inliner, options=None, conte
 
 #: Pages that list or link the optional pages, re-read on every build so that
 #: a page that appears (or disappears) is picked up.
-_REREAD = ["index", "user_guide/merging", "user_guide/barrier"]
+_REREAD = ["index", "user_guide/merging", "user_guide/barrier",
+           "user_guide/encoding_and_training"]
 
 
 def _always_reread(app, env, added, changed, removed):

@@ -309,14 +309,14 @@ class TabularEncoder:
     ----------
     n_features_in_ : int
         Number of input columns.
-    categorical_ : ndarray of bool of shape (n_features_in_,)
+    categorical_ : ndarray of bool of shape (`n_features_in_`,)
         Which input columns are categorical.
     names_ : list of str or None
         Column names (a DataFrame's), used in error messages.
-    has_missing_ : ndarray of bool of shape (n_features_in_,)
+    has_missing_ : ndarray of bool of shape (`n_features_in_`,)
         Columns that had missing values in ``fit``; each has a
         missing-indicator feature, the last of its range.
-    has_infrequent_ : ndarray of bool of shape (n_features_in_,)
+    has_infrequent_ : ndarray of bool of shape (`n_features_in_`,)
         Categorical columns with more than ``max_categories`` categories,
         which have an "infrequent" feature.
     categories_ : list of (ndarray or None)
@@ -330,12 +330,12 @@ class TabularEncoder:
         otherwise).
     quantile_transformers_ : dict of int to QuantileTransformer
         The fitted transformers of ``"quantile_normal"``, by column index.
-    widths_ : ndarray of int of shape (n_features_in_,)
+    widths_ : ndarray of int of shape (`n_features_in_`,)
         Number of output features of each input column.
     n_features_out_ : int
         Number of output features: the ``F`` of the estimators'
         ``tree_params_.split_weight``.
-    feature_groups_ : ndarray of int of shape (n_features_out_,)
+    feature_groups_ : ndarray of int of shape (`n_features_out_`,)
         The input column of each output feature.
 
     See Also
