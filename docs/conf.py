@@ -72,10 +72,11 @@ nitpicky = False
 myst_enable_extensions = ["dollarmath", "colon_fence", "deflist"]
 myst_heading_anchors = 3
 
-#: Markdown pages written alongside the code; they are listed in the toctree
-#: of ``index.rst`` (placeholder ``.. optional-pages``) when they exist.
+#: Markdown pages written alongside the code; those that ``index.rst`` does not
+#: list itself (``sharded`` is in the main navigation) are listed in its
+#: toctree (placeholder ``.. optional-pages``) when they exist.
 OPTIONAL_PAGES = {
-    "sharded": "Merging many models (sharded training)",
+    "sharded": "Sharded and federated training",
     "benchmarks": "Benchmarks: reproducing the paper",
 }
 
@@ -84,7 +85,8 @@ def _optional_pages(app, docname, source):
     """Replace the ``.. optional-pages`` placeholder by the pages that exist."""
     if docname != "index":
         return
-    present = [name for name in OPTIONAL_PAGES if (HERE / f"{name}.md").exists()]
+    present = [name for name in OPTIONAL_PAGES if (HERE / f"{name}.md").exists()
+               and f"   {name}\n" not in source[0]]  # not already in the toctree
     lines = "".join(f"   {name}\n" for name in present)
     source[0] = source[0].replace("   .. optional-pages\n", lines)
 
@@ -181,7 +183,7 @@ html_static_path = ["_static"]
 html_css_files = ["custom.css"]
 html_theme_options = {
     "navbar_align": "left",
-    "header_links_before_dropdown": 4,
+    "header_links_before_dropdown": 5,
     "show_toc_level": 2,
     "navigation_with_keys": False,
     "secondary_sidebar_items": ["page-toc"],
