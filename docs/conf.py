@@ -72,10 +72,11 @@ nitpicky = False
 myst_enable_extensions = ["dollarmath", "colon_fence", "deflist"]
 myst_heading_anchors = 3
 
-#: Markdown pages written alongside the code; they are listed in the toctree
-#: of ``index.rst`` (placeholder ``.. optional-pages``) when they exist.
+#: Markdown pages written alongside the code; those that ``index.rst`` does not
+#: list itself (``sharded`` is in the main navigation) are listed in its
+#: toctree (placeholder ``.. optional-pages``) when they exist.
 OPTIONAL_PAGES = {
-    "sharded": "Merging many models (sharded training)",
+    "sharded": "Sharded and federated training",
     "benchmarks": "Benchmarks: reproducing the paper",
 }
 
@@ -84,7 +85,8 @@ def _optional_pages(app, docname, source):
     """Replace the ``.. optional-pages`` placeholder by the pages that exist."""
     if docname != "index":
         return
-    present = [name for name in OPTIONAL_PAGES if (HERE / f"{name}.md").exists()]
+    present = [name for name in OPTIONAL_PAGES if (HERE / f"{name}.md").exists()
+               and f"   {name}\n" not in source[0]]  # not already in the toctree
     lines = "".join(f"   {name}\n" for name in present)
     source[0] = source[0].replace("   .. optional-pages\n", lines)
 
@@ -118,6 +120,11 @@ numpydoc_validation_exclude = {
     r"\.__init__$",
     # dunders (dataclass-generated ones have no numpydoc docstring)
     r"\.__\w+__$",
+    # TabularEncoder's methods work on the column arrays that the estimators
+    # pass it (it is fitted and applied inside fit and predict); the class
+    # docstring documents its parameters, fitted attributes and use.
+    r"\.TabularEncoder\.(fit|transform|transform_columns|transform_chunks|identity|to_dict"
+    r"|from_dict|is_identity)$",
 }
 numpydoc_validation_overrides = {
     # TreeArchitecture's private ``_cache`` field shows in its dataclass signature.
@@ -176,7 +183,7 @@ html_static_path = ["_static"]
 html_css_files = ["custom.css"]
 html_theme_options = {
     "navbar_align": "left",
-    "header_links_before_dropdown": 4,
+    "header_links_before_dropdown": 5,
     "show_toc_level": 2,
     "navigation_with_keys": False,
     "secondary_sidebar_items": ["page-toc"],
@@ -226,7 +233,8 @@ def _optional_doc_role(name, rawtext, text, lineno, inliner, options=None, conte
 
 #: Pages that list or link the optional pages, re-read on every build so that
 #: a page that appears (or disappears) is picked up.
-_REREAD = ["index", "user_guide/merging", "user_guide/barrier"]
+_REREAD = ["index", "user_guide/merging", "user_guide/barrier",
+           "user_guide/encoding_and_training"]
 
 
 def _always_reread(app, env, added, changed, removed):

@@ -270,19 +270,119 @@ def _knots(x, n_bins):
 
 
 class TabularEncoder:
-    """Fitted input encoding of a soft tree ensemble (see the module docstring).
+    """Input encoding of the soft tree ensembles: raw tabular columns to float32 features.
 
-    Built by the estimators' ``fit`` (``encoder_``); its state is plain
-    arrays, so that two encoders compare with :func:`encoders_differ`.
+    The estimators fit one in ``fit`` (their ``encoder_`` attribute, built
+    from ``numeric_encoding``, ``n_bins``, ``categorical_features`` and
+    ``max_categories``) and apply it in every prediction method, so that raw
+    data, DataFrames with string or categorical columns and missing values
+    included, needs no preprocessing. Numeric columns are encoded by
+    ``numeric_encoding``; categorical columns are one-hot encoded, with an
+    "infrequent" feature beyond ``max_categories`` categories; a column that
+    had missing values in ``fit`` gets a missing-indicator feature (details
+    in the module docstring and in the user guide, "Input encoding and the
+    training recipe").
+
+    Every input column owns a contiguous range of the output features
+    (``feature_groups_``), which is how ``max_features`` draws whole input
+    columns per tree. The fitted state is plain arrays, so that two models
+    can be checked for equal encodings before they are merged: models fitted
+    on the same rows with the same settings have equal encoders; models whose
+    encoders differ cannot be merged (a ``ValueError`` names what differs).
 
     Parameters
     ----------
-    numeric_encoding : {"piecewise_linear", "quantile_normal", "standard", "none"}
-    n_bins : int
+    numeric_encoding : {"piecewise_linear", "quantile_normal", "standard", "none"}, \
+            default="piecewise_linear"
+        Encoding of the numeric columns: the degree-1 spline ("hat") basis on
+        quantile knots (one feature per knot), the quantile transform to a
+        standard normal, ``(x - mean) / std``, or the value itself.
+    n_bins : int, default=16
         Quantile bins of the piecewise-linear encoding (``n_bins + 1`` knots
-        before removing duplicates).
-    max_categories : int
-        Most frequent categories kept per categorical column.
+        before removing duplicates, so fewer for columns with few distinct
+        values).
+    max_categories : int, default=32
+        Most frequent categories kept per categorical column; the others
+        share one "infrequent" feature.
+
+    Attributes
+    ----------
+    n_features_in_ : int
+        Number of input columns.
+    categorical_ : ndarray of bool of shape (`n_features_in_`,)
+        Which input columns are categorical.
+    names_ : list of str or None
+        Column names (a DataFrame's), used in error messages.
+    has_missing_ : ndarray of bool of shape (`n_features_in_`,)
+        Columns that had missing values in ``fit``; each has a
+        missing-indicator feature, the last of its range.
+    has_infrequent_ : ndarray of bool of shape (`n_features_in_`,)
+        Categorical columns with more than ``max_categories`` categories,
+        which have an "infrequent" feature.
+    categories_ : list of (ndarray or None)
+        Per column, the sorted categories that have their own feature (None
+        for numeric columns).
+    knots_ : list of (ndarray or None)
+        Per column, the distinct quantile knots of ``"piecewise_linear"``
+        (None otherwise).
+    center_, scale_ : list of (float or None)
+        Per column, the mean and standard deviation of ``"standard"`` (None
+        otherwise).
+    quantile_transformers_ : dict of int to QuantileTransformer
+        The fitted transformers of ``"quantile_normal"``, by column index.
+    widths_ : ndarray of int of shape (`n_features_in_`,)
+        Number of output features of each input column.
+    n_features_out_ : int
+        Number of output features: the ``F`` of the estimators'
+        ``tree_params_.split_weight``.
+    feature_groups_ : ndarray of int of shape (`n_features_out_`,)
+        The input column of each output feature.
+
+    See Also
+    --------
+    SoftTreeEnsembleClassifier : Fits one in ``fit``, as ``encoder_``.
+    SoftTreeEnsembleRegressor : Fits one in ``fit``, as ``encoder_``.
+
+    Examples
+    --------
+    A classifier fitted on a DataFrame with a numeric column, a string
+    column and missing values holds its encoder in ``encoder_``:
+
+    >>> import numpy as np
+    >>> import pandas as pd
+    >>> from sktree_lmc import SoftTreeEnsembleClassifier, TabularEncoder
+    >>> X = pd.DataFrame({
+    ...     "size": [1.0, 2.5, np.nan, 4.0, 5.5, 6.0, 7.5, 9.0],
+    ...     "color": ["red", "blue", "red", None, "green", "blue", "red", "green"],
+    ... })
+    >>> y = [0, 0, 0, 1, 1, 1, 1, 0]
+    >>> clf = SoftTreeEnsembleClassifier(n_estimators=4, max_epochs=2,
+    ...                                  random_state=0).fit(X, y)
+    >>> enc = clf.encoder_
+    >>> isinstance(enc, TabularEncoder)
+    True
+    >>> enc.categorical_.tolist(), enc.has_missing_.tolist()
+    ([False, True], [True, True])
+    >>> enc.categories_[1].tolist()
+    ['blue', 'green', 'red']
+
+    "size" has 7 distinct values, hence 7 knots and 7 hat features, plus its
+    missing indicator; "color" has 3 categories plus its missing indicator.
+    The trees split on these 12 features:
+
+    >>> enc.widths_.tolist(), enc.n_features_out_
+    ([8, 4], 12)
+    >>> enc.feature_groups_.tolist()
+    [0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1]
+    >>> clf.get_tree_params().split_weight.shape  # (trees, splits, features)
+    (4, 4, 12)
+
+    A missing value or a category unseen in ``fit`` is accepted at
+    prediction time:
+
+    >>> X_new = pd.DataFrame({"size": [np.nan, 3.0], "color": ["purple", "red"]})
+    >>> clf.predict(X_new).shape
+    (2,)
     """
 
     def __init__(self, numeric_encoding="piecewise_linear", n_bins=16, max_categories=32):
