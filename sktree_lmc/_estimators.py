@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import inspect
 from numbers import Integral, Real
@@ -11,7 +12,8 @@ import torch
 import torch.nn.functional as F
 from scipy.special import log_softmax, softmax
 from sklearn.base import BaseEstimator, ClassifierMixin, RegressorMixin, _fit_context
-from sklearn.utils import check_random_state
+from sklearn.metrics import check_scoring
+from sklearn.utils import _safe_indexing, check_random_state
 from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.class_weight import compute_sample_weight
 from sklearn.utils.multiclass import check_classification_targets
@@ -39,6 +41,7 @@ from ._training import (
     LR_SCHEDULES,
     SWA_START,
     FeatureMask,
+    ProgressLog,
     TrainingHooks,
     WeightAverage,
     _check_finite_epoch,
@@ -47,9 +50,7 @@ from ._training import (
     _export_adam_state,
     _FitTensors,
     _load_adam_state,
-    _progress,
     _reference_loss,
-    _report_epoch,
     _run_epoch,
     _validation_split,
     _warn_if_diverged,
@@ -147,6 +148,7 @@ class _BaseSoftTreeEnsemble(BaseEstimator):
         "warmup_fraction": [_NumberInterval(Real, 0, 1, closed="left")],
         "averaging": [StrOptions(set(AVERAGING)), None],
         "ema_decay": [_NumberInterval(Real, 0, 1, closed="neither")],
+        "scoring": [str, callable, None],
         "max_features": [
             StrOptions({"sqrt", "log2"}),
             _NumberInterval(Integral, 1, None, closed="left"),
@@ -196,6 +198,7 @@ class _BaseSoftTreeEnsemble(BaseEstimator):
         averaging="ema",
         ema_decay=0.995,
         max_features=0.5,
+        scoring="loss",
     ):
         self.arch = arch
         self.n_estimators = n_estimators
@@ -223,6 +226,7 @@ class _BaseSoftTreeEnsemble(BaseEstimator):
         self.averaging = averaging
         self.ema_decay = ema_decay
         self.max_features = max_features
+        self.scoring = scoring
 
     # -- hooks for subclasses ---------------------------------------------------
     def _encode_targets(self, y, sample_weight, warm=False):  # pragma: no cover - abstract
@@ -278,7 +282,9 @@ class _BaseSoftTreeEnsemble(BaseEstimator):
             fit with an error naming the epoch.
         """
         warm = self._check_warm_start()
-        X, target, sample_weight, n_outputs = self._prepare_fit_data(X, y, sample_weight, warm)
+        X_raw = X
+        X, y, target, sample_weight, n_outputs = self._prepare_fit_data(
+            X, y, sample_weight, warm)
         arch = get_architecture(self.arch, self.depth)
         device = resolve_device(self.device)
         generator = torch.Generator().manual_seed(
@@ -300,11 +306,13 @@ class _BaseSoftTreeEnsemble(BaseEstimator):
         if not warm:
             self.loss_curve_, self.n_epochs_ = [], 0
             self.validation_loss_curve_ = None
+            self.validation_score_ = None
         if stopper is not None and self.validation_loss_curve_ is None:
-            self.validation_loss_curve_ = []
+            self.validation_loss_curve_, self.validation_score_ = [], []
+        score = self._validation_scorer(X_raw, y, val_idx) if stopper is not None else None
         first_epoch = self.n_epochs_
-        epochs = _progress(range(self.max_epochs), self.verbose > 0, type(self).__name__)
-        for epoch in epochs:
+        log = ProgressLog(type(self).__name__, self.max_epochs, self.verbose)
+        for epoch in range(self.max_epochs):
             loss = _run_epoch(
                 module, optimizer, self._loss, data, train_idx, self.batch_size, generator,
                 hooks,
@@ -312,24 +320,63 @@ class _BaseSoftTreeEnsemble(BaseEstimator):
             hooks.end_epoch(module, epoch)
             self.loss_curve_.append(loss)
             self.n_epochs_ = first_epoch + epoch + 1
-            val_loss = None
+            val_loss = val_score = None
             if stopper is not None:
                 val_loss = _evaluate_loss(hooks.model(module), self._loss, data, val_idx)
                 self.validation_loss_curve_.append(val_loss)
             _check_finite_epoch(module, epoch, self.learning_rate, loss, val_loss)
             if stopper is not None:
-                stopper.update(val_loss, hooks.model(module))
-            _report_epoch(epochs, epoch, self.max_epochs, loss, val_loss, self.verbose)
+                val_score = -val_loss if score is None else score(hooks.model(module), arch)
+                self.validation_score_.append(val_score)
+                stopper.update(-val_score, hooks.model(module), epoch + 1)
+            log.step(epoch, loss=loss, val_loss=val_loss,
+                     **({} if score is None else {"val_score": val_score}))
             if stopper is not None and stopper.should_stop:
                 break
         _warn_if_diverged(self.loss_curve_, reference_loss, self.learning_rate)
         model = hooks.model(module)
+        self.n_iter_ = epoch + 1
+        self.best_epoch_ = self.n_iter_
         if stopper is not None:
             stopper.restore_best(model)
+            self.best_epoch_ = stopper.best_epoch or self.n_iter_
+        log.close(self._fit_summary(stopper))
         self.architecture_, self.device_, self.n_outputs_ = arch, str(device), n_outputs
         self.tree_params_ = model.to_params()
         self.optimizer_state_ = _export_adam_state(optimizer) if self.warm_start else None
         return self
+
+    def _fit_summary(self, stopper):
+        """The closing line of a verbose fit."""
+        if stopper is None:
+            return f"{self.n_iter_} epochs, training loss {self.loss_curve_[-1]:.5f}"
+        stopped = "stopped early" if self.n_iter_ < self.max_epochs else "ran all epochs"
+        best = self.validation_score_[-self.n_iter_ + self.best_epoch_ - 1]
+        what = "validation loss" if self.scoring == "loss" else "validation score"
+        value = -best if self.scoring == "loss" else best
+        return (f"{stopped} after {self.n_iter_} epochs; kept epoch {self.best_epoch_} "
+                f"({what} {value:.5f})")
+
+    def _validation_scorer(self, X_raw, y, val_idx):
+        """None for ``scoring="loss"``, else a function ``(module, arch) ->
+        score`` of a model on the raw validation rows, computed with the
+        scikit-learn scorer of ``scoring`` (``None``: the estimator's
+        ``score``, accuracy or R^2) on a copy of this estimator holding the
+        module's parameters."""
+        if self.scoring == "loss":
+            return None
+        scorer = check_scoring(self, scoring=self.scoring)
+        X_val, y_val = _safe_indexing(X_raw, val_idx), _safe_indexing(y, val_idx)
+        n_outputs = None
+
+        def score(module, arch):
+            snapshot = copy.copy(self)
+            snapshot.architecture_, snapshot.tree_params_ = arch, module.to_params()
+            snapshot.n_outputs_ = n_outputs or module.leaf_value.shape[2]
+            snapshot.verbose = 0
+            return float(scorer(snapshot, X_val, y_val))
+
+        return score
 
     def _training_hooks(self, module, optimizer, generator, device, warm, n_train):
         """The recipe around each Adam step (see :mod:`._training`): the
@@ -382,7 +429,7 @@ class _BaseSoftTreeEnsemble(BaseEstimator):
 
     def _prepare_fit_data(self, X, y, sample_weight, warm=False):
         """Validate the training data and encode it (fitting the encoder unless
-        ``warm``); return the encoded ``X``, the encoded target, the float32
+        ``warm``); return the encoded ``X``, the validated ``y``, the encoded target, the float32
         sample weights and the number of outputs. With ``warm``, the data must
         match the fitted model (features, classes or targets)."""
         validate_data(self, X, reset=not warm, skip_check_array=True)
@@ -405,7 +452,7 @@ class _BaseSoftTreeEnsemble(BaseEstimator):
         # largest weight of 1 keeps their float32 sums finite.
         sample_weight = (sample_weight / sample_weight.max()).astype(np.float32)
         target, n_outputs = self._encode_targets(y, sample_weight, warm)
-        return X, target, sample_weight, n_outputs
+        return X, y, target, sample_weight, n_outputs
 
     def _make_encoder(self, columns, by_dtype):
         """The input encoder fitted on the training columns, or the encoder
@@ -824,6 +871,13 @@ class SoftTreeEnsembleClassifier(ClassifierMixin, _BaseSoftTreeEnsemble):
         data in the parameters: the split weights of the other columns are
         exactly zero and stay zero in training, so symmetry ops, alignment
         and merging keep it (a merge unites the subsets of matched trees).
+    scoring : str, callable or None, default="loss"
+        What early stopping monitors on the validation rows, as in
+        :class:`~sklearn.ensemble.HistGradientBoostingClassifier`: ``"loss"``
+        (the training loss), a scorer name (``"accuracy"``, ``"roc_auc"``,
+        ``"r2"``, ...), a callable ``scorer(estimator, X, y)``, or None (the
+        estimator's :meth:`score`). The kept epoch is the one with the best
+        value (``best_epoch_``).
     class_weight : dict, "balanced" or None, default=None
         Weights of the classes in the loss, as in scikit-learn's classifiers:
         ``None`` weighs every class 1; a dict maps class labels to weights
@@ -858,6 +912,15 @@ class SoftTreeEnsembleClassifier(ClassifierMixin, _BaseSoftTreeEnsemble):
         Mean training loss per epoch.
     validation_loss_curve_ : list of float or None
         Validation loss per epoch when ``early_stopping=True``.
+    n_iter_ : int
+        Epochs run by the last call to :meth:`fit`.
+    best_epoch_ : int
+        The epoch of the last fit whose parameters were kept (1-based): the
+        best validation value with early stopping, else the last epoch.
+    validation_score_ : list of float or None
+        Validation score per epoch when ``early_stopping=True``, in the sense
+        of ``scoring`` (higher is better; the negated loss for
+        ``scoring="loss"``, as in HistGradientBoosting).
     n_epochs_ : int
         Number of epochs run (over all warm-started fits).
     optimizer_state_ : dict or None
@@ -918,6 +981,7 @@ class SoftTreeEnsembleClassifier(ClassifierMixin, _BaseSoftTreeEnsemble):
         averaging="ema",
         ema_decay=0.995,
         max_features=0.5,
+        scoring="loss",
         class_weight=None,
         label_smoothing=0.0,
     ):
@@ -930,7 +994,7 @@ class SoftTreeEnsembleClassifier(ClassifierMixin, _BaseSoftTreeEnsemble):
             n_threads=n_threads, numeric_encoding=numeric_encoding, n_bins=n_bins,
             categorical_features=categorical_features, max_categories=max_categories,
             lr_schedule=lr_schedule, warmup_fraction=warmup_fraction, averaging=averaging,
-            ema_decay=ema_decay, max_features=max_features,
+            ema_decay=ema_decay, max_features=max_features, scoring=scoring,
         )
         self.class_weight = class_weight
         self.label_smoothing = label_smoothing
@@ -1178,6 +1242,13 @@ class SoftTreeEnsembleRegressor(RegressorMixin, _BaseSoftTreeEnsemble):
         data in the parameters: the split weights of the other columns are
         exactly zero and stay zero in training, so symmetry ops, alignment
         and merging keep it (a merge unites the subsets of matched trees).
+    scoring : str, callable or None, default="loss"
+        What early stopping monitors on the validation rows, as in
+        :class:`~sklearn.ensemble.HistGradientBoostingClassifier`: ``"loss"``
+        (the training loss), a scorer name (``"accuracy"``, ``"roc_auc"``,
+        ``"r2"``, ...), a callable ``scorer(estimator, X, y)``, or None (the
+        estimator's :meth:`score`). The kept epoch is the one with the best
+        value (``best_epoch_``).
 
     Attributes
     ----------
@@ -1203,6 +1274,15 @@ class SoftTreeEnsembleRegressor(RegressorMixin, _BaseSoftTreeEnsemble):
         Mean training loss per epoch (standardized units).
     validation_loss_curve_ : list of float or None
         Validation loss per epoch when ``early_stopping=True``.
+    n_iter_ : int
+        Epochs run by the last call to :meth:`fit`.
+    best_epoch_ : int
+        The epoch of the last fit whose parameters were kept (1-based): the
+        best validation value with early stopping, else the last epoch.
+    validation_score_ : list of float or None
+        Validation score per epoch when ``early_stopping=True``, in the sense
+        of ``scoring`` (higher is better; the negated loss for
+        ``scoring="loss"``, as in HistGradientBoosting).
     n_epochs_ : int
         Number of epochs run (over all warm-started fits).
     optimizer_state_ : dict or None

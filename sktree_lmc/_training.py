@@ -22,6 +22,7 @@ from __future__ import annotations
 import copy
 import math
 import sys
+import time
 import warnings
 from numbers import Integral, Real
 from typing import NamedTuple
@@ -221,21 +222,24 @@ def _evaluate_loss(module, loss_fn, data, idx):
 
 
 class _EarlyStopping:
-    """Early-stopping state: best validation loss, its parameters, patience count.
+    """Early-stopping state: best validation value, its parameters and epoch,
+    patience count.
 
-    A validation loss counts as an improvement when it is below the best one
-    by more than ``tol``; training should stop after ``patience`` epochs in a
-    row without one.
+    Values are losses (lower is better; a score is passed negated). A value
+    counts as an improvement when it is below the best one by more than
+    ``tol``; training should stop after ``patience`` epochs in a row without
+    one.
     """
 
     def __init__(self, tol, patience):
         self.tol, self.patience = tol, patience
         self.best_loss, self.best_state, self.no_improve = np.inf, None, 0
+        self.best_epoch = None
 
-    def update(self, val_loss, module):
-        """Record one epoch's validation loss (and ``module``'s state if best)."""
+    def update(self, val_loss, module, epoch=None):
+        """Record one epoch's validation value (and ``module``'s state if best)."""
         if val_loss < self.best_loss - self.tol:
-            self.best_loss, self.no_improve = val_loss, 0
+            self.best_loss, self.no_improve, self.best_epoch = val_loss, 0, epoch
             self.best_state = copy.deepcopy(module.state_dict())
         else:
             self.no_improve += 1
@@ -250,18 +254,98 @@ class _EarlyStopping:
             module.load_state_dict(self.best_state)
 
 
-def _report_epoch(epochs, epoch, max_epochs, loss, val_loss, verbose):
-    """Show one epoch's losses: on the progress bar ``epochs`` when it has one
-    (``verbose=1`` with tqdm), else on stderr when ``verbose`` is set."""
-    message = f"epoch {epoch + 1}/{max_epochs} loss {loss:.5f}"
-    if val_loss is not None:
-        message += f" val_loss {val_loss:.5f}"
-    has_bar = hasattr(epochs, "set_postfix_str")
-    if verbose > 1 or (verbose and not has_bar):
-        print(message, file=sys.stderr)
-    elif has_bar:
-        epochs.set_postfix_str(message)
+# ----------------------------------------------------------------------------
+# Progress of a fit
+# ----------------------------------------------------------------------------
 
+
+def _is_terminal(stream):
+    try:
+        return bool(stream.isatty())
+    except (AttributeError, ValueError):  # closed or not a file
+        return False
+
+
+def _fmt_seconds(seconds):
+    seconds = max(0.0, float(seconds))
+    if seconds < 60:
+        return f"{seconds:.1f}s"
+    minutes, sec = divmod(int(round(seconds)), 60)
+    if minutes < 60:
+        return f"{minutes}m{sec:02d}s"
+    hours, minutes = divmod(minutes, 60)
+    return f"{hours}h{minutes:02d}m"
+
+
+class ProgressLog:
+    """What a long loop (epochs, rounds) shows, one meaning per ``verbose`` level.
+
+    - ``verbose=0``: nothing.
+    - ``verbose=1``: on a terminal, a tqdm bar (when tqdm is installed) with
+      the losses and the time left, which stays on screen when the loop ends;
+      when the stream is not a terminal (a log file, a notebook's captured
+      output, CI), one plain line per step instead, so that the log is
+      readable, plus a closing line.
+    - ``verbose>=2``: one plain line per step always, plus the closing line.
+
+    A line reads ``Name epoch 3/150: loss 0.41234 val_loss 0.43210 [elapsed
+    1.2s, left <= 58.8s]``; the time left is an upper bound when early
+    stopping may end the loop sooner.
+
+    Parameters
+    ----------
+    name : str
+        What is running (the estimator's class name).
+    total : int
+        Number of steps planned.
+    verbose : int
+        The level above.
+    unit : str, default="epoch"
+        Name of one step.
+    stream : file-like, default=None
+        Where to write; ``sys.stderr`` (looked up at each call) when None.
+    """
+
+    def __init__(self, name, total, verbose, unit="epoch", stream=None):
+        self.name, self.total, self.verbose, self.unit = name, int(total), int(verbose), unit
+        self._stream = stream
+        self.start = time.perf_counter()
+        self.bar = None
+        if self.verbose == 1 and _is_terminal(self.stream):
+            try:
+                from tqdm.auto import tqdm
+            except ImportError:  # pragma: no cover - optional dependency
+                tqdm = None
+            if tqdm is not None:
+                self.bar = tqdm(total=self.total, desc=name, unit=unit, leave=True,
+                                file=self.stream)
+
+    @property
+    def stream(self):
+        return sys.stderr if self._stream is None else self._stream
+
+    def step(self, i, **values):
+        """Report step ``i`` (0-based) with named values (floats or None)."""
+        if self.verbose <= 0:
+            return
+        shown = " ".join(f"{k} {v:.5f}" for k, v in values.items() if v is not None)
+        if self.bar is not None:
+            self.bar.update(1)
+            self.bar.set_postfix_str(shown, refresh=False)
+            return
+        elapsed = time.perf_counter() - self.start
+        left = elapsed / (i + 1) * (self.total - i - 1)
+        print(f"{self.name} {self.unit} {i + 1}/{self.total}: {shown} "
+              f"[elapsed {_fmt_seconds(elapsed)}, left <= {_fmt_seconds(left)}]",
+              file=self.stream, flush=True)
+
+    def close(self, summary=None):
+        """End the display, with a closing line ``summary`` (verbose >= 1)."""
+        if self.bar is not None:
+            self.bar.close()
+        if self.verbose > 0 and summary:
+            elapsed = _fmt_seconds(time.perf_counter() - self.start)
+            print(f"{self.name}: {summary} ({elapsed})", file=self.stream, flush=True)
 
 
 # ----------------------------------------------------------------------------

@@ -699,12 +699,55 @@ def test_without_early_stopping_all_epochs_run(binary):
 
 
 @pytest.mark.parametrize("verbose", [1, 2])
-def test_verbose_prints_progress(verbose, binary, capsys):
-    clf(max_epochs=3, verbose=verbose, early_stopping=True).fit(*binary)
-    err = capsys.readouterr().err
-    assert "loss" in err and "val_loss" in err
-    if verbose == 2:
-        assert err.count("epoch ") >= 3
+def test_verbose_fit_writes_a_readable_log_when_redirected(verbose, binary, capsys):
+    """stderr captured (not a terminal): one line per epoch and a closing line."""
+    est = clf(max_epochs=3, verbose=verbose, early_stopping=True).fit(*binary)
+    lines = capsys.readouterr().err.splitlines()
+    assert len(lines) == est.n_iter_ + 1
+    for i, line in enumerate(lines[:-1]):
+        assert line.startswith(f"SoftTreeEnsembleClassifier epoch {i + 1}/3: loss ")
+        assert "val_loss" in line and "elapsed" in line and "left <=" in line
+    assert f"kept epoch {est.best_epoch_} (validation loss" in lines[-1]
+
+
+def test_n_iter_and_the_kept_epoch_when_the_validation_loss_rises(binary, monkeypatch):
+    """The validation loss falls until epoch 3 and rises after: with patience 3
+    the fit stops after epoch 6 and keeps epoch 3, the parameters a 3-epoch
+    fit ends with."""
+    import sktree_lmc._estimators as estimators_module
+
+    def make_losses():
+        values = iter([1.0, 0.8, 0.7, 0.75, 0.9, 1.0, 1.1, 1.2, 1.3, 1.4])
+        return lambda module, loss_fn, data, idx: next(values)
+
+    kw = dict(early_stopping=True, n_iter_no_change=3, max_epochs=10, **PAPER_RECIPE)
+    monkeypatch.setattr(estimators_module, "_evaluate_loss", make_losses())
+    est = clf(**kw).fit(*binary)
+    assert est.n_iter_ == 6 and est.best_epoch_ == 3 and est.n_epochs_ == 6
+    assert est.validation_score_ == [-1.0, -0.8, -0.7, -0.75, -0.9, -1.0]
+    monkeypatch.setattr(estimators_module, "_evaluate_loss", make_losses())
+    three = clf(**{**kw, "max_epochs": 3}).fit(*binary)
+    assert three.n_iter_ == 3 and three.best_epoch_ == 3
+    assert_same_params(est.tree_params_, three.tree_params_)
+    no_es = clf(max_epochs=4, early_stopping=False).fit(*binary)
+    assert no_es.n_iter_ == no_es.best_epoch_ == 4 and no_es.validation_score_ is None
+
+
+@pytest.mark.parametrize("scoring", ["accuracy", "roc_auc", None])
+def test_early_stopping_on_a_scorer(scoring, binary):
+    est = clf(max_epochs=6, early_stopping=True, scoring=scoring, n_iter_no_change=2).fit(*binary)
+    scores = est.validation_score_
+    assert len(scores) == est.n_iter_ and all(0 <= v <= 1 for v in scores)
+    best = est.best_epoch_
+    assert scores[best - 1] == max(scores[:best])
+
+
+def test_early_stopping_on_a_regression_scorer():
+    X, y = make_regression(n_samples=200, n_features=4, random_state=0)
+    est = reg(max_epochs=4, early_stopping=True, scoring="neg_mean_absolute_error").fit(X, y)
+    assert all(v <= 0 for v in est.validation_score_)
+    with pytest.raises(ValueError, match="nope"):
+        reg(max_epochs=2, scoring="nope").fit(X, y)
 
 
 def test_silent_by_default(binary, capsys):

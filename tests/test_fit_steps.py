@@ -1,6 +1,8 @@
 """The steps of ``fit`` (validation split, train step, epoch, early stopping,
 report), each tested on its own."""
 
+import io
+
 import numpy as np
 import pytest
 import torch
@@ -11,10 +13,10 @@ from hypothesis import strategies as st
 from sktree_lmc._architectures import get_architecture
 from sktree_lmc._forward import SoftTreeEnsembleModule
 from sktree_lmc._training import (
+    ProgressLog,
     _EarlyStopping,
     _evaluate_loss,
     _FitTensors,
-    _report_epoch,
     _run_epoch,
     _train_step,
     _validation_split,
@@ -132,22 +134,44 @@ def test_early_stopping_without_improvement_leaves_the_module_alone():
     assert all(torch.equal(before[k], v) for k, v in module.state_dict().items())
 
 
-class _Bar(list):
-    def set_postfix_str(self, message):
-        self.append(message)
+class _Terminal(io.StringIO):
+    def isatty(self):
+        return True
 
 
 @pytest.mark.parametrize("verbose", [0, 1, 2])
-def test_report_epoch(verbose, capsys):
-    _report_epoch(range(3), 0, 3, 0.5, None, verbose)
-    err = capsys.readouterr().err
-    assert (err == "epoch 1/3 loss 0.50000\n") == (verbose > 0)
-    bar = _Bar()
-    _report_epoch(bar, 1, 3, 0.25, 0.125, verbose)
-    err = capsys.readouterr().err
-    message = "epoch 2/3 loss 0.25000 val_loss 0.12500"
-    assert bar == ([message] if verbose < 2 else [])
-    assert err == (message + "\n" if verbose == 2 else "")
+def test_progress_log_writes_plain_lines_when_not_on_a_terminal(verbose):
+    stream = io.StringIO()  # a log file: never a bar
+    log = ProgressLog("Est", 3, verbose, stream=stream)
+    log.step(0, loss=0.5, val_loss=None)
+    log.step(1, loss=0.25, val_loss=0.125)
+    log.close("kept epoch 2")
+    lines = stream.getvalue().splitlines()
+    if verbose == 0:
+        assert lines == []
+        return
+    assert len(lines) == 3
+    assert lines[0].startswith("Est epoch 1/3: loss 0.50000 [elapsed ")
+    assert "left <= " in lines[0] and "val_loss" not in lines[0]
+    assert lines[1].startswith("Est epoch 2/3: loss 0.25000 val_loss 0.12500 [elapsed ")
+    assert lines[2].startswith("Est: kept epoch 2 (")
+
+
+def test_progress_log_shows_a_bar_on_a_terminal():
+    pytest.importorskip("tqdm")
+    stream = _Terminal()
+    log = ProgressLog("Est", 4, 1, stream=stream)
+    for i in range(4):
+        log.step(i, loss=1.0 / (i + 1))
+    log.close("done")
+    out = stream.getvalue()
+    assert "4/4" in out and "loss 0.25000" in out  # tqdm's counter and postfix
+    assert "epoch 1/4:" not in out  # no plain lines
+    assert out.rstrip().endswith(")") and "Est: done (" in out  # the closing line stays
+    stream2 = _Terminal()
+    log = ProgressLog("Est", 2, 2, stream=stream2)  # verbose=2: lines even on a terminal
+    log.step(0, loss=1.0)
+    assert stream2.getvalue().startswith("Est epoch 1/2: loss 1.00000")
 
 
 # -- divergence checks ----------------------------------------------------------------------
