@@ -378,6 +378,40 @@ class _BaseSoftTreeEnsemble(BaseEstimator):
 
         return score
 
+    #: What ``partial_fit`` overrides for its pass (see :meth:`_partial_fit`).
+    _PARTIAL_FIT_PARAMS = dict(warm_start=True, max_epochs=1, early_stopping=False,
+                               lr_schedule="constant", warmup_fraction=0.0, averaging=None)
+
+    def _partial_fit(self, X, y, sample_weight=None, classes=None):
+        """One pass of Adam over the rows given, continuing from the previous
+        calls (parameters and Adam's state): ``fit`` with
+        :attr:`_PARTIAL_FIT_PARAMS` for the duration of the call. The first
+        call fits the input encoding on its rows and, for a classifier, takes
+        the labels of ``classes``."""
+        first = not hasattr(self, "tree_params_")
+        if classes is not None:
+            classes = np.unique(np.asarray(classes))
+            if not first and not np.array_equal(classes, self.classes_):
+                raise ValueError(
+                    f"classes={classes.tolist()} differs from the classes of the first "
+                    f"partial_fit call, {self.classes_.tolist()}."
+                )
+            if len(classes) < 2:
+                raise ValueError(
+                    "Classifier can't train when only one class is present: "
+                    f"classes={classes.tolist()}."
+                )
+        saved = {name: getattr(self, name) for name in self._PARTIAL_FIT_PARAMS}
+        self._partial_classes = classes if classes is not None else (
+            None if first else self.classes_ if hasattr(self, "classes_") else None)
+        try:
+            self.set_params(**self._PARTIAL_FIT_PARAMS)
+            self.fit(X, y, sample_weight=sample_weight)
+        finally:
+            self.set_params(**saved)
+            del self._partial_classes
+        return self
+
     def _training_hooks(self, module, optimizer, generator, device, warm, n_train):
         """The recipe around each Adam step (see :mod:`._training`): the
         per-tree feature mask (drawn from ``generator`` for a new model,
@@ -1025,6 +1059,12 @@ class SoftTreeEnsembleClassifier(ClassifierMixin, _BaseSoftTreeEnsemble):
 
     def _encode_targets(self, y, sample_weight, warm=False):
         check_classification_targets(y)
+        partial = getattr(self, "_partial_classes", None)
+        if partial is not None and not warm:  # the first partial_fit: classes= given
+            self.classes_ = partial
+            return self._fitted_targets(y), len(self.classes_)
+        if warm and partial is not None:  # later partial_fit calls: any subset
+            return self._fitted_targets(y), len(self.classes_)
         if warm:
             classes, encoded = np.unique(y, return_inverse=True)
             if not np.array_equal(classes, self.classes_):
@@ -1063,6 +1103,42 @@ class SoftTreeEnsembleClassifier(ClassifierMixin, _BaseSoftTreeEnsemble):
         return F.cross_entropy(
             output, target, reduction="none", label_smoothing=float(self.label_smoothing)
         )
+
+    def partial_fit(self, X, y, classes=None, sample_weight=None):
+        """One pass over the given rows, continuing from the previous calls.
+
+        For out-of-core and streaming training (e.g. dask-ml's
+        ``Incremental``), as scikit-learn's ``SGDClassifier.partial_fit``: each
+        call runs one epoch of Adam over ``X`` in minibatches of
+        ``batch_size``, keeping the parameters and Adam's state between calls.
+        The first call fits the input encoding on its rows (pass a
+        representative first batch, or ``numeric_encoding="standard"`` or
+        ``"none"``) and initializes the trees; it needs ``classes``, all the
+        labels of the stream. The learning rate is constant and there is no
+        weight averaging nor early stopping in ``partial_fit``
+        (``lr_schedule``, ``averaging`` and ``early_stopping`` apply to
+        :meth:`fit`).
+
+        Parameters
+        ----------
+        X : array-like or pandas DataFrame of shape (n_samples, n_features)
+            A batch of rows.
+        y : array-like of shape (n_samples,)
+            Their labels, among ``classes``.
+        classes : array-like of shape (n_classes,), default=None
+            Every label of the stream; required on the first call, and equal
+            to the first call's when given later.
+        sample_weight : array-like of shape (n_samples,), default=None
+            Per-sample weights.
+
+        Returns
+        -------
+        self : object
+            The estimator.
+        """
+        if not hasattr(self, "tree_params_") and classes is None:
+            raise ValueError("classes must be passed on the first call to partial_fit.")
+        return self._partial_fit(X, y, sample_weight=sample_weight, classes=classes)
 
     def decision_function(self, X):
         """Raw ensemble scores.
@@ -1338,6 +1414,30 @@ class SoftTreeEnsembleRegressor(RegressorMixin, _BaseSoftTreeEnsemble):
 
     def _loss(self, output, target):
         return ((output - target) ** 2).mean(dim=1)
+
+    def partial_fit(self, X, y, sample_weight=None):
+        """One pass over the given rows, continuing from the previous calls.
+
+        See :meth:`SoftTreeEnsembleClassifier.partial_fit`: one epoch of Adam
+        per call, the parameters and Adam's state kept between calls; the
+        first call fits the input encoding and the target standardization on
+        its rows. Constant learning rate, no averaging nor early stopping.
+
+        Parameters
+        ----------
+        X : array-like or pandas DataFrame of shape (n_samples, n_features)
+            A batch of rows.
+        y : array-like of shape (n_samples,) or (n_samples, n_targets)
+            Their targets.
+        sample_weight : array-like of shape (n_samples,), default=None
+            Per-sample weights.
+
+        Returns
+        -------
+        self : object
+            The estimator.
+        """
+        return self._partial_fit(X, y, sample_weight=sample_weight)
 
     def predict(self, X):
         """Predict regression targets.

@@ -127,3 +127,62 @@ def test_a_merged_model_drops_adams_state_and_warm_starts_with_a_fresh_one():
         for name in ("split_weight", "split_bias", "leaf_value"):
             np.testing.assert_array_equal(getattr(b2.optimizer_state_[key], name),
                                           getattr(expected[key], name))
+
+
+# -- partial_fit ---------------------------------------------------------------------------
+
+
+def test_partial_fit_is_one_warm_started_epoch_per_call():
+    """Each partial_fit call equals one warm-started fit epoch with a constant
+    learning rate and no averaging (what partial_fit documents)."""
+    from sktree_lmc import SoftTreeEnsembleClassifier
+
+    X, y = make_classification(n_samples=300, n_features=5, random_state=0)
+    kw = dict(n_estimators=8, depth=2, batch_size=64, device="cpu", random_state=0,
+              numeric_encoding="standard")
+    streamed = SoftTreeEnsembleClassifier(**kw)
+    streamed.partial_fit(X, y, classes=[0, 1]).partial_fit(X, y)
+    reference = SoftTreeEnsembleClassifier(
+        **kw, lr_schedule="constant", averaging=None, max_epochs=1, early_stopping=False,
+        warm_start=True)
+    reference.fit(X, y).fit(X, y)
+    for name in ("split_weight", "split_bias", "leaf_value"):
+        np.testing.assert_array_equal(getattr(streamed.tree_params_, name),
+                                      getattr(reference.tree_params_, name))
+    assert streamed.n_epochs_ == 2
+    # the hyperparameters are the user's again after each call
+    assert streamed.get_params()["max_epochs"] == 150 and not streamed.warm_start
+
+
+def test_partial_fit_classes_and_batches_with_some_labels():
+    from sktree_lmc import SoftTreeEnsembleClassifier
+
+    X, y = make_classification(n_samples=400, n_features=5, n_classes=3, n_informative=3,
+                               random_state=0)
+    est = SoftTreeEnsembleClassifier(n_estimators=16, depth=2, device="cpu", random_state=0)
+    with pytest.raises(ValueError, match="classes must be passed on the first call"):
+        est.partial_fit(X, y)
+    first = SoftTreeEnsembleClassifier(n_estimators=4, depth=2, device="cpu", random_state=0)
+    first.partial_fit(X[y == 0], y[y == 0], classes=[0, 1, 2])  # one label in the batch
+    assert first.classes_.tolist() == [0, 1, 2] and first.predict_proba(X).shape == (400, 3)
+    est.partial_fit(X[:100], y[:100], classes=[0, 1, 2])
+    for _ in range(20):
+        est.partial_fit(X, y)
+    assert est.score(X, y) > 0.7
+    with pytest.raises(ValueError, match="differs from the classes of the first"):
+        est.partial_fit(X, y, classes=[0, 1])
+    with pytest.raises(ValueError, match="not fitted on"):
+        est.partial_fit(X[:5], np.array([0, 1, 2, 3, 0]))
+
+
+def test_regressor_partial_fit_learns():
+    from sklearn.datasets import make_regression
+
+    from sktree_lmc import SoftTreeEnsembleRegressor
+
+    X, y = make_regression(n_samples=400, n_features=4, random_state=0)
+    est = SoftTreeEnsembleRegressor(n_estimators=16, depth=2, device="cpu", random_state=0)
+    for _ in range(15):
+        for start in range(0, 400, 100):
+            est.partial_fit(X[start:start + 100], y[start:start + 100])
+    assert est.score(X, y) > 0.6 and est.n_epochs_ == 60
