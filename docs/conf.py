@@ -120,11 +120,11 @@ numpydoc_validation_exclude = {
     r"\.__init__$",
     # dunders (dataclass-generated ones have no numpydoc docstring)
     r"\.__\w+__$",
-    # TabularEncoder's methods work on the column arrays that the estimators
-    # pass it (it is fitted and applied inside fit and predict); the class
-    # docstring documents its parameters, fitted attributes and use.
+    # TabularEncoder's methods take the column arrays the estimators pass it
+    # (it is fitted and applied inside fit and predict); their docstrings
+    # document that, with no example of their own (the class has one).
     r"\.TabularEncoder\.(fit|transform|transform_columns|transform_chunks|identity|to_dict"
-    r"|from_dict|is_identity)$",
+    r"|from_dict|is_identity|ramp_directions)$",
 }
 numpydoc_validation_overrides = {
     # TreeArchitecture's private ``_cache`` field shows in its dataclass signature.

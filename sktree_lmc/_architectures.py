@@ -158,8 +158,8 @@ class TreeArchitecture:
         instead of enumeration.
     level_search : bool
         True for oblivious trees, whose group is every level order with a sign
-        per level; matching can then search it level by level (see
-        :mod:`sktree_lmc._oblivious`) instead of enumerating it.
+        per level; matching can then search it level by level (the user
+        guide's "Deep trees" section) instead of enumerating it.
 
     Examples
     --------

@@ -392,11 +392,14 @@ class TabularEncoder:
 
     # -- fitting ------------------------------------------------------------------
     def fit(self, columns, categorical, names=None):
-        """Fit on the column arrays of :func:`to_columns`.
+        """Fit the encoding on the input's column arrays.
 
         Parameters
         ----------
         columns : list of ndarray
+            The input's columns, as the estimators split them (one 1-D array
+            per input column: float64 with NaN for numeric columns, object
+            otherwise).
         categorical : ndarray of bool
             Which columns are categorical.
         names : sequence of str, default=None
@@ -404,7 +407,8 @@ class TabularEncoder:
 
         Returns
         -------
-        self
+        self : TabularEncoder
+            The fitted encoder.
         """
         self.n_features_in_ = len(columns)
         self.categorical_ = np.asarray(categorical, dtype=bool).copy()
@@ -489,8 +493,20 @@ class TabularEncoder:
 
     @classmethod
     def identity(cls, n_features):
-        """The fitted identity encoder of ``n_features`` numeric columns (the
-        encoding of models pickled before encoders existed)."""
+        """Build the fitted identity encoder of ``n_features`` numeric columns.
+
+        It is the encoding of models pickled before encoders existed.
+
+        Parameters
+        ----------
+        n_features : int
+            Number of numeric columns.
+
+        Returns
+        -------
+        encoder : TabularEncoder
+            A fitted encoder whose output is its input.
+        """
         enc = cls("none")
         enc.n_features_in_ = n_features
         enc.categorical_ = np.zeros(n_features, dtype=bool)
@@ -506,22 +522,50 @@ class TabularEncoder:
         return enc
 
     def to_dict(self):
-        """The encoder's settings and fitted state as a plain dict (pickling)."""
+        """Return the settings and fitted state as a plain dict.
+
+        The estimators pickle their encoder this way, so that loading with
+        ``skops.io`` does not need this class trusted.
+
+        Returns
+        -------
+        state : dict
+            The encoder's attributes.
+        """
         return dict(vars(self))
 
     @classmethod
     def from_dict(cls, state):
-        """The encoder of :meth:`to_dict`."""
+        """Rebuild an encoder from :meth:`to_dict`.
+
+        Parameters
+        ----------
+        state : dict
+            The output of :meth:`to_dict`.
+
+        Returns
+        -------
+        encoder : TabularEncoder
+            The encoder.
+        """
         enc = cls.__new__(cls)
         enc.__dict__.update(state)
         return enc
 
     def ramp_directions(self):
-        """Per encoded feature, the value at its knot of a linear ramp from -1
-        (first knot) to 1 (last knot) for the piecewise-linear features of
-        numeric columns, NaN for every other feature; None when there is no
-        piecewise-linear feature. ``sum_t ramp_t * hat_t(x)`` is then the
-        position of ``x`` among the knots, a quantile-like transform."""
+        """Return the linear ramp over the knots of every piecewise-linear column.
+
+        ``sum_t ramp_t * hat_t(x)`` is the position of ``x`` among its column's
+        knots, from -1 (first knot) to 1 (last knot): a quantile-like
+        transform. The estimators start their splits on these ramps.
+
+        Returns
+        -------
+        ramps : ndarray of shape (n_features_out_,) or None
+            The ramp value at the knot of each piecewise-linear feature, NaN
+            for every other feature; None when there is no piecewise-linear
+            feature.
+        """
         if self.numeric_encoding != "piecewise_linear":
             return None
         out = np.full(self.n_features_out_, np.nan)
@@ -537,14 +581,31 @@ class TabularEncoder:
 
     @property
     def is_identity(self):
-        """Whether the encoding returns the input values unchanged (``"none"``,
-        no categorical column, no missing value seen in fit)."""
+        """bool: Whether the encoding returns its inputs unchanged.
+
+        True for ``numeric_encoding="none"`` without categorical columns and
+        without missing values in ``fit``.
+        """
         return (self.numeric_encoding == "none" and not self.categorical_.any()
                 and not self.has_missing_.any())
 
     # -- transforming ---------------------------------------------------------------
     def transform_columns(self, columns, start=0, stop=None):
-        """Encode rows ``start:stop`` of the column arrays, as float32."""
+        """Encode rows ``start:stop`` of the column arrays.
+
+        Parameters
+        ----------
+        columns : list of ndarray
+            The input's columns, as split by the estimators (one 1-D array per
+            input column: float64 for numeric columns, object otherwise).
+        start, stop : int, default=0 and None
+            The rows to encode (``stop=None``: to the end).
+
+        Returns
+        -------
+        encoded : ndarray of shape (stop - start, n_features_out_), dtype float32
+            The features the trees see.
+        """
         n = len(columns[0]) if columns else 0
         stop = n if stop is None else min(stop, n)
         out = np.zeros((stop - start, self.n_features_out_), dtype=np.float32)
@@ -598,12 +659,39 @@ class TabularEncoder:
         block[present[hit], idx[hit]] = 1.0
 
     def transform(self, columns):
-        """Encode all rows (see :meth:`transform_columns`)."""
+        """Encode all rows of the column arrays.
+
+        Parameters
+        ----------
+        columns : list of ndarray
+            The input's columns (see :meth:`transform_columns`).
+
+        Returns
+        -------
+        encoded : ndarray of shape (n_samples, n_features_out_), dtype float32
+            The features the trees see.
+        """
         return self.transform_columns(columns)
 
     def transform_chunks(self, columns, chunk_rows=ENCODE_CHUNK_ROWS):
-        """Yield ``(start, encoded rows)`` in chunks of ``chunk_rows`` rows, so
-        that the encoded copy of a large input is never held whole."""
+        """Encode the column arrays chunk by chunk.
+
+        The encoded copy of a large input is then never held whole.
+
+        Parameters
+        ----------
+        columns : list of ndarray
+            The input's columns (see :meth:`transform_columns`).
+        chunk_rows : int, default=16384
+            Rows per chunk.
+
+        Yields
+        ------
+        start : int
+            The first row of the chunk.
+        encoded : ndarray of shape (n_rows, n_features_out_), dtype float32
+            The chunk's features.
+        """
         n = len(columns[0]) if columns else 0
         for start in range(0, n, chunk_rows):
             yield start, self.transform_columns(columns, start, start + chunk_rows)

@@ -630,7 +630,7 @@ class _BaseSoftTreeEnsemble(BaseEstimator):
         params : TreeParams
             ``split_weight`` ``(M, N, F)``, ``split_bias`` ``(M, N)`` and
             ``leaf_value`` ``(M, L, C)``, laid out as documented in
-            :mod:`sktree_lmc._architectures`.
+            :class:`TreeParams` and :class:`TreeArchitecture`.
         """
         check_is_fitted(self, "tree_params_")
         return self.tree_params_.copy()

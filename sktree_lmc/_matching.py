@@ -452,7 +452,7 @@ def pairwise_tree_similarity(params_a, params_b, arch, *, invariances="all", wei
         lists, for non-oblivious trees (dynamic program; a request estimated
         above 15 min on one core raises ValueError with the estimate) and for
         oblivious trees through depth 6 (every op scored; from depth 5
-        through the Walsh-Hadamard form of :mod:`sktree_lmc._oblivious`,
+        through a Walsh-Hadamard form of the similarity, see the user guide,
         about 10 s on one core for 256 x 256 trees of depth 6, and a
         ValueError with the estimate beyond 15 min). Deeper oblivious trees
         are searched without enumerating the group: exact when

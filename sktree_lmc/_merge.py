@@ -59,7 +59,8 @@ class ModelAligner(BaseEstimator):
     is aligned to the reference. With ``K > 2`` every model is first aligned
     to the reference, then refinement sweeps re-align each model (the
     reference too) to the weighted sum of the others, maximizing the total
-    pairwise similarity (N-way matching; see :mod:`sktree_lmc._nway`).
+    pairwise similarity (N-way matching; the user guide's merging page
+    gives the objective).
 
     The aligner owns the alignment settings of the package: pass it (or a
     string shortcut, ``"wm"``, ``"am"`` or ``"naive"``) as ``aligner=`` to
@@ -442,7 +443,8 @@ def merge_estimators(a, b=None, lam=0.5, *, aligner="wm", X=None, weights=None):
         (on ``X``), no alignment (naive interpolation), or a
         :class:`ModelAligner` carrying any other settings (invariances,
         weighting, rows, seed, device, N-way refinement). An aligner already
-        fitted on these models is used as is (see :func:`fit_aligner`).
+        fitted on these models (in this order, with these weights) is used as
+        is, without aligning again.
     X : array-like of shape (n_samples, n_features), default=None
         Data for activation matching; required when the aligner uses it.
     weights : array-like of shape (K,), default=None

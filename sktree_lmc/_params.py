@@ -15,7 +15,7 @@ __all__ = ["TreeParams"]
 class TreeParams:
     """Parameters of a soft tree ensemble as NumPy arrays (always on the CPU).
 
-    The layout is the one of :mod:`sktree_lmc._architectures`: ``M`` trees,
+    The layout is the one of :class:`TreeArchitecture`: ``M`` trees,
     ``N`` splitting nodes, ``L`` free leaves, ``F`` features, ``C`` outputs.
 
     Parameters
