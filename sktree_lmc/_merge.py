@@ -12,6 +12,7 @@ and turns it into an aligner with :func:`check_aligner`.
 from __future__ import annotations
 
 import re
+import sys
 from numbers import Integral, Real
 
 import numpy as np
@@ -36,6 +37,7 @@ from ._estimators import _NumberInterval
 from ._federated import _align_optimizer_state
 from ._matching import INVARIANCES
 from ._nway import _check_weights, align_many
+from ._training import ProgressLog
 
 __all__ = ["ALIGNER_SHORTCUTS", "ModelAligner", "check_aligner", "fit_aligner",
            "merge_estimators"]
@@ -101,6 +103,11 @@ class ModelAligner(BaseEstimator):
     device : str or torch.device, default="cpu"
         Torch device for the similarity computations (``"auto"`` uses CUDA
         when available).
+    verbose : int, default=0
+        ``1``: a line when alignment starts (models, architecture, method),
+        the refinement sweeps of N-way alignment (a bar with the time left on
+        a terminal, else one line each, with the objective) and a closing
+        line with the elapsed time; ``2``: sweep lines even on a terminal.
 
     Attributes
     ----------
@@ -141,6 +148,7 @@ class ModelAligner(BaseEstimator):
         "invariances": [StrOptions(set(INVARIANCES))],
         "weighting": ["boolean"],
         "n_samples": [_NumberInterval(Integral, 1, None, closed="left")],
+        "verbose": ["verbose"],
         "reference": [_NumberInterval(Integral, 0, None, closed="left")],
         "max_iter": [_NumberInterval(Integral, 0, None, closed="left")],
         "tol": [_NumberInterval(Real, 0, None, closed="left")],
@@ -149,7 +157,8 @@ class ModelAligner(BaseEstimator):
     }
 
     def __init__(self, method="wm", invariances="all", weighting=True, n_samples=512,
-                 reference=0, max_iter=20, tol=1e-3, random_state=None, device="cpu"):
+                 reference=0, max_iter=20, tol=1e-3, random_state=None, device="cpu",
+                 verbose=0):
         self.method = method
         self.invariances = invariances
         self.weighting = weighting
@@ -159,6 +168,7 @@ class ModelAligner(BaseEstimator):
         self.tol = tol
         self.random_state = random_state
         self.device = device
+        self.verbose = verbose
 
     def _validate_params(self):
         """Validate the settings; the errors name ModelAligner.
@@ -238,11 +248,24 @@ class ModelAligner(BaseEstimator):
             outputs = [est.tree_outputs(Xs) for est in estimators]
             if scale is not None:
                 outputs = [o * f[None, None, :] for o, f in zip(outputs, scale[2])]
+        max_iter = self.max_iter if K > 2 else 0
+        arch = ref.architecture_
+        # one line (or a bar) per refinement sweep, and a closing line
+        log = ProgressLog(type(self).__name__, max(max_iter, 1),
+                          self.verbose if max_iter else 0, unit="sweep")
+        if self.verbose:
+            print(f"{type(self).__name__}: aligning {K} models ({arch.name}, depth "
+                  f"{arch.depth}, {ref.tree_params_.n_trees} trees; {self.method}, "
+                  f"invariances={self.invariances!r})", file=sys.stderr, flush=True)
         result = align_many(
-            params, ref.architecture_, w, method=self.method, invariances=self.invariances,
-            outputs=outputs, max_iter=self.max_iter if K > 2 else 0, reference=self.reference,
+            params, arch, w, method=self.method, invariances=self.invariances,
+            outputs=outputs, max_iter=max_iter, reference=self.reference,
             weighting=self.weighting, tol=self.tol, device=device,
+            progress=lambda i, obj: i and log.step(i - 1, objective=obj),
         )
+        log.verbose = self.verbose
+        log.close(f"aligned {K} models, {result.n_matchings} matchings, "
+                  f"{result.n_iter} refinement sweeps")
         self.alignments_ = result.alignments
         self.reference_ = self.reference
         self.weights_ = result.weights

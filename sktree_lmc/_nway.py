@@ -141,7 +141,8 @@ def _check_weights(weights, n_models):
 
 
 def align_many(params, arch, weights=None, *, method="wm", invariances="all", outputs=None,
-               max_iter=20, reference=0, weighting=True, tol=1e-3, device="cpu"):
+               max_iter=20, reference=0, weighting=True, tol=1e-3, device="cpu",
+               progress=None):
     """Align ``K`` ensembles into one common basis (N-way matching).
 
     Block coordinate ascent on the total pairwise similarity of the aligned
@@ -182,6 +183,9 @@ def align_many(params, arch, weights=None, *, method="wm", invariances="all", ou
         ``tol=0`` runs until no alignment changes (or ``max_iter``).
     device : str or torch.device, default="cpu"
         Torch device of the similarity computations.
+    progress : callable, default=None
+        Called as ``progress(sweep, objective)`` after the initial alignment
+        (sweep 0) and after every refinement sweep.
 
     Returns
     -------
@@ -233,6 +237,8 @@ def align_many(params, arch, weights=None, *, method="wm", invariances="all", ou
     total = _weighted_sum(w, aligned)
     history = [space.objective(total)]
     n_iter, converged = 0, max_iter == 0
+    if progress is not None:
+        progress(0, history[-1])
     # 2. refinement sweeps (Gauss-Seidel): re-align model i to the sum of the others
     for n_iter in range(1, max_iter + 1):
         changed = False
@@ -245,6 +251,8 @@ def align_many(params, arch, weights=None, *, method="wm", invariances="all", ou
                 alignments[i], aligned[i] = new, space.aligned(i, new)
                 total = _axpy(others, w[i], aligned[i])
         history.append(space.objective(total))
+        if progress is not None:
+            progress(n_iter, history[-1])
         if not changed or history[-1] - history[-2] <= tol * abs(history[-2]):
             converged = True
             break

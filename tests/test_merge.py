@@ -321,3 +321,25 @@ def test_regressor_merge_of_different_target_scales_is_exact_at_endpoints():
     )
     curve = interpolation_curve(a, b, X, 10 * y + 3, lambdas=3)
     np.testing.assert_allclose(curve.scores["r2"][-1], b.score(X, 10 * y + 3), rtol=1e-5)
+
+
+def test_aligner_verbose_logs_start_sweeps_and_end(capsys):
+    from sklearn.datasets import make_classification
+
+    from sktree_lmc import ModelAligner, SoftTreeEnsembleClassifier
+
+    X, y = make_classification(n_samples=200, n_features=4, random_state=0)
+    models = [SoftTreeEnsembleClassifier(n_estimators=8, depth=2, max_epochs=2, device="cpu",
+                                         random_state=s).fit(X, y) for s in range(3)]
+    ModelAligner(verbose=1).fit(models[:2])
+    lines = capsys.readouterr().err.splitlines()
+    assert lines[0].startswith("ModelAligner: aligning 2 models (oblivious, depth 2, 8 trees")
+    assert lines[-1].startswith("ModelAligner: aligned 2 models, 1 matchings, 0 refinement")
+    assert len(lines) == 2
+    aligner = ModelAligner(verbose=1, tol=0.0).fit(models)
+    lines = capsys.readouterr().err.splitlines()
+    assert len(lines) == aligner.n_iter_ + 2
+    assert all(line.startswith(f"ModelAligner sweep {i + 1}/20: objective ")
+               for i, line in enumerate(lines[1:-1]))
+    ModelAligner().fit(models)
+    assert capsys.readouterr().err == ""
