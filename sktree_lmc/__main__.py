@@ -27,6 +27,10 @@ from .datasets import (
     paper_split,
 )
 
+#: The paper's protocol (with its external preprocessing), as ``--protocol paper`` runs it.
+PAPER_SETTINGS = dict(depth=2, max_epochs=50, early_stopping=False, numeric_encoding="none",
+                      lr_schedule="constant", averaging=None, max_features=None)
+
 
 def _parser():
     p = argparse.ArgumentParser(
@@ -37,10 +41,17 @@ def _parser():
     p.add_argument("--dataset", default="magic_small",
                    choices=["magic_small", *sorted(TABULAR_BENCHMARK)],
                    help="bundled 'magic_small' (default) or a Tabular-Benchmark dataset")
+    p.add_argument("--protocol", default="default", choices=["default", "paper"],
+                   help="'default': raw features and the package's defaults (input encoding, "
+                   "training recipe); 'paper': the paper's preprocessing and settings (depth "
+                   "2, 50 epochs, constant learning rate, last weights, all features)")
     p.add_argument("--arch", default="oblivious", choices=sorted(ARCHITECTURES))
-    p.add_argument("--depth", type=int, default=2)
+    p.add_argument("--depth", type=int, default=None,
+                   help="tree depth (default: 4, or 2 with --protocol paper)")
     p.add_argument("--n-estimators", type=int, default=256)
-    p.add_argument("--max-epochs", type=int, default=50)
+    p.add_argument("--max-epochs", type=int, default=None,
+                   help="most epochs (default: 150 with early stopping, or 50 with --protocol "
+                   "paper)")
     p.add_argument("--learning-rate", type=float, default=1e-2)
     p.add_argument("--method", default="wm", choices=["wm", "am"])
     p.add_argument("--seeds", type=int, nargs=2, default=(1, 2), metavar=("SEED_A", "SEED_B"))
@@ -67,24 +78,35 @@ def main(argv=None):
     else:
         X, y = load_tabular_benchmark(args.dataset, return_X_y=True)
     X_train, X_test, y_train, y_test = paper_split(X, y, random_state=0)
-    pre = make_paper_preprocessor().fit(X_train)
-    X_train, X_test = pre.transform(X_train), pre.transform(X_test)
+    settings = {}
+    if args.protocol == "paper":
+        pre = make_paper_preprocessor().fit(X_train)
+        X_train, X_test = pre.transform(X_train), pre.transform(X_test)
+        settings = dict(PAPER_SETTINGS)
+    for name in ("depth", "max_epochs"):
+        if getattr(args, name) is not None:
+            settings[name] = getattr(args, name)
     print(f"dataset {args.dataset}: {len(X_train)} train / {len(X_test)} test rows, "
-          f"{X.shape[1]} features")
-    print(f"model: arch={args.arch} depth={args.depth} n_estimators={args.n_estimators} "
-          f"epochs={args.max_epochs} lr={args.learning_rate}")
+          f"{X.shape[1]} features ({'raw' if args.protocol == 'default' else 'paper'} "
+          "features)")
 
     models = []
     for seed in args.seeds:
         t0 = time.perf_counter()
         est = SoftTreeEnsembleClassifier(
-            arch=args.arch, depth=args.depth, n_estimators=args.n_estimators,
-            max_epochs=args.max_epochs, learning_rate=args.learning_rate,
-            device=args.device, random_state=seed,
-        ).fit(X_train, y_train)
+            arch=args.arch, n_estimators=args.n_estimators, learning_rate=args.learning_rate,
+            device=args.device, random_state=seed, **settings,
+        )
+        if seed == args.seeds[0]:
+            print(f"model: arch={args.arch} depth={est.depth} n_estimators={est.n_estimators} "
+                  f"max_epochs={est.max_epochs} lr={est.learning_rate} "
+                  f"encoding={est.numeric_encoding} schedule={est.lr_schedule} "
+                  f"averaging={est.averaging}")
+        est.fit(X_train, y_train)
         print(f"  seed {seed}: fit {time.perf_counter() - t0:5.1f} s on {est.device_}, "
               f"train acc {100 * est.score(X_train, y_train):.2f}, "
-              f"test acc {100 * est.score(X_test, y_test):.2f}")
+              f"test acc {100 * est.score(X_test, y_test):.2f}, epochs {est.n_iter_} "
+              f"(kept {est.best_epoch_})")
         models.append(est)
     a, b = models
 
