@@ -534,3 +534,24 @@ def test_aligner_errors_name_the_aligner(clf_data, params, match):
             call(ModelAligner(**params))
         assert "merge_estimators" not in str(info.value)
         assert "interpolation_curve" not in str(info.value)
+
+
+# Findings of the fuzz of the input encoding and the training recipe.
+
+
+@pytest.mark.parametrize("classifier", [True, False])
+def test_all_constant_columns_give_a_constant_model(classifier):
+    """The piecewise-linear encoding drops constant columns; with every column constant
+    the trees have no feature at all (F = 0). ``split_init="fan_in"`` divided by
+    ``sqrt(0)`` (a raw ZeroDivisionError); now the splits are their biases alone and the
+    model predicts one value for every row, and still merges."""
+    X = np.zeros((12, N_FEATURES))
+    y = np.arange(12) % 2 if classifier else np.linspace(-1, 1, 12)
+    cls = SoftTreeEnsembleClassifier if classifier else SoftTreeEnsembleRegressor
+    a, b = (cls(**{**BASE, "n_estimators": 4, "random_state": s}).fit(X, y) for s in (0, 1))
+    assert a.encoder_.n_features_out_ == 0
+    assert a.tree_params_.split_weight.shape[2] == 0
+    pred = a.predict(np.r_[X, np.ones((2, N_FEATURES))])
+    assert (pred == pred[0]).all()
+    merged = merge_estimators(a, b, X=X)
+    assert finite(merged.predict(X).astype(float))
