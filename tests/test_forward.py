@@ -531,4 +531,4 @@ def test_routing_buffers_beyond_memory_are_refused_up_front(monkeypatch):
     monkeypatch.setattr(forward, "_memory_bytes", lambda device: 2**16)  # 64 KiB
     module = SoftTreeEnsembleModule.from_params(arch, est.tree_params_)  # one row fits
     with pytest.raises(ValueError, match=r"\(training, 64 leaves per tree\).* for 40 row"):
-        module(torch.as_tensor(X, dtype=torch.float32))
+        module(torch.as_tensor(est._encoded_input(X)))  # the trees' input: X encoded
