@@ -20,7 +20,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from benchmarks.lmc.core import default_data_home
+from benchmarks.lmc.core import PAPER_TRAINING, default_data_home
 from sktree_lmc import ARCHITECTURES, ModelAligner, SoftTreeEnsembleClassifier, interpolation_curve
 from sktree_lmc.datasets import (
     TABULAR_BENCHMARK,
@@ -52,8 +52,8 @@ def run(datasets, archs, seeds, n_estimators, epochs, out):
                 t0 = time.perf_counter()
                 models = [
                     SoftTreeEnsembleClassifier(
-                        arch=arch, n_estimators=n_estimators, max_epochs=epochs,
-                        leaf_init=init, device="cpu", random_state=s,
+                        arch=arch, n_estimators=n_estimators, depth=2, max_epochs=epochs,
+                        leaf_init=init, device="cpu", random_state=s, **PAPER_TRAINING,
                     ).fit(X_train, y_train)
                     for s in seeds
                 ]

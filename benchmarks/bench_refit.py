@@ -29,7 +29,7 @@ import torch
 from sktree_lmc import SoftTreeEnsembleClassifier, merge_estimators, refit_leaves
 
 from .lmc.cli import DATASETS
-from .lmc.core import SEED_PAIRS, SMALL, load_split
+from .lmc.core import PAPER_TRAINING, SEED_PAIRS, SMALL, load_split
 
 DEFAULT_OUT = Path(__file__).resolve().parent / "results" / "refit"
 FIELDS = ["dataset", "pair", "seed_a", "seed_b", "train_a", "train_b", "train_merged",
@@ -59,6 +59,7 @@ def run(args, out_csv):
             a, b = (SoftTreeEnsembleClassifier(
                 arch="oblivious", depth=2, n_estimators=args.n_estimators,
                 learning_rate=1e-2, max_epochs=args.epochs, device="cpu", random_state=s,
+                **PAPER_TRAINING,
             ).fit(X_tr, y_tr) for s in (sa, sb))
             merged = merge_estimators(a, b, lam=0.5)
             start = time.perf_counter()

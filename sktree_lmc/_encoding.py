@@ -104,9 +104,16 @@ def to_columns(X):
         object array, a column holding strings.
     """
     if _is_dataframe(X):
+        # check_array's errors for an empty frame: with no column, the encoded
+        # rows would have no length and the sample count would be lost
         if X.shape[0] < 1:
             raise ValueError(
                 f"Found array with 0 sample(s) (shape={X.shape}) while a minimum of 1 is "
+                "required."
+            )
+        if X.shape[1] < 1:
+            raise ValueError(
+                f"Found array with 0 feature(s) (shape={X.shape}) while a minimum of 1 is "
                 "required."
             )
         columns, categorical = [], []

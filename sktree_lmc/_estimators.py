@@ -290,7 +290,8 @@ class _BaseSoftTreeEnsemble(BaseEstimator):
         generator = torch.Generator().manual_seed(
             _torch_seed(self.random_state, self.n_epochs_ if warm else 0))
         train_idx, val_idx = _validation_split(
-            X.shape[0], self.validation_fraction if self.early_stopping else None, generator
+            X.shape[0], self.validation_fraction if self.early_stopping else None, generator,
+            sample_weight,
         )
         module = self._init_module(arch, X.shape[1], n_outputs, generator, device, warm)
         optimizer = torch.optim.Adam(module.parameters(), lr=self.learning_rate)
@@ -466,8 +467,11 @@ class _BaseSoftTreeEnsemble(BaseEstimator):
         ``warm``); return the encoded ``X``, the validated ``y``, the encoded target, the float32
         sample weights and the number of outputs. With ``warm``, the data must
         match the fitted model (features, classes or targets)."""
-        validate_data(self, X, reset=not warm, skip_check_array=True)
+        # to_columns first: its check_array gives scikit-learn's errors for a
+        # 1-D or empty X, before validate_data counts features (it cannot on 1-D
+        # input); y goes to validate_data for its error on y=None.
         columns, by_dtype = to_columns(X)
+        validate_data(self, X, y, reset=not warm, skip_check_array=True)
         y = self._check_y(y)
         check_consistent_length(columns[0] if columns else X, y)
         if not warm:
@@ -572,8 +576,9 @@ class _BaseSoftTreeEnsemble(BaseEstimator):
         """Validate prediction input against the fit (feature count and names)
         and split it into columns for the encoder."""
         check_is_fitted(self, "tree_params_")
+        columns = to_columns(X)[0]  # first: scikit-learn's error for a 1-D X
         validate_data(self, X, reset=False, skip_check_array=True)
-        return to_columns(X)[0]
+        return columns
 
     def _encoded_input(self, X):
         """``X`` validated and encoded, float32 of shape ``(n_samples,
@@ -1078,6 +1083,12 @@ class SoftTreeEnsembleClassifier(ClassifierMixin, _BaseSoftTreeEnsemble):
             raise ValueError(
                 "Classifier can't train when only one class is present: "
                 f"y contains only the class {self.classes_[0]!r}."
+            )
+        weighted = np.unique(encoded[np.asarray(sample_weight) > 0])
+        if len(weighted) < 2:
+            raise ValueError(
+                "Classifier can't train when only one class has a positive sample_weight "
+                f"(times class_weight): only the class {self.classes_[weighted[0]]!r} has."
             )
         return np.asarray(encoded, dtype=np.int64), len(self.classes_)
 

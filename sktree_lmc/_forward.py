@@ -454,7 +454,9 @@ def split_init_bound(split_init, n_features):
     if isinstance(split_init, str):
         if split_init != "fan_in":
             raise ValueError(message)
-        return 1.0 / math.sqrt(n_features)
+        # no feature (every input column constant, which the piecewise-linear
+        # encoding drops): the splits are their biases alone, a layer of fan-in 1
+        return 1.0 / math.sqrt(max(n_features, 1))
     bound = float(split_init)
     if not (math.isfinite(bound) and bound > 0):
         raise ValueError(message)

@@ -88,7 +88,7 @@ def _progress(iterable, enabled, desc):
     return tqdm(iterable, desc=desc, leave=False, file=sys.stderr)
 
 
-def _validation_split(n_samples, validation_fraction, generator):
+def _validation_split(n_samples, validation_fraction, generator, sample_weight=None):
     """Indices ``(train_idx, val_idx)`` of the early-stopping split.
 
     ``validation_fraction=None`` (no early stopping) trains on every sample,
@@ -98,15 +98,31 @@ def _validation_split(n_samples, validation_fraction, generator):
     Raises
     ------
     ValueError
-        If the held-out fraction leaves no training samples.
+        If the held-out fraction leaves no training samples, or (given
+        ``sample_weight``) either side of the split has zero total weight:
+        its weighted mean loss would be 0/0.
     """
     if validation_fraction is None:
         return np.arange(n_samples), None
     n_val = max(1, int(round(validation_fraction * n_samples)))
     if n_val >= n_samples:
-        raise ValueError("validation_fraction leaves no training samples.")
+        raise ValueError(
+            f"validation_fraction={validation_fraction!r} of n_samples={n_samples} leaves no "
+            "training samples; pass more samples or set early_stopping=False."
+        )
     order = torch.randperm(n_samples, generator=generator).numpy()
-    return order[n_val:], order[:n_val]
+    train_idx, val_idx = order[n_val:], order[:n_val]
+    if sample_weight is not None:
+        weight = np.asarray(sample_weight, dtype=np.float64)
+        for name, idx in (("validation", val_idx), ("training", train_idx)):
+            if not weight[idx].sum() > 0:
+                raise ValueError(
+                    f"The {name} part of the early-stopping split (validation_fraction="
+                    f"{validation_fraction!r}, {len(val_idx)} of {n_samples} samples held out) "
+                    "holds only samples of zero sample_weight; give more samples a positive "
+                    "weight or set early_stopping=False."
+                )
+    return train_idx, val_idx
 
 
 class _FitTensors(NamedTuple):

@@ -24,11 +24,15 @@ def _template(name, depth):
     rng = np.random.RandomState(0)
     X = rng.standard_normal((30, N_FEATURES))
     y = np.arange(30) % N_CLASSES
+    # numeric_encoding="none": the trees see X itself, so that parameters drawn for
+    # N_FEATURES raw features fit the model and its predictions are theirs on X
     return SoftTreeEnsembleClassifier(
-        arch=name, depth=depth, n_estimators=N_TREES, max_epochs=1, device="cpu", random_state=0
+        arch=name, depth=depth, n_estimators=N_TREES, max_epochs=1, device="cpu", random_state=0,
+        numeric_encoding="none",
     ).fit(X, y)
 
 
 def model_with_params(name, depth, params):
-    """A fitted classifier holding ``params`` (no training cost: a cached tiny fit)."""
+    """A fitted classifier holding ``params`` (no training cost: a cached tiny fit), whose
+    trees see the raw features (``numeric_encoding="none"``)."""
     return copy.deepcopy(_template(name, depth)).set_tree_params(params)

@@ -361,8 +361,11 @@ def test_split_init_reaches_the_estimator():
     default = SoftTreeEnsembleClassifier(**params).fit(X, y)
     w_wide = wide.get_tree_params().split_weight
     w_default = default.get_tree_params().split_weight
+    # "fan_in" is 1/sqrt(F) over the F features the trees see: the encoded ones
+    n_encoded = default.encoder_.n_features_out_
+    assert w_default.shape[2] == n_encoded > 30
     # a learning rate of 1e-12 leaves the initialization in place
-    np.testing.assert_allclose(w_wide, w_default * 30**0.5, rtol=1e-5, atol=1e-9)
+    np.testing.assert_allclose(w_wide, w_default * n_encoded**0.5, rtol=1e-5, atol=1e-9)
 
 
 def test_ratio_interleaved_smoke(tmp_path, monkeypatch):
@@ -528,4 +531,4 @@ def test_routing_buffers_beyond_memory_are_refused_up_front(monkeypatch):
     monkeypatch.setattr(forward, "_memory_bytes", lambda device: 2**16)  # 64 KiB
     module = SoftTreeEnsembleModule.from_params(arch, est.tree_params_)  # one row fits
     with pytest.raises(ValueError, match=r"\(training, 64 leaves per tree\).* for 40 row"):
-        module(torch.as_tensor(X, dtype=torch.float32))
+        module(torch.as_tensor(est._encoded_input(X)))  # the trees' input: X encoded

@@ -2,10 +2,12 @@
 
 fit, predict, predict_proba, merge_estimators, interpolation_curve and
 lmc_barrier are called with fuzzed shapes, dtypes, extreme and non-finite
-values and odd hyperparameters. Every call must either raise a ValueError or
-TypeError (NotFittedError and InvalidParameterError are both) with a message,
-or return finite numbers: no NaN parameters, NaN predictions or infinite
-barriers, and no raw error of another type.
+values, DataFrames of numeric, string, category and missing columns, and odd
+hyperparameters (the input encoding and the training recipe included). Every
+call must either raise a ValueError or TypeError (NotFittedError and
+InvalidParameterError are both) with a message, or return finite numbers: no
+NaN parameters, NaN predictions or infinite barriers, and no raw error of
+another type.
 
 The models are tiny and ``max_examples`` modest, so that the module runs in
 well under 30 s. To count outcomes over many more examples, run::
@@ -215,14 +217,116 @@ HYPERPARAMETERS = {
     "verbose": ([0], ["loud", -1]),
     "device": (["cpu", torch.device("cpu"), "auto"], ["cuda", "cuda:7", "mps", "bogus", None]),
     "n_threads": ([1, 2, None, -1], [0, True, 1.5, "all"]),
+    # the input encoding
+    "numeric_encoding": (["piecewise_linear", "quantile_normal", "standard", "none"],
+                         ["spline", None, 1]),
+    "n_bins": ([1, 2, 16, 1024], [0, 1025, True, 2.5, None]),
+    "categorical_features": (["from_dtype", None, [0], [True, False, False], [], ["s"]],
+                             ["all", [5], [-4], [[0]], ["nope"], [0.5], [True]]),
+    "max_categories": ([1, 2, 32], [0, -1, True, 1.5]),
+    # the training recipe
+    "lr_schedule": (["cosine", "constant"], ["linear", None]),
+    "warmup_fraction": ([0.0, 0.3, 0.99], [1.0, -0.1, np.nan, True]),
+    "averaging": (["ema", "swa", None], ["mean", True]),
+    "ema_decay": ([0.5, 0.995, 0.9999], [0.0, 1.0, np.nan, True]),
+    "max_features": (["sqrt", "log2", 1, 2, 0.01, 0.5, 1.0, None],
+                     [0, 0.0, 1.5, 10, "auto", True, -1]),
+}
+
+#: Hyperparameters of the classifier only.
+CLASSIFIER_HYPERPARAMETERS = {
+    "label_smoothing": ([0.0, 0.1, 0.9], [1.0, -0.1, np.nan, True]),
+    "class_weight": ([None, "balanced"], ["x", {5: 1.0}, {0: -1.0}, {0: np.nan}, [1, 2]]),
 }
 
 
 @st.composite
-def hyperparameters(draw):
-    """Up to three hyperparameters, each mostly set to a valid value."""
-    names = draw(st.lists(st.sampled_from(sorted(HYPERPARAMETERS)), max_size=3, unique=True))
-    return {name: draw(mostly(*HYPERPARAMETERS[name])) for name in names}
+def hyperparameters(draw, classifier=False):
+    """Up to four hyperparameters, each mostly set to a valid value."""
+    pool = {**HYPERPARAMETERS, **(CLASSIFIER_HYPERPARAMETERS if classifier else {})}
+    names = draw(st.lists(st.sampled_from(sorted(pool)), max_size=4, unique=True))
+    return {name: draw(mostly(*pool[name])) for name in names}
+
+
+#: Kinds of DataFrame columns: numeric, categorical by dtype, with missing values.
+COLUMN_KINDS = ["float", "float_nan", "int", "nullable_int", "bool", "str", "str_none",
+                "category", "category_nan", "all_missing", "constant", "mixed", "datetime"]
+
+
+def data_column(kind, n, rng):
+    """One DataFrame column of ``n`` rows of the given kind."""
+    import pandas as pd
+
+    if kind in ("float", "float_nan"):
+        values = rng.normal(size=n)
+        if kind == "float_nan" and n:
+            values[rng.rand(n) < 0.3] = np.nan
+        return pd.Series(values)
+    if kind == "int":
+        return pd.Series(rng.randint(-5, 5, size=n))
+    if kind == "nullable_int":
+        values = pd.array(rng.randint(0, 4, size=n), dtype="Int64")
+        if n:
+            values[0] = pd.NA
+        return pd.Series(values)
+    if kind == "bool":
+        return pd.Series(rng.rand(n) < 0.5)
+    letters = np.array(["a", "b", "c", "d"])[rng.randint(0, 4, size=n)]
+    if kind == "str":
+        return pd.Series(letters.astype(object))
+    if kind == "str_none":
+        values = letters.astype(object)
+        if n:
+            values[0] = None
+        return pd.Series(values)
+    if kind in ("category", "category_nan"):
+        values = pd.Categorical(letters)
+        if kind == "category_nan" and n:
+            values[0] = np.nan
+        return pd.Series(values)
+    if kind == "all_missing":
+        return pd.Series([np.nan] * n, dtype=float)
+    if kind == "constant":
+        return pd.Series(np.full(n, 7.0))
+    if kind == "mixed":  # numbers and strings in one object column
+        values = rng.normal(size=n).astype(object)
+        if n:
+            values[0] = "x"
+        return pd.Series(values)
+    return pd.Series(pd.date_range("2020-01-01", periods=n))
+
+
+@st.composite
+def data_frames(draw, n_rows=None):
+    """DataFrames of ``N_FEATURES`` (or other numbers of) columns of mixed kinds,
+    with string names, mostly."""
+    import pandas as pd
+
+    n = draw(st.sampled_from([12, 12, 30, 0, 1, 2])) if n_rows is None else n_rows
+    n_cols = draw(st.sampled_from([N_FEATURES] * 4 + [1, 0]))
+    kinds = draw(st.lists(st.sampled_from(COLUMN_KINDS), min_size=n_cols, max_size=n_cols))
+    rng = np.random.RandomState(draw(st.integers(0, 3)))
+    columns = {f"c{j}": data_column(kind, n, rng) for j, kind in enumerate(kinds)}
+    if columns and draw(st.booleans()):  # the name of categorical_features=["s"]
+        columns["s"] = columns.pop(next(iter(columns)))
+    return pd.DataFrame(columns, index=np.arange(n))
+
+
+def unseen_rows(X):
+    """``X`` with its values changed the ways prediction-time data differ: unseen
+    categories and missing values in columns that had none."""
+    import pandas as pd
+
+    X = X.copy()
+    for name in X.columns:
+        col = X[name]
+        if isinstance(col.dtype, pd.CategoricalDtype):
+            X[name] = col.cat.add_categories(["unseen"]).fillna("unseen")
+        elif col.dtype == object:
+            X[name] = col.where(np.arange(len(col)) % 2 == 0, "unseen")
+        elif col.dtype.kind == "f":
+            X[name] = col.where(np.arange(len(col)) % 2 == 0, np.nan)
+    return X
 
 
 def sample_weights(n):
@@ -251,6 +355,12 @@ def models():
     out["clf_arch"] = SoftTreeEnsembleClassifier(**{**BASE, "arch": "decision_list"}).fit(X, y)
     out["clf_3class"] = SoftTreeEnsembleClassifier(**BASE).fit(X, y3)
     out["unfitted"] = SoftTreeEnsembleClassifier(**BASE)
+    # a model of a DataFrame with numeric, missing, string and category columns
+    import pandas as pd
+
+    frame = pd.DataFrame({f"c{j}": data_column(kind, 40, rng) for j, kind in
+                          enumerate(["float_nan", "str_none", "category"])})
+    out["clf_frame"] = SoftTreeEnsembleClassifier(**BASE).fit(frame, y)
     return out
 
 
@@ -258,24 +368,24 @@ def models():
 
 
 @FUZZ
-@given(data=st.data(), classifier=st.booleans())
-def test_fuzz_fit(data, classifier):
+@given(data=st.data(), classifier=st.booleans(), frame=st.sampled_from([False, False, True]))
+def test_fuzz_fit(data, classifier, frame):
+    """Fuzzed hyperparameters (the input encoding and the training recipe included)
+    on fuzzed arrays or DataFrames (numeric, string, category, missing columns)."""
     cls = SoftTreeEnsembleClassifier if classifier else SoftTreeEnsembleRegressor
-    params = {**BASE, **data.draw(hyperparameters(), label="hyperparameters")}
-    if classifier and data.draw(st.booleans(), label="with class_weight"):
-        params["class_weight"] = data.draw(mostly(
-            [None, "balanced"], ["x", {5: 1.0}, {0: -1.0}, {0: np.nan}, [1, 2]]
-        ), label="class_weight")
-    X = data.draw(data_arrays(), label="X")
+    params = {**BASE, **data.draw(hyperparameters(classifier), label="hyperparameters")}
+    X = data.draw(data_frames() if frame else data_arrays(), label="X")
     n = len(X) if np.ndim(X) else 0
     y = data.draw(targets(n, classifier), label="y")
     sample_weight = data.draw(sample_weights(n), label="sample_weight")
     est = outcome("fit", lambda: cls(**params).fit(X, y, sample_weight=sample_weight),
                   check_fitted)
     if est is not None:  # a fitted model predicts finite numbers on its training data
-        outcome("predict", lambda: est.predict(X), check_predictions)
-        if classifier:
-            outcome("predict_proba", lambda: est.predict_proba(X), check_proba)
+        X_pred = [X, unseen_rows(X)] if frame else [X]
+        for Xp in X_pred:  # and on rows with unseen categories and missing values
+            outcome("predict", lambda: est.predict(Xp), check_predictions)
+            if classifier:
+                outcome("predict_proba", lambda: est.predict_proba(Xp), check_proba)
 
 
 def finite_floats():
@@ -306,9 +416,13 @@ def test_fuzz_fit_on_extreme_finite_values(X, y_reg, classifier, arch):
 @FUZZ
 @given(data=st.data())
 def test_fuzz_predict(models, data):
-    name = data.draw(st.sampled_from(["clf0", "clf_3class", "reg0", "unfitted"]), label="model")
+    name = data.draw(st.sampled_from(["clf0", "clf_3class", "reg0", "unfitted", "clf_frame"]),
+                     label="model")
     est = models[name]
-    X = data.draw(data_arrays(), label="X")
+    X = data.draw(st.one_of(data_arrays(), data_frames()), label="X")
+    if (name == "clf_frame" and hasattr(X, "columns")
+            and data.draw(st.booleans(), label="the fitted columns")):
+        X.columns = [f"c{j}" for j in range(X.shape[1])]
     outcome("predict", lambda: est.predict(X), check_predictions)
     if name != "reg0":
         outcome("predict_proba", lambda: est.predict_proba(X), check_proba)
@@ -534,3 +648,24 @@ def test_aligner_errors_name_the_aligner(clf_data, params, match):
             call(ModelAligner(**params))
         assert "merge_estimators" not in str(info.value)
         assert "interpolation_curve" not in str(info.value)
+
+
+# Findings of the fuzz of the input encoding and the training recipe.
+
+
+@pytest.mark.parametrize("classifier", [True, False])
+def test_all_constant_columns_give_a_constant_model(classifier):
+    """The piecewise-linear encoding drops constant columns; with every column constant
+    the trees have no feature at all (F = 0). ``split_init="fan_in"`` divided by
+    ``sqrt(0)`` (a raw ZeroDivisionError); now the splits are their biases alone and the
+    model predicts one value for every row, and still merges."""
+    X = np.zeros((12, N_FEATURES))
+    y = np.arange(12) % 2 if classifier else np.linspace(-1, 1, 12)
+    cls = SoftTreeEnsembleClassifier if classifier else SoftTreeEnsembleRegressor
+    a, b = (cls(**{**BASE, "n_estimators": 4, "random_state": s}).fit(X, y) for s in (0, 1))
+    assert a.encoder_.n_features_out_ == 0
+    assert a.tree_params_.split_weight.shape[2] == 0
+    pred = a.predict(np.r_[X, np.ones((2, N_FEATURES))])
+    assert (pred == pred[0]).all()
+    merged = merge_estimators(a, b, X=X)
+    assert finite(merged.predict(X).astype(float))

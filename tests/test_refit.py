@@ -72,8 +72,10 @@ def test_refit_after_merge_keeps_splits_and_lowers_the_objective(arch):
     assert info["objective"] == pytest.approx(end, rel=1e-6)
     assert end < start - 1e-3
     # and the refitted leaves are (near) the optimum: the gradient is small
+    # (the objective takes the trees' input: X encoded, as refit_leaves passes it)
     _, grad = refit_module._LeafObjective(
-        refitted, X, torch.as_tensor(refitted._fitted_targets(Y)), np.ones(len(X)), 1e-4, "cpu"
+        refitted, refitted._encoded_input(X), torch.as_tensor(refitted._fitted_targets(Y)),
+        np.ones(len(X)), 1e-4, "cpu"
     )(refitted.tree_params_.leaf_value.astype(np.float64).ravel())
     assert np.abs(grad).max() < 1e-3
 

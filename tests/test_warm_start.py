@@ -4,11 +4,18 @@ import pickle
 
 import numpy as np
 import pytest
+from conftest import PAPER_RECIPE
 from sklearn.datasets import make_classification, make_regression
 
 from sktree_lmc import SoftTreeEnsembleClassifier, SoftTreeEnsembleRegressor
 
 X, Y = make_classification(n_samples=240, n_features=5, n_informative=3, random_state=0)
+
+#: The training in which a warm-started fit continues the trajectory of one longer fit:
+#: a constant learning rate (a schedule restarts with every fit), the last weights (an
+#: average restarts too), on every sample (early stopping holds out another validation
+#: split in each fit, its seed mixed with the epochs already run).
+CONTINUOUS = dict(PAPER_RECIPE, early_stopping=False)
 
 
 def _clf(**kw):
@@ -26,7 +33,7 @@ def test_default_is_off_and_refits_from_scratch():
 
 
 def test_continues_without_reinitialization():
-    est = _clf(warm_start=True).fit(X, Y)
+    est = _clf(warm_start=True, **CONTINUOUS).fit(X, Y)
     curve = list(est.loss_curve_)
     before = est.get_tree_params()
     # zero learning rate: parameters must come back exactly as they were
@@ -35,15 +42,15 @@ def test_continues_without_reinitialization():
     np.testing.assert_allclose(est.tree_params_.leaf_value, before.leaf_value, atol=1e-6)
     assert est.loss_curve_[:4] == curve and len(est.loss_curve_) == 5 and est.n_epochs_ == 5
     # the loss curve continues where it was (no jump back to the initial loss)
-    cold = _clf(max_epochs=1).fit(X, Y)
+    cold = _clf(max_epochs=1, **CONTINUOUS).fit(X, Y)
     assert est.loss_curve_[-1] < cold.loss_curve_[0] - 0.05
     assert abs(est.loss_curve_[-1] - curve[-1]) < 0.1
 
 
 def test_two_halves_continue_like_one_fit():
     """4 + 4 warm-started epochs, with the Adam state carried, track one 8-epoch fit."""
-    one = _clf(max_epochs=8, warm_start=True).fit(X, Y)
-    two = _clf(max_epochs=4, warm_start=True).fit(X, Y).fit(X, Y)
+    one = _clf(max_epochs=8, warm_start=True, **CONTINUOUS).fit(X, Y)
+    two = _clf(max_epochs=4, warm_start=True, **CONTINUOUS).fit(X, Y).fit(X, Y)
     assert len(two.loss_curve_) == 8
     assert two.optimizer_state_["step"] == one.optimizer_state_["step"]
     # same trajectory up to the minibatch order of the second half
