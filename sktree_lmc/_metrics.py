@@ -115,7 +115,9 @@ def lmc_barrier(values, lambdas=None, *, greater_is_better=True):
     Returns
     -------
     barrier : float
-        The largest gap to the straight line, at least 0.
+        The largest gap to the straight line, at least 0, in the units of
+        ``values`` (percentage points for the accuracies of a curve, which
+        are in percent).
 
     Raises
     ------
@@ -181,8 +183,11 @@ class InterpolationCurve:
     lambdas : ndarray of shape (n_lambdas,)
         Interpolation weights of the second model.
     scores : dict of str to ndarray of shape (n_lambdas,)
-        Metric name to values: ``accuracy`` (percent) and ``log_loss`` for
-        classifiers, ``r2`` and ``mse`` for regressors.
+        Metric name to values: ``accuracy`` **in percent** (0-100, where
+        the estimators' ``score`` gives a fraction) and ``log_loss`` for
+        classifiers, ``r2`` and ``mse`` for regressors (as ``score``). The
+        barriers of :meth:`barrier` are in the same units: accuracy barriers
+        in percentage points.
     greater_is_better : dict of str to bool
         Direction of each metric.
     method, invariances : str
@@ -219,7 +224,8 @@ class InterpolationCurve:
         Returns
         -------
         float
-            See :func:`lmc_barrier`.
+            See :func:`lmc_barrier`; in the units of ``scores[metric]``
+            (percentage points for ``"accuracy"``).
         """
         if metric not in self.scores:
             raise ValueError(f"Unknown metric {metric!r}; available: {sorted(self.scores)}.")
@@ -258,7 +264,9 @@ def interpolation_curve(a, b, X, y, *, lambdas=25, aligner="wm", X_align=None):
     Returns
     -------
     InterpolationCurve
-        The metrics at every ``lambdas`` point, and the fitted aligner.
+        The metrics at every ``lambdas`` point (accuracy in percent, unlike
+        the fraction of ``score``; barriers in percentage points), and the
+        fitted aligner.
 
     Examples
     --------
@@ -345,8 +353,14 @@ class InterpolationCurveDisplay:
     >>> X, y = make_classification(n_samples=200, random_state=0)
     >>> a, b = (SoftTreeEnsembleClassifier(n_estimators=8, max_epochs=5, device="cpu",
     ...                                    random_state=s).fit(X, y) for s in (1, 2))
+    >>> import matplotlib
+    >>> matplotlib.use("Agg")  # no window: the figure is drawn off screen
     >>> disp = InterpolationCurveDisplay.from_estimators(
-    ...     a, b, X, y, aligners=["naive", "wm"], lambdas=5)  # doctest: +SKIP
+    ...     a, b, X, y, aligners=["naive", "wm"], lambdas=5)
+    >>> [line.get_label().split(" (barrier")[0] for line in disp.lines_]
+    ['naive (no alignment)', 'WM all invariances']
+    >>> disp.ax_.get_ylabel()
+    'accuracy (%)'
     """
 
     def __init__(self, curves, metric="accuracy"):
@@ -431,6 +445,9 @@ class InterpolationCurveDisplay:
 
 
 def _label(aligner):
-    """Legend label of an aligner: its method and invariances."""
-    names = {"none": "naive", "perm": "tree permutation", "all": "all invariances"}
+    """Legend label of an aligner: its method and invariances; naive averaging
+    (no invariance) involves no matching method, so its label names none."""
+    if aligner.invariances == "none":
+        return "naive (no alignment)"
+    names = {"perm": "tree permutation", "all": "all invariances"}
     return f"{aligner.method.upper()} {names[aligner.invariances]}"

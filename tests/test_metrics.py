@@ -241,7 +241,7 @@ def test_display(clf_data):
     assert disp.ax_.get_xlabel().startswith("$\\lambda$")
     assert disp.ax_.get_ylabel() == "accuracy (%)"
     labels = [line.get_label() for line in disp.lines_]
-    assert labels[0].startswith("WM naive") and "barrier" in labels[1]
+    assert labels[0].startswith("naive (no alignment)") and "barrier" in labels[1]
     assert_allclose(disp.lines_[1].get_ydata(), list(disp.curves.values())[1].scores["accuracy"])
     # onto given axes, another metric
     fig, ax = plt.subplots()
