@@ -320,7 +320,11 @@ class _DaskShards:
         return self.client.gather([self.client.submit(_public, h, pure=False) for h in handles])
 
     def loss(self, merged, validation=False):
-        merged_f = self.client.scatter(merged, broadcast=True)
+        # hash=False: a fresh key per call. With the content hash, the training and
+        # validation losses of one round scatter the same model under one key, and
+        # the release of the first call's future can drop the data the second uses
+        # ("lost dependencies").
+        merged_f = self.client.scatter(merged, broadcast=True, hash=False)
         parts = self.client.gather(
             [self.client.submit(_shard_loss, merged_f, d, pure=False)
              for d in (self.val if validation else self.data)]
