@@ -489,3 +489,56 @@ def test_a_server_step_out_of_float32_range_names_server_learning_rate(monkeypat
                                   random_state=0)
     with pytest.raises(ValueError, match=r"server step of round 2 \(server_learning_rate=2.0"):
         est.fit(X, Y)
+
+
+# ----------------------------------------------------------------------------
+# the shared input encoder
+# ----------------------------------------------------------------------------
+
+
+def test_a_dataframe_with_strings_and_missing_values_shares_one_encoder(monkeypatch):
+    """The encoder is fitted once, on all rows, before the shards train; every shard
+    model (and the merged one) encodes with it, so they merge."""
+    pd = pytest.importorskip("pandas")
+    from sktree_lmc._encoding import TabularEncoder, encoders_differ
+
+    rng = np.random.RandomState(0)
+    frame = pd.DataFrame(X, columns=[f"f{i}" for i in range(X.shape[1])])
+    frame["color"] = rng.choice(["red", "green", "blue"], len(frame))
+    frame.loc[::9, "f0"] = np.nan
+    frame.loc[::13, "color"] = None
+    fits = []
+    fit = TabularEncoder.fit
+
+    def counted(self, *args, **kwargs):
+        fits.append(self)
+        return fit(self, *args, **kwargs)
+
+    monkeypatch.setattr(TabularEncoder, "fit", counted)
+    est = ShardedSoftTreeEnsemble(_base(), n_shards=3, random_state=0).fit(frame, Y)
+    assert len(fits) == 1 and fits[0] is est.encoder_
+    enc = est.encoder_
+    assert_cols = [False] * X.shape[1] + [True]
+    np.testing.assert_array_equal(enc.categorical_, assert_cols)
+    np.testing.assert_array_equal(enc.has_missing_, [True] + [False] * 5 + [True])
+    assert list(enc.categories_[-1]) == ["blue", "green", "red"]
+    for model in [*est.estimators_, est.merged_]:
+        assert encoders_differ(model.encoder_, enc) is None
+        assert not hasattr(model, "_shared_encoder")
+    # the encoder of all rows, as one estimator fitted on them learns it
+    alone = SoftTreeEnsembleClassifier(**FAST).fit(frame, Y)
+    assert encoders_differ(alone.encoder_, enc) is None
+    np.testing.assert_array_equal(est.feature_names_in_, frame.columns)
+    proba = est.predict_proba(frame)
+    assert proba.shape == (len(Y), 2) and np.allclose(proba.sum(axis=1), 1)
+    assert est.score(frame, Y) == pytest.approx(np.mean(est.predict(frame) == Y))
+    with pytest.raises(ValueError, match="feature names"):
+        est.predict(frame.drop(columns="f1"))
+    # rounds, activation matching on the DataFrame's rows and refitted leaves
+    fits.clear()
+    rounds = ShardedSoftTreeEnsemble(_base(max_epochs=1), n_shards=2, n_rounds=2,
+                                     aligner="am", refit_leaves=True,
+                                     random_state=0).fit(frame, Y)
+    assert len(fits) == 1 and rounds.n_rounds_ == 2
+    assert all(h["validation_loss"] is not None for h in rounds.history_)
+    assert rounds.predict(frame).shape == (len(Y),)
