@@ -539,6 +539,26 @@ class TabularEncoder:
         before removing duplicates).
     max_categories : int
         Most frequent categories kept per categorical column.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from sktree_lmc import TabularEncoder
+    >>> from sktree_lmc._encoding import summarize, to_columns
+    >>> X = np.array([[0.0, 1.0], [1.0, np.nan], [2.0, 3.0], [3.0, 4.0]])
+    >>> columns, categorical = to_columns(X)
+    >>> enc = TabularEncoder(n_bins=2).fit(columns, categorical)
+    >>> enc.knots_[0].tolist(), enc.has_missing_.tolist(), enc.n_features_out_
+    ([0.0, 1.5, 3.0], [False, True], 7)
+
+    The same encoder from summaries of two parts of the rows (e.g. dask
+    partitions, summarized where they live):
+
+    >>> parts = [summarize([c[:2] for c in columns], categorical, n_bins=2, sketch_size=1001),
+    ...          summarize([c[2:] for c in columns], categorical, n_bins=2, sketch_size=1001)]
+    >>> merged = TabularEncoder.from_summaries(parts, categorical, n_bins=2)
+    >>> merged.knots_[0].tolist(), merged.has_missing_.tolist()
+    ([0.0, 1.5, 3.0], [False, True])
     """
 
     def __init__(self, numeric_encoding="piecewise_linear", n_bins=16, max_categories=32):

@@ -323,6 +323,13 @@ class ShardedSoftTreeEnsemble(MetaEstimatorMixin, BaseEstimator):
         Normalized merge weights.
     n_iter_ : int
         Refinement sweeps run by the N-way alignment (of the last round).
+    encoder_ : TabularEncoder
+        The input encoding of every shard model and of the merged model,
+        fitted once before the shards train (models with different encoders
+        cannot be merged): on all training rows, or for dask input from
+        summaries of the partitions computed on the workers (category
+        counts, means and variances, 1,001-level quantile sketches; see
+        :meth:`TabularEncoder.from_summaries`).
     n_rounds_ : int
         Rounds run (fewer than ``n_rounds`` when early stopping ended them).
     history_ : list of dict
@@ -437,11 +444,17 @@ class ShardedSoftTreeEnsemble(MetaEstimatorMixin, BaseEstimator):
         Parameters
         ----------
         X : array-like, dask array or dask DataFrame of shape (n_samples, n_features)
-            Training data. A dask collection (``distributed`` extra, with a
-            running ``dask.distributed.Client``) is never gathered to the
-            client: its partitions are the shards (groups of consecutive
-            partitions when there are more partitions than ``n_shards``),
-            the shard fits run on the workers, and only parameters travel.
+            Training data, as the estimator takes it (a DataFrame may hold
+            string, ``category`` and missing values). The input encoder
+            (``encoder_``) is fitted once, before the shards train, and
+            every shard encodes with it. A dask collection (``distributed``
+            extra, with a running ``dask.distributed.Client``) is never
+            gathered to the client: its partitions are the shards (groups of
+            consecutive partitions when there are more partitions than
+            ``n_shards``), the encoder is fitted from summaries of the shards
+            computed on the workers (``numeric_encoding="quantile_normal"``
+            is not available), the shard fits run on the workers, and only
+            parameters and summaries travel.
         y : array-like of shape (n_samples,) or (n_samples, n_targets)
             Targets; a dask collection partitioned like ``X`` when ``X`` is one.
         sample_weight : array-like of shape (n_samples,), default=None
