@@ -45,6 +45,26 @@ passes without preparing it:
 Every input column owns a contiguous range of the output features
 (``feature_groups_``), so that a per-tree feature subset (``max_features``)
 selects input columns with all their features.
+
+**Fitting from summaries.** :meth:`TabularEncoder.fit` is
+:meth:`TabularEncoder.from_summaries` of one exact :func:`summarize` of the
+columns; an encoder for data that is never gathered in one place (the
+partitions of a dask collection) is fitted the same way from one summary per
+part, each computed where its rows live (:func:`summarize` with a
+``sketch_size``). A summary holds, per column: the count of present values and
+whether some are missing; for a categorical column the count of every
+category; for a numeric one, by ``numeric_encoding``, its mean and sum of
+squared deviations (``"standard"``, merged exactly with Chan et al.'s
+pairwise update), its present values (``"quantile_normal"``, exact summaries
+only), or for ``"piecewise_linear"`` its distinct values when it has at most
+``n_bins + 1`` of them and either its present values (at most
+``sketch_size`` of them) or a quantile sketch: the values at ``sketch_size``
+evenly spaced quantile levels (exact minimum and maximum included). The
+merged categories, missing-value flags, means and scales and the knots of
+discrete columns are exact; when every part sent its values the knots are
+exact too; otherwise they are the quantiles of the count-weighted mixture of
+the parts' piecewise-linear quantile functions (a few thousandths of a
+quantile level off for 1,001-level sketches, see the tests).
 """
 
 from __future__ import annotations
@@ -53,8 +73,8 @@ import numpy as np
 from sklearn.preprocessing import QuantileTransformer
 from sklearn.utils.validation import check_array
 
-__all__ = ["NUMERIC_ENCODINGS", "TabularEncoder", "check_categorical_features",
-           "encoders_differ", "to_columns"]
+__all__ = ["NUMERIC_ENCODINGS", "SKETCH_SIZE", "TabularEncoder", "check_categorical_features",
+           "encoders_differ", "summarize", "to_columns"]
 
 #: The values of ``numeric_encoding``.
 NUMERIC_ENCODINGS = ("piecewise_linear", "quantile_normal", "standard", "none")
@@ -62,6 +82,10 @@ NUMERIC_ENCODINGS = ("piecewise_linear", "quantile_normal", "standard", "none")
 #: Rows encoded at once by :meth:`TabularEncoder.transform_chunks`: the encoded
 #: chunk (rows x features, float32) then stays in the order of 10-100 MB.
 ENCODE_CHUNK_ROWS = 16384
+
+#: Quantile levels of the sketch of a numeric column in :func:`summarize` (a
+#: part with at most this many present values sends them instead).
+SKETCH_SIZE = 1001
 
 
 def _is_dataframe(X):
@@ -276,6 +300,238 @@ def _knots(x, n_bins):
     return np.unique(q)
 
 
+def _column_name(names, j):
+    if names is not None and j < len(names):
+        return f"{str(names[j])!r}"
+    return f"{j}"
+
+
+def _category_counts(present, name):
+    """Sorted distinct categories of ``present`` and their counts."""
+    if present.size == 0:
+        return np.empty(0, dtype=object), np.zeros(0, dtype=np.int64)
+    try:
+        keys, counts = np.unique(present, return_counts=True)
+    except TypeError as exc:
+        raise TypeError(
+            f"Categorical column {name} mixes values that cannot be compared ({exc}); give it "
+            "one type (e.g. strings)."
+        ) from exc
+    return keys.astype(object), counts.astype(np.int64)
+
+
+def summarize(columns, categorical, *, numeric_encoding="piecewise_linear", n_bins=16,
+              sketch_size=None, names=None):
+    """What :meth:`TabularEncoder.from_summaries` needs of some rows' columns.
+
+    Run where the rows live (a dask worker, for its partitions); the summary
+    is small: per column a few numbers, the counts of the categories, and for
+    ``"piecewise_linear"`` at most ``sketch_size`` values.
+
+    Parameters
+    ----------
+    columns : list of ndarray
+        The column arrays of :func:`to_columns`.
+    categorical : ndarray of bool
+        Which columns are categorical (the same mask for every part).
+    numeric_encoding : {"piecewise_linear", "quantile_normal", "standard", "none"}
+    n_bins : int
+        The encoder's ``n_bins``: a numeric column with at most ``n_bins + 1``
+        distinct values sends them (its knots are then exact).
+    sketch_size : int >= 2 or None, default=None
+        None: an exact summary (the present values of the numeric columns,
+        for :meth:`TabularEncoder.fit`). An int: a numeric column with more
+        present values sends its values at ``sketch_size`` evenly spaced
+        quantile levels instead (``SKETCH_SIZE`` = 1,001 levels: every 0.1%).
+    names : sequence of str, default=None
+        Column names, for error messages.
+
+    Returns
+    -------
+    summary : dict
+        ``n_rows``, ``numeric_encoding``, ``n_bins`` and ``columns``: one
+        dict per column with ``kind``, ``has_missing`` and ``count`` (present
+        values), and ``keys`` and ``counts`` (categorical), ``mean`` and
+        ``m2`` (``"standard"``), ``values``, ``quantiles`` or ``distinct``
+        (``"piecewise_linear"``), ``values`` (``"quantile_normal"``).
+
+    Raises
+    ------
+    ValueError
+        For infinite or non-numeric values in a numeric column, and for
+        ``numeric_encoding="quantile_normal"`` with a ``sketch_size`` (its
+        fit needs every value).
+    """
+    if numeric_encoding not in NUMERIC_ENCODINGS:
+        raise ValueError(f"numeric_encoding must be one of {NUMERIC_ENCODINGS}, got "
+                         f"{numeric_encoding!r}.")
+    if sketch_size is not None and numeric_encoding == "quantile_normal":
+        raise ValueError(
+            "numeric_encoding='quantile_normal' needs every value of a column; it cannot be "
+            "fitted from quantile sketches (e.g. dask partitions). Use "
+            "numeric_encoding='piecewise_linear', 'standard' or 'none'."
+        )
+    if sketch_size is not None and sketch_size < 2:
+        raise ValueError(f"sketch_size must be at least 2, got {sketch_size}.")
+    categorical = np.asarray(categorical, dtype=bool)
+    if len(categorical) != len(columns):
+        raise ValueError(f"categorical has {len(categorical)} entries for {len(columns)} "
+                         "columns.")
+    out = []
+    for j, col in enumerate(columns):
+        name = _column_name(names, j)
+        if categorical[j]:
+            values = np.asarray(col, dtype=object)
+            missing = _missing_mask(values)
+            present = values[~missing]
+            keys, counts = _category_counts(present, name)
+            out.append({"kind": "categorical", "has_missing": bool(missing.any()),
+                        "count": int(present.size), "keys": keys, "counts": counts})
+            continue
+        x = _numeric(np.asarray(col), name)
+        missing = np.isnan(x)
+        present = x[~missing] if missing.any() else x
+        entry = {"kind": "numeric", "has_missing": bool(missing.any()),
+                 "count": int(present.size)}
+        if numeric_encoding == "standard":
+            mean = float(present.mean()) if present.size else 0.0
+            entry["mean"] = mean
+            entry["m2"] = float(((present - mean) ** 2).sum()) if present.size else 0.0
+        elif numeric_encoding == "quantile_normal":
+            entry["values"] = present
+        elif numeric_encoding == "piecewise_linear":
+            if sketch_size is None or present.size <= sketch_size:
+                entry["values"] = present
+            else:
+                q = np.quantile(present, np.linspace(0.0, 1.0, sketch_size), method="linear")
+                entry["quantiles"] = q
+                # more than n_bins + 1 distinct quantiles: more distinct values
+                few = len(np.unique(q)) <= n_bins + 1
+                distinct = np.unique(present) if few else None
+                entry["distinct"] = (distinct if distinct is not None
+                                     and len(distinct) <= n_bins + 1 else None)
+        out.append(entry)
+    return {"n_rows": len(columns[0]) if columns else 0, "numeric_encoding": numeric_encoding,
+            "n_bins": n_bins, "columns": out}
+
+
+def _merge_counts(parts, name):
+    """Categories and summed counts over the parts' category counts."""
+    keys = [part["keys"] for part in parts if len(part["keys"])]
+    if not keys:
+        return np.empty(0, dtype=object), np.zeros(0, dtype=np.int64)
+    if len(keys) == 1:
+        part = next(p for p in parts if len(p["keys"]))
+        return part["keys"], part["counts"]
+    counts = np.concatenate([part["counts"] for part in parts if len(part["keys"])])
+    try:
+        merged, inverse = np.unique(np.concatenate(keys), return_inverse=True)
+    except TypeError as exc:
+        raise TypeError(
+            f"Categorical column {name} mixes values that cannot be compared ({exc}); give it "
+            "one type (e.g. strings)."
+        ) from exc
+    summed = np.bincount(inverse.ravel(), weights=counts, minlength=len(merged))
+    return merged.astype(object), summed.astype(np.int64)
+
+
+def _categories_from_counts(keys, counts, max_categories):
+    """The ``max_categories`` most frequent of the sorted ``keys`` (ties by
+    sorted order), sorted, and whether others were left out."""
+    order = np.argsort(-counts, kind="stable")
+    kept = np.sort(keys[order[:max_categories]])
+    return kept.astype(object), bool(len(keys) > len(kept))
+
+
+def _merged_moments(parts):
+    """Mean and scale (standard deviation, 1 when 0 or not finite) of the
+    union of the parts, from their counts, means and sums of squared
+    deviations (Chan et al.'s pairwise update; one part: its own values)."""
+    n = mean = m2 = 0
+    for part in parts:
+        nb = part["count"]
+        if nb == 0:
+            continue
+        if n == 0:
+            n, mean, m2 = nb, part["mean"], part["m2"]
+            continue
+        total = n + nb
+        delta = part["mean"] - mean
+        mean = mean + delta * nb / total
+        m2 = m2 + part["m2"] + delta * delta * n * nb / total
+        n = total
+    if n == 0:
+        return 0.0, 1.0
+    sd = float(np.sqrt(m2 / n))
+    return float(mean), (sd if sd > 0 and np.isfinite(sd) else 1.0)
+
+
+def _sketch_cdf(q, p, x, right):
+    """The piecewise-linear CDF through the points ``(q_i, p_i)`` (``q``
+    sorted, ties are jumps) at ``x``: right-continuous values, or left limits."""
+    i = np.searchsorted(q, x, side="right" if right else "left") - 1
+    last = len(q) - 1
+    out = np.where(i < 0, 0.0, 1.0)
+    mid = (i >= 0) & (i < last)
+    if mid.any():
+        k = i[mid]
+        t = (x[mid] - q[k]) / (q[k + 1] - q[k])
+        out[mid] = p[k] + t * (p[k + 1] - p[k])
+    return out
+
+
+def _mixture_quantiles(parts, levels):
+    """Quantiles at ``levels`` of the count-weighted mixture of the parts'
+    piecewise-linear quantile functions ``(count, values at evenly spaced
+    levels)``: the inverse of the mixture's CDF, interpolated."""
+    total = float(sum(n for n, _ in parts))
+    xs = np.unique(np.concatenate([q for _, q in parts]))
+    left = np.zeros(len(xs))
+    right = np.zeros(len(xs))
+    for n, q in parts:
+        p = np.linspace(0.0, 1.0, len(q))
+        left += n / total * _sketch_cdf(q, p, xs, right=False)
+        right += n / total * _sketch_cdf(q, p, xs, right=True)
+    # the CDF curve: at every breakpoint its left limit, then its value (a jump)
+    curve_x = np.repeat(xs, 2)
+    curve_p = np.maximum.accumulate(np.column_stack([left, right]).ravel())
+    curve_p[-1] = 1.0
+    idx = np.clip(np.searchsorted(curve_p, levels, side="left"), 1, len(curve_p) - 1)
+    p0, p1 = curve_p[idx - 1], curve_p[idx]
+    t = np.where(p1 > p0, (levels - p0) / np.where(p1 > p0, p1 - p0, 1.0), 1.0)
+    out = curve_x[idx - 1] + np.clip(t, 0.0, 1.0) * (curve_x[idx] - curve_x[idx - 1])
+    out[levels <= 0] = xs[0]
+    out[levels >= 1] = xs[-1]
+    return out
+
+
+def _merged_knots(parts, n_bins):
+    """Knots of the piecewise-linear encoding of a numeric column from its
+    parts' summaries: :func:`_knots` of the pooled values when every part
+    sent them, the union of the distinct values when every part has few and
+    they are at most ``n_bins + 1``, else the distinct quantiles of the
+    merged sketch at ``n_bins + 1`` evenly spaced levels."""
+    parts = [part for part in parts if part["count"] > 0]
+    if not parts:
+        return np.zeros(0)
+    if all(part.get("values") is not None for part in parts):
+        return _knots(np.concatenate([part["values"] for part in parts]), n_bins)
+    distinct = []
+    for part in parts:
+        d = np.unique(part["values"]) if part.get("values") is not None else part["distinct"]
+        if d is None or len(d) > n_bins + 1:
+            distinct = None
+            break
+        distinct.append(d)
+    if distinct is not None:
+        union = np.unique(np.concatenate(distinct))
+        if len(union) <= n_bins + 1:
+            return union
+    sketches = [(part["count"], np.sort(part["values"]) if part.get("values") is not None
+                 else part["quantiles"]) for part in parts]
+    return np.unique(_mixture_quantiles(sketches, np.linspace(0.0, 1.0, n_bins + 1)))
+
+
 class TabularEncoder:
     """Input encoding of the soft tree ensembles: raw tabular columns to float32 features.
 
@@ -390,6 +646,19 @@ class TabularEncoder:
     >>> X_new = pd.DataFrame({"size": [np.nan, 3.0], "color": ["purple", "red"]})
     >>> clf.predict(X_new).shape
     (2,)
+
+    The same encoder from summaries of parts of the rows (dask partitions,
+    summarized where they live, as :class:`ShardedSoftTreeEnsemble` does):
+
+    >>> from sktree_lmc._encoding import summarize, to_columns
+    >>> Xn = np.array([[0.0, 1.0], [1.0, np.nan], [2.0, 3.0], [3.0, 4.0]])
+    >>> columns, categorical = to_columns(Xn)
+    >>> enc = TabularEncoder(n_bins=2).fit(columns, categorical)
+    >>> parts = [summarize([c[:2] for c in columns], categorical, n_bins=2, sketch_size=1001),
+    ...          summarize([c[2:] for c in columns], categorical, n_bins=2, sketch_size=1001)]
+    >>> merged = TabularEncoder.from_summaries(parts, categorical, n_bins=2)
+    >>> merged.knots_[0].tolist() == enc.knots_[0].tolist() == [0.0, 1.5, 3.0]
+    True
     """
 
     def __init__(self, numeric_encoding="piecewise_linear", n_bins=16, max_categories=32):
@@ -400,6 +669,9 @@ class TabularEncoder:
     # -- fitting ------------------------------------------------------------------
     def fit(self, columns, categorical, names=None):
         """Fit the encoding on the input's column arrays.
+
+        The same computation as :meth:`from_summaries` of the one exact
+        :func:`summarize` of ``columns``.
 
         Parameters
         ----------
@@ -417,68 +689,115 @@ class TabularEncoder:
         self : TabularEncoder
             The fitted encoder.
         """
-        self.n_features_in_ = len(columns)
-        self.categorical_ = np.asarray(categorical, dtype=bool).copy()
+        summary = summarize(columns, categorical, numeric_encoding=self.numeric_encoding,
+                            n_bins=self.n_bins, names=names)
+        return self._fit_summaries([summary], categorical, names)
+
+    @classmethod
+    def from_summaries(cls, summaries, categorical, names=None, *,
+                       numeric_encoding="piecewise_linear", n_bins=16, max_categories=32):
+        """The encoder fitted on the union of the rows that ``summaries`` describe.
+
+        Each summary is the :func:`summarize` of one part of the rows (e.g.
+        the partitions of a dask collection, summarized where they live);
+        only the summaries need to travel. Exact (equal to :meth:`fit` on all
+        rows) for the categories, the missing-value flags, ``"none"`` and
+        ``"standard"`` (up to floating-point rounding of the merged mean and
+        scale), the knots of a column with at most ``n_bins + 1`` distinct
+        values, and every knot when each part sent its values (at most
+        ``sketch_size`` present values per column); otherwise the knots are
+        the quantiles of the count-weighted mixture of the parts' sketched
+        quantile functions (see the module docstring).
+
+        Parameters
+        ----------
+        summaries : list of dict
+            :func:`summarize` of every part, all with the same columns,
+            ``categorical`` mask, ``numeric_encoding`` and ``n_bins``.
+        categorical : ndarray of bool
+            Which columns are categorical (as given to :func:`summarize`).
+        names : sequence of str, default=None
+            Column names, for error messages.
+        numeric_encoding, n_bins, max_categories
+            The encoder's settings (see :class:`TabularEncoder`).
+
+        Returns
+        -------
+        encoder : TabularEncoder
+            The fitted encoder.
+
+        Raises
+        ------
+        ValueError
+            If the summaries do not match each other or the settings, or
+            ``numeric_encoding="quantile_normal"`` meets a summary without
+            the column's values (a sketch).
+        """
+        enc = cls(numeric_encoding, n_bins, max_categories)
+        return enc._fit_summaries(list(summaries), categorical, names)
+
+    def _fit_summaries(self, summaries, categorical, names):
+        categorical = np.asarray(categorical, dtype=bool).copy()
+        if not summaries:
+            raise ValueError("from_summaries needs at least one summary.")
+        for i, summary in enumerate(summaries):
+            for key, value in (("numeric_encoding", self.numeric_encoding),
+                               ("n_bins", self.n_bins)):
+                if summary[key] != value:
+                    raise ValueError(
+                        f"Summary {i} was computed with {key}={summary[key]!r}, the encoder "
+                        f"has {key}={value!r}."
+                    )
+            kinds = np.array([c["kind"] == "categorical" for c in summary["columns"]],
+                             dtype=bool)
+            if kinds.shape != categorical.shape or not np.array_equal(kinds, categorical):
+                raise ValueError(
+                    f"Summary {i} does not describe the given columns (their number or which "
+                    "are categorical differ)."
+                )
+        n_columns = len(categorical)
+        self.n_features_in_ = n_columns
+        self.categorical_ = categorical
         self.names_ = None if names is None else [str(n) for n in names]
-        self.has_missing_ = np.zeros(len(columns), dtype=bool)
+        self.has_missing_ = np.zeros(n_columns, dtype=bool)
+        self.has_infrequent_ = np.zeros(n_columns, dtype=bool)
         self.knots_, self.center_, self.scale_, self.categories_ = [], [], [], []
-        self.has_infrequent_ = np.zeros(len(columns), dtype=bool)
-        numeric_for_quantile = []
-        for j, col in enumerate(columns):
+        self.quantile_transformers_ = {}
+        for j in range(n_columns):
+            parts = [summary["columns"][j] for summary in summaries]
             knots = center = scale = cats = None
-            if self.categorical_[j]:
-                values = np.asarray(col, dtype=object)
-                missing = _missing_mask(values)
-                present = values[~missing]
-                cats, infrequent = self._fit_categories(present, j)
-                self.has_infrequent_[j] = infrequent
-            else:
-                x = _numeric(np.asarray(col), self._name(j))
-                missing = np.isnan(x)
-                present = x[~missing]
-                if self.numeric_encoding == "piecewise_linear":
-                    knots = _knots(present, self.n_bins)
-                elif self.numeric_encoding == "standard":
-                    center = float(present.mean()) if present.size else 0.0
-                    sd = float(present.std()) if present.size else 0.0
-                    scale = sd if sd > 0 and np.isfinite(sd) else 1.0
-                elif self.numeric_encoding == "quantile_normal":
-                    numeric_for_quantile.append((j, present))
-            self.has_missing_[j] = bool(missing.any())
+            if categorical[j]:
+                keys, counts = _merge_counts(parts, self._name(j))
+                cats, self.has_infrequent_[j] = _categories_from_counts(
+                    keys, counts, self.max_categories)
+            elif self.numeric_encoding == "piecewise_linear":
+                knots = _merged_knots(parts, self.n_bins)
+            elif self.numeric_encoding == "standard":
+                center, scale = _merged_moments(parts)
+            elif self.numeric_encoding == "quantile_normal":
+                if any(part.get("values") is None for part in parts):
+                    raise ValueError(
+                        "numeric_encoding='quantile_normal' needs every value of a column; it "
+                        "cannot be fitted from quantile sketches (e.g. dask partitions). Use "
+                        "numeric_encoding='piecewise_linear', 'standard' or 'none'."
+                    )
+                present = np.concatenate([part["values"] for part in parts])
+                if present.size:
+                    qt = QuantileTransformer(
+                        output_distribution="normal", n_quantiles=min(1000, present.size),
+                        subsample=None,
+                    )
+                    self.quantile_transformers_[j] = qt.fit(present.reshape(-1, 1))
+            self.has_missing_[j] = any(part["has_missing"] for part in parts)
             self.knots_.append(knots)
             self.center_.append(center)
             self.scale_.append(scale)
             self.categories_.append(cats)
-        self.quantile_transformers_ = {}
-        for j, present in numeric_for_quantile:
-            if present.size:
-                qt = QuantileTransformer(
-                    output_distribution="normal", n_quantiles=min(1000, present.size),
-                    subsample=None,
-                )
-                self.quantile_transformers_[j] = qt.fit(present.reshape(-1, 1))
         self._set_layout()
         return self
 
-    def _fit_categories(self, present, j):
-        if present.size == 0:
-            return np.empty(0, dtype=object), False
-        try:
-            keys, counts = np.unique(present,
-                                     return_counts=True)
-        except TypeError as exc:
-            raise TypeError(
-                f"Categorical column {self._name(j)} mixes values that cannot be compared "
-                f"({exc}); give it one type (e.g. strings)."
-            ) from exc
-        order = np.argsort(-counts, kind="stable")
-        kept = np.sort(keys[order[: self.max_categories]])
-        return kept.astype(object), len(keys) > len(kept)
-
     def _name(self, j):
-        if self.names_ is not None and j < len(self.names_):
-            return f"{self.names_[j]!r}"
-        return f"{j}"
+        return _column_name(self.names_, j)
 
     def _set_layout(self):
         """Output width per input column, and the feature groups."""

@@ -30,8 +30,10 @@ import copy
 import numpy as np
 import torch
 from joblib import Parallel, delayed
-from sklearn.utils.validation import check_array
+from sklearn.utils import _safe_indexing
+from sklearn.utils.validation import _num_samples, check_array
 
+from ._encoding import _is_dataframe, summarize, to_columns
 from ._params import TreeParams
 
 __all__: list = []
@@ -97,9 +99,12 @@ def _shard_fit(k, est, data, start):
 
 
 def _public(est):
-    """What a shard sends back: the fitted estimator without optimizer state."""
+    """What a shard sends back: the fitted estimator without optimizer state
+    (and without the meta-estimator's hook ``_shared_encoder``: its own
+    ``encoder_`` is that encoder)."""
     out = copy.copy(est)
     out.optimizer_state_ = None
+    out.__dict__.pop("_shared_encoder", None)
     return out
 
 
@@ -124,7 +129,7 @@ def _hold_out(data, fraction, seed, train):
                          "training rows.")
     order = np.random.RandomState(seed).permutation(n)
     rows = np.sort(order[n_val:] if train else order[:n_val])
-    return X[rows], y[rows], None if w is None else w[rows]
+    return _safe_indexing(X, rows), y[rows], None if w is None else w[rows]
 
 
 # ----------------------------------------------------------------------------
@@ -136,7 +141,8 @@ class _LocalShards:
     """Shards of in-memory arrays; fits through :class:`joblib.Parallel`."""
 
     def __init__(self, X, y, sample_weight, indices, n_jobs=None, verbose=0):
-        self.data = [(X[idx], y[idx], None if sample_weight is None else sample_weight[idx])
+        self.data = [(_safe_indexing(X, idx), y[idx],
+                      None if sample_weight is None else sample_weight[idx])
                      for idx in indices]
         self.n_jobs, self.verbose = n_jobs, verbose
 
@@ -191,18 +197,29 @@ def _partitions(obj, name, n_rows_per_part=None):
     return parts, sizes
 
 
-def _concat_shard(k, dtype, is_classifier, n_parts, *parts):
-    """Assemble shard ``k`` from its partitions (X parts, y parts, weight parts)."""
+def _concat_shard(k, is_classifier, n_parts, *parts):
+    """Assemble shard ``k`` from its partitions (X parts, y parts, weight parts).
+
+    X stays what the estimators take: a DataFrame (strings, categories and
+    missing values included) or an array; its values are checked when the
+    shard is summarized and encoded.
+    """
     try:
-        X = check_array(np.concatenate([np.asarray(p) for p in parts[:n_parts]]),
-                        dtype=dtype)
+        X_parts = parts[:n_parts]
+        if all(_is_dataframe(p) for p in X_parts):
+            import pandas as pd
+
+            X = pd.concat(X_parts, axis=0) if n_parts > 1 else X_parts[0]
+        else:
+            X = check_array(np.concatenate([np.asarray(p) for p in X_parts]), dtype=None,
+                            ensure_all_finite=False, accept_sparse=False)
         y = np.concatenate([np.asarray(p) for p in parts[n_parts : 2 * n_parts]])
         w = None
         if len(parts) > 2 * n_parts:
             w = np.concatenate([np.asarray(p, dtype=np.float32) for p in parts[2 * n_parts :]])
-        if len(y) != X.shape[0]:
-            raise ValueError(f"X has {X.shape[0]} rows but y has {len(y)}: the partitions of "
-                             "X and y must match.")
+        if len(y) != _num_samples(X):
+            raise ValueError(f"X has {_num_samples(X)} rows but y has {len(y)}: the "
+                             "partitions of X and y must match.")
         if not is_classifier:
             y = check_array(y, ensure_2d=False, dtype=np.float64)
         return X, y, w
@@ -212,10 +229,19 @@ def _concat_shard(k, dtype, is_classifier, n_parts, *parts):
 
 def _shard_summary(data, is_classifier):
     X, y, w = data
-    return {"n_rows": X.shape[0], "n_features": X.shape[1],
-            "dtype": X.dtype, "y_ndim": y.ndim,
+    return {"n_rows": _num_samples(X), "n_features": X.shape[1],
+            "categorical": to_columns(X)[1], "y_ndim": y.ndim,
             "classes": np.unique(y) if is_classifier else None,
             "weight_sum": float(len(y) if w is None else np.sum(w, dtype=np.float64))}
+
+
+def _shard_encoding_summary(k, data, categorical, settings):
+    """:func:`summarize` of shard ``k``'s columns (for the shared encoder)."""
+    X = data[0]
+    try:
+        return summarize(to_columns(X)[0], categorical, **settings)
+    except Exception as exc:
+        raise _named_error(exc, k, _num_samples(X), "summarizing its columns") from exc
 
 
 class _DaskShards:
@@ -253,13 +279,12 @@ class _DaskShards:
                 "lower n_shards."
             )
         groups = np.array_split(np.arange(P), n_shards)
-        dtype = [np.float32, np.float64]
         # Partitions are computed on the workers; each shard is assembled where the
         # scheduler puts it (next to its partitions) and stays there.
         futures = self.client.compute(X_parts + y_parts + w_parts)
         xf, yf, wf = futures[:P], futures[P : 2 * P], futures[2 * P :]
         self.data = [
-            self.client.submit(_concat_shard, k, dtype, is_classifier, len(g),
+            self.client.submit(_concat_shard, k, is_classifier, len(g),
                                *[xf[i] for i in g], *[yf[i] for i in g],
                                *[wf[i] for i in g if wf], pure=False)
             for k, g in enumerate(groups)
@@ -270,6 +295,15 @@ class _DaskShards:
              for d in self.data]
         )
         self.partition_groups = [g.tolist() for g in groups]
+
+    def summarize(self, categorical, settings):
+        """Every shard's :func:`summarize`, computed on its worker (the rows stay
+        there; only the summaries travel)."""
+        return self.client.gather(
+            [self.client.submit(_shard_encoding_summary, k, d, categorical, settings,
+                                pure=False)
+             for k, d in enumerate(self.data)]
+        )
 
     def hold_out(self, fraction, seeds):
         submit = self.client.submit
@@ -286,7 +320,11 @@ class _DaskShards:
         return self.client.gather([self.client.submit(_public, h, pure=False) for h in handles])
 
     def loss(self, merged, validation=False):
-        merged_f = self.client.scatter(merged, broadcast=True)
+        # hash=False: a fresh key per call. With the content hash, the training and
+        # validation losses of one round scatter the same model under one key, and
+        # the release of the first call's future can drop the data the second uses
+        # ("lost dependencies").
+        merged_f = self.client.scatter(merged, broadcast=True, hash=False)
         parts = self.client.gather(
             [self.client.submit(_shard_loss, merged_f, d, pure=False)
              for d in (self.val if validation else self.data)]

@@ -21,12 +21,22 @@ from sklearn.utils._param_validation import HasMethods, StrOptions, validate_par
 from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import (
     _check_sample_weight,
+    _check_y,
     _num_samples,
+    check_array,
+    check_consistent_length,
     check_is_fitted,
     validate_data,
 )
 
 from ._bridge import combine
+from ._encoding import (
+    SKETCH_SIZE,
+    TabularEncoder,
+    _is_dataframe,
+    check_categorical_features,
+    to_columns,
+)
 from ._estimators import SoftTreeEnsembleClassifier, _BaseSoftTreeEnsemble, _NumberInterval
 from ._federated import _DaskShards, _LocalShards, is_dask_collection, run_rounds
 from ._merge import ALIGNER_SHORTCUTS, ModelAligner, check_aligner
@@ -171,6 +181,15 @@ def _check_shard_classes(k, n_rows, classes, present):
         )
 
 
+def _as_rows(X):
+    """``X`` as the estimators take it, indexable by rows: a DataFrame as it is
+    (strings, categories, missing values), anything else as a 2-D array of any
+    dtype (NaN allowed; the encoder checks the values)."""
+    if _is_dataframe(X):
+        return X
+    return check_array(X, dtype=None, ensure_all_finite=False, accept_sparse=False)
+
+
 #: Upper bound of ``server_learning_rate``: the server step multiplies the
 #: averaged update of the shards by it; far larger values only throw the merged
 #: model out of float32's range (or make every later local fit diverge).
@@ -304,6 +323,13 @@ class ShardedSoftTreeEnsemble(MetaEstimatorMixin, BaseEstimator):
         Normalized merge weights.
     n_iter_ : int
         Refinement sweeps run by the N-way alignment (of the last round).
+    encoder_ : TabularEncoder
+        The input encoding of every shard model and of the merged model,
+        fitted once before the shards train (models with different encoders
+        cannot be merged): on all training rows, or for dask input from
+        summaries of the partitions computed on the workers (category
+        counts, means and variances, 1,001-level quantile sketches; see
+        :meth:`TabularEncoder.from_summaries`).
     n_rounds_ : int
         Rounds run (fewer than ``n_rounds`` when early stopping ended them).
     history_ : list of dict
@@ -418,11 +444,17 @@ class ShardedSoftTreeEnsemble(MetaEstimatorMixin, BaseEstimator):
         Parameters
         ----------
         X : array-like, dask array or dask DataFrame of shape (n_samples, n_features)
-            Training data. A dask collection (``distributed`` extra, with a
-            running ``dask.distributed.Client``) is never gathered to the
-            client: its partitions are the shards (groups of consecutive
-            partitions when there are more partitions than ``n_shards``),
-            the shard fits run on the workers, and only parameters travel.
+            Training data, as the estimator takes it (a DataFrame may hold
+            string, ``category`` and missing values). The input encoder
+            (``encoder_``) is fitted once, before the shards train, and
+            every shard encodes with it. A dask collection (``distributed``
+            extra, with a running ``dask.distributed.Client``) is never
+            gathered to the client: its partitions are the shards (groups of
+            consecutive partitions when there are more partitions than
+            ``n_shards``), the encoder is fitted from summaries of the shards
+            computed on the workers (``numeric_encoding="quantile_normal"``
+            is not available), the shard fits run on the workers, and only
+            parameters and summaries travel.
         y : array-like of shape (n_samples,) or (n_samples, n_targets)
             Targets; a dask collection partitioned like ``X`` when ``X`` is one.
         sample_weight : array-like of shape (n_samples,), default=None
@@ -444,10 +476,14 @@ class ShardedSoftTreeEnsemble(MetaEstimatorMixin, BaseEstimator):
         rng = check_random_state(self.random_state)
         seeds = rng.randint(np.iinfo(np.int32).max, size=self.n_shards)
         if is_dask_collection(X):
-            shards, sizes, weight_sums, X_site = self._dask_shards(X, y, sample_weight, is_clf)
+            shards, sizes, weight_sums, X_site, encoder = self._dask_shards(
+                X, y, sample_weight, is_clf, base)
         else:
-            shards, sizes, weight_sums, X_site, y, sample_weight = self._local_shards(
-                X, y, sample_weight, is_clf, rng)
+            shards, sizes, weight_sums, X_site, y, sample_weight, encoder = self._local_shards(
+                X, y, sample_weight, is_clf, rng, base)
+        # One encoder for every shard (fitted on all rows, or from the partitions'
+        # summaries): the shard models see the same features, so they merge.
+        self.encoder_ = encoder
         self.shard_sizes_ = sizes
         if self.merge_weights == "uniform":
             weights = np.ones(self.n_shards)
@@ -460,6 +496,7 @@ class ShardedSoftTreeEnsemble(MetaEstimatorMixin, BaseEstimator):
         clones = []
         for seed in seeds:
             est = clone(base)
+            est._shared_encoder = encoder  # the estimators' hook: encode with it, no refit
             if "random_state" in est.get_params():
                 est.set_params(random_state=int(seed))
             if rounds_es:
@@ -506,21 +543,26 @@ class ShardedSoftTreeEnsemble(MetaEstimatorMixin, BaseEstimator):
             self.classes_ = self.merged_.classes_
         return self
 
-    def _local_shards(self, X, y, sample_weight, is_clf, rng):
-        X, y = validate_data(
-            self, X, y, dtype=[np.float32, np.float64], multi_output=not is_clf,
-            y_numeric=not is_clf,
-        )
+    def _local_shards(self, X, y, sample_weight, is_clf, rng, base):
+        # X as the estimators take it (DataFrames with strings, categories and
+        # missing values too): checked here for its features, encoded by the
+        # shared encoder fitted once on all rows, and shared out by rows.
+        X = _as_rows(X)
+        validate_data(self, X, y, skip_check_array=True)
+        columns, by_dtype = to_columns(X)
+        y = _check_y(y, multi_output=not is_clf, y_numeric=not is_clf, estimator=self)
+        check_consistent_length(X, y)
         if is_clf:
             check_classification_targets(y)
         if sample_weight is not None:
             sample_weight = _check_sample_weight(sample_weight, X, dtype=np.float32)
-        n = X.shape[0]
+        n = _num_samples(X)
         if n < 2 * self.n_shards:
             raise ValueError(
                 f"n_shards={self.n_shards} needs at least {2 * self.n_shards} samples, got "
                 f"n_samples={n}."
             )
+        encoder = self._make_encoder(base, columns, by_dtype)
         shards = make_shards(y, self.n_shards, self.split, skew=self.skew,
                              is_classifier=is_clf, random_state=rng)
         if is_clf:
@@ -535,9 +577,25 @@ class ShardedSoftTreeEnsemble(MetaEstimatorMixin, BaseEstimator):
             sample_weight[i].sum(dtype=np.float64) for i in shards]
         local = _LocalShards(X, y, sample_weight, shards, n_jobs=self.n_jobs,
                              verbose=self.verbose)
-        return local, sizes, weight_sums, X, y, sample_weight
+        return local, sizes, weight_sums, X, y, sample_weight, encoder
 
-    def _dask_shards(self, X, y, sample_weight, is_clf):
+    def _make_encoder(self, base, columns, by_dtype):
+        """The encoder of all shards, fitted once on all training columns by the
+        estimator's own rule (its ``categorical_features`` and encoding settings,
+        this estimator's feature names)."""
+        proto = clone(base)
+        names = getattr(self, "feature_names_in_", None)
+        if names is not None:
+            proto.feature_names_in_ = names
+        return proto._make_encoder(columns, by_dtype)
+
+    def _dask_shards(self, X, y, sample_weight, is_clf, base):
+        if base.numeric_encoding == "quantile_normal":
+            raise ValueError(
+                "numeric_encoding='quantile_normal' needs every value of a column at one site; "
+                "with dask input the encoder is fitted from the partitions' quantile sketches. "
+                "Use numeric_encoding='piecewise_linear', 'standard' or 'none'."
+            )
         if check_aligner(self.aligner).method == "am":
             raise ValueError("Activation matching (aligner='am') needs rows at the merging "
                              "site; with dask input use aligner='wm' (parameters only) or "
@@ -568,14 +626,29 @@ class ShardedSoftTreeEnsemble(MetaEstimatorMixin, BaseEstimator):
             if s["n_rows"] < 2:
                 raise ValueError(f"Shard {k} has {s['n_rows']} rows; every shard needs at "
                                  "least 2.")
+        # The encoder, from summaries computed where the rows are (the category
+        # counts, moments and quantile sketches of every shard's columns).
+        names = getattr(self, "feature_names_in_", None)
+        by_dtype = np.any([s["categorical"] for s in info], axis=0)
+        categorical = check_categorical_features(
+            base.categorical_features, self.n_features_in_, names, by_dtype)
+        settings = dict(numeric_encoding=base.numeric_encoding, n_bins=base.n_bins)
+        summaries = shards.summarize(categorical, dict(settings, sketch_size=SKETCH_SIZE,
+                                                       names=names))
+        encoder = TabularEncoder.from_summaries(
+            summaries, categorical, names, max_categories=base.max_categories, **settings)
         self.shard_indices_ = None
         self.shard_partitions_ = shards.partition_groups
         sizes = np.array([s["n_rows"] for s in info])
-        return shards, sizes, [s["weight_sum"] for s in info], None
+        return shards, sizes, [s["weight_sum"] for s in info], None, encoder
 
     def _check_X(self, X):
+        """Check the features of ``X`` against the fit; the merged model encodes
+        (and validates) the values itself, as the estimators do."""
         check_is_fitted(self, "merged_")
-        return validate_data(self, X, reset=False, dtype=[np.float32, np.float64])
+        X = _as_rows(X)
+        validate_data(self, X, reset=False, skip_check_array=True)
+        return X
 
     def predict(self, X):
         """Predict with the merged model.

@@ -361,11 +361,17 @@ def test_split_init_reaches_the_estimator():
     default = SoftTreeEnsembleClassifier(**params).fit(X, y)
     w_wide = wide.get_tree_params().split_weight
     w_default = default.get_tree_params().split_weight
-    # "fan_in" is 1/sqrt(F) over the F features the trees see: the encoded ones
-    n_encoded = default.encoder_.n_features_out_
-    assert w_default.shape[2] == n_encoded > 30
+    # "fan_in" is 1/sqrt(F) over the split directions the trees see: with the
+    # piecewise-linear encoding, one ramp per numeric column (30 here)
+    assert w_default.shape[2] == default.encoder_.n_features_out_ > 30
     # a learning rate of 1e-12 leaves the initialization in place
-    np.testing.assert_allclose(w_wide, w_default * n_encoded**0.5, rtol=1e-5, atol=1e-9)
+    np.testing.assert_allclose(w_wide, w_default * 30**0.5, rtol=1e-5, atol=1e-9)
+    # with one feature per column, fan_in counts the encoded features
+    plain = {**params, "numeric_encoding": "standard"}
+    w_std = SoftTreeEnsembleClassifier(**plain).fit(X, y).get_tree_params().split_weight
+    w_std_wide = SoftTreeEnsembleClassifier(split_init=1.0, **plain).fit(X, y)
+    np.testing.assert_allclose(w_std_wide.get_tree_params().split_weight, w_std * 30**0.5,
+                               rtol=1e-5, atol=1e-9)
 
 
 def test_ratio_interleaved_smoke(tmp_path, monkeypatch):

@@ -34,6 +34,13 @@ def _base(**kw):
     return SoftTreeEnsembleClassifier(**{**FAST, **kw})
 
 
+def _with_encoder(est, encoder):
+    """``est`` set to encode with the sharded estimator's shared encoder (as its
+    shard clones do) instead of fitting its own on the shard's rows."""
+    est._shared_encoder = encoder
+    return est
+
+
 def _assert_same_params(a, b):
     for name in ("split_weight", "split_bias", "leaf_value"):
         np.testing.assert_array_equal(getattr(a, name), getattr(b, name))
@@ -88,7 +95,8 @@ def test_sequential_run_is_reproducible_and_equals_merge_of_its_shards():
     manual = merge_estimators(est.estimators_, weights=est.shard_sizes_)
     _assert_same_params(est.merged_.tree_params_, manual.tree_params_)
     for model, idx in zip(est.estimators_, est.shard_indices_):
-        refit = clone(model).fit(X[idx], Y[idx])
+        # every shard encodes with the one encoder fitted on all rows
+        refit = _with_encoder(clone(model), est.encoder_).fit(X[idx], Y[idx])
         _assert_same_params(refit.tree_params_, model.tree_params_)
 
 
@@ -162,8 +170,9 @@ def test_sample_weight_goes_to_the_shards():
     est = ShardedSoftTreeEnsemble(_base(), n_shards=2, random_state=0).fit(X, Y, sample_weight=w)
     expected = [w[idx].sum() for idx in est.shard_indices_]
     np.testing.assert_allclose(est.weights_, np.array(expected) / sum(expected))
-    refit = clone(est.estimators_[0]).fit(X[est.shard_indices_[0]], Y[est.shard_indices_[0]],
-                                          sample_weight=w[est.shard_indices_[0]])
+    refit = _with_encoder(clone(est.estimators_[0]), est.encoder_).fit(
+        X[est.shard_indices_[0]], Y[est.shard_indices_[0]],
+        sample_weight=w[est.shard_indices_[0]])
     _assert_same_params(refit.tree_params_, est.estimators_[0].tree_params_)
 
 
@@ -182,8 +191,30 @@ def test_errors():
         ShardedSoftTreeEnsemble(_base(), n_shards=4).fit(X[:6], Y[:6])
 
 
+#: Checks that, for a classifier with the estimators' input tags (categorical
+#: input, NaN allowed), draw X as a few rounded integer values and y from its
+#: first column: a class with a single row, which two shards cannot both hold.
+RARE_CLASS_CHECKS = {
+    "check_dont_overwrite_parameters", "check_f_contiguous_array_estimator",
+    "check_methods_sample_order_invariance", "check_methods_subset_invariance",
+    "check_dict_unchanged", "check_fit2d_predict1d",
+}
+
+
+class _ContinuousCheckData(ShardedSoftTreeEnsemble):
+    """The same estimator, tagged without categorical input, so that the checks
+    draw continuous X (the data of these checks before the input encoding)."""
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.input_tags.categorical = False
+        return tags
+
+
 def test_sklearn_estimator_checks():
     """scikit-learn's conventions, with tiny (under-trained) models for speed."""
+    from sklearn.utils import estimator_checks
+
     expected = {
         # shards see different rows, so weights are not equivalent to repeated rows
         "check_sample_weight_equivalence_on_dense_data": "sharding and SGD",
@@ -191,12 +222,27 @@ def test_sklearn_estimator_checks():
         "check_classifiers_train": "tiny model",
         "check_regressors_train": "tiny model",
     }
-    for base in (_base(n_estimators=4, max_epochs=2),
-                 SoftTreeEnsembleRegressor(n_estimators=4, max_epochs=2, device="cpu")):
+    # early_stopping=False (the default is on): 2-epoch models, and shards of 5 rows
+    # whose one held-out row can have zero weight (check_classifiers_one_label_sample_
+    # weights), which the estimator's early stopping does not handle (a NaN loss)
+    for base in (_base(n_estimators=4, max_epochs=2, early_stopping=False),
+                 SoftTreeEnsembleRegressor(n_estimators=4, max_epochs=2, device="cpu",
+                                           early_stopping=False)):
         est = ShardedSoftTreeEnsemble(base, n_shards=2, split="stratified", random_state=0)
         results = check_estimator(est, on_fail=None, expected_failed_checks=expected)
-        failed = [(r["check_name"], r["exception"]) for r in results if r["status"] == "failed"]
-        assert not failed
+        failed = {r["check_name"]: r["exception"] for r in results
+                  if r["status"] == "failed"}
+        if not is_classifier(est):
+            assert not failed
+            continue
+        # a class of one row: the sharding constraint, refused with a clear error ...
+        assert set(failed) == RARE_CLASS_CHECKS, failed
+        assert all("every shard must contain every class" in str(exc)
+                   for exc in failed.values()), failed
+        # ... and these checks pass on continuous data
+        continuous = _ContinuousCheckData(**est.get_params(deep=False))
+        for name in sorted(RARE_CLASS_CHECKS):
+            getattr(estimator_checks, name)(name, continuous)
 
 
 @pytest.mark.slow
@@ -240,7 +286,8 @@ def test_benchmark_smoke_rounds_and_refit(tmp_path, monkeypatch):
 
 
 def test_rounds_history_and_cost():
-    base = _base(max_epochs=2)
+    # without early stopping (the default now): no held-out rows, no validation loss
+    base = _base(max_epochs=2, early_stopping=False)
     est = ShardedSoftTreeEnsemble(base, n_shards=3, n_rounds=3, random_state=0).fit(X, Y)
     assert est.n_rounds_ == 3 and [h["round"] for h in est.history_] == [1, 2, 3]
     nbytes = sum(a.nbytes for a in (est.merged_.tree_params_.split_weight,
@@ -442,3 +489,56 @@ def test_a_server_step_out_of_float32_range_names_server_learning_rate(monkeypat
                                   random_state=0)
     with pytest.raises(ValueError, match=r"server step of round 2 \(server_learning_rate=2.0"):
         est.fit(X, Y)
+
+
+# ----------------------------------------------------------------------------
+# the shared input encoder
+# ----------------------------------------------------------------------------
+
+
+def test_a_dataframe_with_strings_and_missing_values_shares_one_encoder(monkeypatch):
+    """The encoder is fitted once, on all rows, before the shards train; every shard
+    model (and the merged one) encodes with it, so they merge."""
+    pd = pytest.importorskip("pandas")
+    from sktree_lmc._encoding import TabularEncoder, encoders_differ
+
+    rng = np.random.RandomState(0)
+    frame = pd.DataFrame(X, columns=[f"f{i}" for i in range(X.shape[1])])
+    frame["color"] = rng.choice(["red", "green", "blue"], len(frame))
+    frame.loc[::9, "f0"] = np.nan
+    frame.loc[::13, "color"] = None
+    fits = []
+    fit = TabularEncoder.fit
+
+    def counted(self, *args, **kwargs):
+        fits.append(self)
+        return fit(self, *args, **kwargs)
+
+    monkeypatch.setattr(TabularEncoder, "fit", counted)
+    est = ShardedSoftTreeEnsemble(_base(), n_shards=3, random_state=0).fit(frame, Y)
+    assert len(fits) == 1 and fits[0] is est.encoder_
+    enc = est.encoder_
+    assert_cols = [False] * X.shape[1] + [True]
+    np.testing.assert_array_equal(enc.categorical_, assert_cols)
+    np.testing.assert_array_equal(enc.has_missing_, [True] + [False] * 5 + [True])
+    assert list(enc.categories_[-1]) == ["blue", "green", "red"]
+    for model in [*est.estimators_, est.merged_]:
+        assert encoders_differ(model.encoder_, enc) is None
+        assert not hasattr(model, "_shared_encoder")
+    # the encoder of all rows, as one estimator fitted on them learns it
+    alone = SoftTreeEnsembleClassifier(**FAST).fit(frame, Y)
+    assert encoders_differ(alone.encoder_, enc) is None
+    np.testing.assert_array_equal(est.feature_names_in_, frame.columns)
+    proba = est.predict_proba(frame)
+    assert proba.shape == (len(Y), 2) and np.allclose(proba.sum(axis=1), 1)
+    assert est.score(frame, Y) == pytest.approx(np.mean(est.predict(frame) == Y))
+    with pytest.raises(ValueError, match="feature names"):
+        est.predict(frame.drop(columns="f1"))
+    # rounds, activation matching on the DataFrame's rows and refitted leaves
+    fits.clear()
+    rounds = ShardedSoftTreeEnsemble(_base(max_epochs=1), n_shards=2, n_rounds=2,
+                                     aligner="am", refit_leaves=True,
+                                     random_state=0).fit(frame, Y)
+    assert len(fits) == 1 and rounds.n_rounds_ == 2
+    assert all(h["validation_loss"] is not None for h in rounds.history_)
+    assert rounds.predict(frame).shape == (len(Y),)

@@ -67,9 +67,11 @@ def test_dask_dataframe_and_partition_groups(client):
 
 def test_failing_shard_is_named_and_bad_inputs(client):
     Xbad = X.copy()
-    Xbad[150, 0] = np.nan  # in partition 1
+    # in partition 1; infinity, since missing values (NaN) are accepted now
+    Xbad[150, 0] = np.inf
     est = ShardedSoftTreeEnsemble(_base(), n_shards=3, random_state=0)
-    with pytest.raises(ValueError, match=r"Shard 1 .*NaN"):
+    with pytest.raises(ValueError, match=r"Shard 1 \(100 rows\) failed while summarizing.*"
+                                         r"infinity in column 0"):
         est.fit(da.from_array(Xbad, chunks=(100, 5)), da.from_array(Y, chunks=100))
     with pytest.raises(ValueError, match="only 3 partitions"):
         clone(est).set_params(n_shards=4).fit(da.from_array(X, chunks=(100, 5)),
@@ -97,3 +99,49 @@ def test_dask_regressor_with_sample_weight(client):
     _assert_same_params(local.merged_.tree_params_, remote.merged_.tree_params_)
     np.testing.assert_allclose(remote.weights_, local.weights_)
     np.testing.assert_allclose(remote.merged_.y_scale_, local.merged_.y_scale_)
+
+
+def test_dask_encoder_from_the_workers_summaries(client):
+    """Partitions of more than SKETCH_SIZE rows: the encoder comes from the shards'
+    sketches and counts, computed on the workers. Categories, infrequent and missing
+    flags and the knots of a discrete column equal those of the encoder fitted on all
+    rows; the other knots are within 1e-3 of the column's range."""
+    pd = pytest.importorskip("pandas")
+    dd = pytest.importorskip("dask.dataframe")
+    from sktree_lmc._encoding import SKETCH_SIZE, encoders_differ
+
+    rng = np.random.RandomState(0)
+    n = 4500
+    frame = pd.DataFrame({
+        "normal": rng.randn(n),
+        "lognormal": rng.lognormal(0.0, 1.0, n),
+        "discrete": rng.randint(0, 5, n).astype(float),
+        "color": rng.choice(["red", "green", "blue", "cyan", "gold"], n,
+                            p=[0.4, 0.3, 0.15, 0.1, 0.05]),
+        "size": pd.Categorical(rng.choice(["S", "M", "L"], n)),
+    })
+    frame.loc[3100:3200, "normal"] = np.nan  # missing in the last partition only
+    frame.loc[rng.rand(n) < 0.05, "color"] = None
+    y = pd.Series(((frame["lognormal"] > 1) ^ (frame["color"] == "red")).astype(int))
+    Xd = dd.from_pandas(frame, npartitions=3, sort=False)
+    Yd = dd.from_pandas(y, npartitions=3, sort=False)
+    base = _base(n_estimators=4, max_epochs=1, max_categories=3)
+    est = ShardedSoftTreeEnsemble(base, n_shards=3, random_state=0).fit(Xd, Yd)
+    assert min(est.shard_sizes_) > SKETCH_SIZE
+    exact = clone(base).fit(frame, y).encoder_
+    enc = est.encoder_
+    for attr in ("categorical_", "has_missing_", "has_infrequent_", "widths_"):
+        np.testing.assert_array_equal(getattr(enc, attr), getattr(exact, attr))
+    np.testing.assert_array_equal(enc.has_missing_, [True, False, False, True, False])
+    for a, b in zip(enc.categories_, exact.categories_):
+        assert (a is None and b is None) or list(a) == list(b)
+    np.testing.assert_array_equal(enc.knots_[2], exact.knots_[2])
+    for j in (0, 1):
+        x = frame.iloc[:, j].dropna()
+        err = np.max(np.abs(enc.knots_[j] - exact.knots_[j])) / (x.max() - x.min())
+        assert 0 < err < 1e-3
+    for model in [*est.estimators_, est.merged_]:
+        assert encoders_differ(model.encoder_, enc) is None
+    assert est.predict(frame).shape == (n,)
+    with pytest.raises(ValueError, match="numeric_encoding='quantile_normal'"):
+        clone(est).set_params(estimator__numeric_encoding="quantile_normal").fit(Xd, Yd)
