@@ -457,10 +457,10 @@ def export_module(estimator):
     ['blue', 'green', 'red']
     >>> codes = encode_categories(clf, X)
     >>> codes[:4]
-    array([[ 1. ,  2. ],
-           [ 2.5,  0. ],
-           [ nan,  2. ],
-           [ 4. ,  nan]])
+    array([[1. , 2. ],
+           [2.5, 0. ],
+           [nan, 2. ],
+           [4. , nan]])
     >>> with torch.no_grad():
     ...     scores = module(torch.tensor(codes, dtype=torch.float32))
     >>> scores.shape
