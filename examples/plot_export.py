@@ -37,7 +37,7 @@ frame.loc[rng.rand(n) < 0.05, "plan"] = None
 logit = (np.log(frame["income"].fillna(20000)) - 10) * 2 + (frame["plan"] == "pro") * 1.5
 y = (logit + rng.logistic(size=n) > 0.5).astype(int)
 
-clf = SoftTreeEnsembleClassifier(n_estimators=32, depth=3, max_epochs=20,
+clf = SoftTreeEnsembleClassifier(n_estimators=32, depth=3, max_epochs=10,
                                  random_state=0).fit(frame, y)
 
 # %%
