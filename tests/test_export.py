@@ -1,6 +1,7 @@
 """Deployment: export_module / encode_categories (torch.export, TorchScript, ONNX), and
 loading fitted estimators with skops.io trusting only the public estimator classes."""
 
+import pickle
 import warnings
 
 import numpy as np
@@ -309,3 +310,10 @@ def test_skops_trusted_types(tmp_path, frame_clf):
     assert back.aligner_.alignments_ == sharded.aligner_.alignments_
     assert back.aligner_.n_iter_ == sharded.aligner_.n_iter_
     assert_array_equal(back.weights_, sharded.weights_)
+    # pickle goes through the same state
+    again = pickle.loads(pickle.dumps(sharded))
+    assert again.aligner_.alignments_ == sharded.aligner_.alignments_
+    aligned = again.aligner_.align(again.estimators_)[1].tree_params_
+    expected = sharded.aligner_.align(sharded.estimators_)[1].tree_params_
+    assert_array_equal(aligned.split_weight, expected.split_weight)
+    assert_array_equal(aligned.leaf_value, expected.leaf_value)
