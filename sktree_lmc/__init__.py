@@ -16,6 +16,7 @@ from ._architectures import (
 )
 from ._encoding import TabularEncoder
 from ._estimators import SoftTreeEnsembleClassifier, SoftTreeEnsembleRegressor
+from ._export import encode_categories, export_module
 from ._forward import SoftTreeEnsembleModule
 from ._matching import (
     Alignment,
@@ -53,6 +54,8 @@ __all__ = [
     "TreeParams",
     "activation_matching",
     "best_ops_for_pairs",
+    "encode_categories",
+    "export_module",
     "get_architecture",
     "interpolation_curve",
     "is_valid_op",

@@ -738,6 +738,56 @@ class ShardedSoftTreeEnsemble(MetaEstimatorMixin, BaseEstimator):
             return float(accuracy_score(y, y_pred, sample_weight=sample_weight))
         return float(r2_score(y, y_pred, sample_weight=sample_weight))
 
+    # -- persistence --------------------------------------------------------------
+    #: Key of the plain-dict form of the fitted ``aligner_`` in a pickled state.
+    _ALIGNER_STATE = "ModelAligner.__dict__"
+
+    def __getstate__(self):
+        """The state to pickle, with the fitted ``aligner_`` as plain types.
+
+        The fitted :class:`ModelAligner` holds :class:`Alignment` objects
+        that hold :class:`SymmetryOps`: stored as they are, loading with
+        :mod:`skops.io` would need these three types trusted besides the
+        estimators. They are stored as a dict (the aligner's attributes, each
+        alignment as a dict of its arrays and score) that
+        :meth:`__setstate__` rebuilds, so that a fitted meta-estimator needs
+        only its own class and the soft tree estimator's class trusted (the
+        shard models and ``merged_`` store themselves in plain types).
+        """
+        state = dict(super().__getstate__())  # a copy: object's is self.__dict__ itself
+        aligner = state.get("aligner_")
+        if isinstance(aligner, ModelAligner):
+            attrs = dict(vars(aligner))
+            if "alignments_" in attrs:
+                attrs["alignments_"] = [
+                    {"tree_perm": a.tree_perm, "perm": a.ops.perm, "sign": a.ops.sign,
+                     "leaf_perm": a.ops.leaf_perm, "score": a.score}
+                    for a in attrs["alignments_"]
+                ]
+            state["aligner_"] = {self._ALIGNER_STATE: attrs}
+        return state
+
+    def __setstate__(self, state):
+        """Restore a pickled state, rebuilding the fitted ``aligner_`` of
+        :meth:`__getstate__` (a state storing the objects loads as it is)."""
+        from ._architectures import SymmetryOps
+        from ._matching import Alignment
+
+        state = dict(state)
+        aligner = state.get("aligner_")
+        if isinstance(aligner, dict) and self._ALIGNER_STATE in aligner:
+            attrs = dict(aligner[self._ALIGNER_STATE])
+            if "alignments_" in attrs:
+                attrs["alignments_"] = [
+                    Alignment(a["tree_perm"], SymmetryOps(a["perm"], a["sign"], a["leaf_perm"]),
+                              a["score"])
+                    for a in attrs["alignments_"]
+                ]
+            rebuilt = ModelAligner.__new__(ModelAligner)
+            rebuilt.__dict__.update(attrs)
+            state["aligner_"] = rebuilt
+        super().__setstate__(state)
+
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
         sub = get_tags(self._base_estimator())
