@@ -729,8 +729,11 @@ class _BaseSoftTreeEnsemble(BaseEstimator):
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
         tags.non_deterministic = False
+        # NaN is a missing value. Categorical columns (strings, pandas category)
+        # are accepted too, but the ``categorical`` tag is not set: in
+        # scikit-learn it marks estimators that take integer-coded categories
+        # only (as CategoricalNB), and makes the common checks feed such data.
         tags.input_tags.allow_nan = True
-        tags.input_tags.categorical = True
         return tags
 
 
