@@ -400,8 +400,9 @@ def run_rounds(shards, clones, weights, merge, *, n_rounds, keep_optimizer=True,
     validation : tuple (tol, patience) or None
         Round-level early stopping on the merged model's loss on the held-out
         rows of every shard (``shards.hold_out`` must have been called).
-    progress : iterable wrapper or None
-        Progress display over rounds (``_progress``).
+    progress : ProgressLog or None
+        Progress display over rounds: ``progress.step(r, ...)`` after each
+        round, with the merged model's losses.
     later_params : dict or None
         Hyperparameters set on the shard estimators from round 2 on (e.g.
         ``max_epochs`` when round 1 is longer).
@@ -415,7 +416,7 @@ def run_rounds(shards, clones, weights, merge, *, n_rounds, keep_optimizer=True,
     """
     import time
 
-    rounds = range(n_rounds) if progress is None else progress(range(n_rounds))
+    rounds = range(n_rounds)
     handles, history = None, []
     merged = aligner = None
     best = (np.inf, None, None)
@@ -452,8 +453,6 @@ def run_rounds(shards, clones, weights, merge, *, n_rounds, keep_optimizer=True,
                  "bytes_sent": sent, "bytes_received": received,
                  "wall_time": time.perf_counter() - start_time}
         history.append(entry)
-        if hasattr(rounds, "set_postfix_str"):
-            rounds.set_postfix_str(f"round {r + 1} loss {entry['train_loss']:.5f}")
         if validation is not None:
             tol, patience = validation
             entry["validation_loss"] = val = shards.loss(merged, validation=True)
@@ -461,8 +460,11 @@ def run_rounds(shards, clones, weights, merge, *, n_rounds, keep_optimizer=True,
                 best, no_improve = (val, copy.deepcopy(merged), aligner), 0
             else:
                 no_improve += 1
-            if no_improve >= patience:
-                break
+        if progress is not None:
+            progress.step(r, train_loss=entry["train_loss"],
+                          validation_loss=entry["validation_loss"])
+        if validation is not None and no_improve >= patience:
+            break
     if validation is not None and best[1] is not None:
         merged, aligner = best[1], best[2]
     return {"handles": handles, "estimators": models, "merged": merged,

@@ -42,7 +42,7 @@ from ._federated import _DaskShards, _LocalShards, is_dask_collection, run_round
 from ._merge import ALIGNER_SHORTCUTS, ModelAligner, check_aligner
 from ._refit import refit_leaves
 from ._threads import torch_threads
-from ._training import _progress
+from ._training import ProgressLog
 
 __all__ = ["ShardedSoftTreeEnsemble", "make_shards"]
 
@@ -301,8 +301,12 @@ class ShardedSoftTreeEnsemble(MetaEstimatorMixin, BaseEstimator):
         ``random_state=seed_k``, drawn in order from this seed, so the
         result does not depend on the backend or the number of jobs.
     verbose : int, default=0
-        Verbosity of :class:`joblib.Parallel`; with ``n_rounds > 1``, ``1``
-        shows a progress bar over rounds (tqdm, when installed).
+        ``1``: progress over rounds (a tqdm bar with the time left on a
+        terminal, else one line per round with the merged model's training
+        and validation losses, and a closing line); ``2``: round lines even on
+        a terminal; ``3`` or more: also :class:`joblib.Parallel`'s messages
+        (with its verbosity ``10``). The shard fits themselves are as verbose
+        as the estimator's own ``verbose``.
 
     Attributes
     ----------
@@ -322,7 +326,12 @@ class ShardedSoftTreeEnsemble(MetaEstimatorMixin, BaseEstimator):
     weights_ : ndarray of shape (n_shards,)
         Normalized merge weights.
     n_iter_ : int
-        Refinement sweeps run by the N-way alignment (of the last round).
+        Rounds run (``n_rounds_``; fewer than ``n_rounds`` when round-level
+        early stopping stopped), as ``n_iter_`` counts epochs for the
+        estimators.
+    n_alignment_sweeps_ : int
+        Refinement sweeps run by the N-way alignment of the last round
+        (``aligner_.n_iter_``; this was ``n_iter_`` before version 0.1).
     encoder_ : TabularEncoder
         The input encoding of every shard model and of the merged model,
         fitted once before the shards train (models with different encoders
@@ -521,10 +530,7 @@ class ShardedSoftTreeEnsemble(MetaEstimatorMixin, BaseEstimator):
                 merged = combine(models, aligner.aligned_params(models), aligner.weights_)
             return merged, copy.copy(aligner)  # a snapshot of this round's fitted aligner
 
-        progress = None
-        if self.n_rounds > 1 and self.verbose:
-            def progress(it):
-                return _progress(it, True, type(self).__name__)
+        progress = ProgressLog(type(self).__name__, self.n_rounds, self.verbose, unit="round")
         result = run_rounds(
             shards, clones, weights, merge, n_rounds=self.n_rounds,
             keep_optimizer=self.keep_optimizer_state, server_momentum=self.server_momentum,
@@ -538,7 +544,9 @@ class ShardedSoftTreeEnsemble(MetaEstimatorMixin, BaseEstimator):
             self.merged_ = refit_leaves(self.merged_, X_site, y, sample_weight)
         self.history_, self.n_rounds_ = result["history"], result["n_rounds"]
         self.weights_ = self.aligner_.weights_
-        self.n_iter_ = self.aligner_.n_iter_
+        self.n_iter_ = self.n_rounds_
+        self.n_alignment_sweeps_ = self.aligner_.n_iter_
+        progress.close(f"merged {self.n_shards} shards in {self.n_rounds_} rounds")
         if is_clf:
             self.classes_ = self.merged_.classes_
         return self
@@ -576,7 +584,7 @@ class ShardedSoftTreeEnsemble(MetaEstimatorMixin, BaseEstimator):
         weight_sums = None if sample_weight is None else [
             sample_weight[i].sum(dtype=np.float64) for i in shards]
         local = _LocalShards(X, y, sample_weight, shards, n_jobs=self.n_jobs,
-                             verbose=self.verbose)
+                             verbose=10 if self.verbose >= 3 else 0)
         return local, sizes, weight_sums, X, y, sample_weight, encoder
 
     def _make_encoder(self, base, columns, by_dtype):

@@ -77,17 +77,6 @@ def _as_tensor(array, dtype, device):
     return torch.as_tensor(array, dtype=dtype, device=device)
 
 
-def _progress(iterable, enabled, desc):
-    """Wrap ``iterable`` in a tqdm progress bar when available and enabled."""
-    if not enabled:
-        return iterable
-    try:
-        from tqdm.auto import tqdm
-    except ImportError:  # pragma: no cover - optional dependency
-        return iterable
-    return tqdm(iterable, desc=desc, leave=False, file=sys.stderr)
-
-
 def _validation_split(n_samples, validation_fraction, generator, sample_weight=None):
     """Indices ``(train_idx, val_idx)`` of the early-stopping split.
 

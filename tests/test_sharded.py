@@ -139,7 +139,8 @@ def test_classifier_behaviour():
     assert est.decision_function(X).shape == (len(X),)
     assert est.n_features_in_ == X.shape[1] and len(est.estimators_) == 2
     assert est.weights_.sum() == pytest.approx(1.0)
-    assert est.n_iter_ == est.aligner_.n_iter_ == 0  # two models: no sweep needed
+    assert est.n_alignment_sweeps_ == est.aligner_.n_iter_ == 0  # two models: no sweep
+    assert est.n_iter_ == est.n_rounds_ == 1
     loaded = pickle.loads(pickle.dumps(est))
     np.testing.assert_array_equal(loaded.predict(X), est.predict(X))
     pipe = make_pipeline(StandardScaler(), clone(est)).fit(X, Y)
@@ -358,11 +359,24 @@ def test_round_level_early_stopping():
     assert all(m.validation_loss_curve_ is None for m in est.estimators_)
 
 
-def test_rounds_progress_bar(capsys):
-    pytest.importorskip("tqdm")
-    ShardedSoftTreeEnsemble(_base(max_epochs=1), n_shards=2, n_rounds=2, verbose=1,
+def test_rounds_log_when_redirected_and_no_joblib_chatter(capsys):
+    """stderr captured (not a terminal): one line per round with the merged
+    model's loss, a closing line, and nothing from joblib below verbose=3."""
+    est = ShardedSoftTreeEnsemble(_base(max_epochs=1), n_shards=2, n_rounds=2, verbose=1,
+                                  random_state=0).fit(X, Y)
+    captured = capsys.readouterr()
+    lines = captured.err.splitlines()
+    assert [line.split(":")[0] for line in lines[:2]] == [
+        "ShardedSoftTreeEnsemble round 1/2", "ShardedSoftTreeEnsemble round 2/2"]
+    assert "train_loss" in lines[0] and "left <=" in lines[0]
+    assert lines[-1].startswith("ShardedSoftTreeEnsemble: merged 2 shards in 2 rounds (")
+    assert len(lines) == 3 and "Parallel" not in captured.err + captured.out
+    assert est.n_iter_ == est.n_rounds_ == 2
+    assert est.n_alignment_sweeps_ == est.aligner_.n_iter_
+    ShardedSoftTreeEnsemble(_base(max_epochs=1), n_shards=2, n_rounds=1, verbose=3,
                             random_state=0).fit(X, Y)
-    assert "ShardedSoftTreeEnsemble" in capsys.readouterr().err
+    captured = capsys.readouterr()
+    assert "Parallel" in captured.err + captured.out  # joblib's messages when asked for
 
 
 def test_bad_n_rounds_and_failing_shard():
