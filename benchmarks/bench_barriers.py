@@ -17,7 +17,7 @@ default):
   weight matching (WM) and activation matching (AM) with ``perm`` (tree permutation only) and
   ``all`` (every invariance) -- the five curves of the paper (``benchmarks.lmc.core``);
 * the WM-``all`` merge at lambda = 0.5 is re-solved with :func:`~sktree_lmc.refit_leaves` on
-  the training rows, and the naive merge too (does refitting make alignment unnecessary?);
+  the training rows (``--refit-iter`` L-BFGS iterations, 100 by default), and the naive merge too (does refitting make alignment unnecessary?);
   their accuracies go to ``refit.csv``.
 
 Fitted models are cached with joblib under ``--out``; CSV rows are appended as they are
@@ -91,7 +91,7 @@ def _acc(model, X, y):
     return 100.0 * model.score(X, y)
 
 
-def run(out, datasets, pairs, n_eval, *, n_train=10_000, smoke=False):
+def run(out, datasets, pairs, n_eval, *, n_train=10_000, smoke=False, refit_iter=100):
     out = Path(out)
     barriers, refits = out / "barriers.csv", out / "refit.csv"
     done_b = {(r["dataset"], r["pair"]) for r in _read(barriers)}
@@ -123,7 +123,8 @@ def run(out, datasets, pairs, n_eval, *, n_train=10_000, smoke=False):
                 for name, aligner in (("wm_all", "wm"), ("naive", "naive")):
                     merged = merge_estimators(a, b, lam=0.5, aligner=aligner)
                     t0 = time.perf_counter()
-                    refitted = refit_leaves(merged, X_tr, y_tr, max_iter=20 if smoke else 500)
+                    refitted = refit_leaves(merged, X_tr, y_tr,
+                                            max_iter=20 if smoke else refit_iter)
                     refit_time = time.perf_counter() - t0
                     for split_name, (Xs, ys) in (("train", (X_tr, y_tr)), ("test", (X_te, y_te))):
                         rows.append(dict(
@@ -203,6 +204,8 @@ def main(argv=None):
     parser.add_argument("--pairs", type=int, default=3)
     parser.add_argument("--n-eval", type=int, default=2000,
                         help="train and test rows the curves are evaluated on")
+    parser.add_argument("--refit-iter", type=int, default=100,
+                        help="L-BFGS iterations of refit_leaves (its default is 500)")
     parser.add_argument("--out", type=Path, default=RESULTS)
     parser.add_argument("--report", type=Path, default=None, metavar="DIR")
     parser.add_argument("--smoke", action="store_true")
@@ -213,7 +216,7 @@ def main(argv=None):
     if args.smoke:
         run(args.out, ["MagicTelescope"], 1, 200, n_train=300, smoke=True)
         return report(args.out)
-    run(args.out, args.datasets, args.pairs, args.n_eval)
+    run(args.out, args.datasets, args.pairs, args.n_eval, refit_iter=args.refit_iter)
     return report(args.out)
 
 
