@@ -38,7 +38,7 @@ from ._estimators import (
 )
 from ._forward import SoftTreeEnsembleModule
 from ._params import TreeParams
-from ._training import _as_tensor
+from ._training import ProgressLog, _as_tensor
 
 __all__ = ["refit_leaves"]
 
@@ -128,11 +128,12 @@ class _LeafObjective:
         "max_iter": [_NumberInterval(Integral, 1, None, closed="left")],
         "tol": [_NumberInterval(Real, 0, 1, closed="both")],
         "return_info": ["boolean"],
+        "verbose": ["verbose"],
     },
     prefer_skip_nested_validation=True,
 )
 def refit_leaves(estimator, X, y, sample_weight=None, *, alpha=1e-4, max_iter=500, tol=1e-7,
-                 return_info=False):
+                 return_info=False, verbose=0):
     """Re-solve the leaf values of a fitted ensemble, with its splits frozen.
 
     The ensemble's output is linear in the leaf values, so with the splits
@@ -177,6 +178,10 @@ def refit_leaves(estimator, X, y, sample_weight=None, *, alpha=1e-4, max_iter=50
         Also return a dict with ``objective_start``, ``objective`` (the
         objective of the returned leaves, float32 as stored), ``n_iter``,
         ``converged`` and ``message``.
+    verbose : int, default=0
+        ``1``: progress over the solver's iterations (a bar with the time left
+        on a terminal, else one line per iteration with the objective) and a
+        closing line; ``2``: lines even on a terminal.
 
     Returns
     -------
@@ -207,7 +212,8 @@ def refit_leaves(estimator, X, y, sample_weight=None, *, alpha=1e-4, max_iter=50
     if isinstance(estimator, Pipeline):
         (final,), head = split_pipelines([estimator])
         refitted = refit_leaves(final, transform_rows(head, X), y, sample_weight, alpha=alpha,
-                                max_iter=max_iter, tol=tol, return_info=return_info)
+                                max_iter=max_iter, tol=tol, return_info=return_info,
+                                verbose=verbose)
         if return_info:
             return rewrap(estimator, refitted[0]), refitted[1]
         return rewrap(estimator, refitted)
@@ -234,14 +240,23 @@ def refit_leaves(estimator, X, y, sample_weight=None, *, alpha=1e-4, max_iter=50
             f"The objective of the current leaves is not finite ({f_start}); the estimator's "
             "parameters or the data (X, y, sample_weight) overflow."
         )
+    log = ProgressLog("refit_leaves", max_iter, verbose, unit="iteration")
+    iteration = [0]
+
+    def report(intermediate_result):
+        log.step(iteration[0], objective=float(intermediate_result.fun))
+        iteration[0] += 1
+
     result = minimize(
         objective, start, jac=True, method="L-BFGS-B",
         options={"maxiter": max_iter, "ftol": tol, "gtol": tol / 10},
+        callback=report if verbose else None,
     )
     leaves = result.x.reshape(params.leaf_value.shape).astype(params.leaf_value.dtype)
     f_new, _ = objective(leaves.astype(np.float64).ravel())
     if not f_new <= f_start:  # rounding, or a solver failure: keep the current leaves
         leaves, f_new = params.leaf_value.copy(), f_start
+    log.close(f"objective {f_start:.6g} -> {f_new:.6g} in {int(result.nit)} iterations")
     refitted = with_params(estimator, TreeParams(params.split_weight, params.split_bias, leaves))
     if not return_info:
         return refitted

@@ -214,3 +214,20 @@ def test_huge_sample_weights_give_a_finite_objective():
     _, ref = refit_leaves(est, X, Y, max_iter=5, return_info=True)
     assert np.isfinite(info["objective"])
     assert info["objective_start"] == pytest.approx(ref["objective_start"])
+
+
+def test_verbose_refit_logs_iterations_when_redirected(capsys):
+    from sklearn.datasets import make_classification
+
+    from sktree_lmc import SoftTreeEnsembleClassifier, refit_leaves
+
+    X, y = make_classification(n_samples=200, n_features=4, random_state=0)
+    est = SoftTreeEnsembleClassifier(n_estimators=8, depth=2, max_epochs=2, device="cpu",
+                                     random_state=0).fit(X, y)
+    _, info = refit_leaves(est, X, y, max_iter=5, verbose=1, return_info=True)
+    lines = capsys.readouterr().err.splitlines()
+    assert len(lines) == info["n_iter"] + 1
+    assert lines[0].startswith("refit_leaves iteration 1/5: objective ")
+    assert lines[-1].startswith("refit_leaves: objective ") and " iterations (" in lines[-1]
+    refit_leaves(est, X, y, max_iter=5)
+    assert capsys.readouterr().err == ""
