@@ -124,7 +124,7 @@ numpydoc_validation_exclude = {
     # (it is fitted and applied inside fit and predict); their docstrings
     # document that, with no example of their own (the class has one).
     r"\.TabularEncoder\.(fit|transform|transform_columns|transform_chunks|identity|to_dict"
-    r"|from_dict|is_identity|ramp_directions)$",
+    r"|from_dict|is_identity|ramp_directions|from_summaries)$",
 }
 numpydoc_validation_overrides = {
     # TreeArchitecture's private ``_cache`` field shows in its dataclass signature.

@@ -887,7 +887,7 @@ class TabularEncoder:
 
         Returns
         -------
-        ramps : ndarray of shape (n_features_out_,) or None
+        ramps : ndarray of shape (`n_features_out_`,) or None
             The ramp value at the knot of each piecewise-linear feature, NaN
             for every other feature; None when there is no piecewise-linear
             feature.
@@ -929,7 +929,7 @@ class TabularEncoder:
 
         Returns
         -------
-        encoded : ndarray of shape (stop - start, n_features_out_), dtype float32
+        encoded : ndarray of shape (stop - start, `n_features_out_`), dtype float32
             The features the trees see.
         """
         n = len(columns[0]) if columns else 0
@@ -994,7 +994,7 @@ class TabularEncoder:
 
         Returns
         -------
-        encoded : ndarray of shape (n_samples, n_features_out_), dtype float32
+        encoded : ndarray of shape (n_samples, `n_features_out_`), dtype float32
             The features the trees see.
         """
         return self.transform_columns(columns)
@@ -1015,7 +1015,7 @@ class TabularEncoder:
         ------
         start : int
             The first row of the chunk.
-        encoded : ndarray of shape (n_rows, n_features_out_), dtype float32
+        encoded : ndarray of shape (n_rows, `n_features_out_`), dtype float32
             The chunk's features.
         """
         n = len(columns[0]) if columns else 0

@@ -750,8 +750,11 @@ class ShardedSoftTreeEnsemble(MetaEstimatorMixin, BaseEstimator):
     #: Key of the plain-dict form of the fitted ``aligner_`` in a pickled state.
     _ALIGNER_STATE = "ModelAligner.__dict__"
 
+    #: Key marking the pickled ``encoder_`` (see :meth:`__getstate__`).
+    _ENCODER_STATE = "__tabular_encoder__"
+
     def __getstate__(self):
-        """The state to pickle, with the fitted ``aligner_`` as plain types.
+        """The state to pickle, with the fitted ``aligner_`` and ``encoder_`` as plain types.
 
         The fitted :class:`ModelAligner` holds :class:`Alignment` objects
         that hold :class:`SymmetryOps`: stored as they are, loading with
@@ -773,6 +776,9 @@ class ShardedSoftTreeEnsemble(MetaEstimatorMixin, BaseEstimator):
                     for a in attrs["alignments_"]
                 ]
             state["aligner_"] = {self._ALIGNER_STATE: attrs}
+        encoder = state.get("encoder_")
+        if isinstance(encoder, TabularEncoder):  # as the estimators store theirs
+            state["encoder_"] = {self._ENCODER_STATE: encoder.to_dict()}
         return state
 
     def __setstate__(self, state):
@@ -794,6 +800,9 @@ class ShardedSoftTreeEnsemble(MetaEstimatorMixin, BaseEstimator):
             rebuilt = ModelAligner.__new__(ModelAligner)
             rebuilt.__dict__.update(attrs)
             state["aligner_"] = rebuilt
+        encoder = state.get("encoder_")
+        if isinstance(encoder, dict) and self._ENCODER_STATE in encoder:
+            state["encoder_"] = TabularEncoder.from_dict(encoder[self._ENCODER_STATE])
         super().__setstate__(state)
 
     def __sklearn_tags__(self):
