@@ -25,6 +25,9 @@ if not os.environ.get("SKTREE_LMC_DATA") and SHARED_DATA.is_dir():
     os.environ["SKTREE_LMC_DATA"] = str(SHARED_DATA)
 
 os.environ.setdefault("OMP_NUM_THREADS", "1")
+# scikit-learn's check_array_api_input (numpy namespace) runs only with this set; the
+# estimators take NumPy input, which it checks.
+os.environ.setdefault("SCIPY_ARRAY_API", "1")
 
 
 #: Hyperparameters of the tiny models the tests fit: fast, CPU, a few epochs.
