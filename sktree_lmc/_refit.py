@@ -18,6 +18,7 @@ otherwise (matrix-free), so deep trees and many rows never build the full
 
 from __future__ import annotations
 
+import copy
 from numbers import Integral, Real
 
 import numpy as np
@@ -26,7 +27,12 @@ from scipy.optimize import minimize
 from sklearn.base import is_regressor
 from sklearn.pipeline import Pipeline
 from sklearn.utils._param_validation import validate_params
-from sklearn.utils.validation import _check_sample_weight, check_array, check_is_fitted
+from sklearn.utils.validation import (
+    _check_sample_weight,
+    _num_samples,
+    check_array,
+    check_is_fitted,
+)
 
 from ._bridge import rewrap, split_pipelines, transform_rows, with_params
 from ._device import prediction_device
@@ -36,6 +42,7 @@ from ._estimators import (
     _check_float32_range,
     _NumberInterval,
 )
+from ._federated import is_dask_collection
 from ._forward import SoftTreeEnsembleModule
 from ._params import TreeParams
 from ._training import ProgressLog, _as_tensor
@@ -66,27 +73,55 @@ def _check_targets(estimator, y):
     return check_array(y, ensure_2d=False, dtype=None, input_name="y")
 
 
-class _LeafObjective:
-    """``f(Theta) = sum_i w_i loss(Phi_i Theta, y_i) / sum_i w_i + alpha/2 ||Theta||^2``,
-    with its gradient, evaluated chunk by chunk in float64."""
+def _chunk_terms(loss_fn, phi, target, weight, theta):
+    """The terms of one chunk of rows: ``(sum_i w_i loss(phi_i theta, y_i),
+    gradient of that sum w.r.t. theta (shape (C, M * L)), sum_i w_i)``.
 
-    def __init__(self, estimator, X, target, weight, alpha, device):
-        self.estimator = estimator
-        self.alpha = float(alpha)
-        self.device = device
+    ``phi`` are the chunk's leaf probabilities ``(B, M * L)`` (float64),
+    ``theta`` the leaf values ``(M * L, C)`` (float64). The only place where
+    the objective is computed: locally and on dask workers alike.
+    """
+    out = (phi @ theta).requires_grad_(True)
+    loss = (loss_fn(out, target) * weight).sum()
+    (g_out,) = torch.autograd.grad(loss, out)
+    grad = g_out.T.contiguous() @ phi  # (C, M*L): a fast layout on CPUs
+    return float(loss.detach()), grad, float(weight.sum())
+
+
+class _Rows:
+    """The rows of one site (all rows locally, one partition on a dask worker):
+    encoded inputs, encoded targets and weights, with the model's splits.
+
+    :meth:`terms` sums :func:`_chunk_terms` over row chunks. The leaf-probability
+    features are computed on the first call and kept when they fit in
+    :data:`_FEATURE_CACHE_BYTES` (per site), else recomputed at every call.
+    """
+
+    def __init__(self, estimator, X, target, weight, device):
         params = estimator.tree_params_
         M, L, C = params.leaf_value.shape
         self.shape = (M, L, C)
+        self.loss_fn = estimator._loss
+        self.device = device
         self.module = SoftTreeEnsembleModule.from_params(
             estimator.architecture_, params, device
         ).double()
         self.X = X
         self.target = target.to(device)
         self.weight = torch.as_tensor(weight, dtype=torch.float64, device=device)
-        self.weight_sum = float(self.weight.sum())
         self.chunk = max(1, _CHUNK_BYTES // (8 * M * L))
-        cache = X.shape[0] * M * L * 8 <= _FEATURE_CACHE_BYTES
-        self.cached = [self._features(s) for s in self._starts()] if cache else None
+        self.cache = X.shape[0] * M * L * 8 <= _FEATURE_CACHE_BYTES
+        self.cached = None
+
+    @property
+    def n_rows(self):
+        return self.X.shape[0]
+
+    def scaled(self, scale):
+        """A copy whose weights are divided by ``scale`` (shares the rest)."""
+        other = copy.copy(self)
+        other.weight = self.weight / scale
+        return other
 
     def _starts(self):
         return range(0, self.X.shape[0], self.chunk)
@@ -99,23 +134,158 @@ class _LeafObjective:
             mu = self.module.leaf_probabilities(xb)  # (B, M, L)
         return mu.reshape(mu.shape[0], -1).clone()
 
-    def __call__(self, theta_flat):
+    def terms(self, theta_flat):
+        """``(loss sum, gradient sum (M * L * C,) float64 ndarray, weight sum)``
+        of these rows at the leaf values ``theta_flat``."""
         M, L, C = self.shape
-        theta = torch.as_tensor(theta_flat, dtype=torch.float64, device=self.device)
+        theta = torch.as_tensor(np.asarray(theta_flat, dtype=np.float64), device=self.device)
         theta = theta.reshape(M * L, C)
-        total, grad = 0.0, torch.zeros((C, M * L), dtype=torch.float64, device=self.device)
+        if self.cache and self.cached is None:
+            self.cached = [self._features(s) for s in self._starts()]
+        total, weight_sum = 0.0, 0.0
+        grad = torch.zeros((C, M * L), dtype=torch.float64, device=self.device)
         for i, start in enumerate(self._starts()):
             phi = self.cached[i] if self.cached is not None else self._features(start)
             stop = start + phi.shape[0]
-            out = (phi @ theta).requires_grad_(True)
-            loss = (self.estimator._loss(out, self.target[start:stop])
-                    * self.weight[start:stop]).sum()
-            (g_out,) = torch.autograd.grad(loss, out)
-            total += float(loss.detach())
-            grad += g_out.T.contiguous() @ phi  # (C, M*L): a fast layout on CPUs
-        value = total / self.weight_sum + 0.5 * self.alpha * float((theta**2).sum())
-        grad = grad.T / self.weight_sum + self.alpha * theta
-        return value, grad.cpu().numpy().ravel()
+            loss, g, w = _chunk_terms(self.loss_fn, phi, self.target[start:stop],
+                                      self.weight[start:stop], theta)
+            total += loss
+            weight_sum += w
+            grad += g
+        return total, grad.T.cpu().numpy().ravel(), weight_sum
+
+
+def _combine(terms, theta_flat, alpha):
+    """The objective and its gradient from the sites' ``terms``: the weighted
+    mean loss plus the L2 penalty."""
+    theta = np.asarray(theta_flat, dtype=np.float64)
+    total = sum(t[0] for t in terms)
+    grad = np.sum([t[1] for t in terms], axis=0)
+    weight_sum = sum(t[2] for t in terms)
+    value = total / weight_sum + 0.5 * alpha * float(np.dot(theta, theta))
+    return value, grad / weight_sum + alpha * theta
+
+
+class _LeafObjective:
+    """``f(Theta) = sum_i w_i loss(Phi_i Theta, y_i) / sum_i w_i + alpha/2 ||Theta||^2``,
+    with its gradient, evaluated chunk by chunk in float64 on rows held here."""
+
+    def __init__(self, estimator, X, target, weight, alpha, device):
+        self.alpha = float(alpha)
+        self.rows = _Rows(estimator, X, target, weight, device)
+
+    def _terms(self, theta_flat):
+        return [self.rows.terms(theta_flat)]
+
+    def __call__(self, theta_flat):
+        return _combine(self._terms(theta_flat), theta_flat, self.alpha)
+
+    def close(self):
+        pass
+
+
+# ----------------------------------------------------------------------------
+# dask input: the rows stay on the workers
+# ----------------------------------------------------------------------------
+
+
+def _partition_rows(k, model, X, y, w):
+    """Partition ``k``'s :class:`_Rows`, built on its worker (``model`` is
+    ``(estimator, pipeline head or None)``); None for an empty partition."""
+    estimator, head = model
+    try:
+        if _num_samples(y) == 0 and _num_samples(X) == 0:
+            return None
+        X = estimator._encoded_input(transform_rows(head, X))
+        y = _check_targets(estimator, y)
+        if len(y) != X.shape[0]:
+            raise ValueError(f"X has {X.shape[0]} rows but y has {len(y)}: the partitions "
+                             "of X, y (and sample_weight) must match.")
+        target = torch.as_tensor(estimator._fitted_targets(y))
+        w = _check_sample_weight(w, X, dtype=np.float64, ensure_non_negative=True)
+        return _Rows(estimator, X, target, w, prediction_device(estimator.device))
+    except Exception as exc:
+        message = f"Partition {k} failed in refit_leaves: {type(exc).__name__}: {exc}"
+        try:
+            new = type(exc)(message)
+        except Exception:  # pragma: no cover - exotic exception signatures
+            new = RuntimeError(message)
+        raise new from exc
+
+
+def _rows_max_weight(rows):
+    return 0.0 if rows is None else float(rows.weight.max())
+
+
+def _rows_scaled(rows, scale):
+    return None if rows is None else rows.scaled(scale)
+
+
+def _rows_terms(rows, theta_flat):
+    """What a worker sends back per evaluation: two floats and the gradient
+    sum, ``M * L * C`` float64 values, whatever the number of rows."""
+    if rows is None:
+        return 0.0, np.zeros(np.size(theta_flat)), 0.0
+    return rows.terms(theta_flat)
+
+
+class _FederatedLeafObjective(_LeafObjective):
+    """:class:`_LeafObjective` on dask partitions: the model is sent to the
+    workers once; every evaluation sends the leaf values to each partition's
+    worker and receives its loss, gradient and weight sums."""
+
+    def __init__(self, estimator, head, X, y, sample_weight, alpha):
+        from ._federated import _partitions
+
+        try:
+            from distributed import get_client
+        except ImportError as exc:  # pragma: no cover - extra not installed
+            raise ImportError("refit_leaves on dask collections needs dask.distributed "
+                              "(pip install 'sktree_lmc[distributed]').") from exc
+        try:
+            self.client = client = get_client()
+        except ValueError as exc:
+            raise ValueError(
+                "X is a dask collection but no dask.distributed Client is running: create "
+                "one (e.g. Client(LocalCluster())) before calling refit_leaves."
+            ) from exc
+        self.alpha = float(alpha)
+        X_parts, _ = _partitions(X, "X")
+        y_parts, _ = _partitions(y, "y")
+        w_parts = [] if sample_weight is None else _partitions(sample_weight, "sample_weight")[0]
+        P = len(X_parts)
+        if len(y_parts) != P or (w_parts and len(w_parts) != P):
+            raise ValueError(
+                f"X has {P} partitions but y has {len(y_parts)}"
+                + (f" and sample_weight {len(w_parts)}" if w_parts else "")
+                + "; they must be partitioned alike."
+            )
+        # The model travels once (hash=False: a fresh key, never shared with
+        # another call's data); the partitions are computed on the workers and
+        # every partition's rows are encoded and kept there.
+        model = client.scatter((estimator, head), broadcast=True, hash=False)
+        futures = client.compute(X_parts + y_parts + w_parts)
+        xf, yf, wf = futures[:P], futures[P : 2 * P], futures[2 * P :]
+        rows = [client.submit(_partition_rows, k, model, xf[k], yf[k],
+                              wf[k] if wf else None, pure=False)
+                for k in range(P)]
+        del futures, xf, yf, wf
+        w_max = max(client.gather([client.submit(_rows_max_weight, r, pure=False)
+                                   for r in rows]))
+        if not w_max > 0:
+            raise ValueError("sample_weight sums to zero: there is nothing to fit.")
+        # only ratios matter; no overflow (as for rows held here)
+        self.parts = [client.submit(_rows_scaled, r, w_max, pure=False) for r in rows]
+        del rows, model
+
+    def _terms(self, theta_flat):
+        submit = self.client.submit
+        return self.client.gather([submit(_rows_terms, r, theta_flat, pure=False)
+                                   for r in self.parts])
+
+    def close(self):
+        self.client.cancel(self.parts)
+        self.parts = []
 
 
 @validate_params(
@@ -211,13 +381,21 @@ def refit_leaves(estimator, X, y, sample_weight=None, *, alpha=1e-4, max_iter=50
     """
     if isinstance(estimator, Pipeline):
         (final,), head = split_pipelines([estimator])
-        refitted = refit_leaves(final, transform_rows(head, X), y, sample_weight, alpha=alpha,
-                                max_iter=max_iter, tol=tol, return_info=return_info,
-                                verbose=verbose)
+        if is_dask_collection(X):  # the head transforms each partition on its worker
+            refitted = _refit(final, X, y, sample_weight, head, alpha=alpha, max_iter=max_iter,
+                              tol=tol, verbose=verbose)
+        else:
+            refitted = _refit(final, transform_rows(head, X), y, sample_weight, None,
+                              alpha=alpha, max_iter=max_iter, tol=tol, verbose=verbose)
         if return_info:
             return rewrap(estimator, refitted[0]), refitted[1]
-        return rewrap(estimator, refitted)
-    check_is_fitted(estimator, "tree_params_")
+        return rewrap(estimator, refitted[0])
+    refitted, info = _refit(estimator, X, y, sample_weight, None, alpha=alpha,
+                            max_iter=max_iter, tol=tol, verbose=verbose)
+    return (refitted, info) if return_info else refitted
+
+
+def _local_objective(estimator, X, y, sample_weight, alpha):
     X = estimator._encoded_input(X)
     y = _check_targets(estimator, y)
     if len(y) != X.shape[0]:
@@ -230,8 +408,28 @@ def refit_leaves(estimator, X, y, sample_weight=None, *, alpha=1e-4, max_iter=50
         raise ValueError("sample_weight sums to zero: there is nothing to fit.")
     sample_weight = sample_weight / sample_weight.max()  # only ratios matter; no overflow
     device = prediction_device(estimator.device)
-    objective = _LeafObjective(estimator, X, target, sample_weight, alpha, device)
+    return _LeafObjective(estimator, X, target, sample_weight, alpha, device)
 
+
+def _refit(estimator, X, y, sample_weight, head, *, alpha, max_iter, tol, verbose):
+    """:func:`refit_leaves` of a soft tree ensemble (``head``: a pipeline's
+    preprocessing, applied on the workers; dask input only)."""
+    check_is_fitted(estimator, "tree_params_")
+    if is_dask_collection(X):
+        for name, value in (("y", y), ("sample_weight", sample_weight)):
+            if value is not None and not is_dask_collection(value):
+                raise TypeError(f"X is a dask collection, so {name} must be one too (partitioned "
+                                f"like X), got {type(value).__name__}.")
+        objective = _FederatedLeafObjective(estimator, head, X, y, sample_weight, alpha)
+    else:
+        objective = _local_objective(estimator, X, y, sample_weight, alpha)
+    try:
+        return _solve(estimator, objective, max_iter=max_iter, tol=tol, verbose=verbose)
+    finally:
+        objective.close()
+
+
+def _solve(estimator, objective, *, max_iter, tol, verbose):
     params = estimator.tree_params_
     start = params.leaf_value.astype(np.float64).ravel()
     f_start, _ = objective(start)
@@ -258,8 +456,6 @@ def refit_leaves(estimator, X, y, sample_weight=None, *, alpha=1e-4, max_iter=50
         leaves, f_new = params.leaf_value.copy(), f_start
     log.close(f"objective {f_start:.6g} -> {f_new:.6g} in {int(result.nit)} iterations")
     refitted = with_params(estimator, TreeParams(params.split_weight, params.split_bias, leaves))
-    if not return_info:
-        return refitted
     info = {"objective_start": f_start, "objective": f_new, "n_iter": int(result.nit),
             "converged": bool(result.success), "message": str(result.message)}
     return refitted, info
