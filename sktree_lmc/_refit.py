@@ -202,7 +202,7 @@ def _partition_rows(k, model, X, y, w):
             raise ValueError(f"X has {X.shape[0]} rows but y has {len(y)}: the partitions "
                              "of X, y (and sample_weight) must match.")
         target = torch.as_tensor(estimator._fitted_targets(y))
-        w = _check_sample_weight(w, X, dtype=np.float64, ensure_non_negative=True)
+        w = _partition_weights(w, X.shape[0])
         return _Rows(estimator, X, target, w, prediction_device(estimator.device))
     except Exception as exc:
         message = f"Partition {k} failed in refit_leaves: {type(exc).__name__}: {exc}"
@@ -211,6 +211,20 @@ def _partition_rows(k, model, X, y, w):
         except Exception:  # pragma: no cover - exotic exception signatures
             new = RuntimeError(message)
         raise new from exc
+
+
+def _partition_weights(w, n_rows):
+    """A partition's sample weights checked as ``_check_sample_weight`` checks
+    them, except that all zeros is fine (other partitions may hold the weight;
+    the client checks the total)."""
+    if w is None:
+        return np.ones(n_rows)
+    w = check_array(w, ensure_2d=False, dtype=np.float64, input_name="sample_weight")
+    if w.shape != (n_rows,):
+        raise ValueError(f"sample_weight.shape == {w.shape}, expected {(n_rows,)}!")
+    if np.any(w < 0):
+        raise ValueError("Negative values in data passed to sample_weight")
+    return w
 
 
 def _rows_max_weight(rows):

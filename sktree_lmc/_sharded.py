@@ -290,8 +290,9 @@ class ShardedSoftTreeEnsemble(MetaEstimatorMixin, BaseEstimator):
         Local epochs of round 1 (None: ``max_epochs``, like the other rounds).
     refit_leaves : bool, default=False
         Re-solve the merged model's leaf values on all training rows at the
-        merging site at the end (:func:`refit_leaves`). Needs the rows at the
-        merging site, so not available with dask input.
+        end (:func:`refit_leaves`): at the merging site for in-memory input;
+        with dask input, federated (every partition computes its loss and
+        gradient sums on its worker at each evaluation, the rows never move).
     n_jobs : int, default=None
         Passed to :class:`joblib.Parallel` (not 0; negative values count back
         from the CPUs, as in joblib); None uses the active backend's
@@ -541,7 +542,10 @@ class ShardedSoftTreeEnsemble(MetaEstimatorMixin, BaseEstimator):
         self.estimators_ = result["estimators"]
         self.merged_, self.aligner_ = result["merged"], result["aligner"]
         if self.refit_leaves:
-            self.merged_ = refit_leaves(self.merged_, X_site, y, sample_weight)
+            # dask input: the federated refit (the rows stay on the workers; only
+            # the leaf values and gradient sums travel per evaluation)
+            X_refit = X if X_site is None else X_site
+            self.merged_ = refit_leaves(self.merged_, X_refit, y, sample_weight)
         self.history_, self.n_rounds_ = result["history"], result["n_rounds"]
         self.weights_ = self.aligner_.weights_
         self.n_iter_ = self.n_rounds_
@@ -608,9 +612,6 @@ class ShardedSoftTreeEnsemble(MetaEstimatorMixin, BaseEstimator):
             raise ValueError("Activation matching (aligner='am') needs rows at the merging "
                              "site; with dask input use aligner='wm' (parameters only) or "
                              "'naive'.")
-        if self.refit_leaves:
-            raise ValueError("refit_leaves=True needs all training rows at the merging site; "
-                             "it is not available with dask input.")
         shards = _DaskShards(X, y, sample_weight, self.n_shards, is_clf)
         info = shards.summaries
         n_features = {s["n_features"] for s in info}

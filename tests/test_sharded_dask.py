@@ -78,9 +78,6 @@ def test_failing_shard_is_named_and_bad_inputs(client):
                                               da.from_array(Y, chunks=100))
     with pytest.raises(ValueError, match="partitioned alike"):
         est.fit(da.from_array(X, chunks=(100, 5)), da.from_array(Y, chunks=150))
-    with pytest.raises(ValueError, match="merging site"):
-        clone(est).set_params(refit_leaves=True).fit(da.from_array(X, chunks=(100, 5)),
-                                                     da.from_array(Y, chunks=100))
 
 
 def test_dask_regressor_with_sample_weight(client):
