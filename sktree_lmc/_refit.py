@@ -14,6 +14,14 @@ current leaves. The features are computed in row chunks (bounded memory), kept
 when they fit in :data:`_FEATURE_CACHE_BYTES` and recomputed per evaluation
 otherwise (matrix-free), so deep trees and many rows never build the full
 ``n x (M * L)`` matrix at once.
+
+The objective is a sum over rows, so it is computed site by site: one
+function, :func:`_chunk_terms`, gives a chunk's loss sum, gradient sum and
+weight sum; :class:`_Rows` sums it over the chunks of one site's rows, and
+:func:`_combine` turns the sites' sums into the weighted mean plus the
+penalty. Locally there is one site (:class:`_LeafObjective`); with dask input
+every partition is a site on its worker (:class:`_FederatedLeafObjective`),
+and only leaf values and gradient sums travel.
 """
 
 from __future__ import annotations
@@ -339,17 +347,33 @@ def refit_leaves(estimator, X, y, sample_weight=None, *, alpha=1e-4, max_iter=50
     the features are computed in row chunks and recomputed per evaluation when
     they would not fit in 256 MiB.
 
+    **Dask input** (federated refit). ``X`` may be a dask array or DataFrame
+    (with ``y``, and ``sample_weight`` if given, dask collections partitioned
+    alike) while a ``dask.distributed`` client is running. The rows never
+    reach the client: the model is sent to the workers once, every partition
+    is computed, encoded (a Pipeline's preprocessing included) and kept on its
+    worker, and at every evaluation of the objective the client sends the
+    leaf values (``M * L * C`` float64) to each partition and receives its
+    loss sum, gradient sum (``M * L * C`` float64) and weight sum, whatever
+    its number of rows. The client adds them up and runs the same L-BFGS-B;
+    the result equals the refit on the same rows in memory up to the order
+    of float64 sums. Each partition keeps its features when they fit in
+    256 MiB.
+
     Parameters
     ----------
     estimator : SoftTreeEnsembleClassifier, SoftTreeEnsembleRegressor or Pipeline
         A fitted ensemble; it is not modified.
-    X : array-like of shape (n_samples, n_features)
-        Data on which the leaves are re-solved (not modified).
+    X : array-like of shape (n_samples, n_features), dask array or DataFrame
+        Data on which the leaves are re-solved (not modified). A dask
+        collection is refitted federated, on the workers (see above).
     y : array-like of shape (n_samples,) or (n_samples, n_targets)
         Targets: labels among ``estimator.classes_``, or regression targets
-        (real, finite and within float32's range, as in ``fit``).
+        (real, finite and within float32's range, as in ``fit``). A dask
+        collection partitioned like ``X`` when ``X`` is one.
     sample_weight : array-like of shape (n_samples,), default=None
-        Non-negative per-sample weights of the loss.
+        Non-negative per-sample weights of the loss (a dask collection
+        partitioned like ``X`` when ``X`` is one; a partition may weigh 0).
     alpha : float in [0, 1e30], default=1e-4
         L2 penalty on the leaf values (``0``: none; the problem is then
         convex but not strictly).
