@@ -524,3 +524,22 @@ def test_a_dataframe_with_strings_and_missing_values_shares_one_encoder(monkeypa
     assert len(fits) == 1 and rounds.n_rounds_ == 2
     assert all(h["validation_loss"] is not None for h in rounds.history_)
     assert rounds.predict(frame).shape == (len(Y),)
+
+
+@pytest.mark.parametrize("setting, expected", [
+    ("auto", [102, 102, 51]),  # 256 x the shard's share of the 200 rows: 40, 40 and 20 %
+    (16, [16, 16, 16]),
+    (None, [None, None, None]),  # the estimator's own
+])
+def test_shard_batch_size_keeps_the_full_data_steps_per_epoch(setting, expected):
+    base = _base(max_epochs=1, batch_size=256)
+    est = ShardedSoftTreeEnsemble(base, n_shards=3, split="contiguous",
+                                  shard_batch_size=setting, random_state=0)
+    sizes = np.array([80, 80, 40])
+    est.shard_sizes_ = sizes
+    assert est._shard_batch_sizes(base) == expected
+    fitted = ShardedSoftTreeEnsemble(base, n_shards=2, shard_batch_size=setting,
+                                     random_state=0).fit(X, Y)
+    half = {"auto": 128, 16: 16, None: 256}[setting]
+    assert [m.batch_size for m in fitted.estimators_] == [half, half]
+    assert fitted.get_params()["estimator"].batch_size == 256  # the user's estimator
