@@ -17,8 +17,8 @@ default):
   weight matching (WM) and activation matching (AM) with ``perm`` (tree permutation only) and
   ``all`` (every invariance) -- the five curves of the paper (``benchmarks.lmc.core``);
 * the WM-``all`` merge at lambda = 0.5 is re-solved with :func:`~sktree_lmc.refit_leaves` on
-  the training rows (``--refit-iter`` L-BFGS iterations, 100 by default), and the naive merge too (does refitting make alignment unnecessary?);
-  their accuracies go to ``refit.csv``.
+  the training rows (``--refit-iter`` L-BFGS iterations, 100 by default), and the naive merge
+  too (does refitting make alignment unnecessary?); their accuracies go to ``refit.csv``.
 
 Fitted models are cached with joblib under ``--out``; CSV rows are appended as they are
 measured, so an interrupted run resumes.
