@@ -197,6 +197,22 @@ def _partitions(obj, name, n_rows_per_part=None):
     return parts, sizes
 
 
+def aligned_partitions(X, y, sample_weight=None):
+    """The partitions of ``X``, ``y`` and ``sample_weight`` (``[]`` when None),
+    checked to be partitioned alike (a ValueError says how they differ)."""
+    X_parts, _ = _partitions(X, "X")
+    y_parts, _ = _partitions(y, "y")
+    w_parts = [] if sample_weight is None else _partitions(sample_weight, "sample_weight")[0]
+    P = len(X_parts)
+    if len(y_parts) != P or (w_parts and len(w_parts) != P):
+        raise ValueError(
+            f"X has {P} partitions but y has {len(y_parts)}"
+            + (f" and sample_weight {len(w_parts)}" if w_parts else "")
+            + "; they must be partitioned alike."
+        )
+    return X_parts, y_parts, w_parts
+
+
 def _concat_shard(k, is_classifier, n_parts, *parts):
     """Assemble shard ``k`` from its partitions (X parts, y parts, weight parts).
 
@@ -262,16 +278,8 @@ class _DaskShards:
                 "X is a dask collection but no dask.distributed Client is running: create "
                 "one (e.g. Client(LocalCluster())) before calling fit."
             ) from exc
-        X_parts, _ = _partitions(X, "X")
-        y_parts, _ = _partitions(y, "y")
-        w_parts = [] if sample_weight is None else _partitions(sample_weight, "sample_weight")[0]
+        X_parts, y_parts, w_parts = aligned_partitions(X, y, sample_weight)
         P = len(X_parts)
-        if len(y_parts) != P or (w_parts and len(w_parts) != P):
-            raise ValueError(
-                f"X has {P} partitions but y has {len(y_parts)}"
-                + (f" and sample_weight {len(w_parts)}" if w_parts else "")
-                + "; they must be partitioned alike."
-            )
         if n_shards > P:
             raise ValueError(
                 f"n_shards={n_shards} but X has only {P} partitions: with dask input every "

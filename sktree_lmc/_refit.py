@@ -257,7 +257,7 @@ class _FederatedLeafObjective(_LeafObjective):
     worker and receives its loss, gradient and weight sums."""
 
     def __init__(self, estimator, head, X, y, sample_weight, alpha):
-        from ._federated import _partitions
+        from ._federated import aligned_partitions
 
         try:
             from distributed import get_client
@@ -272,16 +272,8 @@ class _FederatedLeafObjective(_LeafObjective):
                 "one (e.g. Client(LocalCluster())) before calling refit_leaves."
             ) from exc
         self.alpha = float(alpha)
-        X_parts, _ = _partitions(X, "X")
-        y_parts, _ = _partitions(y, "y")
-        w_parts = [] if sample_weight is None else _partitions(sample_weight, "sample_weight")[0]
+        X_parts, y_parts, w_parts = aligned_partitions(X, y, sample_weight)
         P = len(X_parts)
-        if len(y_parts) != P or (w_parts and len(w_parts) != P):
-            raise ValueError(
-                f"X has {P} partitions but y has {len(y_parts)}"
-                + (f" and sample_weight {len(w_parts)}" if w_parts else "")
-                + "; they must be partitioned alike."
-            )
         # The model travels once (hash=False: a fresh key, never shared with
         # another call's data); the partitions are computed on the workers and
         # every partition's rows are encoded and kept there.
