@@ -160,6 +160,10 @@ class _LocalShards:
     def collect(self, handles):
         return [_public(est) for est in handles]
 
+    def gather(self, handles):
+        """The shard estimators with their Adam states (for a checkpoint)."""
+        return [copy.deepcopy(est) for est in handles]
+
     def loss(self, merged, validation=False):
         parts = [_shard_loss(merged, d) for d in (self.val if validation else self.data)]
         return sum(p[0] for p in parts) / sum(p[1] for p in parts)
@@ -327,6 +331,11 @@ class _DaskShards:
     def collect(self, handles):
         return self.client.gather([self.client.submit(_public, h, pure=False) for h in handles])
 
+    def gather(self, handles):
+        """The shard estimators with their Adam states (for a checkpoint):
+        parameters from the workers, no rows."""
+        return self.client.gather(list(handles))
+
     def loss(self, merged, validation=False):
         # hash=False: a fresh key per call. With the content hash, the training and
         # validation losses of one round scatter the same model under one key, and
@@ -379,6 +388,7 @@ def _check_server_step(params, r, learning_rate, momentum):
 
 def run_rounds(shards, clones, weights, merge, *, n_rounds, keep_optimizer=True,
                server_momentum=0.0, server_learning_rate=1.0, validation=None, progress=None,
+               checkpoint=None, resume=None,
                later_params=None):
     """Run the federated rounds on ``shards`` (a :class:`_LocalShards` or
     :class:`_DaskShards`).
@@ -414,6 +424,15 @@ def run_rounds(shards, clones, weights, merge, *, n_rounds, keep_optimizer=True,
     later_params : dict or None
         Hyperparameters set on the shard estimators from round 2 on (e.g.
         ``max_epochs`` when round 1 is longer).
+    checkpoint : callable or None
+        Called after every round with the state to resume from (a dict of
+        plain objects: ``round``, ``shards``, the fitted shard estimators with
+        their Adam states, ``merged``, ``aligner``, ``history``, ``server``
+        and ``early_stopping``). The shard estimators are gathered from the
+        workers for dask input: parameters, never rows.
+    resume : dict or None
+        A state given to ``checkpoint``: the rounds continue after its round,
+        as if they had not been interrupted.
 
     Returns
     -------
@@ -424,13 +443,18 @@ def run_rounds(shards, clones, weights, merge, *, n_rounds, keep_optimizer=True,
     """
     import time
 
-    rounds = range(n_rounds)
     handles, history = None, []
     merged = aligner = None
     best = (np.inf, None, None)
     velocity = previous = server_al = None
-    no_improve = 0
-    for r in rounds:
+    no_improve, first = 0, 0
+    if resume is not None:
+        first, handles = resume["round"], list(resume["shards"])
+        merged, aligner = resume["merged"], resume["aligner"]
+        history = list(resume["history"])
+        velocity, previous, server_al = resume["server"]
+        best, no_improve = resume["early_stopping"]
+    for r in range(first, n_rounds):
         start_time = time.perf_counter()
         sent = 0
         if r == 0:
@@ -471,6 +495,11 @@ def run_rounds(shards, clones, weights, merge, *, n_rounds, keep_optimizer=True,
         if progress is not None:
             progress.step(r, train_loss=entry["train_loss"],
                           validation_loss=entry["validation_loss"])
+        if checkpoint is not None:
+            checkpoint({"round": r + 1, "shards": shards.gather(handles), "merged": merged,
+                        "aligner": aligner, "history": copy.deepcopy(history),
+                        "server": (velocity, previous, server_al),
+                        "early_stopping": (best, no_improve)})
         if validation is not None and no_improve >= patience:
             break
     if validation is not None and best[1] is not None:

@@ -10,8 +10,10 @@ workers) and merges the fitted clones with the N-way merge of
 from __future__ import annotations
 
 import copy
+import os
 from numbers import Integral, Real
 
+import joblib
 import numpy as np
 from sklearn.base import BaseEstimator, MetaEstimatorMixin, _fit_context, clone
 from sklearn.metrics import accuracy_score, r2_score
@@ -303,6 +305,15 @@ class ShardedSoftTreeEnsemble(MetaEstimatorMixin, BaseEstimator):
         end (:func:`refit_leaves`): at the merging site for in-memory input;
         with dask input, federated (every partition computes its loss and
         gradient sums on its worker at each evaluation, the rows never move).
+    checkpoint : str, path-like or callable, default=None
+        After every round, the state to resume from (the round, the merged
+        model and aligner, the shard models with their Adam states, the
+        history, the server optimizer's and the round-level early stopping's
+        state; for dask input the shard models are gathered from the
+        workers: parameters, no rows): written to this file with
+        :func:`joblib.dump` (atomically: a crash never leaves half a file),
+        or passed to this callable. ``fit(X, y, resume_from=...)`` continues
+        from it.
     n_jobs : int, default=None
         Passed to :class:`joblib.Parallel` (not 0; negative values count back
         from the CPUs, as in joblib); None uses the active backend's
@@ -421,6 +432,7 @@ class ShardedSoftTreeEnsemble(MetaEstimatorMixin, BaseEstimator):
             _NumberInterval(Real, 0, _MAX_SERVER_LEARNING_RATE, closed="right")
         ],
         "first_round_epochs": [_NumberInterval(Integral, 1, None, closed="left"), None],
+        "checkpoint": [str, os.PathLike, callable, None],
         "shard_batch_size": [StrOptions({"auto"}),
                              _NumberInterval(Integral, 1, None, closed="left"), None],
         "refit_leaves": ["boolean"],
@@ -436,8 +448,8 @@ class ShardedSoftTreeEnsemble(MetaEstimatorMixin, BaseEstimator):
     def __init__(self, estimator=None, *, n_shards=4, split="iid", skew=0.8, aligner="wm",
                  merge_weights="size", n_rounds=1, keep_optimizer_state=True,
                  server_momentum=0.0, server_learning_rate=1.0, first_round_epochs=None,
-                 shard_batch_size="auto", refit_leaves=False, n_jobs=None, random_state=None,
-                 verbose=0):
+                 shard_batch_size="auto", refit_leaves=False, checkpoint=None, n_jobs=None,
+                 random_state=None, verbose=0):
         self.estimator = estimator
         self.n_shards = n_shards
         self.split = split
@@ -451,9 +463,46 @@ class ShardedSoftTreeEnsemble(MetaEstimatorMixin, BaseEstimator):
         self.first_round_epochs = first_round_epochs
         self.shard_batch_size = shard_batch_size
         self.refit_leaves = refit_leaves
+        self.checkpoint = checkpoint
         self.n_jobs = n_jobs
         self.random_state = random_state
         self.verbose = verbose
+
+    def _checkpoint_writer(self):
+        """A callable for ``run_rounds`` from ``checkpoint`` (None, a callable,
+        or a path written atomically with joblib after every round)."""
+        if self.checkpoint is None or callable(self.checkpoint):
+            return self.checkpoint
+        path = os.fspath(self.checkpoint)
+
+        def write(state):
+            tmp = f"{path}.tmp"
+            joblib.dump(state, tmp)
+            os.replace(tmp, path)  # a reader never sees a half-written file
+
+        return write
+
+    def _resume_state(self, resume_from):
+        """The state of ``resume_from`` (a path or a dict), checked against
+        this fit's settings."""
+        if resume_from is None:
+            return None
+        state = resume_from
+        if not isinstance(state, dict):
+            state = joblib.load(os.fspath(resume_from))
+        if not isinstance(state, dict) or "round" not in state or "shards" not in state:
+            raise ValueError("resume_from is not a checkpoint of ShardedSoftTreeEnsemble.")
+        if len(state["shards"]) != self.n_shards:
+            raise ValueError(
+                f"resume_from holds {len(state['shards'])} shard models but n_shards="
+                f"{self.n_shards}."
+            )
+        if not 1 <= state["round"] <= self.n_rounds:
+            raise ValueError(
+                f"resume_from is the checkpoint of round {state['round']}, outside the "
+                f"n_rounds={self.n_rounds} of this fit."
+            )
+        return state
 
     def _shard_batch_sizes(self, base):
         """Minibatch size of every shard's fit (None: the estimator's).
@@ -477,7 +526,7 @@ class ShardedSoftTreeEnsemble(MetaEstimatorMixin, BaseEstimator):
         return get_tags(self._base_estimator()).estimator_type == "classifier"
 
     @_fit_context(prefer_skip_nested_validation=False)
-    def fit(self, X, y, sample_weight=None):
+    def fit(self, X, y, sample_weight=None, resume_from=None):
         """Split the data into shards, fit one clone per shard, merge; ``n_rounds`` times.
 
         Parameters
@@ -499,6 +548,12 @@ class ShardedSoftTreeEnsemble(MetaEstimatorMixin, BaseEstimator):
         sample_weight : array-like of shape (n_samples,), default=None
             Per-sample weights, passed to each shard's fit with its rows
             (partitioned like ``X`` for dask input).
+        resume_from : str, path-like or dict, default=None
+            A checkpoint written by ``checkpoint`` (the file, or the state
+            given to a callable): the rounds continue after the checkpoint's
+            round, with its merged model, shard models and Adam states, as if
+            they had not been interrupted (same data, same settings; the
+            result equals an uninterrupted fit's).
 
         Returns
         -------
@@ -570,6 +625,7 @@ class ShardedSoftTreeEnsemble(MetaEstimatorMixin, BaseEstimator):
             server_learning_rate=self.server_learning_rate,
             validation=validation, progress=progress,
             later_params={"max_epochs": base.max_epochs},
+            checkpoint=self._checkpoint_writer(), resume=self._resume_state(resume_from),
         )
         self.estimators_ = result["estimators"]
         self.merged_, self.aligner_ = result["merged"], result["aligner"]

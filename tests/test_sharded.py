@@ -543,3 +543,37 @@ def test_shard_batch_size_keeps_the_full_data_steps_per_epoch(setting, expected)
     half = {"auto": 128, 16: 16, None: 256}[setting]
     assert [m.batch_size for m in fitted.estimators_] == [half, half]
     assert fitted.get_params()["estimator"].batch_size == 256  # the user's estimator
+
+
+def test_checkpoint_and_resume_equal_an_uninterrupted_fit(tmp_path):
+    """Rounds 1-2 with a checkpoint file, then a new fit resumed from it for
+    rounds 3-4: the same merged model, history and shard states as 4 rounds
+    in one go (Adam's state included)."""
+    kw = dict(n_shards=2, n_rounds=4, random_state=0, server_momentum=0.5)
+    base = _base(max_epochs=1, early_stopping=False)
+    whole = ShardedSoftTreeEnsemble(base, **kw).fit(X, Y)
+    path = tmp_path / "rounds.joblib"
+    states = []
+
+    class Stop(Exception):
+        pass
+
+    def keep_two(state):
+        states.append(state)
+        ShardedSoftTreeEnsemble(base, **kw, checkpoint=path)._checkpoint_writer()(state)
+        if state["round"] == 2:
+            raise Stop  # the fit dies after round 2
+
+    with pytest.raises(Stop):
+        ShardedSoftTreeEnsemble(base, **kw, checkpoint=keep_two).fit(X, Y)
+    assert [s["round"] for s in states] == [1, 2] and path.exists()
+    assert all(m.optimizer_state_ is not None for m in states[-1]["shards"])
+    resumed = ShardedSoftTreeEnsemble(base, **kw, checkpoint=path).fit(X, Y, resume_from=path)
+    _assert_same_params(resumed.merged_.tree_params_, whole.merged_.tree_params_)
+    assert [h["train_loss"] for h in resumed.history_] == [h["train_loss"]
+                                                           for h in whole.history_]
+    assert resumed.n_rounds_ == 4
+    with pytest.raises(ValueError, match="n_shards=3"):
+        ShardedSoftTreeEnsemble(base, **{**kw, "n_shards": 3}).fit(X, Y, resume_from=path)
+    with pytest.raises(ValueError, match="not a checkpoint"):
+        ShardedSoftTreeEnsemble(base, **kw).fit(X, Y, resume_from={"nope": 1})

@@ -142,3 +142,20 @@ def test_dask_encoder_from_the_workers_summaries(client):
     assert est.predict(frame).shape == (n,)
     with pytest.raises(ValueError, match="numeric_encoding='quantile_normal'"):
         clone(est).set_params(estimator__numeric_encoding="quantile_normal").fit(Xd, Yd)
+
+
+def test_dask_checkpoint_and_resume(client, tmp_path):
+    """A checkpoint of dask rounds holds the shard models gathered from the
+    workers (parameters only); resuming from it gives the uninterrupted result."""
+    est = ShardedSoftTreeEnsemble(_base(), n_shards=3, split="contiguous", n_rounds=3,
+                                  random_state=0)
+    Xd = da.from_array(X, chunks=(100, 5))
+    Yd = da.from_array(Y, chunks=100)
+    whole = clone(est).fit(Xd, Yd)
+    states = []
+    clone(est).set_params(checkpoint=states.append).fit(Xd, Yd)
+    assert [s["round"] for s in states] == [1, 2, 3]
+    second = {**states[1], "history": list(states[1]["history"])}
+    resumed = clone(est).fit(Xd, Yd, resume_from=second)
+    _assert_same_params(resumed.merged_.tree_params_, whole.merged_.tree_params_)
+    assert resumed.n_rounds_ == 3
