@@ -35,7 +35,7 @@ from ._bridge import (
 from ._device import DEVICE_CONSTRAINT, resolve_device
 from ._estimators import _NumberInterval
 from ._federated import _align_optimizer_state
-from ._matching import INVARIANCES
+from ._matching import INVARIANCES, dp_cost
 from ._nway import _check_weights, align_many
 from ._training import ProgressLog
 
@@ -256,7 +256,8 @@ class ModelAligner(BaseEstimator):
         if self.verbose:
             print(f"{type(self).__name__}: aligning {K} models ({arch.name}, depth "
                   f"{arch.depth}, {ref.tree_params_.n_trees} trees; {self.method}, "
-                  f"invariances={self.invariances!r})", file=sys.stderr, flush=True)
+                  f"invariances={self.invariances!r}){_search_estimate(self, arch, ref)}",
+                  file=sys.stderr, flush=True)
         result = align_many(
             params, arch, w, method=self.method, invariances=self.invariances,
             outputs=outputs, max_iter=max_iter, reference=self.reference,
@@ -362,6 +363,18 @@ def _aligned_state(est, alignment):
     if state is None:
         return {}
     return {"optimizer_state_": _align_optimizer_state(state, alignment)}
+
+
+def _search_estimate(aligner, arch, ref):
+    """``"; exact search about N s per matching"`` for the architectures whose
+    symmetry group is searched exactly (the estimate of :func:`dp_cost`, one
+    core, for the M x M table), else ``""``: the time left of a pairwise
+    alignment, which is one search."""
+    exact = arch.flip_recursive or (arch.level_search and arch.depth <= 6)
+    if aligner.invariances != "all" or not exact:
+        return ""
+    seconds, _ = dp_cost(arch, ref.tree_params_.n_trees ** 2)
+    return f"; exact search about {seconds:.2g} s per matching on one core"
 
 
 def check_aligner(aligner):
