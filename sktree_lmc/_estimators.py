@@ -872,6 +872,15 @@ class SoftTreeEnsembleClassifier(ClassifierMixin, _BaseSoftTreeEnsemble):
         - ``"none"``: the values as given (the paper's protocol, which
           preprocesses outside the estimator).
 
+        On 10,000-row samples of seven Tabular-Benchmark datasets the
+        piecewise-linear and quantile-normal encodings were as accurate on
+        average (74.70 and 74.62 % test accuracy, 3 seeds), each better on
+        three datasets. **On small data prefer ``"quantile_normal"``**: on the
+        bundled MagicTelescope sample (1,500 training rows) it reached 84.9 %
+        against 79.1 % (3 seeds), because the piecewise-linear encoding's
+        extra capacity overfits within a few epochs there (its validation
+        loss is lowest after about 10 epochs). See ``docs/benchmarks.md``.
+
         Missing values (NaN, None, ``pd.NA``) are accepted in every column:
         they are encoded as zeros plus a missing-indicator feature per column
         that had missing values in ``fit``. See :class:`TabularEncoder`.
@@ -1290,6 +1299,15 @@ class SoftTreeEnsembleRegressor(RegressorMixin, _BaseSoftTreeEnsemble):
           distribution; ``"standard"``: ``(x - mean) / std``;
         - ``"none"``: the values as given (the paper's protocol, which
           preprocesses outside the estimator).
+
+        On 10,000-row samples of seven Tabular-Benchmark datasets the
+        piecewise-linear and quantile-normal encodings were as accurate on
+        average (74.70 and 74.62 % test accuracy, 3 seeds), each better on
+        three datasets. **On small data prefer ``"quantile_normal"``**: on the
+        bundled MagicTelescope sample (1,500 training rows) it reached 84.9 %
+        against 79.1 % (3 seeds), because the piecewise-linear encoding's
+        extra capacity overfits within a few epochs there (its validation
+        loss is lowest after about 10 epochs). See ``docs/benchmarks.md``.
 
         Missing values (NaN, None, ``pd.NA``) are accepted in every column:
         they are encoded as zeros plus a missing-indicator feature per column
