@@ -358,19 +358,11 @@ def summarize(columns, categorical, *, numeric_encoding="piecewise_linear", n_bi
     Raises
     ------
     ValueError
-        For infinite or non-numeric values in a numeric column, and for
-        ``numeric_encoding="quantile_normal"`` with a ``sketch_size`` (its
-        fit needs every value).
+        For infinite or non-numeric values in a numeric column.
     """
     if numeric_encoding not in NUMERIC_ENCODINGS:
         raise ValueError(f"numeric_encoding must be one of {NUMERIC_ENCODINGS}, got "
                          f"{numeric_encoding!r}.")
-    if sketch_size is not None and numeric_encoding == "quantile_normal":
-        raise ValueError(
-            "numeric_encoding='quantile_normal' needs every value of a column; it cannot be "
-            "fitted from quantile sketches (e.g. dask partitions). Use "
-            "numeric_encoding='piecewise_linear', 'standard' or 'none'."
-        )
     if sketch_size is not None and sketch_size < 2:
         raise ValueError(f"sketch_size must be at least 2, got {sketch_size}.")
     categorical = np.asarray(categorical, dtype=bool)
@@ -398,7 +390,11 @@ def summarize(columns, categorical, *, numeric_encoding="piecewise_linear", n_bi
             entry["mean"] = mean
             entry["m2"] = float(((present - mean) ** 2).sum()) if present.size else 0.0
         elif numeric_encoding == "quantile_normal":
-            entry["values"] = present
+            if sketch_size is None or present.size <= sketch_size:
+                entry["values"] = present
+            else:  # the transform's quantiles come from the merged sketches
+                entry["quantiles"] = np.quantile(present, np.linspace(0.0, 1.0, sketch_size),
+                                                 method="linear")
         elif numeric_encoding == "piecewise_linear":
             if sketch_size is None or present.size <= sketch_size:
                 entry["values"] = present
@@ -530,6 +526,23 @@ def _merged_knots(parts, n_bins):
     sketches = [(part["count"], np.sort(part["values"]) if part.get("values") is not None
                  else part["quantiles"]) for part in parts]
     return np.unique(_mixture_quantiles(sketches, np.linspace(0.0, 1.0, n_bins + 1)))
+
+
+def _merged_quantile_points(parts):
+    """The values a quantile transform of a numeric column is fitted on, from
+    its parts' summaries: the pooled values when every part sent them (the
+    exact fit), else the merged sketch's quantiles at ``min(1000, count)``
+    evenly spaced levels, which are the quantiles the exact fit would store,
+    up to the sketch's error."""
+    parts = [part for part in parts if part["count"] > 0]
+    if not parts:
+        return np.zeros(0)
+    if all(part.get("values") is not None for part in parts):
+        return np.concatenate([part["values"] for part in parts])
+    sketches = [(part["count"], np.sort(part["values"]) if part.get("values") is not None
+                 else part["quantiles"]) for part in parts]
+    total = sum(part["count"] for part in parts)
+    return _mixture_quantiles(sketches, np.linspace(0.0, 1.0, min(1000, total)))
 
 
 class TabularEncoder:
@@ -775,13 +788,7 @@ class TabularEncoder:
             elif self.numeric_encoding == "standard":
                 center, scale = _merged_moments(parts)
             elif self.numeric_encoding == "quantile_normal":
-                if any(part.get("values") is None for part in parts):
-                    raise ValueError(
-                        "numeric_encoding='quantile_normal' needs every value of a column; it "
-                        "cannot be fitted from quantile sketches (e.g. dask partitions). Use "
-                        "numeric_encoding='piecewise_linear', 'standard' or 'none'."
-                    )
-                present = np.concatenate([part["values"] for part in parts])
+                present = _merged_quantile_points(parts)
                 if present.size:
                     qt = QuantileTransformer(
                         output_distribution="normal", n_quantiles=min(1000, present.size),

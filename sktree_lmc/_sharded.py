@@ -540,9 +540,9 @@ class ShardedSoftTreeEnsemble(MetaEstimatorMixin, BaseEstimator):
             gathered to the client: its partitions are the shards (groups of
             consecutive partitions when there are more partitions than
             ``n_shards``), the encoder is fitted from summaries of the shards
-            computed on the workers (``numeric_encoding="quantile_normal"``
-            is not available), the shard fits run on the workers, and only
-            parameters and summaries travel.
+            computed on the workers (quantile sketches of the numeric
+            columns, category counts), the shard fits run on the workers, and
+            only parameters and summaries travel.
         y : array-like of shape (n_samples,) or (n_samples, n_targets)
             Targets; a dask collection partitioned like ``X`` when ``X`` is one.
         sample_weight : array-like of shape (n_samples,), default=None
@@ -690,12 +690,6 @@ class ShardedSoftTreeEnsemble(MetaEstimatorMixin, BaseEstimator):
         return proto._make_encoder(columns, by_dtype)
 
     def _dask_shards(self, X, y, sample_weight, is_clf, base):
-        if base.numeric_encoding == "quantile_normal":
-            raise ValueError(
-                "numeric_encoding='quantile_normal' needs every value of a column at one site; "
-                "with dask input the encoder is fitted from the partitions' quantile sketches. "
-                "Use numeric_encoding='piecewise_linear', 'standard' or 'none'."
-            )
         if check_aligner(self.aligner).method == "am":
             raise ValueError("Activation matching (aligner='am') needs rows at the merging "
                              "site; with dask input use aligner='wm' (parameters only) or "

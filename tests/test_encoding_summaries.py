@@ -133,7 +133,7 @@ def test_sketched_knots_are_close_to_the_exact_ones():
     assert worst_level > 0 and worst_value > 0  # the sketches are sketches
 
 
-def test_sketch_summaries_are_small_and_quantile_normal_needs_every_value():
+def test_sketch_summaries_are_small():
     rng = np.random.RandomState(0)
     x = rng.randn(50000)
     summary = summarize([x], np.array([False]), sketch_size=SKETCH_SIZE)
@@ -141,12 +141,6 @@ def test_sketch_summaries_are_small_and_quantile_normal_needs_every_value():
     assert col["count"] == 50000 and "values" not in col and col["distinct"] is None
     assert col["quantiles"].shape == (SKETCH_SIZE,)
     assert col["quantiles"][0] == x.min() and col["quantiles"][-1] == x.max()
-    with pytest.raises(ValueError, match="numeric_encoding='quantile_normal'"):
-        summarize([x], np.array([False]), numeric_encoding="quantile_normal",
-                  sketch_size=SKETCH_SIZE)
-    with pytest.raises(ValueError, match="numeric_encoding='quantile_normal'"):
-        TabularEncoder.from_summaries([summary], np.array([False]),
-                                      numeric_encoding="quantile_normal")
     with pytest.raises(ValueError, match="n_bins=16, the encoder has n_bins=8"):
         TabularEncoder.from_summaries([summary], np.array([False]), n_bins=8)
     with pytest.raises(ValueError, match="does not describe the given columns"):
@@ -160,3 +154,22 @@ def test_categories_of_parts_that_cannot_be_compared_are_named():
     b = summarize([np.array([1, 2], dtype=object)], np.array([True]))
     with pytest.raises(TypeError, match="Categorical column 'c' mixes values"):
         TabularEncoder.from_summaries([a, b], np.array([True]), names=["c"])
+
+
+def test_quantile_normal_from_sketches_is_close_to_the_exact_transform():
+    """Parts that send quantile sketches instead of their values: the transform
+    is fitted on the merged sketch's quantiles, and its outputs stay within a
+    few thousandths of the transform fitted on all values."""
+    rng = np.random.RandomState(0)
+    x = np.r_[rng.lognormal(size=30000), rng.normal(5, 1, size=20000)]
+    parts = [x[:20000], x[20000:35000], x[35000:]]
+    exact = TabularEncoder("quantile_normal").fit([x], np.array([False]))
+    summaries = [summarize([p], np.array([False]), numeric_encoding="quantile_normal",
+                           sketch_size=SKETCH_SIZE) for p in parts]
+    assert all("values" not in s["columns"][0] for s in summaries)  # sketches only
+    merged = TabularEncoder.from_summaries(summaries, np.array([False]),
+                                           numeric_encoding="quantile_normal")
+    probe = np.quantile(x, np.linspace(0.001, 0.999, 500))
+    a = merged.transform([probe])[:, 0]
+    b = exact.transform([probe])[:, 0]
+    assert 0 < np.max(np.abs(a - b)) < 0.02

@@ -140,8 +140,10 @@ def test_dask_encoder_from_the_workers_summaries(client):
     for model in [*est.estimators_, est.merged_]:
         assert encoders_differ(model.encoder_, enc) is None
     assert est.predict(frame).shape == (n,)
-    with pytest.raises(ValueError, match="numeric_encoding='quantile_normal'"):
-        clone(est).set_params(estimator__numeric_encoding="quantile_normal").fit(Xd, Yd)
+    # the quantile transform too, from the shards' sketches
+    qn = clone(est).set_params(estimator__numeric_encoding="quantile_normal").fit(Xd, Yd)
+    assert qn.encoder_.numeric_encoding == "quantile_normal"
+    assert qn.predict(frame).shape == (n,)
 
 
 def test_dask_checkpoint_and_resume(client, tmp_path):
