@@ -368,12 +368,11 @@ class _BaseSoftTreeEnsemble(BaseEstimator):
             return None
         scorer = check_scoring(self, scoring=self.scoring)
         X_val, y_val = _safe_indexing(X_raw, val_idx), _safe_indexing(y, val_idx)
-        n_outputs = None
 
         def score(module, arch):
             snapshot = copy.copy(self)
             snapshot.architecture_, snapshot.tree_params_ = arch, module.to_params()
-            snapshot.n_outputs_ = n_outputs or module.leaf_value.shape[2]
+            snapshot.n_outputs_ = module.leaf_value.shape[2]
             snapshot.verbose = 0
             return float(scorer(snapshot, X_val, y_val))
 
@@ -403,8 +402,9 @@ class _BaseSoftTreeEnsemble(BaseEstimator):
                     f"classes={classes.tolist()}."
                 )
         saved = {name: getattr(self, name) for name in self._PARTIAL_FIT_PARAMS}
-        self._partial_classes = classes if classes is not None else (
-            None if first else self.classes_ if hasattr(self, "classes_") else None)
+        # the labels partial fits encode targets with (None for a regressor)
+        self._partial_classes = classes if classes is not None else getattr(
+            self, "classes_", None)
         try:
             self.set_params(**self._PARTIAL_FIT_PARAMS)
             self.fit(X, y, sample_weight=sample_weight)
@@ -464,8 +464,8 @@ class _BaseSoftTreeEnsemble(BaseEstimator):
 
     def _prepare_fit_data(self, X, y, sample_weight, warm=False):
         """Validate the training data and encode it (fitting the encoder unless
-        ``warm``); return the encoded ``X``, the validated ``y``, the encoded target, the float32
-        sample weights and the number of outputs. With ``warm``, the data must
+        ``warm``); return the encoded ``X``, the validated ``y``, the encoded
+        target, the float32 sample weights and the number of outputs. With ``warm``, the data must
         match the fitted model (features, classes or targets)."""
         # to_columns first: its check_array gives scikit-learn's errors for a
         # 1-D or empty X, before validate_data counts features (it cannot on 1-D
@@ -476,7 +476,7 @@ class _BaseSoftTreeEnsemble(BaseEstimator):
         check_consistent_length(columns[0] if columns else X, y)
         if not warm:
             self.encoder_ = self._make_encoder(columns, by_dtype)
-        X = self._encode_columns(self.encoder_.transform(columns))
+        X = self._check_encoded(self.encoder_.transform(columns))
         sample_weight = _check_sample_weight(
             sample_weight, X, dtype=np.float64, ensure_non_negative=True
         )
@@ -513,7 +513,7 @@ class _BaseSoftTreeEnsemble(BaseEstimator):
         return encoder.fit(columns, categorical, names)
 
     @staticmethod
-    def _encode_columns(X):
+    def _check_encoded(X):
         """Check encoded rows: finite in float32 (the training precision)."""
         if not np.isfinite(X).all():
             raise ValueError(
@@ -584,7 +584,7 @@ class _BaseSoftTreeEnsemble(BaseEstimator):
         """``X`` validated and encoded, float32 of shape ``(n_samples,
         n_encoded_features)``: the input of the trees (held whole; prediction
         encodes in chunks instead)."""
-        return self._encode_columns(self.encoder_.transform(self._input_columns(X)))
+        return self._check_encoded(self.encoder_.transform(self._input_columns(X)))
 
     # -- prediction ---------------------------------------------------------------
     @limit_threads
@@ -601,7 +601,7 @@ class _BaseSoftTreeEnsemble(BaseEstimator):
         device = prediction_device(self.device)
         module = SoftTreeEnsembleModule.from_params(self.architecture_, self.tree_params_, device)
         outs = [
-            predict_chunked(module, self._encode_columns(chunk), output=method)
+            predict_chunked(module, self._check_encoded(chunk), output=method)
             for _, chunk in self.encoder_.transform_chunks(columns)
         ]
         return np.concatenate(outs, axis=0)
@@ -1287,76 +1287,28 @@ class SoftTreeEnsembleRegressor(RegressorMixin, _BaseSoftTreeEnsemble):
 
     numeric_encoding : {"piecewise_linear", "quantile_normal", "standard", "none"}, \
             default="piecewise_linear"
-        Encoding of the numeric columns, fitted in ``fit`` (``encoder_``) and
-        applied in every prediction method:
-
-        - ``"piecewise_linear"``: the degree-1 spline ("hat") basis on
-          ``n_bins + 1`` quantile knots of each column (the piecewise-linear
-          encoding of Gorishniy et al., 2022): a split thresholds a
-          piecewise-linear function of each value, so raw features of any
-          scale and shape work without preprocessing;
-        - ``"quantile_normal"``: the quantile transform to a normal
-          distribution; ``"standard"``: ``(x - mean) / std``;
-        - ``"none"``: the values as given (the paper's protocol, which
-          preprocesses outside the estimator).
-
-        On 10,000-row samples of seven Tabular-Benchmark datasets the
-        piecewise-linear and quantile-normal encodings were as accurate on
-        average (74.70 and 74.62 % test accuracy, 3 seeds), each better on
-        three datasets. **On small data prefer ``"quantile_normal"``**: on the
-        bundled MagicTelescope sample (1,500 training rows) it reached 84.9 %
-        against 79.1 % (3 seeds), because the piecewise-linear encoding's
-        extra capacity overfits within a few epochs there (its validation
-        loss is lowest after about 10 epochs). See ``docs/benchmarks.md``.
-
-        Missing values (NaN, None, ``pd.NA``) are accepted in every column:
-        they are encoded as zeros plus a missing-indicator feature per column
-        that had missing values in ``fit``. See :class:`TabularEncoder`.
+        Encoding of the numeric columns, fitted in ``fit`` (``encoder_``); missing
+        values are accepted. See :class:`SoftTreeEnsembleClassifier`.
     n_bins : int, default=16
-        Quantile bins of ``"piecewise_linear"`` (fewer distinct knots for
-        columns with few distinct values).
+        Quantile bins of ``"piecewise_linear"``.
     categorical_features : "from_dtype", None, or array-like, default="from_dtype"
-        Categorical columns, as in
-        :class:`~sklearn.ensemble.HistGradientBoostingClassifier`: indices, a
-        boolean mask or feature names; ``"from_dtype"`` takes pandas
-        ``category``, ``object`` and ``string`` columns holding strings (and,
-        for a NumPy object array, the columns holding strings). They are
-        one-hot encoded; categories unseen in ``fit`` are encoded like the
-        infrequent ones (see ``max_categories``), or as all zeros.
+        Categorical columns, one-hot encoded (as in HistGradientBoosting).
     max_categories : int, default=32
-        Most frequent categories of a column that get their own feature; the
-        others share one "infrequent" feature.
+        Most frequent categories of a column with their own feature.
     lr_schedule : {"cosine", "constant"}, default="cosine"
-        Learning-rate schedule over the ``max_epochs`` of a fit, stepped per
-        minibatch: a cosine decay from ``learning_rate`` to zero, or
-        constant.
+        Learning-rate schedule over the ``max_epochs`` of a fit.
     warmup_fraction : float in [0, 1), default=0.0
-        Fraction of the steps of a fit with a linear warm-up of the
-        learning rate before the schedule.
+        Fraction of the steps with a linear warm-up of the learning rate.
     averaging : {"ema", "swa"} or None, default="ema"
-        Weight averaging; the averaged weights are the fitted model (and
-        what early stopping evaluates and restores): ``"ema"``, an
-        exponential moving average updated after every step with decay
-        ``ema_decay`` (``min(ema_decay, (1 + t) / (10 + t))`` at step ``t``, so
-        that short fits are not held back by the initialization); ``"swa"``, the uniform
-        average of the epoch-end weights of the second half of the epochs;
-        None, the last weights.
+        Weight averaging; the averaged weights are the fitted model.
     ema_decay : float in (0, 1), default=0.995
         Decay per step of ``averaging="ema"``.
     max_features : {"sqrt", "log2"}, int, float or None, default=0.5
-        Input columns each tree may split on, drawn per tree at
-        initialization, as in :class:`~sklearn.ensemble.RandomForestClassifier`
-        (a float is a fraction of the columns; None: all). The subset is
-        data in the parameters: the split weights of the other columns are
-        exactly zero and stay zero in training, so symmetry ops, alignment
-        and merging keep it (a merge unites the subsets of matched trees).
+        Input columns each tree may split on (exact zeros in the split
+        weights, kept by alignment and merging).
     scoring : str, callable or None, default="loss"
-        What early stopping monitors on the validation rows, as in
-        :class:`~sklearn.ensemble.HistGradientBoostingClassifier`: ``"loss"``
-        (the training loss), a scorer name (``"accuracy"``, ``"roc_auc"``,
-        ``"r2"``, ...), a callable ``scorer(estimator, X, y)``, or None (the
-        estimator's :meth:`score`). The kept epoch is the one with the best
-        value (``best_epoch_``).
+        What early stopping monitors (``"loss"``, a scorer, None for
+        :meth:`score`), as in HistGradientBoosting.
 
     Attributes
     ----------
