@@ -251,8 +251,7 @@ class ModelAligner(BaseEstimator):
         max_iter = self.max_iter if K > 2 else 0
         arch = ref.architecture_
         # one line (or a bar) per refinement sweep, and a closing line
-        log = ProgressLog(type(self).__name__, max(max_iter, 1),
-                          self.verbose if max_iter else 0, unit="sweep")
+        log = ProgressLog(type(self).__name__, max_iter, self.verbose, unit="sweep")
         if self.verbose:
             print(f"{type(self).__name__}: aligning {K} models ({arch.name}, depth "
                   f"{arch.depth}, {ref.tree_params_.n_trees} trees; {self.method}, "
@@ -264,7 +263,6 @@ class ModelAligner(BaseEstimator):
             weighting=self.weighting, tol=self.tol, device=device,
             progress=lambda i, obj: i and log.step(i - 1, objective=obj),
         )
-        log.verbose = self.verbose
         log.close(f"aligned {K} models, {result.n_matchings} matchings, "
                   f"{result.n_iter} refinement sweeps")
         self.alignments_ = result.alignments

@@ -302,7 +302,7 @@ class ProgressLog:
     name : str
         What is running (the estimator's class name).
     total : int
-        Number of steps planned.
+        Number of steps planned (0: none, only the closing line).
     verbose : int
         The level above.
     unit : str, default="epoch"
@@ -316,7 +316,7 @@ class ProgressLog:
         self._stream = stream
         self.start = time.perf_counter()
         self.bar = None
-        if self.verbose == 1 and _is_terminal(self.stream):
+        if self.verbose == 1 and self.total > 0 and _is_terminal(self.stream):
             try:
                 from tqdm.auto import tqdm
             except ImportError:  # pragma: no cover - optional dependency
