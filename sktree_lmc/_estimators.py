@@ -429,8 +429,13 @@ class _BaseSoftTreeEnsemble(BaseEstimator):
                 if mask is not None:
                     mask.apply(module)
         steps_per_epoch = -(-n_train // self.batch_size)
+        # ``_schedule_window`` (set by ShardedSoftTreeEnsemble on its shard
+        # estimators): (epochs before this fit, epochs of the whole run), the
+        # federated rounds being one run of the schedule.
+        before, total = getattr(self, "_schedule_window", None) or (0, self.max_epochs)
         scheduler = make_lr_scheduler(
-            optimizer, self.lr_schedule, self.warmup_fraction, steps_per_epoch * self.max_epochs
+            optimizer, self.lr_schedule, self.warmup_fraction, steps_per_epoch * total,
+            start_step=steps_per_epoch * before,
         )
         average = None
         if self.averaging is not None:

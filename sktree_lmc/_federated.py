@@ -82,6 +82,8 @@ def _continue_from(est, start):
     for key, value in start["scale"].items():
         setattr(est, key, np.array(value, copy=True))
     est.set_params(warm_start=True, **start["set_params"])
+    if start.get("schedule_window") is not None:
+        est._schedule_window = start["schedule_window"]
     return est
 
 
@@ -100,11 +102,12 @@ def _shard_fit(k, est, data, start):
 
 def _public(est):
     """What a shard sends back: the fitted estimator without optimizer state
-    (and without the meta-estimator's hook ``_shared_encoder``: its own
-    ``encoder_`` is that encoder)."""
+    (and without the meta-estimator's hooks ``_shared_encoder``, whose
+    encoder is its own ``encoder_``, and ``_schedule_window``)."""
     out = copy.copy(est)
     out.optimizer_state_ = None
     out.__dict__.pop("_shared_encoder", None)
+    out.__dict__.pop("_schedule_window", None)
     return out
 
 
@@ -151,10 +154,12 @@ class _LocalShards:
         self.val = [_hold_out(d, fraction, s, False) for d, s in zip(self.data, seeds)]
         self.data = [_hold_out(d, fraction, s, True) for d, s in zip(self.data, seeds)]
 
-    def fit(self, estimators, starts):
+    def fit(self, estimators, starts, indices):
+        """Fit (or continue) the shards ``indices``: ``estimators[i]`` and
+        ``starts[i]`` belong to shard ``indices[i]``."""
         return Parallel(n_jobs=self.n_jobs, verbose=self.verbose)(
-            delayed(_shard_fit)(k, est, data, start)
-            for k, (est, data, start) in enumerate(zip(estimators, self.data, starts))
+            delayed(_shard_fit)(k, est, self.data[k], start)
+            for k, est, start in zip(indices, estimators, starts)
         )
 
     def collect(self, handles):
@@ -324,9 +329,10 @@ class _DaskShards:
         self.data = [submit(_hold_out, d, fraction, s, True, pure=False)
                      for d, s in zip(self.data, seeds)]
 
-    def fit(self, estimators, starts):
-        return [self.client.submit(_shard_fit, k, est, data, start, pure=False)
-                for k, (est, data, start) in enumerate(zip(estimators, self.data, starts))]
+    def fit(self, estimators, starts, indices):
+        """Fit (or continue) the shards ``indices`` on their workers."""
+        return [self.client.submit(_shard_fit, k, est, self.data[k], start, pure=False)
+                for k, est, start in zip(indices, estimators, starts)]
 
     def collect(self, handles):
         return self.client.gather([self.client.submit(_public, h, pure=False) for h in handles])
@@ -386,10 +392,22 @@ def _check_server_step(params, r, learning_rate, momentum):
             )
 
 
+def sampled_shards(n_shards, r, fraction, seed):
+    """The shards that train in round ``r`` (0-based): all of them in round 1
+    or when ``fraction`` is 1, else ``max(2, round(fraction * n_shards))``
+    drawn from a stream seeded by ``seed`` and ``r`` (so that a resumed fit
+    draws what the uninterrupted one drew)."""
+    if r == 0 or fraction >= 1:
+        return list(range(n_shards))
+    m = min(n_shards, max(2, int(round(fraction * n_shards))))
+    rs = np.random.RandomState(np.append(np.asarray(seed, dtype=np.int64), r) % 2**32)
+    return sorted(rs.choice(n_shards, size=m, replace=False).tolist())
+
+
 def run_rounds(shards, clones, weights, merge, *, n_rounds, keep_optimizer=True,
                server_momentum=0.0, server_learning_rate=1.0, validation=None, progress=None,
-               checkpoint=None, resume=None,
-               later_params=None):
+               checkpoint=None, resume=None, later_params=None, schedule_windows=None,
+               shard_fraction=1.0, sample_seed=0):
     """Run the federated rounds on ``shards`` (a :class:`_LocalShards` or
     :class:`_DaskShards`).
 
@@ -400,16 +418,18 @@ def run_rounds(shards, clones, weights, merge, *, n_rounds, keep_optimizer=True,
     clones : list of estimators
         One unfitted, seeded clone per shard (round 1).
     weights : ndarray of shape (K,)
-        Merge weights.
+        Merge weights (of the shards that take part in a round, normalized
+        by the merge).
     merge : callable
         ``merge(models, weights) -> (merged estimator, fitted ModelAligner)``;
-        the aligner's ``alignments_[k]`` maps shard ``k``'s model into the
-        merged basis.
+        the aligner's ``alignments_[i]`` maps ``models[i]`` into the merged
+        basis.
     n_rounds : int
         Number of rounds ``R``.
     keep_optimizer : bool
         Whether each shard keeps its Adam state across rounds (mapped into the
-        merged basis by its alignment) or restarts Adam every round.
+        merged basis by its alignment) or restarts Adam every round. A shard
+        that did not take part in the previous round restarts it anyway.
     server_momentum : float
         FedAvgM momentum on the merged model's updates (0: plain averaging).
     server_learning_rate : float
@@ -421,29 +441,41 @@ def run_rounds(shards, clones, weights, merge, *, n_rounds, keep_optimizer=True,
     progress : ProgressLog or None
         Progress display over rounds: ``progress.step(r, ...)`` after each
         round, with the merged model's losses.
-    later_params : dict or None
-        Hyperparameters set on the shard estimators from round 2 on (e.g.
-        ``max_epochs`` when round 1 is longer).
     checkpoint : callable or None
         Called after every round with the state to resume from (a dict of
         plain objects: ``round``, ``shards``, the fitted shard estimators with
-        their Adam states, ``merged``, ``aligner``, ``history``, ``server``
-        and ``early_stopping``). The shard estimators are gathered from the
-        workers for dask input: parameters, never rows.
+        their Adam states, ``merged``, ``aligner``, ``history``, ``server``,
+        ``early_stopping`` and ``participation``). The shard estimators are
+        gathered from the workers for dask input: parameters, never rows.
     resume : dict or None
         A state given to ``checkpoint``: the rounds continue after its round,
         as if they had not been interrupted.
+    later_params : dict or None
+        Hyperparameters set on the shard estimators from round 2 on (e.g.
+        ``max_epochs`` when round 1 is longer).
+    schedule_windows : list of (int, int) or None
+        Per round, ``(epochs before it, epochs of all rounds)``: the window of
+        the learning-rate schedule that the round's local fits take
+        (the estimators' ``_schedule_window`` hook).
+    shard_fraction : float
+        Share of the shards sampled in every round after the first
+        (:func:`sampled_shards`).
+    sample_seed : int or array of int
+        Seed of the sampling.
 
     Returns
     -------
     dict
-        ``handles`` (shard estimators or futures of the last round),
-        ``estimators`` (public copies), ``merged``, ``aligner``,
+        ``handles`` (shard estimators or futures), ``estimators`` (public
+        copies of every shard's latest model), ``merged``, ``aligner``,
         ``history`` and ``n_rounds`` (rounds run).
     """
     import time
 
-    handles, history = None, []
+    K = len(clones)
+    handles, history = [None] * K, []
+    models = [None] * K  # every shard's latest model, as sent back
+    last = [None] * K  # (round, position in that round's merge) of a shard's last round
     merged = aligner = None
     best = (np.inf, None, None)
     velocity = previous = server_al = None
@@ -454,25 +486,38 @@ def run_rounds(shards, clones, weights, merge, *, n_rounds, keep_optimizer=True,
         history = list(resume["history"])
         velocity, previous, server_al = resume["server"]
         best, no_improve = resume["early_stopping"]
+        models = [_public(est) for est in handles]
+        last = list(resume.get("participation", [(first - 1, k) for k in range(K)]))
     for r in range(first, n_rounds):
         start_time = time.perf_counter()
         sent = 0
+        sampled = sampled_shards(K, r, shard_fraction, sample_seed)
+        window = None if schedule_windows is None else schedule_windows[r]
         if r == 0:
-            handles = shards.fit(clones, [None] * len(clones))
+            new = shards.fit([clones[k] for k in sampled], [None] * len(sampled), sampled)
         else:
             starts = []
             scale = {key: getattr(merged, key)
                      for key in ("y_mean_", "y_scale_") if hasattr(merged, key)}
-            for k in range(len(clones)):
-                chain = [aligner.alignments_[k]] + ([server_al] if server_al is not None else [])
-                starts.append({"params": merged.tree_params_, "alignment": _Chain(chain),
-                               "keep_optimizer": keep_optimizer, "scale": scale,
-                               "set_params": dict(later_params or {})})
+            for k in sampled:
+                # Adam's moments carry over only from the previous round's merge
+                # (whose alignment maps them into the merged basis).
+                in_basis = last[k] is not None and last[k][0] == r - 1
+                chain = None
+                if in_basis:
+                    chain = _Chain([aligner.alignments_[last[k][1]]]
+                                   + ([server_al] if server_al is not None else []))
+                starts.append({"params": merged.tree_params_, "alignment": chain,
+                               "keep_optimizer": keep_optimizer and in_basis, "scale": scale,
+                               "set_params": dict(later_params or {}),
+                               "schedule_window": window})
                 sent += _params_nbytes(merged.tree_params_)
-            handles = shards.fit(handles, starts)
-        models = shards.collect(handles)
-        received = sum(_params_nbytes(m.tree_params_) for m in models)
-        merged, aligner = merge(models, weights)
+            new = shards.fit([handles[k] for k in sampled], starts, sampled)
+        received_models = shards.collect(new)
+        for i, k in enumerate(sampled):
+            handles[k], models[k], last[k] = new[i], received_models[i], (r, i)
+        received = sum(_params_nbytes(m.tree_params_) for m in received_models)
+        merged, aligner = merge(received_models, np.asarray(weights)[sampled])
         server_al = None
         if (server_momentum > 0 or server_learning_rate != 1) and r > 0:
             params, velocity, server_al = _server_step(
@@ -481,8 +526,8 @@ def run_rounds(shards, clones, weights, merge, *, n_rounds, keep_optimizer=True,
             _check_server_step(params, r, server_learning_rate, server_momentum)
             merged.tree_params_ = params
         previous = merged.tree_params_
-        entry = {"round": r + 1, "train_loss": shards.loss(merged), "validation_loss": None,
-                 "bytes_sent": sent, "bytes_received": received,
+        entry = {"round": r + 1, "shards": list(sampled), "train_loss": shards.loss(merged),
+                 "validation_loss": None, "bytes_sent": sent, "bytes_received": received,
                  "wall_time": time.perf_counter() - start_time}
         history.append(entry)
         if validation is not None:
@@ -499,7 +544,7 @@ def run_rounds(shards, clones, weights, merge, *, n_rounds, keep_optimizer=True,
             checkpoint({"round": r + 1, "shards": shards.gather(handles), "merged": merged,
                         "aligner": aligner, "history": copy.deepcopy(history),
                         "server": (velocity, previous, server_al),
-                        "early_stopping": (best, no_improve)})
+                        "early_stopping": (best, no_improve), "participation": list(last)})
         if validation is not None and no_improve >= patience:
             break
     if validation is not None and best[1] is not None:

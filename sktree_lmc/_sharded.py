@@ -265,14 +265,38 @@ class ShardedSoftTreeEnsemble(MetaEstimatorMixin, BaseEstimator):
     n_rounds : int, default=1
         Federated rounds ``R``. ``1`` is the one-shot merge. With ``R > 1``,
         after each merge every shard continues from the merged model (warm
-        start) for the estimator's ``max_epochs`` local epochs, and the shard
-        models are aligned and merged again; ``max_epochs=5, n_rounds=10``
-        costs the computation of one 50-epoch fit on all rows. With
-        ``early_stopping=True`` on the estimator and ``R > 1``, each shard
-        holds out ``validation_fraction`` of its rows, the local fits run
-        without early stopping, and the rounds stop when the merged model's
-        loss on the held-out rows has not improved by ``tol`` for
-        ``n_iter_no_change`` rounds (the best merged model is kept).
+        start) for ``local_epochs`` epochs, and the shard models are aligned
+        and merged again. The rounds are one training run of the estimator:
+        its learning-rate schedule (``lr_schedule``, ``warmup_fraction``)
+        spans the epochs of all rounds instead of restarting in each local
+        fit, and with ``early_stopping=True`` each shard holds out
+        ``validation_fraction`` of its rows (they never leave the shard), the
+        local fits run without early stopping, the shards return the sums
+        of their validation losses, and the rounds stop when the merged
+        model's loss on all held-out rows has not improved by ``tol`` for
+        ``ceil(n_iter_no_change / local_epochs)`` rounds (the estimator's
+        patience in epochs; the best merged model is kept). The weight
+        average (``averaging``) restarts from the merged model in every
+        local fit.
+    local_epochs : "auto", int >= 1 or None, default="auto"
+        Epochs each shard trains in every round. ``"auto"``:
+        ``ceil(max_epochs / n_rounds)`` of the estimator's ``max_epochs``, so
+        that the ``R`` rounds together take the epochs (and, with
+        ``shard_batch_size="auto"``, the optimizer steps) of one fit of the
+        estimator on all rows, and the estimator that fits the full data can
+        be passed as it is; ``R = 1`` trains ``max_epochs``. An int: that
+        many per round (``max_epochs=150, n_rounds=10, local_epochs=5`` costs
+        one 50-epoch fit). None: the estimator's ``max_epochs`` in every
+        round (the behaviour before version 0.2).
+    shard_fraction : float in (0, 1], default=1.0
+        Client sampling (as FedAvg's ``C``): in every round after the first,
+        a random ``max(2, round(shard_fraction * n_shards))`` of the shards
+        (drawn from ``random_state``) continue from the merged model and are
+        merged, weighted by their sizes among the sampled shards; the other
+        shards keep their models and wait. Round 1 fits every shard (the
+        independent models that alignment starts from). A shard that did
+        not take part in the previous round restarts Adam (its moments are
+        in an older basis). Losses are evaluated on every shard.
     keep_optimizer_state : bool, default=True
         Whether each shard keeps its Adam state across rounds (mapped into
         the merged model's basis by the shard's alignment) instead of
@@ -289,7 +313,8 @@ class ShardedSoftTreeEnsemble(MetaEstimatorMixin, BaseEstimator):
         range) is a ``ValueError`` naming ``server_learning_rate`` and the
         round.
     first_round_epochs : int >= 1, default=None
-        Local epochs of round 1 (None: ``max_epochs``, like the other rounds).
+        Local epochs of round 1 (None: ``local_epochs``, like the other
+        rounds).
     shard_batch_size : "auto", int or None, default="auto"
         Minibatch size of the shard fits. ``"auto"``: the estimator's
         ``batch_size`` times the shard's share of the rows (``batch_size /
@@ -333,7 +358,7 @@ class ShardedSoftTreeEnsemble(MetaEstimatorMixin, BaseEstimator):
     Attributes
     ----------
     estimators_ : list of estimators
-        The fitted shard models (in their own bases).
+        The fitted shard models (in their own bases), each shard's latest.
     merged_ : estimator
         The merged model, used for prediction.
     aligner_ : ModelAligner
@@ -345,8 +370,10 @@ class ShardedSoftTreeEnsemble(MetaEstimatorMixin, BaseEstimator):
         Partitions of every shard (dask input only).
     shard_sizes_ : ndarray of shape (n_shards,)
         Rows per shard.
-    weights_ : ndarray of shape (n_shards,)
-        Normalized merge weights.
+    weights_ : ndarray of shape (n_merged,)
+        Normalized merge weights of the shards merged in the last round
+        (all ``n_shards`` unless ``shard_fraction < 1``; which shards:
+        ``history_[-1]["shards"]``).
     n_iter_ : int
         Rounds run (``n_rounds_``; fewer than ``n_rounds`` when round-level
         early stopping stopped), as ``n_iter_`` counts epochs for the
@@ -364,7 +391,8 @@ class ShardedSoftTreeEnsemble(MetaEstimatorMixin, BaseEstimator):
     n_rounds_ : int
         Rounds run (fewer than ``n_rounds`` when early stopping ended them).
     history_ : list of dict
-        One entry per round: ``round``, ``train_loss`` (the merged model's
+        One entry per round: ``round``, ``shards`` (the shards that trained
+        and were merged), ``train_loss`` (the merged model's
         weighted mean training loss over all shards' training rows, computed
         where the rows live), ``validation_loss`` (on the held-out rows, or
         None without early stopping), ``bytes_sent`` and ``bytes_received``
@@ -395,10 +423,11 @@ class ShardedSoftTreeEnsemble(MetaEstimatorMixin, BaseEstimator):
     >>> sharded.predict_proba(X[:2]).shape
     (2, 2)
 
-    Federated rounds: 5 rounds of 2 local epochs cost one 10-epoch fit.
+    Federated rounds: the estimator's 10 epochs as 5 rounds of 2 local epochs
+    (``local_epochs="auto"``), one run of its learning-rate schedule.
 
-    >>> rounds = ShardedSoftTreeEnsemble(base.set_params(max_epochs=2), n_shards=3,
-    ...                                  n_rounds=5, random_state=0).fit(X, y)
+    >>> rounds = ShardedSoftTreeEnsemble(base, n_shards=3, n_rounds=5,
+    ...                                  random_state=0).fit(X, y)
     >>> [h["round"] for h in rounds.history_]
     [1, 2, 3, 4, 5]
 
@@ -431,6 +460,9 @@ class ShardedSoftTreeEnsemble(MetaEstimatorMixin, BaseEstimator):
         "server_learning_rate": [
             _NumberInterval(Real, 0, _MAX_SERVER_LEARNING_RATE, closed="right")
         ],
+        "local_epochs": [StrOptions({"auto"}), _NumberInterval(Integral, 1, None, closed="left"),
+                         None],
+        "shard_fraction": [_NumberInterval(Real, 0, 1, closed="right")],
         "first_round_epochs": [_NumberInterval(Integral, 1, None, closed="left"), None],
         "checkpoint": [str, os.PathLike, callable, None],
         "shard_batch_size": [StrOptions({"auto"}),
@@ -446,8 +478,9 @@ class ShardedSoftTreeEnsemble(MetaEstimatorMixin, BaseEstimator):
     }
 
     def __init__(self, estimator=None, *, n_shards=4, split="iid", skew=0.8, aligner="wm",
-                 merge_weights="size", n_rounds=1, keep_optimizer_state=True,
-                 server_momentum=0.0, server_learning_rate=1.0, first_round_epochs=None,
+                 merge_weights="size", n_rounds=1, local_epochs="auto", shard_fraction=1.0,
+                 keep_optimizer_state=True, server_momentum=0.0, server_learning_rate=1.0,
+                 first_round_epochs=None,
                  shard_batch_size="auto", refit_leaves=False, checkpoint=None, n_jobs=None,
                  random_state=None, verbose=0):
         self.estimator = estimator
@@ -457,6 +490,8 @@ class ShardedSoftTreeEnsemble(MetaEstimatorMixin, BaseEstimator):
         self.aligner = aligner
         self.merge_weights = merge_weights
         self.n_rounds = n_rounds
+        self.local_epochs = local_epochs
+        self.shard_fraction = shard_fraction
         self.keep_optimizer_state = keep_optimizer_state
         self.server_momentum = server_momentum
         self.server_learning_rate = server_learning_rate
@@ -518,6 +553,17 @@ class ShardedSoftTreeEnsemble(MetaEstimatorMixin, BaseEstimator):
         sizes = np.asarray(self.shard_sizes_, dtype=np.float64)
         share = sizes / sizes.sum()
         return [max(1, int(round(base.batch_size * f))) for f in share]
+
+    def _round_epochs(self, base):
+        """Local epochs of every round (``local_epochs``, ``first_round_epochs``)."""
+        if self.local_epochs is None:
+            per_round = base.max_epochs
+        elif self.local_epochs == "auto":
+            per_round = -(-base.max_epochs // self.n_rounds)
+        else:
+            per_round = int(self.local_epochs)
+        first = per_round if self.first_round_epochs is None else int(self.first_round_epochs)
+        return [first] + [per_round] * (self.n_rounds - 1)
 
     def _base_estimator(self):
         return self.estimator if self.estimator is not None else SoftTreeEnsembleClassifier()
@@ -588,6 +634,11 @@ class ShardedSoftTreeEnsemble(MetaEstimatorMixin, BaseEstimator):
 
         rounds_es = base.early_stopping and self.n_rounds > 1
         batch_sizes = self._shard_batch_sizes(base)
+        epochs = self._round_epochs(base)
+        # The rounds are one run: round r's local fit takes the epochs
+        # [before, before + epochs[r]) of a schedule over sum(epochs) epochs.
+        before = np.concatenate([[0], np.cumsum(epochs)[:-1]]).tolist()
+        windows = [(int(b), int(sum(epochs))) for b in before]
         clones = []
         for seed, batch_size in zip(seeds, batch_sizes):
             est = clone(base)
@@ -598,15 +649,17 @@ class ShardedSoftTreeEnsemble(MetaEstimatorMixin, BaseEstimator):
                 est.set_params(random_state=int(seed))
             if rounds_es:
                 est.set_params(early_stopping=False)
-            if self.first_round_epochs is not None:
-                est.set_params(max_epochs=self.first_round_epochs)
+            est.set_params(max_epochs=epochs[0])
+            if self.n_rounds > 1:
+                est._schedule_window = windows[0]  # the estimators' hook (see _training_hooks)
             if self.n_rounds > 1 and self.keep_optimizer_state:
                 est.set_params(warm_start=True)  # an unfitted clone: only keeps Adam's state
             clones.append(est)
         validation = None
         if rounds_es:
             shards.hold_out(base.validation_fraction, seeds)
-            validation = (base.tol, base.n_iter_no_change)
+            # the estimator's patience in epochs, as rounds of local epochs
+            validation = (base.tol, -(-base.n_iter_no_change // max(1, epochs[-1])))
 
         aligner = check_aligner(self.aligner)
         if aligner.random_state is None:
@@ -624,7 +677,8 @@ class ShardedSoftTreeEnsemble(MetaEstimatorMixin, BaseEstimator):
             keep_optimizer=self.keep_optimizer_state, server_momentum=self.server_momentum,
             server_learning_rate=self.server_learning_rate,
             validation=validation, progress=progress,
-            later_params={"max_epochs": base.max_epochs},
+            later_params={"max_epochs": epochs[-1]}, schedule_windows=windows,
+            shard_fraction=self.shard_fraction, sample_seed=seeds,
             checkpoint=self._checkpoint_writer(), resume=self._resume_state(resume_from),
         )
         self.estimators_ = result["estimators"]
@@ -833,6 +887,10 @@ class ShardedSoftTreeEnsemble(MetaEstimatorMixin, BaseEstimator):
     #: Key of the plain-dict form of the fitted ``aligner_`` in a pickled state.
     _ALIGNER_STATE = "ModelAligner.__dict__"
 
+    #: Values of hyperparameters added since version 0.1 that reproduce the
+    #: behaviour of a meta-estimator pickled before them.
+    _LEGACY_PARAMS = {"local_epochs": None, "shard_fraction": 1.0}
+
     #: Key marking the pickled ``encoder_`` (see :meth:`__getstate__`).
     _ENCODER_STATE = "__tabular_encoder__"
 
@@ -871,6 +929,8 @@ class ShardedSoftTreeEnsemble(MetaEstimatorMixin, BaseEstimator):
         from ._matching import Alignment
 
         state = dict(state)
+        for name, value in self._LEGACY_PARAMS.items():  # pickled before they existed
+            state.setdefault(name, value)
         aligner = state.get("aligner_")
         if isinstance(aligner, dict) and self._ALIGNER_STATE in aligner:
             attrs = dict(aligner[self._ALIGNER_STATE])

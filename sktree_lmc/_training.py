@@ -374,17 +374,23 @@ def lr_factor(step, schedule, warmup_steps, total_steps):
     return 0.5 * (1.0 + math.cos(math.pi * min(1.0, progress)))
 
 
-def make_lr_scheduler(optimizer, schedule, warmup_fraction, total_steps):
+def make_lr_scheduler(optimizer, schedule, warmup_fraction, total_steps, start_step=0):
     """A :class:`torch.optim.lr_scheduler.LambdaLR` stepped once per optimizer
     step, or None for a constant learning rate without warm-up (then the
-    optimizer's learning rate is never touched)."""
+    optimizer's learning rate is never touched).
+
+    ``start_step``: the steps of the run taken before this fit (a federated
+    round continues the schedule of the rounds before it); the schedule spans
+    ``total_steps`` steps of the whole run.
+    """
     if schedule not in LR_SCHEDULES:
         raise ValueError(f"lr_schedule must be one of {LR_SCHEDULES}, got {schedule!r}.")
     warmup_steps = int(round(warmup_fraction * total_steps))
-    if schedule == "constant" and warmup_steps == 0:
+    if schedule == "constant" and warmup_steps <= start_step:
         return None
     return torch.optim.lr_scheduler.LambdaLR(
-        optimizer, lambda step: lr_factor(step, schedule, warmup_steps, total_steps)
+        optimizer,
+        lambda step: lr_factor(step + start_step, schedule, warmup_steps, total_steps),
     )
 
 

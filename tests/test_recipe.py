@@ -104,3 +104,32 @@ def test_label_smoothing_makes_probabilities_less_extreme():
     assert p_smooth.mean() < p_plain.mean() - 0.1
     # while the predicted labels stay about as good
     assert smooth.score(X, Y) > plain.score(X, Y) - 0.05
+
+
+@pytest.mark.parametrize("schedule, warmup", [("cosine", 0.0), ("cosine", 0.2),
+                                              ("constant", 0.3)])
+def test_a_scheduler_started_inside_a_run_continues_its_schedule(schedule, warmup):
+    """make_lr_scheduler(start_step=s) gives, at its step k, the learning rate of
+    the whole run's scheduler at step s + k (a federated round continues the
+    schedule of the rounds before it instead of restarting it)."""
+    import torch
+
+    from sktree_lmc._training import make_lr_scheduler
+
+    def rates(total, start, n):
+        p = torch.nn.Parameter(torch.zeros(1))
+        opt = torch.optim.SGD([p], lr=0.1)
+        sched = make_lr_scheduler(opt, schedule, warmup, total, start_step=start)
+        out = []
+        for _ in range(n):
+            out.append(opt.param_groups[0]["lr"])
+            opt.step()
+            if sched is not None:
+                sched.step()
+        return out
+
+    whole = rates(30, 0, 30)
+    pieces = rates(30, 0, 10) + rates(30, 10, 10) + rates(30, 20, 10)
+    np.testing.assert_allclose(pieces, whole, rtol=1e-12)
+    if schedule == "cosine":
+        assert whole[-1] < 0.1 * whole[int(30 * warmup)]  # it decays over the run

@@ -256,9 +256,10 @@ def test_benchmark_smoke_rounds_and_refit(tmp_path, monkeypatch):
 
 def test_rounds_history_and_cost():
     # without early stopping (the default now): no held-out rows, no validation loss
-    base = _base(max_epochs=2, early_stopping=False)
+    base = _base(max_epochs=6, early_stopping=False)
     est = ShardedSoftTreeEnsemble(base, n_shards=3, n_rounds=3, random_state=0).fit(X, Y)
     assert est.n_rounds_ == 3 and [h["round"] for h in est.history_] == [1, 2, 3]
+    assert all(h["shards"] == [0, 1, 2] for h in est.history_)
     nbytes = sum(a.nbytes for a in (est.merged_.tree_params_.split_weight,
                                     est.merged_.tree_params_.split_bias,
                                     est.merged_.tree_params_.leaf_value))
@@ -271,7 +272,8 @@ def test_rounds_history_and_cost():
     proba = est.merged_.predict_proba(X)
     expected = -np.mean(np.log(proba[np.arange(len(Y)), Y]))
     assert losses[-1] == pytest.approx(expected, rel=1e-6)
-    # every shard ran max_epochs local epochs per round, continuing (warm start)
+    # the rounds share the estimator's 6 epochs (local_epochs="auto": 2 per
+    # round), every shard continuing (warm start)
     assert all(m.n_epochs_ == 6 and len(m.loss_curve_) == 6 for m in est.estimators_)
     # only parameters come back: no optimizer state in the collected models
     assert all(m.optimizer_state_ is None for m in est.estimators_)
@@ -342,7 +344,11 @@ def test_round_options():
     momentum = ShardedSoftTreeEnsemble(base, server_momentum=0.5, **kw).fit(X, Y)
     assert momentum.history_[-1]["train_loss"] < momentum.history_[0]["train_loss"]
     longer = ShardedSoftTreeEnsemble(base, first_round_epochs=4, **kw).fit(X, Y)
-    assert all(m.n_epochs_ == 4 + 2 + 2 for m in longer.estimators_)
+    assert all(m.n_epochs_ == 4 + 1 + 1 for m in longer.estimators_)  # ceil(2 / 3) = 1
+    fixed = ShardedSoftTreeEnsemble(base, local_epochs=3, **kw).fit(X, Y)
+    assert all(m.n_epochs_ == 3 * 3 for m in fixed.estimators_)
+    legacy = ShardedSoftTreeEnsemble(base, local_epochs=None, **kw).fit(X, Y)
+    assert all(m.n_epochs_ == 3 * 2 for m in legacy.estimators_)  # max_epochs per round
     refit = ShardedSoftTreeEnsemble(base, refit_leaves=True, **kw).fit(X, Y)
     np.testing.assert_array_equal(refit.merged_.tree_params_.split_weight,
                                   keep.merged_.tree_params_.split_weight)
@@ -545,12 +551,15 @@ def test_shard_batch_size_keeps_the_full_data_steps_per_epoch(setting, expected)
     assert fitted.get_params()["estimator"].batch_size == 256  # the user's estimator
 
 
-def test_checkpoint_and_resume_equal_an_uninterrupted_fit(tmp_path):
+@pytest.mark.parametrize("sampling", [{}, {"n_shards": 3, "shard_fraction": 0.5}])
+def test_checkpoint_and_resume_equal_an_uninterrupted_fit(tmp_path, sampling):
     """Rounds 1-2 with a checkpoint file, then a new fit resumed from it for
     rounds 3-4: the same merged model, history and shard states as 4 rounds
-    in one go (Adam's state included)."""
-    kw = dict(n_shards=2, n_rounds=4, random_state=0, server_momentum=0.5)
-    base = _base(max_epochs=1, early_stopping=False)
+    in one go (Adam's state, the learning-rate schedule and the sampled shards
+    included)."""
+    kw = {"n_shards": 2, "n_rounds": 4, "random_state": 0, "server_momentum": 0.5,
+          **sampling}
+    base = _base(max_epochs=8, early_stopping=False, lr_schedule="cosine")
     whole = ShardedSoftTreeEnsemble(base, **kw).fit(X, Y)
     path = tmp_path / "rounds.joblib"
     states = []
@@ -573,7 +582,85 @@ def test_checkpoint_and_resume_equal_an_uninterrupted_fit(tmp_path):
     assert [h["train_loss"] for h in resumed.history_] == [h["train_loss"]
                                                            for h in whole.history_]
     assert resumed.n_rounds_ == 4
-    with pytest.raises(ValueError, match="n_shards=3"):
-        ShardedSoftTreeEnsemble(base, **{**kw, "n_shards": 3}).fit(X, Y, resume_from=path)
+    assert [h["shards"] for h in resumed.history_] == [h["shards"] for h in whole.history_]
+    with pytest.raises(ValueError, match="n_shards=5"):
+        ShardedSoftTreeEnsemble(base, **{**kw, "n_shards": 5}).fit(X, Y, resume_from=path)
     with pytest.raises(ValueError, match="not a checkpoint"):
         ShardedSoftTreeEnsemble(base, **kw).fit(X, Y, resume_from={"nope": 1})
+
+
+def test_rounds_take_one_run_of_the_learning_rate_schedule(monkeypatch):
+    """local_epochs="auto": 3 rounds share the estimator's 6 epochs, and every
+    round's local fit takes its window of one cosine schedule over the 6
+    epochs (not a schedule restarted per round)."""
+    from sktree_lmc import _estimators
+
+    windows = []
+    make = _estimators.make_lr_scheduler
+
+    def record(optimizer, schedule, warmup, total_steps, start_step=0):
+        windows.append((start_step, total_steps))
+        return make(optimizer, schedule, warmup, total_steps, start_step=start_step)
+
+    monkeypatch.setattr(_estimators, "make_lr_scheduler", record)
+    base = _base(max_epochs=6, lr_schedule="cosine", batch_size=300, early_stopping=False)
+    ShardedSoftTreeEnsemble(base, n_shards=2, n_rounds=3, random_state=0).fit(X, Y)
+    steps = windows[0][1] // 6  # steps per epoch of a shard
+    assert steps >= 1
+    assert sorted(windows) == [(0, 6 * steps)] * 2 + [(2 * steps, 6 * steps)] * 2 + [
+        (4 * steps, 6 * steps)] * 2
+    windows.clear()
+    ShardedSoftTreeEnsemble(base, n_shards=2, n_rounds=1, random_state=0).fit(X, Y)
+    assert windows == [(0, 6 * steps)] * 2  # one round: the estimator's own schedule
+
+
+def test_client_sampling_trains_and_weights_a_fraction_of_the_shards():
+    base = _base(max_epochs=4, early_stopping=False)
+    kw = dict(n_shards=4, n_rounds=4, random_state=0)
+    est = ShardedSoftTreeEnsemble(base, shard_fraction=0.5, **kw).fit(X, Y)
+    assert est.history_[0]["shards"] == [0, 1, 2, 3]  # round 1 fits every shard
+    later = [h["shards"] for h in est.history_[1:]]
+    assert all(len(s) == 2 and len(set(s)) == 2 for s in later)
+    assert len({tuple(s) for s in later}) > 1  # drawn per round
+    nbytes = est.history_[0]["bytes_received"] // 4
+    assert all(h["bytes_sent"] == h["bytes_received"] == 2 * nbytes for h in est.history_[1:])
+    # a shard trained its first round's epoch plus one per round it was sampled in
+    for k, m in enumerate(est.estimators_):
+        assert m.n_epochs_ == 1 + sum(k in s for s in later)
+    # the merge weights are the sampled shards' sizes, normalized among them
+    sizes = est.shard_sizes_[later[-1]].astype(float)
+    np.testing.assert_allclose(est.weights_, sizes / sizes.sum())
+    # the draw is seeded: the same fit again gives the same shards and model
+    again = ShardedSoftTreeEnsemble(base, shard_fraction=0.5, **kw).fit(X, Y)
+    assert [h["shards"] for h in again.history_] == [h["shards"] for h in est.history_]
+    _assert_same_params(again.merged_.tree_params_, est.merged_.tree_params_)
+    # a fraction leaving fewer than two shards still merges two
+    two = ShardedSoftTreeEnsemble(base, shard_fraction=0.1, **kw).fit(X, Y)
+    assert all(len(h["shards"]) == 2 for h in two.history_[1:])
+    with pytest.raises(InvalidParameterError, match="shard_fraction"):
+        ShardedSoftTreeEnsemble(base, shard_fraction=0.0, **kw).fit(X, Y)
+
+
+def test_client_sampling_weights_unequal_shards_by_their_rows():
+    """Skewed shards have unequal sizes: the merge weights of a round are the
+    sizes of the shards that took part in it."""
+    base = _base(max_epochs=2, early_stopping=False)
+    est = ShardedSoftTreeEnsemble(base, n_shards=3, split="class_skewed", n_rounds=2,
+                                  shard_fraction=0.6, random_state=1).fit(X, Y)
+    sampled = est.history_[-1]["shards"]
+    sizes = est.shard_sizes_[sampled].astype(float)
+    assert len(sampled) == 2
+    np.testing.assert_allclose(est.weights_, sizes / sizes.sum())
+
+
+def test_a_meta_estimator_pickled_before_local_epochs_keeps_its_rounds():
+    """A state without the hyperparameters added later loads with the values
+    of the old behaviour (max_epochs local epochs per round, every shard)."""
+    est = ShardedSoftTreeEnsemble(_base(), n_shards=2, random_state=0).fit(X, Y)
+    state = est.__getstate__()
+    del state["local_epochs"], state["shard_fraction"]
+    old = ShardedSoftTreeEnsemble.__new__(ShardedSoftTreeEnsemble)
+    old.__setstate__(state)
+    assert old.get_params()["local_epochs"] is None
+    assert old.get_params()["shard_fraction"] == 1.0
+    np.testing.assert_array_equal(old.predict(X), est.predict(X))
