@@ -154,7 +154,7 @@ def report(out_csv):
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--datasets", nargs="+", default=DATASETS)
-    parser.add_argument("--ks", nargs="+", type=int, default=[4, 8])
+    parser.add_argument("--ks", nargs="+", type=int, default=None, help="default: 4 8")
     parser.add_argument("--splits", nargs="+", default=["iid", "class_skewed"])
     parser.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2])
     parser.add_argument("--rounds", type=int, default=10)
@@ -168,8 +168,10 @@ def main(argv=None):
                              "one seed, 2 rounds, tiny models")
     args = parser.parse_args(argv)
     if args.smoke:
-        args.datasets, args.ks, args.seeds, args.rounds = ["MagicTelescope"], [2, 3], [0], 2
+        args.datasets, args.seeds, args.rounds = ["MagicTelescope"], [0], 2
+        args.ks = args.ks or [2, 3]
         args.n_train = args.n_test = 300
+    args.ks = args.ks or [4, 8]
     out_csv = args.out / ("federated_smoke.csv" if args.smoke else "federated.csv")
     if not args.report:
         import torch
