@@ -633,6 +633,7 @@ class TabularEncoder:
     ... })
     >>> y = [0, 0, 0, 1, 1, 1, 1, 0]
     >>> clf = SoftTreeEnsembleClassifier(n_estimators=4, max_epochs=2,
+    ...                                  numeric_encoding="piecewise_linear",
     ...                                  random_state=0).fit(X, y)
     >>> enc = clf.encoder_
     >>> isinstance(enc, TabularEncoder)
@@ -966,6 +967,8 @@ class TabularEncoder:
             return
         present = ~missing
         xp = x[present]
+        if xp.size == 0:  # all missing (at predict time): zeros, as any missing value
+            return
         if self.numeric_encoding == "piecewise_linear":
             block[present, :width] = _hat_features(xp, self.knots_[j])
         elif self.numeric_encoding == "quantile_normal":
@@ -1042,6 +1045,8 @@ def encoders_differ(a, b):
     if a is None:
         return None
     for attr in ("numeric_encoding", "n_bins", "max_categories", "n_features_in_"):
+        if attr == "n_bins" and a.numeric_encoding != "piecewise_linear":
+            continue  # only the piecewise-linear encoding has bins
         if getattr(a, attr) != getattr(b, attr):
             return f"{attr} differs: {getattr(a, attr)!r} vs {getattr(b, attr)!r}"
     for attr in ("categorical_", "has_missing_", "has_infrequent_", "widths_"):

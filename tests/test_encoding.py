@@ -266,12 +266,20 @@ def test_models_with_different_encoders_do_not_merge(mixed):
     X, y = mixed
     a = clf(random_state=1).fit(X, y)
     b = clf(random_state=2).fit(X.iloc[:200], y[:200])
-    with pytest.raises(ValueError, match="differ in their input encoding: the quantile knots "
+    with pytest.raises(ValueError, match="differ in their input encoding: the quantiles "
                                          "of column 'x0' differ"):
         merge_estimators(a, b)
-    c = clf(random_state=2, n_bins=8).fit(X, y)
+    ple = clf(random_state=1, numeric_encoding="piecewise_linear").fit(X, y)
+    b = clf(random_state=2, numeric_encoding="piecewise_linear").fit(X.iloc[:200], y[:200])
+    with pytest.raises(ValueError, match="differ in their input encoding: the quantile knots "
+                                         "of column 'x0' differ"):
+        merge_estimators(ple, b)
+    c = clf(random_state=2, numeric_encoding="piecewise_linear", n_bins=8).fit(X, y)
     with pytest.raises(ValueError, match="n_bins differs: 16 vs 8"):
-        merge_estimators(a, c)
+        merge_estimators(ple, c)
+    # n_bins is a setting of the piecewise-linear encoding only
+    a8 = clf(random_state=2, n_bins=8).fit(X, y)
+    assert encoders_differ(a.encoder_, a8.encoder_) is None
     d = clf(random_state=2, max_categories=2).fit(X, y)
     with pytest.raises(ValueError, match="input encoding"):
         ModelAligner().fit([a, d])
@@ -325,7 +333,7 @@ def test_piecewise_linear_splits_start_on_a_ramp_over_the_knots():
 
     X, y = make_classification(n_samples=300, n_features=4, random_state=0)
     X[::5, 0] = np.nan  # a missing indicator, which keeps its own random weight
-    est = clf().fit(X, y)
+    est = clf(numeric_encoding="piecewise_linear").fit(X, y)
     module = est._init_module(est.architecture_, est.encoder_.n_features_out_, 2,
                               torch.Generator().manual_seed(0), "cpu")
     w = module.split_weight.detach().numpy()

@@ -115,7 +115,7 @@ def test_pipeline_with_quantile_transformer(binary):
     X = np.exp(X)  # skewed features, which the transform normalizes
     pipe = make_pipeline(
         QuantileTransformer(n_quantiles=100, output_distribution="normal", random_state=0),
-        clf(max_epochs=20, early_stopping=False),
+        clf(max_epochs=20, early_stopping=False, **PAPER_RECIPE),  # the paper's way
     ).fit(X, y)
     assert pipe.score(X, y) > 0.85
     assert pipe.predict_proba(X).shape == (len(X), 2)

@@ -356,7 +356,8 @@ def test_split_init_reaches_the_estimator():
 
     rng = np.random.default_rng(0)
     X, y = rng.normal(size=(40, 30)), np.arange(40) % 2
-    params = {"n_estimators": 4, "max_epochs": 1, "learning_rate": 1e-12, "random_state": 0}
+    params = {"n_estimators": 4, "max_epochs": 1, "learning_rate": 1e-12, "random_state": 0,
+              "numeric_encoding": "piecewise_linear"}
     wide = SoftTreeEnsembleClassifier(split_init=1.0, **params).fit(X, y)
     default = SoftTreeEnsembleClassifier(**params).fit(X, y)
     w_wide = wide.get_tree_params().split_weight

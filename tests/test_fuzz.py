@@ -662,7 +662,8 @@ def test_all_constant_columns_give_a_constant_model(classifier):
     X = np.zeros((12, N_FEATURES))
     y = np.arange(12) % 2 if classifier else np.linspace(-1, 1, 12)
     cls = SoftTreeEnsembleClassifier if classifier else SoftTreeEnsembleRegressor
-    a, b = (cls(**{**BASE, "n_estimators": 4, "random_state": s}).fit(X, y) for s in (0, 1))
+    a, b = (cls(**{**BASE, "n_estimators": 4, "random_state": s,
+                   "numeric_encoding": "piecewise_linear"}).fit(X, y) for s in (0, 1))
     assert a.encoder_.n_features_out_ == 0
     assert a.tree_params_.split_weight.shape[2] == 0
     pred = a.predict(np.r_[X, np.ones((2, N_FEATURES))])

@@ -122,7 +122,8 @@ def test_dask_encoder_from_the_workers_summaries(client):
     y = pd.Series(((frame["lognormal"] > 1) ^ (frame["color"] == "red")).astype(int))
     Xd = dd.from_pandas(frame, npartitions=3, sort=False)
     Yd = dd.from_pandas(y, npartitions=3, sort=False)
-    base = _base(n_estimators=4, max_epochs=1, max_categories=3)
+    base = _base(n_estimators=4, max_epochs=1, max_categories=3,
+                 numeric_encoding="piecewise_linear")
     est = ShardedSoftTreeEnsemble(base, n_shards=3, random_state=0).fit(Xd, Yd)
     assert min(est.shard_sizes_) > SKETCH_SIZE
     exact = clone(base).fit(frame, y).encoder_
