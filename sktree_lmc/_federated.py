@@ -25,7 +25,10 @@ shards and seeds.
 
 from __future__ import annotations
 
+import asyncio
+import concurrent.futures
 import copy
+import time
 
 import numpy as np
 import torch
@@ -37,6 +40,20 @@ from ._encoding import _is_dataframe, summarize, to_columns
 from ._params import TreeParams
 
 __all__: list = []
+
+
+class WorkerLostError(RuntimeError):
+    """The dask workers of a sharded fit were lost: the fit stopped.
+
+    Raised when the scheduler has had no worker for ``worker_timeout``
+    seconds while the fit waits on the shards, or when a shard's task was
+    lost with its workers (``distributed.KilledWorker``, a task cancelled for
+    lost dependencies). The message names the round, what was running and
+    the unfinished shards. A :class:`RuntimeError` (not a
+    :class:`TimeoutError`, which is an :class:`OSError`): what failed is the
+    cluster the fit runs on, not an operation of this process, and a lost
+    task is no timeout at all.
+    """
 
 
 def _params_nbytes(params):
@@ -267,7 +284,10 @@ def _shard_encoding_summary(k, data, categorical, settings):
 class _DaskShards:
     """Shards made of dask partitions; everything runs on the workers."""
 
-    def __init__(self, X, y, sample_weight, n_shards, is_classifier):
+    #: Seconds of one wait on the futures before the workers are counted.
+    poll = 0.5
+
+    def __init__(self, X, y, sample_weight, n_shards, is_classifier, worker_timeout=60.0):
         try:
             from distributed import get_client
         except ImportError as exc:  # pragma: no cover - extra not installed
@@ -282,6 +302,8 @@ class _DaskShards:
                 "X is a dask collection but no dask.distributed Client is running: create "
                 "one (e.g. Client(LocalCluster())) before calling fit."
             ) from exc
+        self.worker_timeout = float(worker_timeout)
+        self.round = self.n_rounds = None  # set by run_rounds (1-based), for the errors
         X_parts, y_parts, w_parts = aligned_partitions(X, y, sample_weight)
         P = len(X_parts)
         if n_shards > P:
@@ -302,20 +324,20 @@ class _DaskShards:
             for k, g in enumerate(groups)
         ]
         del futures, xf, yf, wf
-        self.summaries = self.client.gather(
+        self.summaries = self._gather(
             [self.client.submit(_shard_summary, d, is_classifier, pure=False)
-             for d in self.data]
-        )
+             for d in self.data],
+            "reading and summarizing the partitions")
         self.partition_groups = [g.tolist() for g in groups]
 
     def summarize(self, categorical, settings):
         """Every shard's :func:`summarize`, computed on its worker (the rows stay
         there; only the summaries travel)."""
-        return self.client.gather(
+        return self._gather(
             [self.client.submit(_shard_encoding_summary, k, d, categorical, settings,
                                 pure=False)
-             for k, d in enumerate(self.data)]
-        )
+             for k, d in enumerate(self.data)],
+            "summarizing the columns for the encoder")
 
     def hold_out(self, fraction, seeds):
         submit = self.client.submit
@@ -329,12 +351,13 @@ class _DaskShards:
                 for k, (est, data, start) in enumerate(zip(estimators, self.data, starts))]
 
     def collect(self, handles):
-        return self.client.gather([self.client.submit(_public, h, pure=False) for h in handles])
+        return self._gather([self.client.submit(_public, h, pure=False) for h in handles],
+                            "fitting the shards and collecting their parameters")
 
     def gather(self, handles):
         """The shard estimators with their Adam states (for a checkpoint):
         parameters from the workers, no rows."""
-        return self.client.gather(list(handles))
+        return self._gather(list(handles), "gathering the shard models for the checkpoint")
 
     def loss(self, merged, validation=False):
         # hash=False: a fresh key per call. With the content hash, the training and
@@ -342,11 +365,74 @@ class _DaskShards:
         # the release of the first call's future can drop the data the second uses
         # ("lost dependencies").
         merged_f = self.client.scatter(merged, broadcast=True, hash=False)
-        parts = self.client.gather(
+        parts = self._gather(
             [self.client.submit(_shard_loss, merged_f, d, pure=False)
-             for d in (self.val if validation else self.data)]
-        )
+             for d in (self.val if validation else self.data)],
+            f"computing the merged model's {'validation' if validation else 'training'} loss")
         return sum(p[0] for p in parts) / sum(p[1] for p in parts)
+
+
+    def _gather(self, futures, what):
+        """The results of ``futures`` (one per shard, in shard order), waited for
+        in slices of :attr:`poll` seconds, counting the scheduler's workers
+        between slices: after ``worker_timeout`` seconds without any worker the
+        futures are cancelled and a :class:`WorkerLostError` names the round,
+        ``what`` was running and the unfinished shards. A task lost with its
+        workers (``KilledWorker``, cancelled) is a :class:`WorkerLostError` too;
+        a shard's own error (its data, its fit) is raised as it is."""
+        from distributed import KilledWorker, wait
+
+        futures = list(futures)
+        no_worker_since = None
+        while True:
+            try:
+                wait(futures, timeout=self.poll)
+                break
+            except concurrent.futures.CancelledError:  # statuses looked at below
+                break
+            except (TimeoutError, asyncio.TimeoutError):
+                pass
+            if self.client.nthreads():
+                no_worker_since = None
+                continue
+            now = time.monotonic()
+            if no_worker_since is None:
+                no_worker_since = now
+            elif now - no_worker_since >= self.worker_timeout:
+                unfinished = [k for k, f in enumerate(futures) if not f.done()]
+                self.client.cancel(futures)
+                raise WorkerLostError(self._lost_message(
+                    what, unfinished, len(futures),
+                    f"the scheduler has had no worker for {now - no_worker_since:.1f} s "
+                    f"(worker_timeout={self.worker_timeout:g})"))
+        lost = {}
+        for k, f in enumerate(futures):
+            if f.cancelled():
+                lost[k] = "cancelled"
+            elif f.status == "error":
+                exc = f.exception()
+                if isinstance(exc, KilledWorker):
+                    lost[k] = f"{type(exc).__name__}: {exc}"
+        if lost:
+            self.client.cancel(futures)
+            reasons = sorted(set(lost.values()))
+            raise WorkerLostError(self._lost_message(
+                what, sorted(lost), len(futures),
+                "their tasks were lost with their workers (" + "; ".join(reasons) + ")"))
+        return self.client.gather(futures)
+
+    def _lost_message(self, what, shards, n_shards, why):
+        where = ("Setting up the shards (before round 1)" if self.round is None
+                 else f"Round {self.round} of {self.n_rounds}")
+        if self.round is None or self.round == 1:
+            resume = ("No round had completed: fit again when the cluster has workers "
+                      "(with checkpoint= set, fit(X, y, resume_from=...) resumes from the "
+                      "last completed round).")
+        else:
+            resume = (f"With checkpoint= set, fit(X, y, resume_from=...) resumes from the "
+                      f"last completed round (round {self.round - 1}).")
+        return (f"{where} stopped while {what}: {why}; shard(s) {shards} of {n_shards} did "
+                f"not finish. {resume}")
 
 
 # ----------------------------------------------------------------------------
@@ -441,8 +527,6 @@ def run_rounds(shards, clones, weights, merge, *, n_rounds, keep_optimizer=True,
         ``estimators`` (public copies), ``merged``, ``aligner``,
         ``history`` and ``n_rounds`` (rounds run).
     """
-    import time
-
     handles, history = None, []
     merged = aligner = None
     best = (np.inf, None, None)
@@ -454,7 +538,9 @@ def run_rounds(shards, clones, weights, merge, *, n_rounds, keep_optimizer=True,
         history = list(resume["history"])
         velocity, previous, server_al = resume["server"]
         best, no_improve = resume["early_stopping"]
+    shards.n_rounds = n_rounds
     for r in range(first, n_rounds):
+        shards.round = r + 1  # 1-based, named by the errors of lost workers
         start_time = time.perf_counter()
         sent = 0
         if r == 0:
