@@ -382,6 +382,10 @@ class _DaskShards:
         a shard's own error (its data, its fit) is raised as it is."""
         from distributed import KilledWorker, wait
 
+        def lost(f):
+            return f.cancelled() or (f.status == "error"
+                                     and isinstance(f.exception(), KilledWorker))
+
         futures = list(futures)
         no_worker_since = None
         while True:
@@ -392,6 +396,8 @@ class _DaskShards:
                 break
             except (TimeoutError, asyncio.TimeoutError):
                 pass
+            if any(lost(f) for f in futures if f.done()):
+                break  # no need to wait for the other shards
             if self.client.nthreads():
                 no_worker_since = None
                 continue
@@ -405,20 +411,15 @@ class _DaskShards:
                     what, unfinished, len(futures),
                     f"the scheduler has had no worker for {now - no_worker_since:.1f} s "
                     f"(worker_timeout={self.worker_timeout:g})"))
-        lost = {}
-        for k, f in enumerate(futures):
-            if f.cancelled():
-                lost[k] = "cancelled"
-            elif f.status == "error":
-                exc = f.exception()
-                if isinstance(exc, KilledWorker):
-                    lost[k] = f"{type(exc).__name__}: {exc}"
-        if lost:
+        reasons = {k: "cancelled" if f.cancelled() else f"KilledWorker: {f.exception()}"
+                   for k, f in enumerate(futures) if f.done() and lost(f)}
+        if reasons:
+            unfinished = [k for k, f in enumerate(futures) if k in reasons or not f.done()]
             self.client.cancel(futures)
-            reasons = sorted(set(lost.values()))
             raise WorkerLostError(self._lost_message(
-                what, sorted(lost), len(futures),
-                "their tasks were lost with their workers (" + "; ".join(reasons) + ")"))
+                what, unfinished, len(futures),
+                f"the tasks of shard(s) {sorted(reasons)} were lost with their workers ("
+                + "; ".join(sorted(set(reasons.values()))) + ")"))
         return self.client.gather(futures)
 
     def _lost_message(self, what, shards, n_shards, why):

@@ -11,6 +11,7 @@
 
 import os
 import pickle
+import re
 import signal
 import threading
 import time
@@ -105,6 +106,29 @@ def test_all_workers_lost_mid_round_stops_within_worker_timeout(cluster):
     assert "resume_from=" in message and "(round 1)" in message
     assert states == [1]
     assert isinstance(info.value, RuntimeError)
+
+
+def test_a_task_killed_with_its_worker_names_the_round_and_shard():
+    """With ``allowed-failures=0`` the scheduler gives up on a task at the first
+    death of a worker running it (``KilledWorker``): the error names the round and
+    the shard, without waiting for the other shard's fit."""
+    import dask
+
+    with dask.config.set({"distributed.scheduler.allowed-failures": 0}), \
+            distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
+                                     dashboard_address=None) as cluster, \
+            distributed.Client(cluster) as client:
+        checkpoint, states, killed = _kill_during_round_2(
+            cluster, client, lambda busy: _sigkill(busy[0]))
+        est = _faulty_fit_estimator(checkpoint=checkpoint)
+        with pytest.raises(WorkerLostError) as info:
+            est.fit(da.from_array(X, chunks=(200, 5)), da.from_array(Y, chunks=200))
+    message = str(info.value)
+    assert message.startswith("Round 2 of 3 stopped while fitting the shards")
+    assert re.search(r"the tasks of shard\(s\) \[[01]\] were lost with their workers "
+                     r"\(KilledWorker: Attempted to run task '_shard_fit-", message)
+    assert re.search(r"shard\(s\) \[[01](, 1)?\] of 2 did not finish", message)
+    assert "resumes from the last completed round (round 1)" in message
 
 
 def test_one_worker_killed_mid_round_the_fit_completes(cluster):
