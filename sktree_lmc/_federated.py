@@ -372,8 +372,9 @@ class _DaskShards:
         return sum(p[0] for p in parts) / sum(p[1] for p in parts)
 
 
-    def _gather(self, futures, what):
-        """The results of ``futures`` (one per shard, in shard order), waited for
+    def _gather(self, futures, what, shards=None):
+        """The results of ``futures`` (one per shard: of shards ``shards``, by
+        default ``0, 1, ...`` in order), waited for
         in slices of :attr:`poll` seconds, counting the scheduler's workers
         between slices: after ``worker_timeout`` seconds without any worker the
         futures are cancelled and a :class:`WorkerLostError` names the round,
@@ -387,6 +388,8 @@ class _DaskShards:
                                      and isinstance(f.exception(), KilledWorker))
 
         futures = list(futures)
+        names = list(range(len(futures)) if shards is None else shards)
+        n_shards = len(self.data)
         no_worker_since = None
         while True:
             try:
@@ -405,19 +408,20 @@ class _DaskShards:
             if no_worker_since is None:
                 no_worker_since = now
             elif now - no_worker_since >= self.worker_timeout:
-                unfinished = [k for k, f in enumerate(futures) if not f.done()]
+                unfinished = [names[i] for i, f in enumerate(futures) if not f.done()]
                 self.client.cancel(futures)
                 raise WorkerLostError(self._lost_message(
-                    what, unfinished, len(futures),
+                    what, unfinished, n_shards,
                     f"the scheduler has had no worker for {now - no_worker_since:.1f} s "
                     f"(worker_timeout={self.worker_timeout:g})"))
-        reasons = {k: "cancelled" if f.cancelled() else f"KilledWorker: {f.exception()}"
-                   for k, f in enumerate(futures) if f.done() and lost(f)}
+        reasons = {names[i]: "cancelled" if f.cancelled() else f"KilledWorker: {f.exception()}"
+                   for i, f in enumerate(futures) if f.done() and lost(f)}
         if reasons:
-            unfinished = [k for k, f in enumerate(futures) if k in reasons or not f.done()]
+            unfinished = [names[i] for i, f in enumerate(futures)
+                          if names[i] in reasons or not f.done()]
             self.client.cancel(futures)
             raise WorkerLostError(self._lost_message(
-                what, unfinished, len(futures),
+                what, unfinished, n_shards,
                 f"the tasks of shard(s) {sorted(reasons)} were lost with their workers ("
                 + "; ".join(sorted(set(reasons.values()))) + ")"))
         return self.client.gather(futures)
