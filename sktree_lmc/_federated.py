@@ -25,7 +25,10 @@ shards and seeds.
 
 from __future__ import annotations
 
+import asyncio
+import concurrent.futures
 import copy
+import time
 
 import numpy as np
 import torch
@@ -37,6 +40,20 @@ from ._encoding import _is_dataframe, summarize, to_columns
 from ._params import TreeParams
 
 __all__: list = []
+
+
+class WorkerLostError(RuntimeError):
+    """The dask workers of a sharded fit were lost: the fit stopped.
+
+    Raised when the scheduler has had no worker for ``worker_timeout``
+    seconds while the fit waits on the shards, or when a shard's task was
+    lost with its workers (``distributed.KilledWorker``, a task cancelled for
+    lost dependencies). The message names the round, what was running and
+    the unfinished shards. A :class:`RuntimeError` (not a
+    :class:`TimeoutError`, which is an :class:`OSError`): what failed is the
+    cluster the fit runs on, not an operation of this process, and a lost
+    task is no timeout at all.
+    """
 
 
 def _params_nbytes(params):
@@ -162,7 +179,7 @@ class _LocalShards:
             for k, est, start in zip(indices, estimators, starts)
         )
 
-    def collect(self, handles):
+    def collect(self, handles, indices=None):
         return [_public(est) for est in handles]
 
     def gather(self, handles):
@@ -272,7 +289,10 @@ def _shard_encoding_summary(k, data, categorical, settings):
 class _DaskShards:
     """Shards made of dask partitions; everything runs on the workers."""
 
-    def __init__(self, X, y, sample_weight, n_shards, is_classifier):
+    #: Seconds of one wait on the futures before the workers are counted.
+    poll = 0.5
+
+    def __init__(self, X, y, sample_weight, n_shards, is_classifier, worker_timeout=60.0):
         try:
             from distributed import get_client
         except ImportError as exc:  # pragma: no cover - extra not installed
@@ -287,6 +307,8 @@ class _DaskShards:
                 "X is a dask collection but no dask.distributed Client is running: create "
                 "one (e.g. Client(LocalCluster())) before calling fit."
             ) from exc
+        self.worker_timeout = float(worker_timeout)
+        self.round = self.n_rounds = None  # set by run_rounds (1-based), for the errors
         X_parts, y_parts, w_parts = aligned_partitions(X, y, sample_weight)
         P = len(X_parts)
         if n_shards > P:
@@ -307,20 +329,20 @@ class _DaskShards:
             for k, g in enumerate(groups)
         ]
         del futures, xf, yf, wf
-        self.summaries = self.client.gather(
+        self.summaries = self._gather(
             [self.client.submit(_shard_summary, d, is_classifier, pure=False)
-             for d in self.data]
-        )
+             for d in self.data],
+            "reading and summarizing the partitions")
         self.partition_groups = [g.tolist() for g in groups]
 
     def summarize(self, categorical, settings):
         """Every shard's :func:`summarize`, computed on its worker (the rows stay
         there; only the summaries travel)."""
-        return self.client.gather(
+        return self._gather(
             [self.client.submit(_shard_encoding_summary, k, d, categorical, settings,
                                 pure=False)
-             for k, d in enumerate(self.data)]
-        )
+             for k, d in enumerate(self.data)],
+            "summarizing the columns for the encoder")
 
     def hold_out(self, fraction, seeds):
         submit = self.client.submit
@@ -334,13 +356,16 @@ class _DaskShards:
         return [self.client.submit(_shard_fit, k, est, self.data[k], start, pure=False)
                 for k, est, start in zip(indices, estimators, starts)]
 
-    def collect(self, handles):
-        return self.client.gather([self.client.submit(_public, h, pure=False) for h in handles])
+    def collect(self, handles, indices=None):
+        """The public models of ``handles`` (the futures of shards ``indices``)."""
+        return self._gather([self.client.submit(_public, h, pure=False) for h in handles],
+                            "fitting the shards and collecting their parameters",
+                            shards=indices)
 
     def gather(self, handles):
         """The shard estimators with their Adam states (for a checkpoint):
         parameters from the workers, no rows."""
-        return self.client.gather(list(handles))
+        return self._gather(list(handles), "gathering the shard models for the checkpoint")
 
     def loss(self, merged, validation=False):
         # hash=False: a fresh key per call. With the content hash, the training and
@@ -348,11 +373,78 @@ class _DaskShards:
         # the release of the first call's future can drop the data the second uses
         # ("lost dependencies").
         merged_f = self.client.scatter(merged, broadcast=True, hash=False)
-        parts = self.client.gather(
+        parts = self._gather(
             [self.client.submit(_shard_loss, merged_f, d, pure=False)
-             for d in (self.val if validation else self.data)]
-        )
+             for d in (self.val if validation else self.data)],
+            f"computing the merged model's {'validation' if validation else 'training'} loss")
         return sum(p[0] for p in parts) / sum(p[1] for p in parts)
+
+    def _gather(self, futures, what, shards=None):
+        """The results of ``futures`` (one per shard: of shards ``shards``, by
+        default ``0, 1, ...`` in order), waited for
+        in slices of :attr:`poll` seconds, counting the scheduler's workers
+        between slices: after ``worker_timeout`` seconds without any worker the
+        futures are cancelled and a :class:`WorkerLostError` names the round,
+        ``what`` was running and the unfinished shards. A task lost with its
+        workers (``KilledWorker``, cancelled) is a :class:`WorkerLostError` too;
+        a shard's own error (its data, its fit) is raised as it is."""
+        from distributed import KilledWorker, wait
+
+        def lost(f):
+            return f.cancelled() or (f.status == "error"
+                                     and isinstance(f.exception(), KilledWorker))
+
+        futures = list(futures)
+        names = list(range(len(futures)) if shards is None else shards)
+        n_shards = len(self.data)
+        no_worker_since = None
+        while True:
+            try:
+                wait(futures, timeout=self.poll)
+                break
+            except concurrent.futures.CancelledError:  # statuses looked at below
+                break
+            except (TimeoutError, asyncio.TimeoutError):
+                pass
+            if any(lost(f) for f in futures if f.done()):
+                break  # no need to wait for the other shards
+            if self.client.nthreads():
+                no_worker_since = None
+                continue
+            now = time.monotonic()
+            if no_worker_since is None:
+                no_worker_since = now
+            elif now - no_worker_since >= self.worker_timeout:
+                unfinished = [names[i] for i, f in enumerate(futures) if not f.done()]
+                self.client.cancel(futures)
+                raise WorkerLostError(self._lost_message(
+                    what, unfinished, n_shards,
+                    f"the scheduler has had no worker for {now - no_worker_since:.1f} s "
+                    f"(worker_timeout={self.worker_timeout:g})"))
+        reasons = {names[i]: "cancelled" if f.cancelled() else f"KilledWorker: {f.exception()}"
+                   for i, f in enumerate(futures) if f.done() and lost(f)}
+        if reasons:
+            unfinished = [names[i] for i, f in enumerate(futures)
+                          if names[i] in reasons or not f.done()]
+            self.client.cancel(futures)
+            raise WorkerLostError(self._lost_message(
+                what, unfinished, n_shards,
+                f"the tasks of shard(s) {sorted(reasons)} were lost with their workers ("
+                + "; ".join(sorted(set(reasons.values()))) + ")"))
+        return self.client.gather(futures)
+
+    def _lost_message(self, what, shards, n_shards, why):
+        where = ("Setting up the shards (before round 1)" if self.round is None
+                 else f"Round {self.round} of {self.n_rounds}")
+        if self.round is None or self.round == 1:
+            resume = ("No round had completed: fit again when the cluster has workers "
+                      "(with checkpoint= set, fit(X, y, resume_from=...) resumes from the "
+                      "last completed round).")
+        else:
+            resume = (f"With checkpoint= set, fit(X, y, resume_from=...) resumes from the "
+                      f"last completed round (round {self.round - 1}).")
+        return (f"{where} stopped while {what}: {why}; shard(s) {shards} of {n_shards} did "
+                f"not finish. {resume}")
 
 
 # ----------------------------------------------------------------------------
@@ -488,7 +580,9 @@ def run_rounds(shards, clones, weights, merge, *, n_rounds, keep_optimizer=True,
         best, no_improve = resume["early_stopping"]
         models = [_public(est) for est in handles]
         last = list(resume.get("participation", [(first - 1, k) for k in range(K)]))
+    shards.n_rounds = n_rounds
     for r in range(first, n_rounds):
+        shards.round = r + 1  # 1-based, named by the errors of lost workers
         start_time = time.perf_counter()
         sent = 0
         sampled = sampled_shards(K, r, shard_fraction, sample_seed)
@@ -513,7 +607,7 @@ def run_rounds(shards, clones, weights, merge, *, n_rounds, keep_optimizer=True,
                                "schedule_window": window})
                 sent += _params_nbytes(merged.tree_params_)
             new = shards.fit([handles[k] for k in sampled], starts, sampled)
-        received_models = shards.collect(new)
+        received_models = shards.collect(new, sampled)
         for i, k in enumerate(sampled):
             handles[k], models[k], last[k] = new[i], received_models[i], (r, i)
         received = sum(_params_nbytes(m.tree_params_) for m in received_models)

@@ -339,6 +339,22 @@ class ShardedSoftTreeEnsemble(MetaEstimatorMixin, BaseEstimator):
         :func:`joblib.dump` (atomically: a crash never leaves half a file),
         or passed to this callable. ``fit(X, y, resume_from=...)`` continues
         from it.
+    worker_timeout : float > 0, default=60.0
+        Dask input only (not used for in-memory input, whose joblib backend
+        handles its workers): the longest time, in seconds, that the fit
+        waits on the shards while the scheduler has no worker alive. The
+        fit waits on its tasks in slices of half a second and counts the
+        scheduler's workers between slices; workers that die and come back
+        (a nanny restarting them, an autoscaler) cost only the tasks dask
+        recomputes, and the round goes on. After ``worker_timeout`` seconds
+        without any worker, the waiting tasks are cancelled and
+        :class:`~sktree_lmc._federated.WorkerLostError` (a
+        :class:`RuntimeError`) names the round, what was running
+        (fitting, a loss, the checkpoint's gather, ...) and the unfinished
+        shards; so does a task lost with its workers
+        (``distributed.KilledWorker`` after too many worker deaths). With
+        ``checkpoint`` set, ``fit(X, y, resume_from=...)`` continues from the
+        last completed round. Long tasks on live workers are never timed out.
     n_jobs : int, default=None
         Passed to :class:`joblib.Parallel` (not 0; negative values count back
         from the CPUs, as in joblib); None uses the active backend's
@@ -465,6 +481,7 @@ class ShardedSoftTreeEnsemble(MetaEstimatorMixin, BaseEstimator):
         "shard_fraction": [_NumberInterval(Real, 0, 1, closed="right")],
         "first_round_epochs": [_NumberInterval(Integral, 1, None, closed="left"), None],
         "checkpoint": [str, os.PathLike, callable, None],
+        "worker_timeout": [_NumberInterval(Real, 0, None, closed="neither")],
         "shard_batch_size": [StrOptions({"auto"}),
                              _NumberInterval(Integral, 1, None, closed="left"), None],
         "refit_leaves": ["boolean"],
@@ -480,9 +497,9 @@ class ShardedSoftTreeEnsemble(MetaEstimatorMixin, BaseEstimator):
     def __init__(self, estimator=None, *, n_shards=4, split="iid", skew=0.8, aligner="wm",
                  merge_weights="size", n_rounds=1, local_epochs="auto", shard_fraction=1.0,
                  keep_optimizer_state=True, server_momentum=0.0, server_learning_rate=1.0,
-                 first_round_epochs=None,
-                 shard_batch_size="auto", refit_leaves=False, checkpoint=None, n_jobs=None,
-                 random_state=None, verbose=0):
+                 first_round_epochs=None, shard_batch_size="auto", refit_leaves=False,
+                 checkpoint=None, worker_timeout=60.0, n_jobs=None, random_state=None,
+                 verbose=0):
         self.estimator = estimator
         self.n_shards = n_shards
         self.split = split
@@ -499,6 +516,7 @@ class ShardedSoftTreeEnsemble(MetaEstimatorMixin, BaseEstimator):
         self.shard_batch_size = shard_batch_size
         self.refit_leaves = refit_leaves
         self.checkpoint = checkpoint
+        self.worker_timeout = worker_timeout
         self.n_jobs = n_jobs
         self.random_state = random_state
         self.verbose = verbose
@@ -748,7 +766,8 @@ class ShardedSoftTreeEnsemble(MetaEstimatorMixin, BaseEstimator):
             raise ValueError("Activation matching (aligner='am') needs rows at the merging "
                              "site; with dask input use aligner='wm' (parameters only) or "
                              "'naive'.")
-        shards = _DaskShards(X, y, sample_weight, self.n_shards, is_clf)
+        shards = _DaskShards(X, y, sample_weight, self.n_shards, is_clf,
+                             worker_timeout=self.worker_timeout)
         info = shards.summaries
         n_features = {s["n_features"] for s in info}
         if len(n_features) != 1:
@@ -889,7 +908,7 @@ class ShardedSoftTreeEnsemble(MetaEstimatorMixin, BaseEstimator):
 
     #: Values of hyperparameters added since version 0.1 that reproduce the
     #: behaviour of a meta-estimator pickled before them.
-    _LEGACY_PARAMS = {"local_epochs": None, "shard_fraction": 1.0}
+    _LEGACY_PARAMS = {"local_epochs": None, "shard_fraction": 1.0, "worker_timeout": 60.0}
 
     #: Key marking the pickled ``encoder_`` (see :meth:`__getstate__`).
     _ENCODER_STATE = "__tabular_encoder__"

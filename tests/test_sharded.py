@@ -658,7 +658,7 @@ def test_a_meta_estimator_pickled_before_local_epochs_keeps_its_rounds():
     of the old behaviour (max_epochs local epochs per round, every shard)."""
     est = ShardedSoftTreeEnsemble(_base(), n_shards=2, random_state=0).fit(X, Y)
     state = est.__getstate__()
-    del state["local_epochs"], state["shard_fraction"]
+    del state["local_epochs"], state["shard_fraction"], state["worker_timeout"]
     old = ShardedSoftTreeEnsemble.__new__(ShardedSoftTreeEnsemble)
     old.__setstate__(state)
     assert old.get_params()["local_epochs"] is None
