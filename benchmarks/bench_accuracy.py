@@ -27,7 +27,8 @@ Models (``CLASSIFIERS``; ``--models`` selects):
 * ``default``: ``SoftTreeEnsembleClassifier(random_state=s, device="cpu")``, the package's
   defaults at the commit in the row's ``commit`` column;
 * ablations of ``default`` changing one parameter: ``enc_none`` (numeric_encoding="none"),
-  ``enc_standard`` ("standard"), ``enc_quantile`` ("quantile_normal"), ``lr_constant``
+  ``enc_standard`` ("standard"), ``enc_ple`` ("piecewise_linear", the default before
+  version 0.2; rows measured then as ``default`` are labelled ``enc_ple``), ``lr_constant``
   (lr_schedule="constant"), ``no_averaging`` (averaging=None), ``all_features``
   (max_features=None), ``depth2`` (depth=2).
 
@@ -42,7 +43,8 @@ with pandas dtype ``category`` -- then 10 % of all feature cells (numeric and ca
 exactly ``round(0.1 * rows * columns)`` cells drawn without replacement with
 ``numpy.random.default_rng(0)``) are set missing. A pandas DataFrame goes to the models
 unchanged: ``hgb_cat`` = ``HistGradientBoostingClassifier(categorical_features="from_dtype",
-random_state=s)`` and ``default`` (the soft tree ensemble, no preprocessing).
+random_state=s)``, ``default`` (the soft tree ensemble, no preprocessing) and ``enc_ple``
+(with ``numeric_encoding="piecewise_linear"``).
 
 **Regression** (``--regression``; ``regression.csv``), R^2 on the test rows, seeds 0, 1, 2
 (random, unstratified splits, 10,000/10,000 rows or halves):
@@ -162,7 +164,7 @@ CLASSIFIERS = {
     "default": Config(_soft_classifier()),
     "enc_none": Config(_soft_classifier(numeric_encoding="none")),
     "enc_standard": Config(_soft_classifier(numeric_encoding="standard")),
-    "enc_quantile": Config(_soft_classifier(numeric_encoding="quantile_normal")),
+    "enc_ple": Config(_soft_classifier(numeric_encoding="piecewise_linear")),
     "lr_constant": Config(_soft_classifier(lr_schedule="constant")),
     "no_averaging": Config(_soft_classifier(averaging=None)),
     "all_features": Config(_soft_classifier(max_features=None)),
@@ -172,11 +174,13 @@ CLASSIFIERS = {
 MIXED = {
     "hgb_cat": Config(_hgb_cat),
     "default": Config(_soft_classifier(), requires=("categorical_features",)),
+    "enc_ple": Config(_soft_classifier(numeric_encoding="piecewise_linear")),
 }
 #: Models of the regression table.
 REGRESSORS = {
     "hgb": Config(_hgb_reg),
     "default": Config(_soft_regressor()),
+    "enc_ple": Config(_soft_regressor(numeric_encoding="piecewise_linear")),
     "paper": Config(_soft_regressor(**PAPER_PARAMS), paper=True),
 }
 #: Regression datasets: ``diabetes`` (scikit-learn) and ``<Tabular-Benchmark name>/<column>``.
