@@ -36,7 +36,7 @@ def _faulty_fit_estimator(**kw):
     base = SoftTreeEnsembleClassifier(n_estimators=8, depth=2, max_epochs=20, batch_size=32,
                                       device="cpu")
     params = dict(n_shards=2, split="contiguous", n_rounds=3, first_round_epochs=1,
-                  random_state=0)
+                  local_epochs=20, random_state=0)
     params.update(kw)
     return ShardedSoftTreeEnsemble(base, **params)
 
