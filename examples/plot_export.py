@@ -3,7 +3,7 @@ Deployment: exporting a fitted model
 ====================================
 
 :func:`~sktree_lmc.export_module` turns a fitted estimator into one
-self-contained PyTorch module: the input encoding (piecewise-linear features,
+self-contained PyTorch module: the input encoding (quantile transform,
 one-hot categories, missing indicators) and the trees, in plain tensor
 operations. The module needs neither scikit-learn nor pandas at prediction
 time, and :func:`torch.export.export` and :func:`torch.onnx.export` accept
