@@ -274,8 +274,9 @@ class ShardedSoftTreeEnsemble(MetaEstimatorMixin, BaseEstimator):
         local fits run without early stopping, the shards return the sums
         of their validation losses, and the rounds stop when the merged
         model's loss on all held-out rows has not improved by ``tol`` for
-        ``ceil(n_iter_no_change / local_epochs)`` rounds (the estimator's
-        patience in epochs; the best merged model is kept). The weight
+        ``max(2, ceil(n_iter_no_change / local_epochs))`` rounds (the
+        estimator's patience in epochs, and at least two rounds, since one
+        merge is one noisy evaluation; the best merged model is kept). The weight
         average (``averaging``) restarts from the merged model in every
         local fit.
     local_epochs : "auto", int >= 1 or None, default="auto"
@@ -676,8 +677,10 @@ class ShardedSoftTreeEnsemble(MetaEstimatorMixin, BaseEstimator):
         validation = None
         if rounds_es:
             shards.hold_out(base.validation_fraction, seeds)
-            # the estimator's patience in epochs, as rounds of local epochs
-            validation = (base.tol, -(-base.n_iter_no_change // max(1, epochs[-1])))
+            # the estimator's patience in epochs, as rounds of local epochs; at least
+            # two rounds, so that one noisy merge does not end the run (the estimator
+            # checks every epoch, the rounds only every local_epochs epochs)
+            validation = (base.tol, max(2, -(-base.n_iter_no_change // max(1, epochs[-1]))))
 
         aligner = check_aligner(self.aligner)
         if aligner.random_state is None:

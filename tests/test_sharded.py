@@ -664,3 +664,13 @@ def test_a_meta_estimator_pickled_before_local_epochs_keeps_its_rounds():
     assert old.get_params()["local_epochs"] is None
     assert old.get_params()["shard_fraction"] == 1.0
     np.testing.assert_array_equal(old.predict(X), est.predict(X))
+
+
+def test_round_level_patience_is_the_estimators_in_epochs_and_at_least_two_rounds():
+    """n_iter_no_change=10 epochs with 5 local epochs per round: 2 rounds; with 15
+    epochs per round (fewer than the patience), still 2 rounds, not 1."""
+    for max_epochs, expected_rounds in ((20, 3), (60, 3)):
+        base = _base(max_epochs=max_epochs, early_stopping=True, n_iter_no_change=10,
+                     tol=10.0)  # no round improves by 10: stop after 1 + patience rounds
+        est = ShardedSoftTreeEnsemble(base, n_shards=2, n_rounds=4, random_state=0)
+        assert est.fit(X, Y).n_rounds_ == expected_rounds
