@@ -85,6 +85,8 @@ def run(args, out_csv):
                 X, y = load("raw", name)
                 X_tr, X_te, y_tr, y_te = split(X, y, args.n_train, args.n_test, seed, True)
                 base = SoftTreeEnsembleClassifier(random_state=seed)
+                if args.numeric_encoding is not None:
+                    base.set_params(numeric_encoding=args.numeric_encoding)
                 if args.smoke:
                     base.set_params(n_estimators=16, depth=2, max_epochs=10)
                 for split_kind in args.splits:
@@ -161,6 +163,9 @@ def main(argv=None):
     parser.add_argument("--n-train", type=int, default=10_000)
     parser.add_argument("--n-test", type=int, default=10_000)
     parser.add_argument("--workers", type=int, default=2, help="dask worker processes")
+    parser.add_argument("--numeric-encoding", default=None,
+                        help="the estimator's numeric_encoding (default: its default), for "
+                             "the full fit and the shards alike")
     parser.add_argument("--out", type=Path, default=DEFAULT_OUT)
     parser.add_argument("--report", action="store_true", help="only print the table")
     parser.add_argument("--smoke", action="store_true",
