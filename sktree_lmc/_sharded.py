@@ -656,8 +656,7 @@ class ShardedSoftTreeEnsemble(MetaEstimatorMixin, BaseEstimator):
         epochs = self._round_epochs(base)
         # The rounds are one run: round r's local fit takes the epochs
         # [before, before + epochs[r]) of a schedule over sum(epochs) epochs.
-        before = np.concatenate([[0], np.cumsum(epochs)[:-1]]).tolist()
-        windows = [(int(b), int(sum(epochs))) for b in before]
+        windows = [(sum(epochs[:r]), sum(epochs)) for r in range(self.n_rounds)]
         clones = []
         for seed, batch_size in zip(seeds, batch_sizes):
             est = clone(base)
@@ -671,8 +670,8 @@ class ShardedSoftTreeEnsemble(MetaEstimatorMixin, BaseEstimator):
             est.set_params(max_epochs=epochs[0])
             if self.n_rounds > 1:
                 est._schedule_window = windows[0]  # the estimators' hook (see _training_hooks)
-            if self.n_rounds > 1 and self.keep_optimizer_state:
-                est.set_params(warm_start=True)  # an unfitted clone: only keeps Adam's state
+                if self.keep_optimizer_state:
+                    est.set_params(warm_start=True)  # an unfitted clone: only keeps Adam's state
             clones.append(est)
         validation = None
         if rounds_es:
