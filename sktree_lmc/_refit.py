@@ -372,8 +372,17 @@ def refit_leaves(estimator, X, y, sample_weight=None, *, alpha=1e-4, max_iter=50
     max_iter : int >= 1, default=500
         Maximum L-BFGS iterations (an int; ``True`` is refused).
     tol : float in [0, 1], default=1e-7
-        Stopping tolerance on the relative objective decrease (``ftol`` of
-        L-BFGS-B; the projected-gradient tolerance is ``tol / 10``).
+        Stopping tolerance on the objective decrease per iteration, relative
+        to ``max(objective, 1)`` (``ftol`` of L-BFGS-B; the projected-gradient
+        tolerance is ``tol / 10``). The problem is strictly convex for
+        ``alpha > 0`` but ill-conditioned (curvatures from ``alpha`` up to
+        a value that grows with the number of trees), so at the default the leaves can still
+        move along flat directions that barely change the predictions, and
+        two solves of the same problem (centralized and federated, whose sums
+        differ only in their order) can stop a few iterations apart. ``tol=0``
+        runs the solver until it cannot decrease the objective (machine
+        precision; raise ``max_iter``): the unique optimum, which both reach
+        to float32 rounding.
     return_info : bool, default=False
         Also return a dict with ``objective_start``, ``objective`` (the
         objective of the returned leaves, float32 as stored), ``n_iter``,
