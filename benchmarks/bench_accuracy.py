@@ -30,7 +30,10 @@ Models (``CLASSIFIERS``; ``--models`` selects):
   ``enc_standard`` ("standard"), ``enc_ple`` ("piecewise_linear", the default before
   version 0.2; rows measured then as ``default`` are labelled ``enc_ple``), ``lr_constant``
   (lr_schedule="constant"), ``no_averaging`` (averaging=None), ``all_features``
-  (max_features=None), ``depth2`` (depth=2).
+  (max_features=None), ``depth2`` (depth=2), ``init_fan_in`` (split_init="fan_in", the
+  default before the data-aware start of the splits; rows measured then as ``default`` are
+  labelled ``init_fan_in``, and the other ablations' rows of that time changed their one
+  parameter from that default).
 
 A config whose construction raises ``TypeError`` (a parameter the installed estimator does
 not have yet) is reported as skipped, and the run goes on.
@@ -101,7 +104,7 @@ SMOKE_PARAMS = {"n_estimators": 8, "max_epochs": 2, "max_iter": 10}
 #: The paper protocol's settings of the soft tree ensemble (besides ``random_state``).
 PAPER_PARAMS = dict(arch="oblivious", depth=2, max_epochs=50, early_stopping=False,
                     numeric_encoding="none", lr_schedule="constant", averaging=None,
-                    max_features=None)
+                    max_features=None, split_init="fan_in")
 
 
 class Config(NamedTuple):
@@ -169,18 +172,21 @@ CLASSIFIERS = {
     "no_averaging": Config(_soft_classifier(averaging=None)),
     "all_features": Config(_soft_classifier(max_features=None)),
     "depth2": Config(_soft_classifier(depth=2)),
+    "init_fan_in": Config(_soft_classifier(split_init="fan_in")),
 }
 #: Models of the mixed-data table (they get the DataFrame with categories and missing values).
 MIXED = {
     "hgb_cat": Config(_hgb_cat),
     "default": Config(_soft_classifier(), requires=("categorical_features",)),
     "enc_ple": Config(_soft_classifier(numeric_encoding="piecewise_linear")),
+    "init_fan_in": Config(_soft_classifier(split_init="fan_in")),
 }
 #: Models of the regression table.
 REGRESSORS = {
     "hgb": Config(_hgb_reg),
     "default": Config(_soft_regressor()),
     "enc_ple": Config(_soft_regressor(numeric_encoding="piecewise_linear")),
+    "init_fan_in": Config(_soft_regressor(split_init="fan_in")),
     "paper": Config(_soft_regressor(**PAPER_PARAMS), paper=True),
 }
 #: Regression datasets: ``diabetes`` (scikit-learn) and ``<Tabular-Benchmark name>/<column>``.

@@ -214,7 +214,7 @@ def synthetic_data(n_rows, n_features, n_classes, seed=0):
 #: alone): the estimator-level rates are those of one epoch of the paper's training on
 #: ``n_features`` inputs, whatever the package's defaults.
 PAPER_TRAINING = dict(numeric_encoding="none", lr_schedule="constant", averaging=None,
-                      max_features=None, early_stopping=False)
+                      max_features=None, early_stopping=False, split_init="fan_in")
 
 
 def _estimator(arch_name, depth, n_trees, batch_size, **params):

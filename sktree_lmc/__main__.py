@@ -29,7 +29,8 @@ from .datasets import (
 
 #: The paper's protocol (with its external preprocessing), as ``--protocol paper`` runs it.
 PAPER_SETTINGS = dict(depth=2, max_epochs=50, early_stopping=False, numeric_encoding="none",
-                      lr_schedule="constant", averaging=None, max_features=None)
+                      lr_schedule="constant", averaging=None, max_features=None,
+                      split_init="fan_in")
 
 
 def _parser():

@@ -36,7 +36,7 @@ FAST = dict(n_estimators=8, depth=2, max_epochs=3, batch_size=64, device="cpu")
 #: The training of the paper (and of versions before the input encoding and the
 #: recipe): raw inputs, constant learning rate, the last weights, every feature.
 PAPER_RECIPE = dict(numeric_encoding="none", lr_schedule="constant", averaging=None,
-                    max_features=None)
+                    max_features=None, split_init="fan_in")
 
 
 @pytest.fixture(autouse=True, scope="session")
