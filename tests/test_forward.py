@@ -359,7 +359,7 @@ def test_split_init_reaches_the_estimator():
     params = {"n_estimators": 4, "max_epochs": 1, "learning_rate": 1e-12, "random_state": 0,
               "numeric_encoding": "piecewise_linear"}
     wide = SoftTreeEnsembleClassifier(split_init=1.0, **params).fit(X, y)
-    default = SoftTreeEnsembleClassifier(**params).fit(X, y)
+    default = SoftTreeEnsembleClassifier(split_init="fan_in", **params).fit(X, y)
     w_wide = wide.get_tree_params().split_weight
     w_default = default.get_tree_params().split_weight
     # "fan_in" is 1/sqrt(F) over the split directions the trees see: with the
@@ -369,7 +369,8 @@ def test_split_init_reaches_the_estimator():
     np.testing.assert_allclose(w_wide, w_default * 30**0.5, rtol=1e-5, atol=1e-9)
     # with one feature per column, fan_in counts the encoded features
     plain = {**params, "numeric_encoding": "standard"}
-    w_std = SoftTreeEnsembleClassifier(**plain).fit(X, y).get_tree_params().split_weight
+    w_std = SoftTreeEnsembleClassifier(split_init="fan_in", **plain).fit(X, y)
+    w_std = w_std.get_tree_params().split_weight
     w_std_wide = SoftTreeEnsembleClassifier(split_init=1.0, **plain).fit(X, y)
     np.testing.assert_allclose(w_std_wide.get_tree_params().split_weight, w_std * 30**0.5,
                                rtol=1e-5, atol=1e-9)

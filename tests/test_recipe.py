@@ -133,3 +133,80 @@ def test_a_scheduler_started_inside_a_run_continues_its_schedule(schedule, warmu
     np.testing.assert_allclose(pieces, whole, rtol=1e-12)
     if schedule == "cosine":
         assert whole[-1] < 0.1 * whole[int(30 * warmup)]  # it decays over the run
+
+
+# -- split_init="data": the splits start as sharp thresholds on the data ----------------------
+
+
+def _start(X, **kw):
+    """A model whose splits are still their initialization (no step can move them)."""
+    params = dict(n_estimators=32, depth=3, learning_rate=1e-12, max_epochs=1,
+                  early_stopping=False, averaging=None, max_features=None, device="cpu",
+                  random_state=0, split_init="data", numeric_encoding="standard")
+    params.update(kw)
+    return SoftTreeEnsembleClassifier(**params).fit(X, np.arange(len(X)) % 2)
+
+
+def test_data_split_init_starts_sharp_axis_aligned_thresholds_between_values():
+    rng = np.random.default_rng(0)
+    X = np.column_stack([rng.normal(size=300), rng.integers(0, 3, 300), np.full(300, 7.0),
+                         rng.normal(size=(300, 3))])
+    est = _start(X)
+    Z = est._encoded_input(X)
+    w, b = est.tree_params_.split_weight, est.tree_params_.split_bias  # (M, N, F), (M, N)
+    bound = 1 / np.sqrt(Z.shape[1])  # the uniform start of the other weights
+    j = np.abs(w).argmax(axis=2)
+    w_j = np.take_along_axis(w, j[..., None], axis=2)[..., 0]
+    # one dominant column per split: 10 per standard deviation of that column
+    assert (np.abs(np.abs(w_j) - 10 / Z.std(axis=0)[j]) <= bound + 1e-3).all()
+    others = np.abs(w).copy()
+    np.put_along_axis(others, j[..., None], 0, axis=2)
+    assert others.max() <= bound + 1e-6
+    assert not (j == 2).any()  # a constant column is never a threshold
+    assert len(np.unique(j)) == 5  # every other column is
+    # thresholds (approximately -b / w_j, the other weights being small) inside the data, and
+    # between the values of the discrete column, never on one
+    t = -b / w_j
+    assert (t > Z.min(axis=0)[j] - 0.5).all() and (t < Z.max(axis=0)[j] + 0.5).all()
+    discrete = np.unique(Z[:, 1])
+    gaps = np.abs(t[j == 1][:, None] - discrete[None, :]).min(axis=1)
+    assert gaps.min() > 0.2 * np.diff(discrete).min()
+    # both directions of a split are drawn
+    assert (w_j > 0).any() and (w_j < 0).any()
+
+
+def test_data_split_init_draws_the_columns_of_each_trees_subset():
+    X, _ = make_classification(n_samples=200, n_features=8, random_state=0)
+    est = _start(X, max_features=3)
+    w = est.tree_params_.split_weight
+    used = (w != 0).any(axis=1)  # (M, F): the tree's columns
+    assert (used.sum(axis=1) == 3).all()
+    j = np.abs(w).argmax(axis=2)
+    assert np.take_along_axis(used, j, axis=1).all()
+
+
+def test_data_split_init_on_piecewise_linear_columns_starts_on_their_ramps():
+    X, _ = make_classification(n_samples=300, n_features=3, n_informative=2, n_redundant=0,
+                               random_state=0)
+    est = _start(X, numeric_encoding="piecewise_linear")
+    ramps = est.encoder_.ramp_directions()
+    groups = est.encoder_.feature_groups_
+    w = est.tree_params_.split_weight
+    for m, n in [(0, 0), (5, 1), (31, 2)]:
+        norms = [np.abs(w[m, n, groups == g]).max() for g in range(3)]
+        g = int(np.argmax(norms))
+        cols = (groups == g) & ~np.isnan(ramps)
+        cols &= np.nan_to_num(ramps) != 0
+        ratio = w[m, n, cols] / ramps[cols]
+        # the dominant column's weights are a multiple of its ramp (up to the small start)
+        assert np.ptp(ratio) < 0.2 * np.abs(ratio).mean()
+
+
+def test_data_split_init_is_deterministic_and_the_regressor_default_is_fan_in():
+    from sktree_lmc import SoftTreeEnsembleRegressor
+
+    X, _ = make_classification(n_samples=200, n_features=5, random_state=0)
+    a, b = _start(X), _start(X)
+    assert_array_equal(a.tree_params_.split_weight, b.tree_params_.split_weight)
+    assert SoftTreeEnsembleClassifier().split_init == "data"
+    assert SoftTreeEnsembleRegressor().split_init == "fan_in"
