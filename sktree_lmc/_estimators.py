@@ -301,9 +301,8 @@ class _BaseSoftTreeEnsemble(BaseEstimator):
             _load_adam_state(optimizer, self.optimizer_state_)
         hooks = self._training_hooks(module, optimizer, generator, device, warm, len(train_idx))
         if self.split_init == "data" and not warm:
-            directions, columns = split_directions(self.encoder_.feature_groups_,
-                                                   self.encoder_.ramp_directions())
-            init_splits_from_data(module, X, train_idx, directions, columns, generator,
+            directions, groups = split_directions(self.encoder_)
+            init_splits_from_data(module, X, train_idx, directions, groups, generator,
                                   hooks.mask)
         data = _FitTensors.from_arrays(X, target, sample_weight, device)
         stopper = _EarlyStopping(self.tol, self.n_iter_no_change) if self.early_stopping else None

@@ -570,52 +570,65 @@ class TrainingHooks:
         return module if self.average is None else self.average.module_for(module)
 
 
-def split_directions(groups, ramps=None):
-    """The directions a split starts on with ``split_init="data"``: one per
-    encoded feature, except that the features of a piecewise-linear column
-    share one, the ramp over its knots (a quantile-like transform of the
-    value, see ``ramp_directions`` of the encoder).
+def split_directions(encoder):
+    """The directions a split can start on with ``split_init="data"``.
+
+    A numeric column gives one: its encoded value (the ramp over its knots for
+    the piecewise-linear encoding, a quantile-like transform of the value; see
+    ``ramp_directions`` of the encoder), not its missing-value indicator. A
+    categorical column gives one per encoded feature (a category against the
+    others).
 
     Parameters
     ----------
-    groups : ndarray of int of shape (F_enc,)
-        Input feature of every encoded feature (``feature_groups_``).
-    ramps : ndarray of shape (F_enc,) or None
-        The ramp value of every piecewise-linear feature, NaN elsewhere.
+    encoder : TabularEncoder
+        Fitted.
 
     Returns
     -------
     directions : ndarray of shape (n_directions, F_enc)
-    columns : ndarray of int of shape (n_directions,)
-        One encoded feature of every direction (for the feature mask, which
-        keeps or drops whole input features).
+    groups : ndarray of int of shape (n_directions,)
+        The input column of every direction (the feature mask keeps or drops
+        whole input columns, and a split draws a column, then one of its
+        directions).
     """
-    groups = np.asarray(groups)
-    n = len(groups)
-    ramped = np.zeros(n, bool) if ramps is None else ~np.isnan(ramps)
-    rows, columns = [], []
-    for j in np.flatnonzero(~ramped):
-        d = np.zeros(n)
-        d[j] = 1.0
+    F = encoder.n_features_out_
+    ramps = encoder.ramp_directions()
+    rows, groups = [], []
+    offset = 0
+    for j in range(encoder.n_features_in_):
+        width = int(encoder.widths_[j])
+        cols = np.arange(offset, offset + width)
+        offset += width
+        if encoder.categorical_[j]:
+            for c in cols:
+                d = np.zeros(F)
+                d[c] = 1.0
+                rows.append(d)
+                groups.append(j)
+            continue
+        values = cols[: width - int(encoder.has_missing_[j])]
+        if len(values) == 0:
+            continue
+        d = np.zeros(F)
+        if ramps is not None and not np.isnan(ramps[values]).any():
+            d[values] = ramps[values]
+        else:
+            d[values[0]] = 1.0
         rows.append(d)
-        columns.append(j)
-    for g in np.unique(groups[ramped]):
-        cols = np.flatnonzero(ramped & (groups == g))
-        d = np.zeros(n)
-        d[cols] = ramps[cols]
-        rows.append(d)
-        columns.append(cols[0])
-    return np.array(rows).reshape(len(rows), n), np.array(columns, dtype=np.int64)
+        groups.append(j)
+    return np.array(rows).reshape(len(rows), F), np.array(groups, dtype=np.int64)
 
 
-def init_splits_from_data(module, X, rows, directions, columns, generator, mask=None,
+def init_splits_from_data(module, X, rows, directions, groups, generator, mask=None,
                           slope=DATA_INIT_SLOPE):
     """Start half of the splits as sharp thresholds on the data (``split_init="data"``).
 
     Every split node of every tree is drawn with probability
-    :data:`DATA_INIT_FRACTION` (one half); a drawn one takes one direction
-    among those its tree uses (see :class:`FeatureMask`; a direction along
-    which the rows do not vary is never drawn), a threshold halfway between a
+    :data:`DATA_INIT_FRACTION` (one half); a drawn one takes one of its
+    tree's input columns (see :class:`FeatureMask`), uniformly among those
+    that vary in the rows, then one of the column's directions (see
+    :func:`split_directions`), a threshold halfway between a
     training row's value along it and the next distinct value (so the
     thresholds follow the data's quantiles, and sit between the values of a
     discrete column, as a tree's), and a random sign: its logit becomes
@@ -646,7 +659,7 @@ def init_splits_from_data(module, X, rows, directions, columns, generator, mask=
     rows : ndarray of int
         The training rows of ``X``: thresholds and scales come from them, or
         from ``DATA_INIT_ROWS`` of them drawn at random.
-    directions, columns : ndarray
+    directions, groups : ndarray
         From :func:`split_directions`.
     generator : torch.Generator
     mask : FeatureMask or None
@@ -660,14 +673,16 @@ def init_splits_from_data(module, X, rows, directions, columns, generator, mask=
     D = torch.as_tensor(directions, dtype=torch.float64)
     if len(rows) > DATA_INIT_ROWS:
         rows = rows[torch.randint(len(rows), (DATA_INIT_ROWS,), generator=generator).numpy()]
-    pick = rows
-    proj = torch.as_tensor(np.asarray(X[pick], dtype=np.float64)) @ D.T  # (S, n_dir)
+    proj = torch.as_tensor(np.asarray(X[rows], dtype=np.float64)) @ D.T  # (S, n_dir)
     std = proj.std(dim=0, correction=0)
     varies = std > 1e-6 * (1 + proj.abs().amax(dim=0))
-    allowed = torch.ones((M, len(D)), dtype=torch.float64)
-    if mask is not None:
-        allowed = mask.mask.detach().cpu().to(torch.float64)[:, torch.as_tensor(columns)]
-    allowed = allowed * varies
+    groups = torch.as_tensor(groups)
+    # a column drawn uniformly among the tree's (those that vary), then one of its directions
+    n_varying = torch.zeros(int(groups.max()) + 1, dtype=torch.float64).index_add_(
+        0, groups, varies.to(torch.float64))
+    allowed = (varies / n_varying[groups].clamp(min=1)).expand(M, -1)
+    if mask is not None:  # a direction's columns are all of one input column
+        allowed = allowed * mask.mask.detach().cpu().to(torch.float64)[:, D.abs().argmax(dim=1)]
     trees = allowed.sum(dim=1) > 0
     if not bool(trees.any()):
         return

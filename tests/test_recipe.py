@@ -217,3 +217,24 @@ def test_data_split_init_is_deterministic_and_the_regressor_default_is_fan_in():
     assert_array_equal(a.tree_params_.split_weight, b.tree_params_.split_weight)
     assert SoftTreeEnsembleClassifier().split_init == "data"
     assert SoftTreeEnsembleRegressor().split_init == "fan_in"
+
+
+def test_data_split_init_draws_input_columns_not_encoded_features():
+    pd = pytest.importorskip("pandas")
+    rng = np.random.default_rng(0)
+    n = 600
+    frame = pd.DataFrame({
+        "a": rng.normal(size=n), "b": rng.normal(size=n), "c": rng.normal(size=n),
+        "city": pd.Categorical(rng.choice([f"c{i}" for i in range(30)], n)),
+    })
+    frame.loc[rng.random(n) < 0.2, "a"] = np.nan  # "a" gets a missing-value indicator
+    est = _start(frame, n_estimators=128)
+    groups = est.encoder_.feature_groups_
+    w = est.tree_params_.split_weight
+    sharp = np.abs(w).max(axis=2) > 2 / np.sqrt(w.shape[2])
+    j = np.abs(w).argmax(axis=2)[sharp]
+    share = np.bincount(groups[j], minlength=4) / len(j)
+    # a quarter each, although "city" has 30 of the 35 encoded features
+    assert np.all(np.abs(share - 0.25) < 0.08), share
+    a_cols = np.flatnonzero(groups == 0)
+    assert not (j == a_cols[-1]).any()  # "a"'s missing indicator is never a threshold
