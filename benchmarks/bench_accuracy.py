@@ -30,10 +30,8 @@ Models (``CLASSIFIERS``; ``--models`` selects):
   ``enc_standard`` ("standard"), ``enc_ple`` ("piecewise_linear", the default before
   version 0.2; rows measured then as ``default`` are labelled ``enc_ple``), ``lr_constant``
   (lr_schedule="constant"), ``no_averaging`` (averaging=None), ``all_features``
-  (max_features=None), ``depth2`` (depth=2), ``init_fan_in`` (split_init="fan_in", the
-  default before the data-aware start of the splits; rows measured then as ``default`` are
-  labelled ``init_fan_in``, and the other ablations' rows of that time changed their one
-  parameter from that default).
+  (max_features=None), ``depth2`` (depth=2), ``init_data`` (split_init="data": half of the
+  splits start as sharp thresholds on the data).
 
 A config whose construction raises ``TypeError`` (a parameter the installed estimator does
 not have yet) is reported as skipped, and the run goes on.
@@ -172,21 +170,21 @@ CLASSIFIERS = {
     "no_averaging": Config(_soft_classifier(averaging=None)),
     "all_features": Config(_soft_classifier(max_features=None)),
     "depth2": Config(_soft_classifier(depth=2)),
-    "init_fan_in": Config(_soft_classifier(split_init="fan_in")),
+    "init_data": Config(_soft_classifier(split_init="data")),
 }
 #: Models of the mixed-data table (they get the DataFrame with categories and missing values).
 MIXED = {
     "hgb_cat": Config(_hgb_cat),
     "default": Config(_soft_classifier(), requires=("categorical_features",)),
     "enc_ple": Config(_soft_classifier(numeric_encoding="piecewise_linear")),
-    "init_fan_in": Config(_soft_classifier(split_init="fan_in")),
+    "init_data": Config(_soft_classifier(split_init="data")),
 }
 #: Models of the regression table.
 REGRESSORS = {
     "hgb": Config(_hgb_reg),
     "default": Config(_soft_regressor()),
     "enc_ple": Config(_soft_regressor(numeric_encoding="piecewise_linear")),
-    "init_fan_in": Config(_soft_regressor(split_init="fan_in")),
+    "init_data": Config(_soft_regressor(split_init="data")),
     "paper": Config(_soft_regressor(**PAPER_PARAMS), paper=True),
 }
 #: Regression datasets: ``diabetes`` (scikit-learn) and ``<Tabular-Benchmark name>/<column>``.

@@ -87,6 +87,8 @@ def run(args, out_csv):
                 base = SoftTreeEnsembleClassifier(random_state=seed)
                 if args.numeric_encoding is not None:
                     base.set_params(numeric_encoding=args.numeric_encoding)
+                if args.split_init is not None:
+                    base.set_params(split_init=args.split_init)
                 if args.smoke:
                     base.set_params(n_estimators=16, depth=2, max_epochs=10)
                 for split_kind in args.splits:
@@ -166,6 +168,9 @@ def main(argv=None):
     parser.add_argument("--numeric-encoding", default=None,
                         help="the estimator's numeric_encoding (default: its default), for "
                              "the full fit and the shards alike")
+    parser.add_argument("--split-init", default=None, choices=["fan_in", "data"],
+                        help="the estimator's split_init (default: its default), for the full "
+                             "fit and the shards alike")
     parser.add_argument("--out", type=Path, default=DEFAULT_OUT)
     parser.add_argument("--report", action="store_true", help="only print the table")
     parser.add_argument("--smoke", action="store_true",

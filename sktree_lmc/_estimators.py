@@ -790,35 +790,37 @@ class SoftTreeEnsembleClassifier(ClassifierMixin, _BaseSoftTreeEnsemble):
         ``"ensemble"`` gave higher training (77.8 vs 75.4) and test (73.6 vs
         72.9) accuracy on average and lower barriers (WM all 0.18 vs 0.38,
         AM all 0.67 vs 2.04), closer to the paper.
-    split_init : "data", "fan_in" or float, default="data"
-        How the splits start. ``"data"``: half of the splits, drawn at
-        random, start as sharp, axis-aligned thresholds, as a tree's: on one
-        input column among their tree's (``max_features``; a
+    split_init : "fan_in", "data" or float, default="fan_in"
+        How the splits start. ``"fan_in"``: the uniform initialization
+        ``U(-c, c)`` of the split weights and biases with ``c = 1/sqrt(F)``,
+        reading the splits as a fully connected layer with ``F`` inputs, so
+        the initial split logits have the same scale whatever the number of
+        features (the paper's start). ``"data"``: half of the splits, drawn
+        at random, start instead as sharp, axis-aligned thresholds, as a
+        tree's: on one input column among their tree's (``max_features``; a
         piecewise-linear column as the ramp over its knots), halfway between
         that column's value in a random training row and the next distinct
         value (so the thresholds follow the data's quantiles), with a random
-        direction and a slope of 10 per standard deviation of the column; the
-        other half keep the ``"fan_in"`` start (see
-        ``init_splits_from_data`` in ``sktree_lmc/_training.py``). Measured on
-        the seven Tabular-Benchmark datasets (10,000 training rows, raw
-        features, see ``docs/benchmarks.md``), it is more accurate than the
-        ``"fan_in"`` start on average, most on datasets with sharp
-        thresholds (bank-marketing, electricity, california), and fits stop
-        earlier; on smooth, oblique synthetic data it is slightly less
-        accurate. ``"fan_in"`` (the paper's start and the default before
-        version 0.2): the uniform initialization ``U(-c, c)`` of the split
-        weights and biases with ``c = 1/sqrt(F)``, reading the splits as a
-        fully connected layer with ``F`` inputs, so the initial split logits
-        have the same scale whatever the number of features. A float sets
-        ``c`` itself, independent of ``F``: wider datasets then start with
-        sharper splits and fit their training data faster. Measured on the
-        seven Tabular-Benchmark datasets (paper protocol, M=256, D=2, 5 seed
-        pairs): ``split_init=0.45`` reproduces the paper's training
-        accuracies (Table 12) within 2 points in 27 of 28
+        direction and a slope of 10 per standard deviation of the column (see
+        ``init_splits_from_data`` in ``sktree_lmc/_training.py``). Measured
+        (``docs/benchmarks.md``, "The data-aware start of the splits"):
+        ``"data"`` fits 10,000-row Tabular-Benchmark samples 3x faster and is
+        more accurate where thresholds are sharp (bank-marketing +1.1,
+        electricity +0.9, california +0.6 points; +0.24 on average over the
+        seven datasets), but less accurate on smooth or small data
+        (Diabetes130US -0.7 at 10,000 rows and -4.8 at 1,000) and its models
+        are much further apart: after weight matching, the barrier between
+        two of them is about three times that of ``"fan_in"`` models. The
+        default stays ``"fan_in"``, the start under which merging works
+        best. A float sets ``c`` itself, independent of ``F``: wider datasets
+        then start with sharper splits and fit their training data faster.
+        Measured on the seven Tabular-Benchmark datasets (paper protocol,
+        M=256, D=2, 5 seed pairs): ``split_init=0.45`` reproduces the paper's
+        training accuracies (Table 12) within 2 points in 27 of 28
         dataset/architecture cells (the last 2.004 above), ``"fan_in"`` in
         20, falling short on the datasets with ``F=20`` (eye_movements:
-        75.0-77.2 % versus 81.5-84.2 % with 0.45, paper 81.1-83.7 %). The
-        paper protocol keeps ``"fan_in"`` for its test accuracy (73.2-73.7 %
+        75.0-77.2 % versus 81.5-84.2 % with 0.45, paper 81.1-83.7 %).
+        ``"fan_in"`` stays the default for its test accuracy (73.2-73.7 %
         versus 73.1-73.6 % on average) and lower barriers (see
         ``docs/benchmarks.md``, "Reproducing Table 12").
     learning_rate : float, default=1e-2
@@ -1048,7 +1050,7 @@ class SoftTreeEnsembleClassifier(ClassifierMixin, _BaseSoftTreeEnsemble):
         n_estimators=256,
         depth=4,
         leaf_init="ensemble",
-        split_init="data",
+        split_init="fan_in",
         learning_rate=1e-2,
         batch_size=512,
         max_epochs=150,
@@ -1293,16 +1295,10 @@ class SoftTreeEnsembleRegressor(RegressorMixin, _BaseSoftTreeEnsemble):
     leaf_init : {"ensemble", "tree"}, default="ensemble"
         Scale of the leaf-value initialization, see
         :class:`SoftTreeEnsembleClassifier`.
-    split_init : "data", "fan_in" or float, default="fan_in"
-        How the splits start: sharp thresholds at the data's values
-        (``"data"``) or the uniform initialization (``1/sqrt(F)`` for
-        ``"fan_in"``), see :class:`SoftTreeEnsembleClassifier`. Unlike the
-        classifier's, the regressor's default is ``"fan_in"``: measured on the
-        regression table of ``docs/benchmarks.md`` (4 targets, 3 seeds),
-        ``"data"`` reached a mean R^2 of 0.554 against 0.578, better on the
-        large electricity target (0.88 against 0.84) and far worse on
-        scikit-learn's diabetes (221 training rows; 0.27 against 0.41): a
-        smooth target wants smooth splits.
+    split_init : "fan_in", "data" or float, default="fan_in"
+        How the splits start: the uniform initialization (``1/sqrt(F)`` for
+        ``"fan_in"``) or, for half of them, sharp thresholds at the data's
+        values (``"data"``), see :class:`SoftTreeEnsembleClassifier`.
     learning_rate : float, default=1e-2
         Adam learning rate.
     batch_size : int, default=512

@@ -209,13 +209,13 @@ def test_data_split_init_on_piecewise_linear_columns_starts_on_their_ramps():
         assert np.ptp(ratio) < 0.2 * np.abs(ratio).mean()
 
 
-def test_data_split_init_is_deterministic_and_the_regressor_default_is_fan_in():
+def test_data_split_init_is_deterministic_and_not_the_default():
     from sktree_lmc import SoftTreeEnsembleRegressor
 
     X, _ = make_classification(n_samples=200, n_features=5, random_state=0)
     a, b = _start(X), _start(X)
     assert_array_equal(a.tree_params_.split_weight, b.tree_params_.split_weight)
-    assert SoftTreeEnsembleClassifier().split_init == "data"
+    assert SoftTreeEnsembleClassifier().split_init == "fan_in"
     assert SoftTreeEnsembleRegressor().split_init == "fan_in"
 
 
