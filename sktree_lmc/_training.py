@@ -647,8 +647,10 @@ def init_splits_from_data(module, X, rows, directions, groups, generator, mask=N
     +1.0, california +0.7), -0.8 on Diabetes130US; slopes 1, 3, 10 and 30
     were tried (10 best), and all splits on the data instead of half gave
     -0.03. On ``make_classification`` data (oblique classes, 4,000 training
-    rows) it lost 0.4-0.5 points, and on the regression table a lower R^2
-    (all splits on the data), so the regressor keeps the uniform start.
+    rows) it lost 0.4-0.5 points. Two models started this way are much
+    further apart than two uniform starts (the weight-matching barrier grows
+    several times), which is why it is not the default; see
+    ``docs/benchmarks.md``, "The data-aware start of the splits".
 
     Parameters
     ----------
