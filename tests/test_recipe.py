@@ -238,3 +238,12 @@ def test_data_split_init_draws_input_columns_not_encoded_features():
     assert np.all(np.abs(share - 0.25) < 0.08), share
     a_cols = np.flatnonzero(groups == 0)
     assert not (j == a_cols[-1]).any()  # "a"'s missing indicator is never a threshold
+
+
+@pytest.mark.parametrize("encoding", ["quantile_normal", "piecewise_linear", "none"])
+def test_data_split_init_with_constant_columns_keeps_the_uniform_start(encoding):
+    X = np.column_stack([np.full(50, 3.0), np.full(50, -1.0)])
+    est = _start(X, numeric_encoding=encoding, n_estimators=4)
+    w, b = est.tree_params_.split_weight, est.tree_params_.split_bias
+    assert np.isfinite(w).all() and np.abs(b).max() <= 1.0  # no threshold was drawn
+    assert est.predict(X).shape == (50,)
