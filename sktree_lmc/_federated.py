@@ -562,8 +562,6 @@ def run_rounds(shards, clones, weights, merge, *, n_rounds, keep_optimizer=True,
         copies of every shard's latest model), ``merged``, ``aligner``,
         ``history`` and ``n_rounds`` (rounds run).
     """
-    import time
-
     K = len(clones)
     handles, history = [None] * K, []
     models = [None] * K  # every shard's latest model, as sent back

@@ -595,11 +595,8 @@ def split_directions(encoder):
     F = encoder.n_features_out_
     ramps = encoder.ramp_directions()
     rows, groups = [], []
-    offset = 0
     for j in range(encoder.n_features_in_):
-        width = int(encoder.widths_[j])
-        cols = np.arange(offset, offset + width)
-        offset += width
+        cols = np.flatnonzero(encoder.feature_groups_ == j)
         if encoder.categorical_[j]:
             for c in cols:
                 d = np.zeros(F)
@@ -607,7 +604,7 @@ def split_directions(encoder):
                 rows.append(d)
                 groups.append(j)
             continue
-        values = cols[: width - int(encoder.has_missing_[j])]
+        values = cols[: len(cols) - int(encoder.has_missing_[j])]
         if len(values) == 0:
             continue
         d = np.zeros(F)

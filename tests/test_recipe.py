@@ -202,8 +202,7 @@ def test_data_split_init_on_piecewise_linear_columns_starts_on_their_ramps():
     for m, n in sharp:
         norms = [np.abs(w[m, n, groups == g]).max() for g in range(3)]
         g = int(np.argmax(norms))
-        cols = (groups == g) & ~np.isnan(ramps)
-        cols &= np.nan_to_num(ramps) != 0
+        cols = (groups == g) & (np.nan_to_num(ramps) != 0)  # its knots' ramp (not 0 or NaN)
         ratio = w[m, n, cols] / ramps[cols]
         # the dominant column's weights are a multiple of its ramp (up to the small start)
         assert np.ptp(ratio) < 0.2 * np.abs(ratio).mean()
