@@ -94,15 +94,15 @@ from typing import Callable, NamedTuple
 
 import numpy as np
 
+from sktree_lmc.datasets import PAPER_TRAINING
+
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "benchmarks" / "results" / "accuracy"
 SEEDS = (0, 1, 2)
 #: Settings given, where the estimator has them, to every model in ``--smoke``.
 SMOKE_PARAMS = {"n_estimators": 8, "max_epochs": 2, "max_iter": 10}
 #: The paper protocol's settings of the soft tree ensemble (besides ``random_state``).
-PAPER_PARAMS = dict(arch="oblivious", depth=2, max_epochs=50, early_stopping=False,
-                    numeric_encoding="none", lr_schedule="constant", averaging=None,
-                    max_features=None, split_init="fan_in")
+PAPER_PARAMS = dict(PAPER_TRAINING, arch="oblivious", depth=2, max_epochs=50)
 
 
 class Config(NamedTuple):

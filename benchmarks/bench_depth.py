@@ -48,6 +48,7 @@ from sktree_lmc import (
     refit_leaves,
 )
 from sktree_lmc.datasets import (
+    PAPER_TRAINING,
     load_magic_small,
     load_tabular_benchmark,
     make_paper_preprocessor,
@@ -65,11 +66,6 @@ COLUMNS = ("dataset", "arch", "depth", "M", "pair", "seed_a", "seed_b", "lr", "c
            "method", "invariances", "align_s", "train_barrier", "test_barrier",
            "train_acc_a", "train_acc_b", "test_acc_a", "test_acc_b", "fit_a_s", "fit_b_s")
 SMALL = "magic_small"
-#: The paper's training (as ``benchmarks.lmc.core.PAPER_TRAINING``; this module stands
-#: alone), passed explicitly so that the published tables do not move with the
-#: package's defaults; depth and epochs are set per run.
-PAPER_TRAINING = dict(numeric_encoding="none", lr_schedule="constant", averaging=None,
-                      max_features=None, early_stopping=False, split_init="fan_in")
 
 
 def load(name, n_eval, seed=0):

@@ -83,6 +83,7 @@ from sktree_lmc import (
     SoftTreeEnsembleModule,
     get_architecture,
 )
+from sktree_lmc.datasets import PAPER_TRAINING
 
 DEFAULT_OUT = Path(__file__).resolve().parent / "results"
 KERNELS = ("vectorized", "logspace", "loop")
@@ -210,11 +211,6 @@ def synthetic_data(n_rows, n_features, n_classes, seed=0):
     return X, y
 
 
-#: The paper's training (as ``benchmarks.lmc.core.PAPER_TRAINING``; this module stands
-#: alone): the estimator-level rates are those of one epoch of the paper's training on
-#: ``n_features`` inputs, whatever the package's defaults.
-PAPER_TRAINING = dict(numeric_encoding="none", lr_schedule="constant", averaging=None,
-                      max_features=None, early_stopping=False, split_init="fan_in")
 
 
 def _estimator(arch_name, depth, n_trees, batch_size, **params):

@@ -20,6 +20,7 @@ from . import (
     merge_estimators,
 )
 from .datasets import (
+    PAPER_TRAINING,
     TABULAR_BENCHMARK,
     load_magic_small,
     load_tabular_benchmark,
@@ -28,9 +29,7 @@ from .datasets import (
 )
 
 #: The paper's protocol (with its external preprocessing), as ``--protocol paper`` runs it.
-PAPER_SETTINGS = dict(depth=2, max_epochs=50, early_stopping=False, numeric_encoding="none",
-                      lr_schedule="constant", averaging=None, max_features=None,
-                      split_init="fan_in")
+PAPER_SETTINGS = dict(PAPER_TRAINING, depth=2, max_epochs=50)
 
 
 def _parser():

@@ -29,14 +29,17 @@ os.environ.setdefault("OMP_NUM_THREADS", "1")
 # estimators take NumPy input, which it checks.
 os.environ.setdefault("SCIPY_ARRAY_API", "1")
 
+# Imported after the variables above: torch reads OMP_NUM_THREADS and scipy SCIPY_ARRAY_API
+# when first imported.
+from sktree_lmc.datasets import PAPER_TRAINING  # noqa: E402
 
 #: Hyperparameters of the tiny models the tests fit: fast, CPU, a few epochs.
 FAST = dict(n_estimators=8, depth=2, max_epochs=3, batch_size=64, device="cpu")
 
 #: The training of the paper (and of versions before the input encoding and the
-#: recipe): raw inputs, constant learning rate, the last weights, every feature.
-PAPER_RECIPE = dict(numeric_encoding="none", lr_schedule="constant", averaging=None,
-                    max_features=None, split_init="fan_in")
+#: recipe): raw inputs, constant learning rate, the last weights, every feature; without
+#: ``early_stopping``, which the tests set themselves.
+PAPER_RECIPE = {k: v for k, v in PAPER_TRAINING.items() if k != "early_stopping"}
 
 
 @pytest.fixture(autouse=True, scope="session")

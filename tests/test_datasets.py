@@ -13,6 +13,7 @@ from sklearn.utils import Bunch
 import sktree_lmc.datasets as datasets
 from sktree_lmc.datasets import (
     DATA_ENV_VAR,
+    PAPER_TRAINING,
     TABULAR_BENCHMARK,
     fetch_tabular_benchmark_openml,
     get_data_home,
@@ -339,6 +340,28 @@ def test_make_paper_preprocessor():
         order = np.argsort(X_train[:, j], kind="stable")
         assert np.all(np.diff(Z[order, j]) >= -1e-12)
     assert pre.transform(X_test).shape == X_test.shape
+
+
+@pytest.mark.parametrize("kind", ["classifier", "regressor"])
+def test_paper_training_trains_as_the_paper(kind):
+    """PAPER_TRAINING is read-only, and an estimator given it trains the paper's way: raw
+    inputs (identity encoder), every feature in every tree (no zero split weight), every
+    epoch (no early stopping), the last weights (no averaging), whatever the defaults."""
+    from sktree_lmc import SoftTreeEnsembleClassifier, SoftTreeEnsembleRegressor
+
+    with pytest.raises(TypeError):
+        PAPER_TRAINING["averaging"] = "ema"
+    X, y = load_magic_small(return_X_y=True)
+    X, y = X[::10], y[::10]
+    est = (SoftTreeEnsembleClassifier if kind == "classifier" else SoftTreeEnsembleRegressor)(
+        **PAPER_TRAINING, depth=2, n_estimators=4, max_epochs=3, random_state=0, device="cpu"
+    )
+    est.fit(X, y if kind == "classifier" else X[:, 0])
+    for name, value in PAPER_TRAINING.items():
+        assert est.get_params()[name] == value
+    assert est.encoder_.is_identity
+    assert np.all(est.tree_params_.split_weight != 0)
+    assert est.n_epochs_ == 3 and est.validation_loss_curve_ is None
 
 
 # --- the docstring examples ---------------------------------------------------------------

@@ -25,6 +25,7 @@ from sktree_lmc import (
     make_shards,
 )
 from sktree_lmc.datasets import (
+    PAPER_TRAINING,
     load_magic_small,
     load_tabular_benchmark,
     make_paper_preprocessor,
@@ -39,13 +40,6 @@ LR_GRID = (1e-2, 1e-3, 1e-4)
 INVARIANCES = ("none", "perm", "all")
 #: Name of the bundled small dataset usable without SKTREE_LMC_DATA (smoke mode).
 SMALL = "magic_small"
-#: The paper's training, passed explicitly to every soft tree ensemble of the published
-#: benchmarks so that their numbers do not move with the package's defaults: the inputs as
-#: given (preprocessed by the paper's protocol outside the estimator), a constant learning
-#: rate, the last weights, every feature, every epoch (each run sets depth and epochs).
-#: Models cached by versions before these parameters unpickle with these same values.
-PAPER_TRAINING = dict(numeric_encoding="none", lr_schedule="constant", averaging=None,
-                      max_features=None, early_stopping=False)
 
 BARRIER_FIELDS = [
     "experiment", "dataset", "arch", "depth", "n_estimators", "lr", "epochs", "pair",
@@ -172,7 +166,7 @@ class ModelStore:
                 arch=arch, n_estimators=M, depth=depth, learning_rate=lr,
                 batch_size=self.batch_size, max_epochs=epochs, device=self.device,
                 random_state=seed, verbose=self.verbose, leaf_init=self.leaf_init,
-                split_init=self.split_init, **PAPER_TRAINING,
+                **{**PAPER_TRAINING, "split_init": self.split_init},
             )
             t0 = time.perf_counter()
             model.fit(X, y)

@@ -13,6 +13,7 @@ import numbers
 import os
 from importlib import resources
 from pathlib import Path
+from types import MappingProxyType
 
 import numpy as np
 from sklearn.model_selection import train_test_split
@@ -414,6 +415,23 @@ def paper_split(X, y, n_train=10_000, n_test=10_000, random_state=0):
     return train_test_split(
         X, y, train_size=n_train, test_size=n_test, random_state=random_state
     )
+
+
+#: Estimator parameters of the paper's training protocol, besides ``arch``, ``depth``,
+#: ``n_estimators``, ``max_epochs`` and ``learning_rate``, which each experiment sets: inputs
+#: used as given (the paper preprocesses them outside the estimator, see
+#: :func:`make_paper_preprocessor`), uniform initialization of the splits, a constant learning
+#: rate, the last weights as the model (no averaging), every feature in every tree and every
+#: epoch (no early stopping). Read-only; pass it as ``SoftTreeEnsembleClassifier(**PAPER_TRAINING,
+#: depth=2, max_epochs=50)`` so that a reproduction does not move with the package's defaults.
+PAPER_TRAINING = MappingProxyType({
+    "numeric_encoding": "none",
+    "split_init": "fan_in",
+    "lr_schedule": "constant",
+    "averaging": None,
+    "max_features": None,
+    "early_stopping": False,
+})
 
 
 def make_paper_preprocessor(n_quantiles=1000, subsample=10_000, random_state=0):
