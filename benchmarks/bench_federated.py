@@ -107,7 +107,10 @@ def run(args, out_csv):
                         start = time.perf_counter()
                         est = ShardedSoftTreeEnsemble(
                             base, n_shards=K, n_rounds=args.rounds, random_state=seed,
-                        ).fit(X_d, y_d)
+                        )
+                        if args.shard_init is not None:
+                            est.set_params(shard_init=args.shard_init)
+                        est.fit(X_d, y_d)
                         merged_acc = 100 * est.score(X_te, y_te)
                         refitted = refit(est.merged_, X_d, y_d)  # federated: on the workers
                         fit_s = time.perf_counter() - start
@@ -155,6 +158,16 @@ def report(out_csv):
     return "\n".join(lines)
 
 
+def csv_name(args):
+    """``federated.csv``, with a suffix per setting given (``federated_split_init_data.csv``,
+    ``federated_shard_init_shared.csv``, ...) so that runs of other settings never mix."""
+    name = "federated_smoke" if args.smoke else "federated"
+    for option in ("numeric_encoding", "split_init", "shard_init"):
+        if getattr(args, option) is not None:
+            name += f"_{option}_{getattr(args, option)}"
+    return name + ".csv"
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--datasets", nargs="+", default=DATASETS)
@@ -171,6 +184,8 @@ def main(argv=None):
     parser.add_argument("--split-init", default=None, choices=["fan_in", "data"],
                         help="the estimator's split_init (default: its default), for the full "
                              "fit and the shards alike")
+    parser.add_argument("--shard-init", default=None, choices=["independent", "shared"],
+                        help="ShardedSoftTreeEnsemble's shard_init (default: its default)")
     parser.add_argument("--out", type=Path, default=DEFAULT_OUT)
     parser.add_argument("--report", action="store_true", help="only print the table")
     parser.add_argument("--smoke", action="store_true",
@@ -182,7 +197,7 @@ def main(argv=None):
         args.ks = args.ks or [2, 3]
         args.n_train = args.n_test = 300
     args.ks = args.ks or [4, 8]
-    out_csv = args.out / ("federated_smoke.csv" if args.smoke else "federated.csv")
+    out_csv = args.out / csv_name(args)
     if not args.report:
         import torch
 

@@ -316,6 +316,17 @@ class ShardedSoftTreeEnsemble(MetaEstimatorMixin, BaseEstimator):
     first_round_epochs : int >= 1, default=None
         Local epochs of round 1 (None: ``local_epochs``, like the other
         rounds).
+    shard_init : {"independent", "shared"}, default="independent"
+        How the shard models of round 1 start. ``"independent"``: from their
+        own seeds (``random_state=seed_k``, other random splits, leaves and
+        feature masks): the independently trained models whose alignment
+        the paper studies. ``"shared"``: every shard's model from the same
+        seed (the first shard's), so the shards start from one
+        initialization, as FedAvg's clients start from the server's model,
+        and their models differ only by their rows (and, with
+        ``split_init="data"``, by the rows their splits start on); the
+        alignment then mostly confirms the identity. The shards' validation
+        rows and the later rounds are the same either way.
     shard_batch_size : "auto", int or None, default="auto"
         Minibatch size of the shard fits. ``"auto"``: the estimator's
         ``batch_size`` times the shard's share of the rows (``batch_size /
@@ -362,7 +373,8 @@ class ShardedSoftTreeEnsemble(MetaEstimatorMixin, BaseEstimator):
         default (one job outside a ``parallel_config`` context).
     random_state : int, RandomState instance or None, default=None
         Seeds the split and the clones: shard ``k``'s clone gets
-        ``random_state=seed_k``, drawn in order from this seed, so the
+        ``random_state=seed_k`` (``seed_1`` for every clone with
+        ``shard_init="shared"``), drawn in order from this seed, so the
         result does not depend on the backend or the number of jobs.
     verbose : int, default=0
         ``1``: progress over rounds (a tqdm bar with the time left on a
@@ -481,6 +493,7 @@ class ShardedSoftTreeEnsemble(MetaEstimatorMixin, BaseEstimator):
                          None],
         "shard_fraction": [_NumberInterval(Real, 0, 1, closed="right")],
         "first_round_epochs": [_NumberInterval(Integral, 1, None, closed="left"), None],
+        "shard_init": [StrOptions({"independent", "shared"})],
         "checkpoint": [str, os.PathLike, callable, None],
         "worker_timeout": [_NumberInterval(Real, 0, None, closed="neither")],
         "shard_batch_size": [StrOptions({"auto"}),
@@ -498,7 +511,8 @@ class ShardedSoftTreeEnsemble(MetaEstimatorMixin, BaseEstimator):
     def __init__(self, estimator=None, *, n_shards=4, split="iid", skew=0.8, aligner="wm",
                  merge_weights="size", n_rounds=1, local_epochs="auto", shard_fraction=1.0,
                  keep_optimizer_state=True, server_momentum=0.0, server_learning_rate=1.0,
-                 first_round_epochs=None, shard_batch_size="auto", refit_leaves=False,
+                 first_round_epochs=None, shard_init="independent", shard_batch_size="auto",
+                 refit_leaves=False,
                  checkpoint=None, worker_timeout=60.0, n_jobs=None, random_state=None,
                  verbose=0):
         self.estimator = estimator
@@ -514,6 +528,7 @@ class ShardedSoftTreeEnsemble(MetaEstimatorMixin, BaseEstimator):
         self.server_momentum = server_momentum
         self.server_learning_rate = server_learning_rate
         self.first_round_epochs = first_round_epochs
+        self.shard_init = shard_init
         self.shard_batch_size = shard_batch_size
         self.refit_leaves = refit_leaves
         self.checkpoint = checkpoint
@@ -658,7 +673,10 @@ class ShardedSoftTreeEnsemble(MetaEstimatorMixin, BaseEstimator):
         # [before, before + epochs[r]) of a schedule over sum(epochs) epochs.
         windows = [(sum(epochs[:r]), sum(epochs)) for r in range(self.n_rounds)]
         clones = []
-        for seed, batch_size in zip(seeds, batch_sizes):
+        # "shared": one seed, the first shard's, starts every shard model; the
+        # per-shard seeds still draw the shards' validation rows
+        model_seeds = [seeds[0]] * len(seeds) if self.shard_init == "shared" else seeds
+        for seed, batch_size in zip(model_seeds, batch_sizes):
             est = clone(base)
             if batch_size is not None and "batch_size" in est.get_params():
                 est.set_params(batch_size=batch_size)

@@ -100,6 +100,33 @@ def test_sequential_run_is_reproducible_and_equals_merge_of_its_shards():
         _assert_same_params(refit.tree_params_, model.tree_params_)
 
 
+@pytest.mark.parametrize("shard_init", ["independent", "shared"])
+def test_shard_init_starts_the_shards_from_one_or_from_their_own_seeds(shard_init):
+    """``shard_init="shared"``: every shard model of round 1 starts from one seed (the same
+    splits, leaves and feature masks, as FedAvg's clients start from the server's model), so
+    after a step of a tiny learning rate they are still equal to 1e-4, yet trained on their
+    own rows; ``"independent"``: each from its own seed, far apart."""
+    base = _base(max_features=0.5, max_epochs=1, learning_rate=1e-7, early_stopping=False)
+    est = ShardedSoftTreeEnsemble(base, n_shards=3, shard_init=shard_init,
+                                  random_state=0).fit(X, Y)
+    models = est.estimators_
+    seeds = {m.random_state for m in models}
+    masks = [m.tree_params_.split_weight == 0 for m in models]
+    first = models[0].tree_params_
+    if shard_init == "shared":
+        assert len(seeds) == 1
+        assert all(np.array_equal(masks[0], mask) for mask in masks)
+        for model in models[1:]:
+            for name in ("split_weight", "split_bias", "leaf_value"):
+                a, b = getattr(first, name), getattr(model.tree_params_, name)
+                np.testing.assert_allclose(a, b, atol=1e-4)
+                assert not np.array_equal(a, b)  # trained on other rows
+    else:
+        assert len(seeds) == 3
+        assert not np.array_equal(masks[0], masks[1])
+        assert np.abs(first.split_weight - models[1].tree_params_.split_weight).max() > 0.1
+
+
 def test_shard_splits():
     y = np.repeat([0, 1], [300, 100])
     for split in ("iid", "stratified", "class_skewed"):
@@ -451,6 +478,7 @@ def test_make_shards_refuses_a_split_that_leaves_a_shard_empty():
         ("server_learning_rate", 1e300),
         ("server_learning_rate", np.inf),
         ("skew", np.nan),
+        ("shard_init", "same"),
     ],
 )
 def test_sharded_hyperparameters_reject_bools_and_absurd_values(param, value):
