@@ -579,7 +579,8 @@ def test_shard_batch_size_keeps_the_full_data_steps_per_epoch(setting, expected)
     assert fitted.get_params()["estimator"].batch_size == 256  # the user's estimator
 
 
-@pytest.mark.parametrize("sampling", [{}, {"n_shards": 3, "shard_fraction": 0.5}])
+@pytest.mark.parametrize("sampling", [{}, {"n_shards": 3, "shard_fraction": 0.5},
+                                      {"shard_init": "shared"}])
 def test_checkpoint_and_resume_equal_an_uninterrupted_fit(tmp_path, sampling):
     """Rounds 1-2 with a checkpoint file, then a new fit resumed from it for
     rounds 3-4: the same merged model, history and shard states as 4 rounds
