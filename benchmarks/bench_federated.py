@@ -160,8 +160,11 @@ def report(out_csv):
 
 def csv_name(args):
     """``federated.csv``, with a suffix per setting given (``federated_split_init_data.csv``,
-    ``federated_shard_init_shared.csv``, ...) so that runs of other settings never mix."""
+    ``federated_shard_init_shared.csv``, ``federated_R1.csv`` for ``--rounds 1``, ...) so that
+    runs of other settings never mix."""
     name = "federated_smoke" if args.smoke else "federated"
+    if args.rounds != 10 and not args.smoke:
+        name += f"_R{args.rounds}"
     for option in ("numeric_encoding", "split_init", "shard_init"):
         if getattr(args, option) is not None:
             name += f"_{option}_{getattr(args, option)}"
