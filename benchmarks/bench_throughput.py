@@ -211,9 +211,9 @@ def synthetic_data(n_rows, n_features, n_classes, seed=0):
     return X, y
 
 
-
-
 def _estimator(arch_name, depth, n_trees, batch_size, **params):
+    """One epoch of the paper's training (``PAPER_TRAINING``), so that the rates measured do
+    not move with the package's defaults."""
     return SoftTreeEnsembleClassifier(
         arch=arch_name, n_estimators=n_trees, depth=depth, batch_size=batch_size, max_epochs=1,
         device="cpu", random_state=0, **{**PAPER_TRAINING, **params},
