@@ -12,6 +12,17 @@ Run from the repository root (results are appended, so a rerun resumes)::
 
     SKTREE_LMC_DATA=../shared/data/tabular_benchmark python -m benchmarks.bench_refit --pairs 3
     python -m benchmarks.bench_refit --smoke
+
+``--cache-timing`` times the feature cache of ``refit_leaves`` instead: the default model
+(``SoftTreeEnsembleClassifier()``, depth 4, 256 trees, ``--epochs`` epochs) on
+``--n-train`` rows of each dataset, refitted with a fixed number of L-BFGS iterations
+(``--refit-iter``) under each cache policy in turn, alternately, ``--repeats`` times:
+``recompute`` (no features kept: every evaluation recomputes them), ``default`` (the
+library's policy: float64 when all fit in ``_FEATURE_CACHE_BYTES``, else float32 chunks as
+far as the budget goes) and ``float64`` (everything kept in float64, unbounded memory).
+CPU seconds of one thread (``time.process_time``), medians over the repeats::
+
+    python -m benchmarks.bench_refit --cache-timing --datasets california --n-train 10000 20000
 """
 
 from __future__ import annotations
@@ -52,7 +63,7 @@ def run(args, out_csv):
     for name in args.datasets:
         if all((name, p) in done for p in range(args.pairs)):
             continue
-        X_tr, X_te, y_tr, y_te = load_split(name, n_train=args.n_train, n_test=args.n_train)
+        X_tr, X_te, y_tr, y_te = load_split(name, n_train=args.n_train[0], n_test=args.n_train[0])
         for p, (sa, sb) in enumerate(SEED_PAIRS[: args.pairs]):
             if (name, p) in done:
                 continue
@@ -78,6 +89,49 @@ def run(args, out_csv):
                   f"merged {row['test_merged']:.2f} refit {row['test_refit']:.2f} "
                   f"(objective {info['objective_start']:.4f} -> {info['objective']:.4f}, "
                   f"{seconds:.1f}s)", flush=True)
+
+
+CACHE_POLICIES = ("recompute", "default", "float64")
+
+
+def cache_timing(args):
+    """CPU seconds of ``refit_leaves`` per cache policy (see the module docstring)."""
+    import sktree_lmc._refit as refit_module
+
+    budget = refit_module._FEATURE_CACHE_BYTES
+    lines = ["| dataset | rows | features (MB, float64) | "
+             + " | ".join(f"{p} (s)" for p in CACHE_POLICIES)
+             + " | recompute / default | objective (default - float64) |",
+             "|" + "---|" * (len(CACHE_POLICIES) + 5)]
+    for name in args.datasets:
+        for n in args.n_train:
+            X_tr, _, y_tr, _ = load_split(name, n_train=n, n_test=min(n, 1000))
+            model = SoftTreeEnsembleClassifier(
+                n_estimators=args.n_estimators, max_epochs=args.epochs, random_state=0,
+                **({"depth": 2} if args.smoke else {})).fit(X_tr, y_tr)
+            M, L, _ = model.tree_params_.leaf_value.shape
+            times = {p: [] for p in CACHE_POLICIES}
+            objective = {}
+            for _ in range(args.repeats):
+                for policy in CACHE_POLICIES:
+                    refit_module._FEATURE_CACHE_BYTES = {
+                        "recompute": 0, "default": budget, "float64": 2**62}[policy]
+                    try:
+                        start = time.process_time()
+                        _, info = refit_leaves(model, X_tr, y_tr, max_iter=args.refit_iter,
+                                               return_info=True)
+                        times[policy].append(time.process_time() - start)
+                    finally:
+                        refit_module._FEATURE_CACHE_BYTES = budget
+                    objective[policy] = info["objective"]
+            med = {p: float(np.median(times[p])) for p in CACHE_POLICIES}
+            lines.append(
+                f"| {name} | {len(y_tr)} | {len(y_tr) * M * L * 8 / 1e6:.0f} | "
+                + " | ".join(f"{med[p]:.1f}" for p in CACHE_POLICIES)
+                + f" | {med['recompute'] / med['default']:.1f}x | "
+                f"{objective['default'] - objective['float64']:+.1e} |")
+            print(lines[-1], flush=True)
+    return "\n".join(lines)
 
 
 def summarize(csv_path):
@@ -109,18 +163,27 @@ def main(argv=None):
     parser.add_argument("--pairs", type=int, default=3)
     parser.add_argument("--n-estimators", type=int, default=256)
     parser.add_argument("--epochs", type=int, default=50)
-    parser.add_argument("--n-train", type=int, default=10_000)
+    parser.add_argument("--n-train", type=int, nargs="+", default=[10_000])
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--out", default=str(DEFAULT_OUT))
     parser.add_argument("--smoke", action="store_true", help="bundled data, tiny models")
+    parser.add_argument("--cache-timing", action="store_true",
+                        help="time the feature cache of refit_leaves (see the docstring)")
+    parser.add_argument("--refit-iter", type=int, default=30)
+    parser.add_argument("--repeats", type=int, default=3)
     args = parser.parse_args(argv)
     if args.smoke:
         args.datasets, args.pairs, args.n_estimators, args.epochs = [SMALL], 1, 8, 2
+        if args.cache_timing:
+            args.n_train, args.refit_iter, args.repeats = [200], 3, 1
     elif not os.environ.get("SKTREE_LMC_DATA"):
         default = Path(__file__).resolve().parents[2] / "shared" / "data" / "tabular_benchmark"
         if default.is_dir():
             os.environ["SKTREE_LMC_DATA"] = str(default)
     torch.set_num_threads(args.threads)
+    if args.cache_timing:
+        print(cache_timing(args))
+        return 0
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     out_csv = out / ("smoke_refit.csv" if args.smoke else "refit_pairwise.csv")

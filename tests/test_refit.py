@@ -117,6 +117,27 @@ def test_chunked_matrix_free_path_gives_the_cached_result(monkeypatch):
                                atol=1e-5)
 
 
+def test_partial_float32_cache_gives_the_float64_result(monkeypatch):
+    """Features that do not fit in float64 are kept in float32 as far as the
+    budget goes, the other chunks recomputed: the leaves stay those of the
+    all-float64 cache to the solver's tolerance."""
+    est = _clf(depth=3)
+    cached, info = refit_leaves(est, X, Y, max_iter=30, return_info=True)
+    M, L = est.tree_params_.leaf_value.shape[:2]
+    rows = 7
+    monkeypatch.setattr(refit_module, "_CHUNK_BYTES", 8 * M * L * rows)
+    monkeypatch.setattr(refit_module, "_FEATURE_CACHE_BYTES", 3 * rows * M * L * 4)
+    monkeypatch.setattr(refit_module, "_BLOCK_BYTES", 8 * M * L * 3)  # blocks of 3 rows
+    site = refit_module._local_objective(est, X, Y, None, 1e-4).rows
+    assert site.cache_dtype == torch.float32 and site.n_cached == 3
+    site.terms(est.tree_params_.leaf_value.astype(np.float64).ravel())
+    assert len(site.cached) == 3 and all(c.dtype == torch.float32 for c in site.cached)
+    partial, info_partial = refit_leaves(est, X, Y, max_iter=30, return_info=True)
+    np.testing.assert_allclose(partial.tree_params_.leaf_value, cached.tree_params_.leaf_value,
+                               atol=1e-4)
+    assert info_partial["objective"] == pytest.approx(info["objective"], rel=1e-6)
+
+
 def test_never_raises_the_objective_at_the_optimum():
     """Starting at the optimum, the result is not worse (the guard keeps the leaves)."""
     once = refit_leaves(_clf(), X, Y)
