@@ -111,7 +111,7 @@ def test_chunked_matrix_free_path_gives_the_cached_result(monkeypatch):
     est = _clf(depth=3)
     cached = refit_leaves(est, X, Y, max_iter=30)
     monkeypatch.setattr(refit_module, "_FEATURE_CACHE_BYTES", 0)
-    monkeypatch.setattr(refit_module, "_CHUNK_BYTES", 8 * 8 * 8 * 7)  # 7 rows per chunk
+    monkeypatch.setattr(refit_module, "_CHUNK_BYTES", {"cpu": 8 * 8 * 8 * 7})  # 7 rows a chunk
     streamed = refit_leaves(est, X, Y, max_iter=30)
     np.testing.assert_allclose(streamed.tree_params_.leaf_value, cached.tree_params_.leaf_value,
                                atol=1e-5)
@@ -125,9 +125,8 @@ def test_partial_float32_cache_gives_the_float64_result(monkeypatch):
     cached, info = refit_leaves(est, X, Y, max_iter=30, return_info=True)
     M, L = est.tree_params_.leaf_value.shape[:2]
     rows = 7
-    monkeypatch.setattr(refit_module, "_CHUNK_BYTES", 8 * M * L * rows)
+    monkeypatch.setattr(refit_module, "_CHUNK_BYTES", {"cpu": 8 * M * L * rows})
     monkeypatch.setattr(refit_module, "_FEATURE_CACHE_BYTES", 3 * rows * M * L * 4)
-    monkeypatch.setattr(refit_module, "_BLOCK_BYTES", 8 * M * L * 3)  # blocks of 3 rows
     site = refit_module._local_objective(est, X, Y, None, 1e-4).rows
     assert site.cache_dtype == torch.float32 and site.n_cached == 3
     site.terms(est.tree_params_.leaf_value.astype(np.float64).ravel())
