@@ -17,9 +17,9 @@ Run from the repository root (results are appended, so a rerun resumes)::
 (``SoftTreeEnsembleClassifier()``, depth 4, 256 trees, ``--epochs`` epochs) on
 ``--n-train`` rows of each dataset, refitted with a fixed number of L-BFGS iterations
 (``--refit-iter``) under each cache policy in turn, alternately, ``--repeats`` times:
-``recompute`` (no features kept: every evaluation recomputes them), ``default`` (the
-library's policy: float64 when all fit in ``_FEATURE_CACHE_BYTES``, else float32 chunks as
-far as the budget goes) and ``float64`` (everything kept in float64, unbounded memory).
+``recompute`` (``cache_size=0``: every evaluation recomputes the features), ``default``
+(``cache_size=256`` MiB: float64 when all fit, else float32 chunks as far as the budget goes)
+and ``float64`` (an unbounded ``cache_size``: everything kept in float64).
 CPU seconds of one thread (``time.process_time``), medians over the repeats::
 
     python -m benchmarks.bench_refit --cache-timing --datasets california --n-train 10000 20000
@@ -96,9 +96,7 @@ CACHE_POLICIES = ("recompute", "default", "float64")
 
 def cache_timing(args):
     """CPU seconds of ``refit_leaves`` per cache policy (see the module docstring)."""
-    import sktree_lmc._refit as refit_module
-
-    budget = refit_module._FEATURE_CACHE_BYTES
+    sizes = {"recompute": {"cache_size": 0}, "default": {}, "float64": {"cache_size": 2**40}}
     lines = ["| dataset | rows | features (MB, float64) | "
              + " | ".join(f"{p} (s)" for p in CACHE_POLICIES)
              + " | recompute / default | objective (default - float64) |",
@@ -114,15 +112,10 @@ def cache_timing(args):
             objective = {}
             for _ in range(args.repeats):
                 for policy in CACHE_POLICIES:
-                    refit_module._FEATURE_CACHE_BYTES = {
-                        "recompute": 0, "default": budget, "float64": 2**62}[policy]
-                    try:
-                        start = time.process_time()
-                        _, info = refit_leaves(model, X_tr, y_tr, max_iter=args.refit_iter,
-                                               return_info=True)
-                        times[policy].append(time.process_time() - start)
-                    finally:
-                        refit_module._FEATURE_CACHE_BYTES = budget
+                    start = time.process_time()
+                    _, info = refit_leaves(model, X_tr, y_tr, max_iter=args.refit_iter,
+                                           return_info=True, **sizes[policy])
+                    times[policy].append(time.process_time() - start)
                     objective[policy] = info["objective"]
             med = {p: float(np.median(times[p])) for p in CACHE_POLICIES}
             lines.append(

@@ -121,7 +121,8 @@ class _Rows:
     recomputed at every call.
     """
 
-    def __init__(self, estimator, X, target, weight, device):
+    def __init__(self, estimator, X, target, weight, device,
+                 cache_bytes=_FEATURE_CACHE_BYTES):
         params = estimator.tree_params_
         M, L, C = params.leaf_value.shape
         self.shape = (M, L, C)
@@ -136,10 +137,10 @@ class _Rows:
         chunk_bytes = _CHUNK_BYTES["cpu" if torch.device(device).type == "cpu" else "cuda"]
         self.chunk = max(1, chunk_bytes // (8 * M * L))
         n_chunks = -(-X.shape[0] // self.chunk)
-        full = X.shape[0] * M * L * 8 <= _FEATURE_CACHE_BYTES
+        full = X.shape[0] * M * L * 8 <= cache_bytes
         self.cache_dtype = torch.float64 if full else torch.float32
         self.n_cached = n_chunks if full else min(
-            n_chunks, _FEATURE_CACHE_BYTES // (self.chunk * M * L * 4))
+            n_chunks, int(cache_bytes) // (self.chunk * M * L * 4))
         self.cached = None
 
     @property
@@ -205,9 +206,10 @@ class _LeafObjective:
     """``f(Theta) = sum_i w_i loss(Phi_i Theta, y_i) / sum_i w_i + alpha/2 ||Theta||^2``,
     with its gradient, evaluated chunk by chunk in float64 on rows held here."""
 
-    def __init__(self, estimator, X, target, weight, alpha, device):
+    def __init__(self, estimator, X, target, weight, alpha, device,
+                 cache_bytes=_FEATURE_CACHE_BYTES):
         self.alpha = float(alpha)
-        self.rows = _Rows(estimator, X, target, weight, device)
+        self.rows = _Rows(estimator, X, target, weight, device, cache_bytes)
 
     def _terms(self, theta_flat):
         return [self.rows.terms(theta_flat)]
@@ -224,7 +226,7 @@ class _LeafObjective:
 # ----------------------------------------------------------------------------
 
 
-def _partition_rows(k, model, X, y, w):
+def _partition_rows(k, model, X, y, w, cache_bytes=_FEATURE_CACHE_BYTES):
     """Partition ``k``'s :class:`_Rows`, built on its worker (``model`` is
     ``(estimator, pipeline head or None)``); None for an empty partition."""
     estimator, head = model
@@ -238,7 +240,7 @@ def _partition_rows(k, model, X, y, w):
                              "of X, y (and sample_weight) must match.")
         target = torch.as_tensor(estimator._fitted_targets(y))
         w = _partition_weights(w, X.shape[0])
-        return _Rows(estimator, X, target, w, prediction_device(estimator.device))
+        return _Rows(estimator, X, target, w, prediction_device(estimator.device), cache_bytes)
     except Exception as exc:
         message = f"Partition {k} failed in refit_leaves: {type(exc).__name__}: {exc}"
         try:
@@ -283,7 +285,8 @@ class _FederatedLeafObjective(_LeafObjective):
     workers once; every evaluation sends the leaf values to each partition's
     worker and receives its loss, gradient and weight sums."""
 
-    def __init__(self, estimator, head, X, y, sample_weight, alpha):
+    def __init__(self, estimator, head, X, y, sample_weight, alpha,
+                 cache_bytes=_FEATURE_CACHE_BYTES):
         from ._federated import aligned_partitions
 
         try:
@@ -308,7 +311,7 @@ class _FederatedLeafObjective(_LeafObjective):
         futures = client.compute(X_parts + y_parts + w_parts)
         xf, yf, wf = futures[:P], futures[P : 2 * P], futures[2 * P :]
         rows = [client.submit(_partition_rows, k, model, xf[k], yf[k],
-                              wf[k] if wf else None, pure=False)
+                              wf[k] if wf else None, cache_bytes, pure=False)
                 for k in range(P)]
         del futures, xf, yf, wf
         w_max = max(client.gather([client.submit(_rows_max_weight, r, pure=False)
@@ -338,13 +341,14 @@ class _FederatedLeafObjective(_LeafObjective):
         "alpha": [_NumberInterval(Real, 0, _MAX_SCALE, closed="both")],
         "max_iter": [_NumberInterval(Integral, 1, None, closed="left")],
         "tol": [_NumberInterval(Real, 0, 1, closed="both")],
+        "cache_size": [_NumberInterval(Real, 0, None, closed="left")],
         "return_info": ["boolean"],
         "verbose": ["verbose"],
     },
     prefer_skip_nested_validation=True,
 )
 def refit_leaves(estimator, X, y, sample_weight=None, *, alpha=1e-4, max_iter=500, tol=1e-7,
-                 return_info=False, verbose=0):
+                 cache_size=256, return_info=False, verbose=0):
     """Re-solve the leaf values of a fitted ensemble, with its splits frozen.
 
     The ensemble's output is linear in the leaf values, so with the splits
@@ -363,8 +367,8 @@ def refit_leaves(estimator, X, y, sample_weight=None, *, alpha=1e-4, max_iter=50
     Use it after a merge (averaging leaves of aligned models is not the best
     set of leaves for the averaged splits), at the end of federated rounds
     where the merging site holds data, or on its own. Memory stays bounded:
-    the features are computed in row chunks and recomputed per evaluation when
-    they would not fit in 256 MiB.
+    the features are computed in row chunks and kept up to ``cache_size``
+    MiB, the chunks beyond it recomputed per evaluation.
 
     **Dask input** (federated refit). ``X`` may be a dask array or DataFrame
     (with ``y``, and ``sample_weight`` if given, dask collections partitioned
@@ -376,8 +380,8 @@ def refit_leaves(estimator, X, y, sample_weight=None, *, alpha=1e-4, max_iter=50
     loss sum, gradient sum (``M * L * C`` float64) and weight sum, whatever
     its number of rows. The client adds them up and runs the same L-BFGS-B;
     the result equals the refit on the same rows in memory up to the order
-    of float64 sums. Each partition keeps its features when they fit in
-    256 MiB.
+    of float64 sums. Each partition keeps its features up to ``cache_size``
+    MiB on its worker.
 
     Parameters
     ----------
@@ -410,6 +414,16 @@ def refit_leaves(estimator, X, y, sample_weight=None, *, alpha=1e-4, max_iter=50
         runs the solver until it cannot decrease the objective (machine
         precision; raise ``max_iter``): the unique optimum, which both reach
         to float32 rounding.
+    cache_size : float >= 0, default=256
+        Memory for the leaf-probability features ``Phi`` (``n * M * L``
+        values), in MiB (per partition with dask input), as in
+        :class:`sklearn.svm.SVC`. They are kept in float64 when they all
+        fit, else as many row chunks as fit in float32; the other chunks are
+        recomputed at every evaluation of the objective, most of its cost
+        (``0``: all recomputed, the least memory). The result is the same to
+        the solver's tolerance. The default model (256 trees of depth 4, a
+        binary classifier) needs 33 MiB per 1,000 rows in float64 and half
+        that in float32.
     return_info : bool, default=False
         Also return a dict with ``objective_start``, ``objective`` (the
         objective of the returned leaves, float32 as stored), ``n_iter``,
@@ -449,19 +463,20 @@ def refit_leaves(estimator, X, y, sample_weight=None, *, alpha=1e-4, max_iter=50
         (final,), head = split_pipelines([estimator])
         if is_dask_collection(X):  # the head transforms each partition on its worker
             refitted = _refit(final, X, y, sample_weight, head, alpha=alpha, max_iter=max_iter,
-                              tol=tol, verbose=verbose)
+                              tol=tol, cache_size=cache_size, verbose=verbose)
         else:
             refitted = _refit(final, transform_rows(head, X), y, sample_weight, None,
-                              alpha=alpha, max_iter=max_iter, tol=tol, verbose=verbose)
+                              alpha=alpha, max_iter=max_iter, tol=tol, cache_size=cache_size,
+                              verbose=verbose)
         if return_info:
             return rewrap(estimator, refitted[0]), refitted[1]
         return rewrap(estimator, refitted[0])
     refitted, info = _refit(estimator, X, y, sample_weight, None, alpha=alpha,
-                            max_iter=max_iter, tol=tol, verbose=verbose)
+                            max_iter=max_iter, tol=tol, cache_size=cache_size, verbose=verbose)
     return (refitted, info) if return_info else refitted
 
 
-def _local_objective(estimator, X, y, sample_weight, alpha):
+def _local_objective(estimator, X, y, sample_weight, alpha, cache_bytes=_FEATURE_CACHE_BYTES):
     X = estimator._encoded_input(X)
     y = _check_targets(estimator, y)
     if len(y) != X.shape[0]:
@@ -474,10 +489,11 @@ def _local_objective(estimator, X, y, sample_weight, alpha):
         raise ValueError("sample_weight sums to zero: there is nothing to fit.")
     sample_weight = sample_weight / sample_weight.max()  # only ratios matter; no overflow
     device = prediction_device(estimator.device)
-    return _LeafObjective(estimator, X, target, sample_weight, alpha, device)
+    return _LeafObjective(estimator, X, target, sample_weight, alpha, device, cache_bytes)
 
 
-def _refit(estimator, X, y, sample_weight, head, *, alpha, max_iter, tol, verbose):
+def _refit(estimator, X, y, sample_weight, head, *, alpha, max_iter, tol, verbose,
+           cache_size=_FEATURE_CACHE_BYTES / 2**20):
     """:func:`refit_leaves` of a soft tree ensemble (``head``: a pipeline's
     preprocessing, applied on the workers; dask input only)."""
     check_is_fitted(estimator, "tree_params_")
@@ -486,9 +502,12 @@ def _refit(estimator, X, y, sample_weight, head, *, alpha, max_iter, tol, verbos
             if value is not None and not is_dask_collection(value):
                 raise TypeError(f"X is a dask collection, so {name} must be one too (partitioned "
                                 f"like X), got {type(value).__name__}.")
-        objective = _FederatedLeafObjective(estimator, head, X, y, sample_weight, alpha)
+    cache_bytes = int(cache_size * 2**20)
+    if is_dask_collection(X):
+        objective = _FederatedLeafObjective(estimator, head, X, y, sample_weight, alpha,
+                                            cache_bytes)
     else:
-        objective = _local_objective(estimator, X, y, sample_weight, alpha)
+        objective = _local_objective(estimator, X, y, sample_weight, alpha, cache_bytes)
     try:
         return _solve(estimator, objective, max_iter=max_iter, tol=tol, verbose=verbose)
     finally:

@@ -110,31 +110,38 @@ def test_zero_weight_rows_do_not_matter():
 def test_chunked_matrix_free_path_gives_the_cached_result(monkeypatch):
     est = _clf(depth=3)
     cached = refit_leaves(est, X, Y, max_iter=30)
-    monkeypatch.setattr(refit_module, "_FEATURE_CACHE_BYTES", 0)
     monkeypatch.setattr(refit_module, "_CHUNK_BYTES", {"cpu": 8 * 8 * 8 * 7})  # 7 rows a chunk
-    streamed = refit_leaves(est, X, Y, max_iter=30)
+    streamed = refit_leaves(est, X, Y, max_iter=30, cache_size=0)
     np.testing.assert_allclose(streamed.tree_params_.leaf_value, cached.tree_params_.leaf_value,
                                atol=1e-5)
 
 
 def test_partial_float32_cache_gives_the_float64_result(monkeypatch):
-    """Features that do not fit in float64 are kept in float32 as far as the
-    budget goes, the other chunks recomputed: the leaves stay those of the
-    all-float64 cache to the solver's tolerance."""
+    """Features that do not fit in float64 are kept in float32 as far as
+    ``cache_size`` goes, the other chunks recomputed: the leaves stay those of
+    the all-float64 cache to the solver's tolerance."""
     est = _clf(depth=3)
     cached, info = refit_leaves(est, X, Y, max_iter=30, return_info=True)
     M, L = est.tree_params_.leaf_value.shape[:2]
     rows = 7
     monkeypatch.setattr(refit_module, "_CHUNK_BYTES", {"cpu": 8 * M * L * rows})
-    monkeypatch.setattr(refit_module, "_FEATURE_CACHE_BYTES", 3 * rows * M * L * 4)
-    site = refit_module._local_objective(est, X, Y, None, 1e-4).rows
+    budget = 3 * rows * M * L * 4  # three chunks in float32
+    site = refit_module._local_objective(est, X, Y, None, 1e-4, budget).rows
     assert site.cache_dtype == torch.float32 and site.n_cached == 3
     site.terms(est.tree_params_.leaf_value.astype(np.float64).ravel())
     assert len(site.cached) == 3 and all(c.dtype == torch.float32 for c in site.cached)
-    partial, info_partial = refit_leaves(est, X, Y, max_iter=30, return_info=True)
+    partial, info_partial = refit_leaves(est, X, Y, max_iter=30, return_info=True,
+                                         cache_size=budget / 2**20)
     np.testing.assert_allclose(partial.tree_params_.leaf_value, cached.tree_params_.leaf_value,
                                atol=1e-4)
     assert info_partial["objective"] == pytest.approx(info["objective"], rel=1e-6)
+    whole = refit_module._local_objective(est, X, Y, None, 1e-4, 2**30).rows
+    assert whole.cache_dtype == torch.float64
+
+
+def test_cache_size_is_validated():
+    with pytest.raises(InvalidParameterError, match="cache_size"):
+        refit_leaves(_clf(), X, Y, cache_size=-1)
 
 
 def test_never_raises_the_objective_at_the_optimum():
