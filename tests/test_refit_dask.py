@@ -59,6 +59,24 @@ def _dask(a, rows_per_part):
     return da.from_array(a, chunks=chunks)
 
 
+def test_cache_size_applies_per_partition(client, monkeypatch):
+    """With a budget that keeps three float32 chunks per partition (the rest
+    recomputed at every evaluation), the federated refit still equals the
+    centralized float64 one. The workers are threads of this process, so the
+    chunk size patched here is theirs."""
+    import sktree_lmc._refit as refit_module
+
+    est = _clf()
+    local, info_local = refit_leaves(est, X, Y, return_info=True, **SOLVE)
+    M, L, _ = est.tree_params_.leaf_value.shape
+    monkeypatch.setattr(refit_module, "_CHUNK_BYTES", {"cpu": 8 * M * L * 7})  # 7 rows a chunk
+    budget = 3 * 7 * M * L * 4
+    remote, info_remote = refit_leaves(est, _dask(X, 80), _dask(Y, 80), return_info=True,
+                                       cache_size=budget / 2**20, **SOLVE)
+    assert info_remote["objective"] == pytest.approx(info_local["objective"], rel=1e-6)
+    assert np.abs(local.tree_params_.leaf_value - remote.tree_params_.leaf_value).max() < 1e-4
+
+
 @pytest.mark.parametrize("kind", ["classifier", "regressor"])
 @pytest.mark.parametrize("weighted", [False, True])
 def test_federated_refit_equals_the_centralized_refit(client, kind, weighted):
