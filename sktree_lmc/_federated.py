@@ -513,9 +513,10 @@ def run_rounds(shards, clones, weights, merge, *, n_rounds, keep_optimizer=True,
         Merge weights (of the shards that take part in a round, normalized
         by the merge).
     merge : callable
-        ``merge(models, weights) -> (merged estimator, fitted ModelAligner)``;
-        the aligner's ``alignments_[i]`` maps ``models[i]`` into the merged
-        basis.
+        ``merge(models, weights, same_start) -> (merged estimator, fitted
+        ModelAligner)``; the aligner's ``alignments_[i]`` maps ``models[i]``
+        into the merged basis. ``same_start`` is true after the first round,
+        when every model continued from the last merged model.
     n_rounds : int
         Number of rounds ``R``.
     keep_optimizer : bool
@@ -609,7 +610,7 @@ def run_rounds(shards, clones, weights, merge, *, n_rounds, keep_optimizer=True,
         for i, k in enumerate(sampled):
             handles[k], models[k], last[k] = new[i], received_models[i], (r, i)
         received = sum(_params_nbytes(m.tree_params_) for m in received_models)
-        merged, aligner = merge(received_models, np.asarray(weights)[sampled])
+        merged, aligner = merge(received_models, np.asarray(weights)[sampled], r > 0)
         server_al = None
         if (server_momentum > 0 or server_learning_rate != 1) and r > 0:
             params, velocity, server_al = _server_step(

@@ -226,6 +226,13 @@ class ModelAligner(BaseEstimator):
         self : ModelAligner
             The fitted aligner.
         """
+        return self._fit(estimators, X, weights)
+
+    def _fit(self, estimators, X=None, weights=None, start=None):
+        """:meth:`fit`; ``start="identity"`` first tries the models as they
+        are (see :func:`~sktree_lmc._nway.align_many`): the rounds of
+        :class:`~sktree_lmc.ShardedSoftTreeEnsemble` after the first, whose
+        shard models all continued from one merged model."""
         self._validate_params()
         device = resolve_device(self.device)
         estimators, head = split_pipelines(estimators)
@@ -262,6 +269,7 @@ class ModelAligner(BaseEstimator):
             outputs=outputs, max_iter=max_iter, reference=self.reference,
             weighting=self.weighting, tol=self.tol, device=device,
             progress=lambda i, obj: i and log.step(i - 1, objective=obj),
+            start=start,
         )
         log.close(f"aligned {K} models, {result.n_matchings} matchings, "
                   f"{result.n_iter} refinement sweeps")

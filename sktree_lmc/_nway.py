@@ -142,7 +142,7 @@ def _check_weights(weights, n_models):
 
 def align_many(params, arch, weights=None, *, method="wm", invariances="all", outputs=None,
                max_iter=20, reference=0, weighting=True, tol=1e-3, device="cpu",
-               progress=None):
+               progress=None, start=None):
     """Align ``K`` ensembles into one common basis (N-way matching).
 
     Block coordinate ascent on the total pairwise similarity of the aligned
@@ -186,6 +186,15 @@ def align_many(params, arch, weights=None, *, method="wm", invariances="all", ou
     progress : callable, default=None
         Called as ``progress(sweep, objective)`` after the initial alignment
         (sweep 0) and after every refinement sweep.
+    start : {None, "identity"}, default=None
+        ``"identity"``: try the models as they are (every alignment the
+        identity) before the initialization, for models that continued from
+        one common model (the rounds of sharded training after the first).
+        One sweep checks it: if it changes no alignment, the identity is a
+        fixed point of the sweeps and is returned (``K`` matchings instead of
+        the ``K - 1`` of the initialization plus the ``K`` of the sweep that
+        proves convergence); if it changes any, the usual initialization and
+        sweeps run as without ``start``. Needs ``max_iter >= 1``.
 
     Returns
     -------
@@ -229,10 +238,23 @@ def align_many(params, arch, weights=None, *, method="wm", invariances="all", ou
     else:
         space = _ParamSpace(params, arch, invariances, weighting, device)
 
+    n_checked = 0
+    if start == "identity" and max_iter >= 1:
+        # 0. the models as they are: one sweep proves the identity a fixed point
+        alignments = [identity] * K
+        aligned = [space.aligned(i, identity) for i in range(K)]
+        total = _weighted_sum(w, aligned)
+        history = [space.objective(total)]
+        changed, n_checked = _sweep(space, w, alignments, aligned, total)[1], K
+        if not changed:
+            if progress is not None:
+                progress(0, history[-1])
+                progress(1, history[-1])
+            return MultiAlignment(alignments, w, 1, True, history * 2, n_checked)
     # 1. initialization: every model aligned to the reference
     ref = space.aligned(reference, identity)
     alignments = [identity if i == reference else space.match(ref, i) for i in range(K)]
-    n_matchings = K - 1
+    n_matchings = n_checked + K - 1
     aligned = [space.aligned(i, al) for i, al in enumerate(alignments)]
     total = _weighted_sum(w, aligned)
     history = [space.objective(total)]
@@ -241,15 +263,8 @@ def align_many(params, arch, weights=None, *, method="wm", invariances="all", ou
         progress(0, history[-1])
     # 2. refinement sweeps (Gauss-Seidel): re-align model i to the sum of the others
     for n_iter in range(1, max_iter + 1):
-        changed = False
-        for i in range(K):
-            others = _axpy(total, -w[i], aligned[i])
-            new = space.match(others, i)
-            n_matchings += 1
-            if new != alignments[i]:
-                changed = True
-                alignments[i], aligned[i] = new, space.aligned(i, new)
-                total = _axpy(others, w[i], aligned[i])
+        total, changed = _sweep(space, w, alignments, aligned, total)
+        n_matchings += K
         history.append(space.objective(total))
         if progress is not None:
             progress(n_iter, history[-1])
@@ -257,6 +272,21 @@ def align_many(params, arch, weights=None, *, method="wm", invariances="all", ou
             converged = True
             break
     return MultiAlignment(alignments, w, n_iter, converged, history, n_matchings)
+
+
+def _sweep(space, w, alignments, aligned, total):
+    """One refinement sweep (Gauss-Seidel): re-align every model ``i`` in turn to
+    the weighted sum of the others, updating ``alignments`` and ``aligned`` in
+    place. Returns the new weighted sum and whether any alignment changed."""
+    changed = False
+    for i in range(len(alignments)):
+        others = _axpy(total, -w[i], aligned[i])
+        new = space.match(others, i)
+        if new != alignments[i]:
+            changed = True
+            alignments[i], aligned[i] = new, space.aligned(i, new)
+            total = _axpy(others, w[i], aligned[i])
+    return total, changed
 
 
 def _weighted_sum(weights, vectors):

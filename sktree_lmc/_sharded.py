@@ -703,9 +703,12 @@ class ShardedSoftTreeEnsemble(MetaEstimatorMixin, BaseEstimator):
         if aligner.random_state is None:
             aligner.set_params(random_state=rng)
 
-        def merge(models, w):
+        def merge(models, w, same_start=False):
+            # same_start: the shard models all continued from the last merged model,
+            # so the alignment first tries them as they are (one checking sweep)
             with torch_threads(base.n_threads):  # the estimator's thread policy for the merge
-                aligner.fit(models, X_site, weights=w)
+                aligner._fit(models, X_site, weights=w,
+                             start="identity" if same_start else None)
                 merged = combine(models, aligner.aligned_params(models), aligner.weights_)
             return merged, copy.copy(aligner)  # a snapshot of this round's fitted aligner
 

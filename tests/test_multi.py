@@ -168,3 +168,43 @@ def test_errors(models):
         align_many([a.tree_params_, _tiny(n_estimators=6).tree_params_], arch)
     with pytest.raises(ValueError, match="tree outputs"):
         align_many([a.tree_params_, b.tree_params_], arch, method="am")
+
+
+# ----------------------------------------------------------------------------
+# start="identity": models that continued from one common model
+# ----------------------------------------------------------------------------
+
+
+def _near_copies(arch="oblivious", depth=3, K=4, noise=0.05):
+    """K models that continued from one model: small perturbations of it, same basis."""
+    base = _random_params_model(_tiny(arch, depth, epochs=1), seed=3).tree_params_
+    rng = np.random.RandomState(0)
+    return [TreeParams(base.split_weight + noise * rng.randn(*base.split_weight.shape),
+                       base.split_bias + noise * rng.randn(*base.split_bias.shape),
+                       base.leaf_value + noise * rng.randn(*base.leaf_value.shape))
+            for _ in range(K)], get_architecture(arch, depth)
+
+
+@pytest.mark.parametrize("arch", ["oblivious", "non_oblivious"])
+def test_identity_start_is_checked_by_one_sweep(arch):
+    params, a = _near_copies(arch)
+    usual = align_many(params, a)
+    short = align_many(params, a, start="identity")
+    assert short.alignments == usual.alignments  # the same result ...
+    assert short.n_matchings == len(params) < usual.n_matchings  # ... for one sweep: K, not 2K-1
+    assert short.converged and short.n_iter == 1
+    assert all(al == usual.alignments[0] for al in short.alignments)  # every one the identity
+
+
+def test_identity_start_falls_back_when_a_model_is_in_another_basis():
+    params, a = _near_copies()
+    rng = np.random.RandomState(1)
+    M = params[0].n_trees
+    params[2] = params[2].permute_trees(rng.permutation(M)).apply_ops(random_ops(a, M, rng))
+    usual = align_many(params, a)
+    short = align_many(params, a, start="identity")
+    assert short.alignments == usual.alignments  # the usual procedure's result ...
+    assert short.n_matchings == usual.n_matchings + len(params)  # ... after the failed check
+    merged = TreeParams.weighted_average(
+        [al.apply(p) for al, p in zip(short.alignments, params)], short.weights)
+    assert np.abs(merged.leaf_value - params[0].leaf_value).max() < 0.2  # realigned, not averaged

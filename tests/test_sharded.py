@@ -336,6 +336,20 @@ def test_rounds_align_every_round(monkeypatch):
     np.testing.assert_allclose(scr.predict_proba(X), plain.predict_proba(X), atol=1e-4)
     assert scr.history_[-1]["train_loss"] == pytest.approx(plain.history_[-1]["train_loss"],
                                                            rel=1e-4)
+    # the scrambled models failed the check of the models as they are (3 matchings)
+    # and ran the usual alignment (2 + 3 at least) after it
+    assert scr.aligner_.n_matchings_ >= 3 + 2 + 3
+
+
+def test_later_rounds_try_the_models_as_they_are():
+    """After round 1 every shard continued from the merged model, so the
+    alignment first checks the identity with one sweep (K matchings) and keeps
+    it when the sweep changes nothing: the result of the usual procedure."""
+    base = _base(max_epochs=3, learning_rate=1e-4, early_stopping=False)
+    est = ShardedSoftTreeEnsemble(base, n_shards=3, n_rounds=3, random_state=0).fit(X, Y)
+    assert est.aligner_.n_matchings_ == 3 and est.aligner_.n_iter_ == 1
+    identity = np.arange(est.merged_.tree_params_.n_trees)
+    assert all(np.array_equal(a.tree_perm, identity) for a in est.aligner_.alignments_)
 
 
 @pytest.mark.parametrize("arch", ["non_oblivious", "oblivious", "decision_list",
