@@ -176,13 +176,13 @@ def test_shard_workers_and_the_merge_use_the_estimators_n_threads(
     caller_threads, recorded, monkeypatch
 ):
     merge_threads = []
-    fit = ModelAligner.fit
+    fit = ModelAligner._fit  # what fit() and the sharded merge call
 
     def recording_fit(self, *args, **kwargs):
         merge_threads.append(torch.get_num_threads())
         return fit(self, *args, **kwargs)
 
-    monkeypatch.setattr(ModelAligner, "fit", recording_fit)
+    monkeypatch.setattr(ModelAligner, "_fit", recording_fit)
     sharded = ShardedSoftTreeEnsemble(clf(n_threads=1), n_shards=2, n_jobs=2, random_state=0)
     with parallel_config(backend="threading"):
         sharded.fit(X, Y)
