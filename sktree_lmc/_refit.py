@@ -93,20 +93,23 @@ def _check_targets(estimator, y):
     return check_array(y, ensure_2d=False, dtype=None, input_name="y")
 
 
-def _chunk_terms(loss_fn, phi_t, target, weight, theta):
+def _chunk_terms(loss_fn, phi, target, weight, theta, transposed=False):
     """The terms of one chunk of rows: ``(sum_i w_i loss(phi_i theta, y_i),
     gradient of that sum w.r.t. theta (shape (C, M * L)), sum_i w_i)``.
 
-    ``phi_t`` are the chunk's leaf probabilities, transposed: ``(M * L, B)``
-    (float64; row ``m * L + l`` as ``leaf_value.reshape(M * L, C)``, a layout
-    that the routing's ``(L, M, B)`` output reaches with contiguous copies);
-    ``theta`` the leaf values ``(M * L, C)`` (float64). The only place where
-    the objective is computed: locally and on dask workers alike.
+    ``phi`` are the chunk's leaf probabilities ``(B, M * L)`` (float64; column
+    ``m * L + l`` as ``leaf_value.reshape(M * L, C)``), or ``(M * L, B)`` with
+    ``transposed=True`` (as the routing computes them; used for features
+    recomputed at every evaluation, whose transposition would cost more than
+    the slower products it saves); ``theta`` the leaf values ``(M * L, C)``
+    (float64). The only place where the objective is computed: locally and on
+    dask workers alike.
     """
-    out = (phi_t.T @ theta).requires_grad_(True)
+    out = (phi.T @ theta if transposed else phi @ theta).requires_grad_(True)
     loss = (loss_fn(out, target) * weight).sum()
     (g_out,) = torch.autograd.grad(loss, out)
-    grad = (phi_t @ g_out).T  # (C, M*L)
+    # (C, M*L): fast layouts on CPUs
+    grad = (phi @ g_out).T if transposed else g_out.T.contiguous() @ phi
     return float(loss.detach()), grad, float(weight.sum())
 
 
@@ -160,14 +163,19 @@ class _Rows:
         """Leaf probabilities of rows ``start:start+chunk``, transposed: shape
         ``(M * L, B)`` (tree-major: row ``m * L + l``, as
         ``leaf_value.reshape(M * L, C)``). From the routing's ``(L, M, B)``
-        layout this is a copy of contiguous rows of ``B``; the ``(B, M * L)``
-        layout took a strided copy that cost more than the routing itself
-        (65 against 14 ms for 1,024 rows, 256 trees of depth 4)."""
+        layout this is a copy of contiguous rows of ``B``; a copy straight to
+        ``(B, M * L)`` is strided and cost more than the routing itself (65
+        against 14 ms for 1,024 rows, 256 trees of depth 4)."""
         xb = _as_tensor(self.X[start : start + self.chunk], torch.float64, self.device)
         with torch.inference_mode():
             mu = self.module._routing_probabilities(xb)  # (L, M, B)
         # the copy, made out of inference mode, is a normal tensor
         return mu.permute(1, 0, 2).reshape(-1, mu.shape[2])
+
+    def _kept(self, start):
+        """A chunk's features as kept: ``(B, M * L)`` in the cache's dtype (the
+        layout of the fastest products, transposed once)."""
+        return self._features(start).to(self.cache_dtype).T.contiguous()
 
     def terms(self, theta_flat):
         """``(loss sum, gradient sum (M * L * C,) float64 ndarray, weight sum)``
@@ -176,15 +184,15 @@ class _Rows:
         theta = torch.as_tensor(np.asarray(theta_flat, dtype=np.float64), device=self.device)
         theta = theta.reshape(M * L, C)
         if self.cached is None:
-            self.cached = [self._features(s).to(self.cache_dtype)
-                           for s in list(self._starts())[: self.n_cached]]
+            self.cached = [self._kept(s) for s in list(self._starts())[: self.n_cached]]
         total, weight_sum = 0.0, 0.0
         grad = torch.zeros((C, M * L), dtype=torch.float64, device=self.device)
         for i, start in enumerate(self._starts()):
-            phi_t = self.cached[i] if i < len(self.cached) else self._features(start)
-            stop = start + phi_t.shape[1]
-            loss, g, w = _chunk_terms(self.loss_fn, phi_t.to(torch.float64),
-                                      self.target[start:stop], self.weight[start:stop], theta)
+            kept = i < len(self.cached)
+            phi = self.cached[i].to(torch.float64) if kept else self._features(start)
+            stop = start + (phi.shape[0] if kept else phi.shape[1])
+            loss, g, w = _chunk_terms(self.loss_fn, phi, self.target[start:stop],
+                                      self.weight[start:stop], theta, transposed=not kept)
             total += loss
             weight_sum += w
             grad += g
