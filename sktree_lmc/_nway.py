@@ -190,11 +190,13 @@ def align_many(params, arch, weights=None, *, method="wm", invariances="all", ou
         ``"identity"``: try the models as they are (every alignment the
         identity) before the initialization, for models that continued from
         one common model (the rounds of sharded training after the first).
-        One sweep checks it: if it changes no alignment, the identity is a
-        fixed point of the sweeps and is returned (``K`` matchings instead of
-        the ``K - 1`` of the initialization plus the ``K`` of the sweep that
-        proves convergence); if it changes any, the usual initialization and
-        sweeps run as without ``start``. Needs ``max_iter >= 1``.
+        One sweep from the identity checks it with the sweeps' own stopping
+        rule: if it changes no alignment or improves the objective by at most
+        ``tol`` (relative), its result is returned (``K`` matchings instead of
+        the ``K - 1`` of the initialization plus at least the ``K`` of the
+        sweep that proves convergence); otherwise (models in other bases) the
+        usual initialization and sweeps run as without ``start``. Needs
+        ``max_iter >= 1``.
 
     Returns
     -------
@@ -245,12 +247,16 @@ def align_many(params, arch, weights=None, *, method="wm", invariances="all", ou
         aligned = [space.aligned(i, identity) for i in range(K)]
         total = _weighted_sum(w, aligned)
         history = [space.objective(total)]
-        changed, n_checked = _sweep(space, w, alignments, aligned, total)[1], K
-        if not changed:
+        total, changed = _sweep(space, w, alignments, aligned, total)
+        history.append(space.objective(total))
+        n_checked = K
+        if not changed or history[1] - history[0] <= tol * abs(history[0]):
+            # the sweeps' own stopping rule: the identity (or the sweep's small
+            # improvement of it) is where the refinement would stop
             if progress is not None:
-                progress(0, history[-1])
-                progress(1, history[-1])
-            return MultiAlignment(alignments, w, 1, True, history * 2, n_checked)
+                progress(0, history[0])
+                progress(1, history[1])
+            return MultiAlignment(alignments, w, 1, True, history, n_checked)
     # 1. initialization: every model aligned to the reference
     ref = space.aligned(reference, identity)
     alignments = [identity if i == reference else space.match(ref, i) for i in range(K)]
