@@ -165,6 +165,8 @@ def main(argv=None):
     parser.add_argument("--refit-iter", type=int, default=30)
     parser.add_argument("--repeats", type=int, default=3)
     args = parser.parse_args(argv)
+    if len(args.n_train) > 1 and not args.cache_timing:
+        parser.error("several --n-train values are for --cache-timing only")
     if args.smoke:
         args.datasets, args.pairs, args.n_estimators, args.epochs = [SMALL], 1, 8, 2
         if args.cache_timing:

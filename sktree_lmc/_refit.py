@@ -11,7 +11,7 @@ penalty makes it strictly convex.
 
 :func:`refit_leaves` solves it with scipy's L-BFGS-B, starting from the
 current leaves. The features are computed in row chunks (bounded memory) and
-kept up to :data:`_FEATURE_CACHE_BYTES`: in float64 when all of them fit, else
+kept up to ``cache_size`` MiB: in float64 when all of them fit, else
 in float32 (half the bytes; every evaluation computes in float64 on them), and
 the chunks beyond the budget are recomputed per evaluation (matrix-free). Deep
 trees and many rows never build the full ``n x (M * L)`` matrix at once, and the
@@ -70,10 +70,6 @@ __all__ = ["refit_leaves"]
 #: 4) took 0.12 s per 10,000 rows in chunks of 256 rows, 0.16-0.26 s in chunks
 #: of 1,024.
 _CHUNK_BYTES = {"cpu": 8 * 2**20, "cuda": 32 * 2**20}
-#: Bytes of leaf-probability features computed once and kept per site (in
-#: float64 when all of them fit, else in float32); the chunks beyond it are
-#: recomputed at every evaluation of the objective.
-_FEATURE_CACHE_BYTES = 256 * 2**20
 
 
 def _check_targets(estimator, y):
@@ -118,14 +114,13 @@ class _Rows:
     encoded inputs, encoded targets and weights, with the model's splits.
 
     :meth:`terms` sums :func:`_chunk_terms` over row chunks. The leaf-probability
-    features are computed on the first call and kept up to
-    :data:`_FEATURE_CACHE_BYTES` (per site): all of them in float64 when they
+    features are computed on the first call and kept up to ``cache_bytes``
+    (per site): all of them in float64 when they
     fit, else as many leading chunks as fit in float32; the other chunks are
     recomputed at every call.
     """
 
-    def __init__(self, estimator, X, target, weight, device,
-                 cache_bytes=_FEATURE_CACHE_BYTES):
+    def __init__(self, estimator, X, target, weight, device, cache_bytes):
         params = estimator.tree_params_
         M, L, C = params.leaf_value.shape
         self.shape = (M, L, C)
@@ -137,7 +132,7 @@ class _Rows:
         self.X = X
         self.target = target.to(device)
         self.weight = torch.as_tensor(weight, dtype=torch.float64, device=device)
-        chunk_bytes = _CHUNK_BYTES["cpu" if torch.device(device).type == "cpu" else "cuda"]
+        chunk_bytes = _CHUNK_BYTES["cuda" if torch.device(device).type == "cuda" else "cpu"]
         self.chunk = max(1, chunk_bytes // (8 * M * L))
         n_chunks = -(-X.shape[0] // self.chunk)
         full = X.shape[0] * M * L * 8 <= cache_bytes
@@ -214,8 +209,7 @@ class _LeafObjective:
     """``f(Theta) = sum_i w_i loss(Phi_i Theta, y_i) / sum_i w_i + alpha/2 ||Theta||^2``,
     with its gradient, evaluated chunk by chunk in float64 on rows held here."""
 
-    def __init__(self, estimator, X, target, weight, alpha, device,
-                 cache_bytes=_FEATURE_CACHE_BYTES):
+    def __init__(self, estimator, X, target, weight, alpha, device, cache_bytes):
         self.alpha = float(alpha)
         self.rows = _Rows(estimator, X, target, weight, device, cache_bytes)
 
@@ -234,7 +228,7 @@ class _LeafObjective:
 # ----------------------------------------------------------------------------
 
 
-def _partition_rows(k, model, X, y, w, cache_bytes=_FEATURE_CACHE_BYTES):
+def _partition_rows(k, model, X, y, w, cache_bytes):
     """Partition ``k``'s :class:`_Rows`, built on its worker (``model`` is
     ``(estimator, pipeline head or None)``); None for an empty partition."""
     estimator, head = model
@@ -293,8 +287,7 @@ class _FederatedLeafObjective(_LeafObjective):
     workers once; every evaluation sends the leaf values to each partition's
     worker and receives its loss, gradient and weight sums."""
 
-    def __init__(self, estimator, head, X, y, sample_weight, alpha,
-                 cache_bytes=_FEATURE_CACHE_BYTES):
+    def __init__(self, estimator, head, X, y, sample_weight, alpha, cache_bytes):
         from ._federated import aligned_partitions
 
         try:
@@ -484,7 +477,7 @@ def refit_leaves(estimator, X, y, sample_weight=None, *, alpha=1e-4, max_iter=50
     return (refitted, info) if return_info else refitted
 
 
-def _local_objective(estimator, X, y, sample_weight, alpha, cache_bytes=_FEATURE_CACHE_BYTES):
+def _local_objective(estimator, X, y, sample_weight, alpha, cache_bytes):
     X = estimator._encoded_input(X)
     y = _check_targets(estimator, y)
     if len(y) != X.shape[0]:
@@ -500,18 +493,16 @@ def _local_objective(estimator, X, y, sample_weight, alpha, cache_bytes=_FEATURE
     return _LeafObjective(estimator, X, target, sample_weight, alpha, device, cache_bytes)
 
 
-def _refit(estimator, X, y, sample_weight, head, *, alpha, max_iter, tol, verbose,
-           cache_size=_FEATURE_CACHE_BYTES / 2**20):
+def _refit(estimator, X, y, sample_weight, head, *, alpha, max_iter, tol, cache_size, verbose):
     """:func:`refit_leaves` of a soft tree ensemble (``head``: a pipeline's
     preprocessing, applied on the workers; dask input only)."""
     check_is_fitted(estimator, "tree_params_")
+    cache_bytes = int(cache_size * 2**20)
     if is_dask_collection(X):
         for name, value in (("y", y), ("sample_weight", sample_weight)):
             if value is not None and not is_dask_collection(value):
                 raise TypeError(f"X is a dask collection, so {name} must be one too (partitioned "
                                 f"like X), got {type(value).__name__}.")
-    cache_bytes = int(cache_size * 2**20)
-    if is_dask_collection(X):
         objective = _FederatedLeafObjective(estimator, head, X, y, sample_weight, alpha,
                                             cache_bytes)
     else:

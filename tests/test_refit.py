@@ -75,7 +75,7 @@ def test_refit_after_merge_keeps_splits_and_lowers_the_objective(arch):
     # (the objective takes the trees' input: X encoded, as refit_leaves passes it)
     _, grad = refit_module._LeafObjective(
         refitted, refitted._encoded_input(X), torch.as_tensor(refitted._fitted_targets(Y)),
-        np.ones(len(X)), 1e-4, "cpu"
+        np.ones(len(X)), 1e-4, "cpu", cache_bytes=256 * 2**20
     )(refitted.tree_params_.leaf_value.astype(np.float64).ravel())
     assert np.abs(grad).max() < 1e-3
 
