@@ -37,6 +37,12 @@ Run from the repository root::
     SKTREE_LMC_DATA=../shared/data/tabular_benchmark python -m benchmarks.bench_additive
     python -m benchmarks.bench_additive --report     # Markdown table of the CSV
     python -m benchmarks.bench_additive --smoke      # bundled data, tiny models, seconds
+    python -m benchmarks.bench_additive --barriers --models base additive
+
+``--barriers``: one pair of models per dataset (model seeds 1 and 2, the rows of split seed 0)
+for ``base`` and ``additive``; test-accuracy barrier over lambda in {0.25, 0.5, 0.75} of naive
+interpolation and after weight matching of the trees (all invariances, weighted); the additive
+tables have no symmetry and are interpolated as they are. CSV ``additive_barriers.csv``.
 """
 
 from __future__ import annotations
@@ -73,7 +79,8 @@ def bin_codes(X_train, X, n_bins):
 def fit_loop(Z, codes, y, n_codes, n_outputs, seed, additive, *, n_trees=256, depth=4,
              max_epochs=150, batch_size=512, lr=1e-2, decay=0.995, patience=10, tol=1e-4):
     """Train trees (+ the additive table when ``additive``) as described in the module
-    docstring; returns ``(predict(Z, codes) -> logits, epochs run)``."""
+    docstring; returns ``(predict(Z, codes) -> logits, epochs run)``; ``predict.model`` is
+    the trained module (``.trees``, ``.table``) and ``predict.scale`` the table's factor."""
     import torch
     import torch.nn as nn
     from torch.optim.swa_utils import AveragedModel
@@ -145,7 +152,61 @@ def fit_loop(Z, codes, y, n_codes, n_outputs, seed, additive, *, n_trees=256, de
         return final(torch.as_tensor(Z_new, dtype=torch.float32),
                      torch.as_tensor(codes_new)).numpy()
 
+    predict.model, predict.scale = final, scale
     return predict, epoch
+
+
+def encode(model, X_tr, X_te, y_tr, seed):
+    """Classes, label indices, (features, bin codes) of the training and test rows, and the
+    number of bins, for a model of this loop."""
+    from sktree_lmc import SoftTreeEnsembleClassifier
+
+    classes, y_idx = np.unique(y_tr, return_inverse=True)
+    encoder = SoftTreeEnsembleClassifier(n_estimators=1, max_epochs=1, random_state=seed,
+                                         device="cpu").fit(X_tr, y_tr).encoder_
+    additive = ADDITIVE[model]
+    n_bins = additive[0] if additive else 1
+    out = []
+    for X in (X_tr, X_te):
+        out.append((encoder.transform([X[:, j] for j in range(X.shape[1])]),
+                    bin_codes(X_tr, X, n_bins)[0]))
+    return classes, y_idx, out[0], out[1], bin_codes(X_tr, X_tr, n_bins)[1]
+
+
+def pair_barriers(model, X_tr, X_te, y_tr, y_te, seeds=(1, 2), lams=(0.25, 0.5, 0.75),
+                  smoke=False):
+    """Test-accuracy barriers between two models of this loop (model seeds ``seeds``, the
+    same rows): naive interpolation and after weight matching of the trees (all
+    invariances); the additive tables are interpolated as they are (they have no symmetry).
+    The barrier is ``max over lam of (1 - lam) acc(0) + lam acc(1) - acc(lam)``."""
+    import torch
+
+    from sktree_lmc import SoftTreeEnsembleModule, get_architecture, weight_matching
+
+    classes, y_idx, (Z_tr, C_tr), (Z_te, C_te), n_codes = encode(model, X_tr, X_te, y_tr,
+                                                                 seeds[0])
+    kw = {"n_trees": 8, "max_epochs": 2} if smoke else {}
+    fits = [fit_loop(Z_tr, C_tr, y_idx, n_codes, len(classes), s, ADDITIVE[model], **kw)[0]
+            for s in seeds]
+    arch = get_architecture("oblivious", 4)
+    pa, pb = (f.model.trees.to_params() for f in fits)
+    tables = [None if f.model.table is None else f.model.table.detach() for f in fits]
+    Z, C = torch.as_tensor(Z_te, dtype=torch.float32), torch.as_tensor(C_te)
+
+    @torch.no_grad()
+    def accuracy(params, lam):
+        out = SoftTreeEnsembleModule.from_params(arch, params)(Z)
+        if tables[0] is not None:
+            out = out + fits[0].scale * ((1 - lam) * tables[0] + lam * tables[1])[C].sum(1)
+        return 100 * np.mean(classes[out.argmax(1).numpy()] == y_te)
+
+    end = (accuracy(pa, 0.0), accuracy(pb, 1.0))
+    result = {"acc_a": end[0], "acc_b": end[1]}
+    for name, inv in (("naive", "none"), ("wm", "all")):
+        aligned = weight_matching(pa, pb, arch, invariances=inv).apply(pb)
+        result[name] = max((1 - lam) * end[0] + lam * end[1]
+                           - accuracy(pa.interpolate(aligned, lam), lam) for lam in lams)
+    return result
 
 
 def measure(model, X_tr, X_te, y_tr, y_te, seed, smoke):
@@ -164,16 +225,10 @@ def measure(model, X_tr, X_te, y_tr, y_te, seed, smoke):
         cpu = time.process_time() - t0
         return (100 * est.score(X_te, y_te), 100 * est.score(X_tr, y_tr),
                 getattr(est, "n_epochs_", ""), cpu)
-    classes, y_idx = np.unique(y_tr, return_inverse=True)
-    encoder = SoftTreeEnsembleClassifier(n_estimators=1, max_epochs=1, random_state=seed,
-                                         device="cpu").fit(X_tr, y_tr).encoder_
-    Z_tr, Z_te = (encoder.transform([X[:, j] for j in range(X.shape[1])]) for X in (X_tr, X_te))
-    additive = ADDITIVE[model]
-    n_bins = additive[0] if additive else 1
-    C_tr, n_codes = bin_codes(X_tr, X_tr, n_bins)
-    C_te, _ = bin_codes(X_tr, X_te, n_bins)
+    classes, y_idx, (Z_tr, C_tr), (Z_te, C_te), n_codes = encode(model, X_tr, X_te, y_tr, seed)
     kw = {"n_trees": 8, "max_epochs": 2} if smoke else {}
-    predict, epochs = fit_loop(Z_tr, C_tr, y_idx, n_codes, len(classes), seed, additive, **kw)
+    predict, epochs = fit_loop(Z_tr, C_tr, y_idx, n_codes, len(classes), seed, ADDITIVE[model],
+                               **kw)
     cpu = time.process_time() - t0
     acc = [100 * np.mean(classes[predict(Z, C).argmax(1)] == y)
            for Z, C, y in ((Z_te, C_te, y_te), (Z_tr, C_tr, y_tr))]
@@ -223,6 +278,47 @@ def run(out_csv, datasets, models, seeds, smoke=False):
                 print(row, flush=True)
 
 
+BARRIER_FIELDS = ["dataset", "model", "acc_a", "acc_b", "naive", "wm", "commit"]
+
+
+def run_barriers(out_csv, datasets, models, smoke=False):
+    """One pair (model seeds 1 and 2) per dataset and model on the rows of split seed 0."""
+    import torch
+    from threadpoolctl import threadpool_limits
+
+    from .bench_accuracy import git_commit, load, split
+
+    torch.set_num_threads(1)
+    done = set()
+    if out_csv.exists():
+        with open(out_csv) as fh:
+            done = {(r["dataset"], r["model"]) for r in csv.DictReader(fh)}
+    out_csv.parent.mkdir(parents=True, exist_ok=True)
+    for name in datasets:
+        if smoke:
+            from sktree_lmc.datasets import load_magic_small
+
+            X, y = load_magic_small(return_X_y=True)
+            X, n = np.asarray(X, dtype=np.float64), 300
+        else:
+            (X, y), n = load("raw", name), 10_000
+        X_tr, X_te, y_tr, y_te = split(X, y, n, n, 0, True)
+        for model in models:
+            if model not in ADDITIVE or (name, model) in done:
+                continue
+            with threadpool_limits(1):
+                res = pair_barriers(model, X_tr, X_te, y_tr, y_te, smoke=smoke)
+            row = {"dataset": name, "model": model, "commit": git_commit(),
+                   **{k: f"{v:.2f}" for k, v in res.items()}}
+            new = not out_csv.exists()
+            with open(out_csv, "a", newline="") as fh:
+                writer = csv.DictWriter(fh, BARRIER_FIELDS)
+                if new:
+                    writer.writeheader()
+                writer.writerow(row)
+            print(row, flush=True)
+
+
 def report(out_csv):
     """Markdown table: mean test accuracy per dataset and model, and the gaps."""
     with open(out_csv) as fh:
@@ -260,8 +356,18 @@ def main(argv=None):
     parser.add_argument("--out", type=Path, default=DEFAULT_OUT)
     parser.add_argument("--report", action="store_true")
     parser.add_argument("--smoke", action="store_true")
+    parser.add_argument("--barriers", action="store_true",
+                        help="barriers of one pair per dataset (naive and weight matching) "
+                             "instead of the accuracy table")
     args = parser.parse_args(argv)
-    out_csv = args.out / ("additive_smoke.csv" if args.smoke else "additive.csv")
+    stem = "additive_barriers" if args.barriers else "additive"
+    out_csv = args.out / (stem + ("_smoke.csv" if args.smoke else ".csv"))
+    if args.barriers:
+        from sktree_lmc.datasets import TABULAR_BENCHMARK
+
+        datasets = ["MagicTelescope"] if args.smoke else args.datasets or list(TABULAR_BENCHMARK)
+        run_barriers(out_csv, datasets, args.models, smoke=args.smoke)
+        return 0
     if args.report:
         report(out_csv)
         return 0
