@@ -31,7 +31,9 @@ Models (``CLASSIFIERS``; ``--models`` selects):
   version 0.2; rows measured then as ``default`` are labelled ``enc_ple``), ``lr_constant``
   (lr_schedule="constant"), ``no_averaging`` (averaging=None), ``all_features``
   (max_features=None), ``depth2`` (depth=2), ``init_data`` (split_init="data": half of the
-  splits start as sharp thresholds on the data).
+  splits start as sharp thresholds on the data), ``additive`` (additive_bins=64: a learned
+  additive term on 64 quantile bins per numeric column and on the categories; also in the
+  mixed and regression tables).
 
 A config whose construction raises ``TypeError`` (a parameter the installed estimator does
 not have yet) is reported as skipped, and the run goes on.
@@ -171,6 +173,7 @@ CLASSIFIERS = {
     "all_features": Config(_soft_classifier(max_features=None)),
     "depth2": Config(_soft_classifier(depth=2)),
     "init_data": Config(_soft_classifier(split_init="data")),
+    "additive": Config(_soft_classifier(additive_bins=64), requires=("additive_bins",)),
 }
 #: Models of the mixed-data table (they get the DataFrame with categories and missing values).
 MIXED = {
@@ -178,6 +181,7 @@ MIXED = {
     "default": Config(_soft_classifier(), requires=("categorical_features",)),
     "enc_ple": Config(_soft_classifier(numeric_encoding="piecewise_linear")),
     "init_data": Config(_soft_classifier(split_init="data")),
+    "additive": Config(_soft_classifier(additive_bins=64), requires=("additive_bins",)),
 }
 #: Models of the regression table.
 REGRESSORS = {
@@ -185,6 +189,7 @@ REGRESSORS = {
     "default": Config(_soft_regressor()),
     "enc_ple": Config(_soft_regressor(numeric_encoding="piecewise_linear")),
     "init_data": Config(_soft_regressor(split_init="data")),
+    "additive": Config(_soft_regressor(additive_bins=64), requires=("additive_bins",)),
     "paper": Config(_soft_regressor(**PAPER_PARAMS), paper=True),
 }
 #: Regression datasets: ``diabetes`` (scikit-learn) and ``<Tabular-Benchmark name>/<column>``.

@@ -262,9 +262,11 @@ def target_scale(estimators, weights):
 
 
 def scale_leaves(params, factors):
-    """``params`` with leaf values multiplied by ``factors`` (one per output)."""
+    """``params`` with leaf values (and the additive table, in the same units)
+    multiplied by ``factors`` (one per output)."""
     return TreeParams(params.split_weight, params.split_bias,
-                      params.leaf_value * factors[None, None, :])
+                      params.leaf_value * factors[None, None, :],
+                      None if params.additive is None else params.additive * factors[None, :])
 
 
 def combine(estimators, aligned_params, weights):

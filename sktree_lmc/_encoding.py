@@ -580,6 +580,10 @@ class TabularEncoder:
     max_categories : int, default=32
         Most frequent categories kept per categorical column; the others
         share one "infrequent" feature.
+    additive_bins : int >= 2 or None, default=None
+        Quantile bins per numeric column of the additive term (the
+        estimators' ``additive_bins``): :meth:`additive_codes` gives every
+        value its row of the additive table. None: no additive term.
 
     Attributes
     ----------
@@ -613,6 +617,15 @@ class TabularEncoder:
         ``tree_params_.split_weight``.
     feature_groups_ : ndarray of int of shape (`n_features_out_`,)
         The input column of each output feature.
+    additive_edges_ : list of (ndarray or None) or None
+        With ``additive_bins``: per numeric column, the distinct inner
+        quantile edges of its bins (a value's bin is the number of edges
+        ``<= value``); None for categorical columns. None without.
+    additive_offsets_ : ndarray of int of shape (`n_features_in_` + 1,) or None
+        With ``additive_bins``: the first table row of every column (and
+        the table's size, ``n_additive_``, last).
+    n_additive_ : int
+        Rows of the additive table (0 without ``additive_bins``).
 
     See Also
     --------
@@ -675,10 +688,12 @@ class TabularEncoder:
     True
     """
 
-    def __init__(self, numeric_encoding="piecewise_linear", n_bins=16, max_categories=32):
+    def __init__(self, numeric_encoding="piecewise_linear", n_bins=16, max_categories=32,
+                 additive_bins=None):
         self.numeric_encoding = numeric_encoding
         self.n_bins = n_bins
         self.max_categories = max_categories
+        self.additive_bins = additive_bins
 
     # -- fitting ------------------------------------------------------------------
     def fit(self, columns, categorical, names=None):
@@ -705,7 +720,39 @@ class TabularEncoder:
         """
         summary = summarize(columns, categorical, numeric_encoding=self.numeric_encoding,
                             n_bins=self.n_bins, names=names)
-        return self._fit_summaries([summary], categorical, names)
+        self._fit_summaries([summary], categorical, names)
+        if self.additive_bins is not None:
+            self._fit_additive(columns)
+        return self
+
+    def _fit_additive(self, columns):
+        """The additive term's bins (``additive_edges_``) and table layout.
+
+        A numeric column with edges ``e`` has ``len(e) + 2`` rows: its bins,
+        then one for missing values. A categorical column has one row per
+        category with a one-hot feature, one for the infrequent ones (when
+        there are), one for missing values and one for categories unseen in
+        ``fit`` (a row no training value reaches, which stays at its zero
+        start: an unseen category adds nothing, as in the one-hot features).
+        """
+        bins = self.additive_bins
+        if isinstance(bins, bool) or not isinstance(bins, (int, np.integer)) or bins < 2:
+            raise ValueError(f"additive_bins must be an int >= 2 or None, got {bins!r}.")
+        levels = np.linspace(0.0, 1.0, int(bins) + 1)[1:-1]
+        edges, sizes = [], []
+        for j, col in enumerate(columns):
+            if self.categorical_[j]:
+                edges.append(None)
+                sizes.append(len(self.categories_[j]) + int(self.has_infrequent_[j]) + 2)
+                continue
+            x = _numeric(np.asarray(col), self._name(j))
+            x = x[~np.isnan(x)]
+            e = np.unique(np.quantile(x, levels)) if x.size else np.zeros(0)
+            edges.append(e)
+            sizes.append(len(e) + 2)
+        self.additive_edges_ = edges
+        self.additive_offsets_ = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
+        self.n_additive_ = int(self.additive_offsets_[-1])
 
     @classmethod
     def from_summaries(cls, summaries, categorical, names=None, *,
@@ -777,6 +824,7 @@ class TabularEncoder:
         self.has_infrequent_ = np.zeros(n_columns, dtype=bool)
         self.knots_, self.center_, self.scale_, self.categories_ = [], [], [], []
         self.quantile_transformers_ = {}
+        self.additive_edges_, self.additive_offsets_, self.n_additive_ = None, None, 0
         for j in range(n_columns):
             parts = [summary["columns"][j] for summary in summaries]
             knots = center = scale = cats = None
@@ -852,6 +900,8 @@ class TabularEncoder:
         enc.scale_ = [None] * n_features
         enc.categories_ = [None] * n_features
         enc.quantile_transformers_ = {}
+        enc.additive_bins = None
+        enc.additive_edges_, enc.additive_offsets_, enc.n_additive_ = None, None, 0
         enc._set_layout()
         return enc
 
@@ -883,6 +933,9 @@ class TabularEncoder:
             The encoder.
         """
         enc = cls.__new__(cls)
+        # encoders pickled before the additive term had none
+        enc.__dict__.update({"additive_bins": None, "additive_edges_": None,
+                             "additive_offsets_": None, "n_additive_": 0})
         enc.__dict__.update(state)
         return enc
 
@@ -994,6 +1047,53 @@ class TabularEncoder:
         hit = idx >= 0
         block[present[hit], idx[hit]] = 1.0
 
+    def additive_codes(self, columns, start=0, stop=None):
+        """The additive table's row of every value of rows ``start:stop``.
+
+        Parameters
+        ----------
+        columns : list of ndarray
+            The input's columns (see :meth:`transform_columns`).
+        start, stop : int, default=0 and None
+            The rows (``stop=None``: to the end).
+
+        Returns
+        -------
+        codes : ndarray of shape (stop - start, `n_features_in_`), dtype float32
+            Table rows (whole numbers, below 2**24, so exact in float32: the
+            estimators append them to the encoded features); column ``j``'s
+            rows start at ``additive_offsets_[j]``.
+
+        Raises
+        ------
+        ValueError
+            If the encoder has no additive term.
+        """
+        if self.additive_offsets_ is None:
+            raise ValueError("This encoder has no additive term (additive_bins=None).")
+        n = len(columns[0]) if columns else 0
+        stop = n if stop is None else min(stop, n)
+        out = np.empty((stop - start, self.n_features_in_), dtype=np.float32)
+        for j, col in enumerate(columns):
+            first, end = self.additive_offsets_[j], self.additive_offsets_[j + 1]
+            values = col[start:stop]
+            if self.categorical_[j]:
+                values = np.asarray(values, dtype=object)
+                missing = _missing_mask(values)
+                cats = self.categories_[j]
+                lookup = {c: i for i, c in enumerate(cats.tolist())}
+                unseen = len(cats) if self.has_infrequent_[j] else end - first - 1
+                idx = np.fromiter((lookup.get(v, unseen) for v in values.tolist()),
+                                  dtype=np.int64, count=len(values))
+                idx[missing] = end - first - 2
+            else:
+                x = _numeric(np.asarray(values), self._name(j))
+                missing = np.isnan(x)
+                idx = np.searchsorted(self.additive_edges_[j], x, side="right")
+                idx[missing] = end - first - 1
+            out[:, j] = first + idx
+        return out
+
     def transform(self, columns):
         """Encode all rows of the column arrays.
 
@@ -1044,11 +1144,12 @@ def encoders_differ(a, b):
         return "one model encodes its inputs and the other does not"
     if a is None:
         return None
-    for attr in ("numeric_encoding", "n_bins", "max_categories", "n_features_in_"):
+    for attr in ("numeric_encoding", "n_bins", "max_categories", "n_features_in_",
+                 "additive_bins"):
         if attr == "n_bins" and a.numeric_encoding != "piecewise_linear":
             continue  # only the piecewise-linear encoding has bins
-        if getattr(a, attr) != getattr(b, attr):
-            return f"{attr} differs: {getattr(a, attr)!r} vs {getattr(b, attr)!r}"
+        if getattr(a, attr, None) != getattr(b, attr, None):
+            return f"{attr} differs: {getattr(a, attr, None)!r} vs {getattr(b, attr, None)!r}"
     for attr in ("categorical_", "has_missing_", "has_infrequent_", "widths_"):
         if not np.array_equal(getattr(a, attr), getattr(b, attr)):
             cols = np.flatnonzero(np.asarray(getattr(a, attr)) != np.asarray(getattr(b, attr)))
@@ -1062,6 +1163,11 @@ def encoders_differ(a, b):
                 what = {"knots_": "quantile knots", "center_": "mean", "scale_": "scale"}[attr]
                 return (f"the {what} of column {a._name(j)} differ (encoders fitted on "
                         "different rows)")
+        ea = None if a.additive_edges_ is None else a.additive_edges_[j]
+        eb = None if b.additive_edges_ is None else b.additive_edges_[j]
+        if (ea is None) != (eb is None) or (ea is not None and not np.array_equal(ea, eb)):
+            return (f"the additive bins of column {a._name(j)} differ (encoders fitted on "
+                    "different rows)")
         ca, cb = a.categories_[j], b.categories_[j]
         if (ca is None) != (cb is None) or (
             ca is not None and (len(ca) != len(cb) or list(ca) != list(cb))

@@ -34,7 +34,7 @@ from ._encoding import (
     to_columns,
 )
 from ._forward import SoftTreeEnsembleModule, predict_chunked, split_init_bound
-from ._params import TreeParams
+from ._params import TreeParams, check_same_additive
 from ._threads import limit_threads
 from ._training import (
     AVERAGING,
@@ -56,6 +56,7 @@ from ._training import (
     _warn_if_diverged,
     init_splits_from_data,
     make_lr_scheduler,
+    make_optimizer,
     resolve_max_features,
     split_directions,
 )
@@ -110,8 +111,10 @@ def _torch_seed(random_state, offset=0):
 
 
 def _params_as_dict(params):
-    """A :class:`TreeParams` as a plain dict of its three arrays (for pickling)."""
-    return {f.name: getattr(params, f.name) for f in dataclasses.fields(TreeParams)}
+    """A :class:`TreeParams` as a plain dict of its arrays (for pickling; the
+    additive table only when there is one, so that older versions load it)."""
+    return {f.name: getattr(params, f.name) for f in dataclasses.fields(TreeParams)
+            if getattr(params, f.name) is not None}
 
 
 
@@ -157,6 +160,7 @@ class _BaseSoftTreeEnsemble(BaseEstimator):
             _NumberInterval(Real, 0, 1, closed="right"),
             None,
         ],
+        "additive_bins": [_NumberInterval(Integral, 2, 2**16, closed="both"), None],
     }
 
     #: Values that reproduce the behaviour of versions before a hyperparameter
@@ -201,6 +205,7 @@ class _BaseSoftTreeEnsemble(BaseEstimator):
         ema_decay=0.995,
         max_features=0.5,
         scoring="loss",
+        additive_bins=None,
     ):
         self.arch = arch
         self.n_estimators = n_estimators
@@ -229,6 +234,7 @@ class _BaseSoftTreeEnsemble(BaseEstimator):
         self.ema_decay = ema_decay
         self.max_features = max_features
         self.scoring = scoring
+        self.additive_bins = additive_bins
 
     # -- hooks for subclasses ---------------------------------------------------
     def _encode_targets(self, y, sample_weight, warm=False):  # pragma: no cover - abstract
@@ -296,14 +302,14 @@ class _BaseSoftTreeEnsemble(BaseEstimator):
             sample_weight,
         )
         module = self._init_module(arch, X.shape[1], n_outputs, generator, device, warm)
-        optimizer = torch.optim.Adam(module.parameters(), lr=self.learning_rate)
+        optimizer = make_optimizer(module, self.learning_rate)
         if warm and getattr(self, "optimizer_state_", None) is not None:
             _load_adam_state(optimizer, self.optimizer_state_)
         hooks = self._training_hooks(module, optimizer, generator, device, warm, len(train_idx))
         if self.split_init == "data" and not warm:
             directions, groups = split_directions(self.encoder_)
-            init_splits_from_data(module, X, train_idx, directions, groups, generator,
-                                  hooks.mask)
+            init_splits_from_data(module, X[:, : self.encoder_.n_features_out_], train_idx,
+                                  directions, groups, generator, hooks.mask)
         data = _FitTensors.from_arrays(X, target, sample_weight, device)
         stopper = _EarlyStopping(self.tol, self.n_iter_no_change) if self.early_stopping else None
 
@@ -463,13 +469,14 @@ class _BaseSoftTreeEnsemble(BaseEstimator):
                 "fit a new model."
             )
         enc = self.encoder_
-        fitted = (enc.numeric_encoding, enc.n_bins, enc.max_categories)
-        wanted = (self.numeric_encoding, self.n_bins, self.max_categories)
+        fitted = (enc.numeric_encoding, enc.n_bins, enc.max_categories,
+                  getattr(enc, "additive_bins", None))
+        wanted = (self.numeric_encoding, self.n_bins, self.max_categories, self.additive_bins)
         if fitted != wanted:
             raise ValueError(
                 "warm_start=True continues with the fitted input encoding, but "
-                f"(numeric_encoding, n_bins, max_categories) changed from {fitted} to "
-                f"{wanted}. Set warm_start=False to fit a new model."
+                f"(numeric_encoding, n_bins, max_categories, additive_bins) changed from "
+                f"{fitted} to {wanted}. Set warm_start=False to fit a new model."
             )
         return True
 
@@ -487,7 +494,7 @@ class _BaseSoftTreeEnsemble(BaseEstimator):
         check_consistent_length(columns[0] if columns else X, y)
         if not warm:
             self.encoder_ = self._make_encoder(columns, by_dtype)
-        X = self._check_encoded(self.encoder_.transform(columns))
+        X = self._with_codes(self._check_encoded(self.encoder_.transform(columns)), columns)
         sample_weight = _check_sample_weight(
             sample_weight, X, dtype=np.float64, ensure_non_negative=True
         )
@@ -502,6 +509,14 @@ class _BaseSoftTreeEnsemble(BaseEstimator):
         sample_weight = (sample_weight / sample_weight.max()).astype(np.float32)
         target, n_outputs = self._encode_targets(y, sample_weight, warm)
         return X, y, target, sample_weight, n_outputs
+
+    def _with_codes(self, X, columns, start=0):
+        """Encoded rows with the additive term's codes appended (as float32
+        columns, after the trees' features) when the model has one."""
+        if not getattr(self.encoder_, "n_additive_", 0):
+            return X
+        codes = self.encoder_.additive_codes(columns, start, start + X.shape[0])
+        return np.concatenate([X, codes], axis=1)
 
     def _make_encoder(self, columns, by_dtype):
         """The input encoder fitted on the training columns, or the encoder
@@ -520,7 +535,8 @@ class _BaseSoftTreeEnsemble(BaseEstimator):
         categorical = check_categorical_features(
             self.categorical_features, len(columns), names, by_dtype
         )
-        encoder = TabularEncoder(self.numeric_encoding, self.n_bins, self.max_categories)
+        encoder = TabularEncoder(self.numeric_encoding, self.n_bins, self.max_categories,
+                                 self.additive_bins)
         return encoder.fit(columns, categorical, names)
 
     @staticmethod
@@ -540,8 +556,9 @@ class _BaseSoftTreeEnsemble(BaseEstimator):
         if warm:
             return SoftTreeEnsembleModule.from_params(arch, self.tree_params_, device)
         module = SoftTreeEnsembleModule(
-            arch, self.n_estimators, n_features, n_outputs, generator=generator,
-            leaf_init=self.leaf_init, split_init=self._uniform_split_init(),
+            arch, self.n_estimators, self.encoder_.n_features_out_, n_outputs,
+            generator=generator, leaf_init=self.leaf_init, split_init=self._uniform_split_init(),
+            n_additive=getattr(self.encoder_, "n_additive_", 0),
         )
         if self.encoder_.numeric_encoding == "piecewise_linear":
             ramps = self.encoder_.ramp_directions()
@@ -598,9 +615,11 @@ class _BaseSoftTreeEnsemble(BaseEstimator):
 
     def _encoded_input(self, X):
         """``X`` validated and encoded, float32 of shape ``(n_samples,
-        n_encoded_features)``: the input of the trees (held whole; prediction
+        n_encoded_features)``: the input of the trees, followed by the
+        additive term's codes when the model has one (held whole; prediction
         encodes in chunks instead)."""
-        return self._check_encoded(self.encoder_.transform(self._input_columns(X)))
+        columns = self._input_columns(X)
+        return self._with_codes(self._check_encoded(self.encoder_.transform(columns)), columns)
 
     # -- prediction ---------------------------------------------------------------
     @limit_threads
@@ -615,11 +634,15 @@ class _BaseSoftTreeEnsemble(BaseEstimator):
         """
         columns = self._input_columns(X)
         device = prediction_device(self.device)
-        module = SoftTreeEnsembleModule.from_params(self.architecture_, self.tree_params_, device)
-        outs = [
-            predict_chunked(module, self._check_encoded(chunk), output=method)
-            for _, chunk in self.encoder_.transform_chunks(columns)
-        ]
+        params = self.tree_params_
+        module = SoftTreeEnsembleModule.from_params(self.architecture_, params, device)
+        outs = []
+        for start, chunk in self.encoder_.transform_chunks(columns):
+            out = predict_chunked(module, self._check_encoded(chunk), output=method)
+            if params.additive is not None and method == "forward":
+                codes = self.encoder_.additive_codes(columns, start, start + chunk.shape[0])
+                out += params.additive[codes.astype(np.int64)].sum(axis=1, dtype=np.float32)
+            outs.append(out)
         return np.concatenate(outs, axis=0)
 
     def _raw_output(self, X):
@@ -678,8 +701,10 @@ class _BaseSoftTreeEnsemble(BaseEstimator):
                 f"Parameter shapes {params.shape_signature} (M, N, F, L, C) do not match "
                 f"the fitted ones {self.tree_params_.shape_signature}."
             )
+        check_same_additive(self.tree_params_, params)
         for f in dataclasses.fields(TreeParams):
-            if not np.isfinite(getattr(params, f.name)).all():
+            value = getattr(params, f.name)
+            if value is not None and not np.isfinite(value).all():
                 raise ValueError(f"params.{f.name} contains NaN or infinity.")
         self.tree_params_ = params.copy()
         return self
@@ -970,6 +995,17 @@ class SoftTreeEnsembleClassifier(ClassifierMixin, _BaseSoftTreeEnsemble):
         ``"r2"``, ...), a callable ``scorer(estimator, X, y)``, or None (the
         estimator's :meth:`score`). The kept epoch is the one with the best
         value (``best_epoch_``).
+    additive_bins : int >= 2 or None, default=None
+        A learned additive term on fine bins, added to the trees' output:
+        every numeric column is cut into ``additive_bins`` quantile bins (of
+        the training rows), every categorical column into its categories, and
+        each bin holds one learned value per output, starting at zero
+        (``tree_params_.additive``: a generalized additive model trained with
+        the trees). Missing values have their own bin. It takes Adam steps of
+        ``ADDITIVE_LR_FACTOR`` (0.1) times the learning rate (at the full rate
+        it overfits). The symmetry ops leave it unchanged, and merging
+        averages it. None (the default): no additive term. Not supported yet
+        by :class:`ShardedSoftTreeEnsemble` and :func:`export_module`.
     class_weight : dict, "balanced" or None, default=None
         Weights of the classes in the loss, as in scikit-learn's classifiers:
         ``None`` weighs every class 1; a dict maps class labels to weights
@@ -1074,6 +1110,7 @@ class SoftTreeEnsembleClassifier(ClassifierMixin, _BaseSoftTreeEnsemble):
         ema_decay=0.995,
         max_features=0.5,
         scoring="loss",
+        additive_bins=None,
         class_weight=None,
         label_smoothing=0.0,
     ):
@@ -1087,6 +1124,7 @@ class SoftTreeEnsembleClassifier(ClassifierMixin, _BaseSoftTreeEnsemble):
             categorical_features=categorical_features, max_categories=max_categories,
             lr_schedule=lr_schedule, warmup_fraction=warmup_fraction, averaging=averaging,
             ema_decay=ema_decay, max_features=max_features, scoring=scoring,
+            additive_bins=additive_bins,
         )
         self.class_weight = class_weight
         self.label_smoothing = label_smoothing
@@ -1351,6 +1389,17 @@ class SoftTreeEnsembleRegressor(RegressorMixin, _BaseSoftTreeEnsemble):
     scoring : str, callable or None, default="loss"
         What early stopping monitors (``"loss"``, a scorer, None for
         :meth:`score`), as in HistGradientBoosting.
+    additive_bins : int >= 2 or None, default=None
+        A learned additive term on fine bins, added to the trees' output:
+        every numeric column is cut into ``additive_bins`` quantile bins (of
+        the training rows), every categorical column into its categories, and
+        each bin holds one learned value per output, starting at zero
+        (``tree_params_.additive``: a generalized additive model trained with
+        the trees). Missing values have their own bin. It takes Adam steps of
+        ``ADDITIVE_LR_FACTOR`` (0.1) times the learning rate (at the full rate
+        it overfits). The symmetry ops leave it unchanged, and merging
+        averages it. None (the default): no additive term. Not supported yet
+        by :class:`ShardedSoftTreeEnsemble` and :func:`export_module`.
 
     Attributes
     ----------

@@ -375,6 +375,12 @@ def _fitted_ensemble(estimator):
             "the preprocessing before the module."
         )
     check_is_fitted(estimator, "tree_params_")
+    if estimator.tree_params_.additive is not None:
+        raise NotImplementedError(
+            "export_module does not support the additive term yet (a model fitted with "
+            f"additive_bins={estimator.additive_bins!r}); refit with additive_bins=None to "
+            "export."
+        )
     return estimator
 
 

@@ -84,7 +84,8 @@ def _align_optimizer_state(state, alignment):
     """
     exp_avg = alignment.apply(state["exp_avg"])
     sq = alignment.apply(state["exp_avg_sq"])
-    exp_avg_sq = TreeParams(np.abs(sq.split_weight), np.abs(sq.split_bias), sq.leaf_value)
+    exp_avg_sq = TreeParams(np.abs(sq.split_weight), np.abs(sq.split_bias), sq.leaf_value,
+                            sq.additive)
     return {"step": state["step"], "exp_avg": exp_avg, "exp_avg_sq": exp_avg_sq}
 
 
@@ -466,7 +467,7 @@ def _server_step(merged_params, previous, velocity, momentum, learning_rate, arc
     delta = alignment.apply(merged_params).astype(np.float64) - previous
     velocity = delta if velocity is None else momentum * velocity + delta
     new = previous + learning_rate * velocity
-    return TreeParams(new.split_weight, new.split_bias, new.leaf_value), velocity, alignment
+    return TreeParams(*new.arrays()), velocity, alignment
 
 
 def _check_server_step(params, r, learning_rate, momentum):

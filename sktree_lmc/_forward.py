@@ -485,6 +485,12 @@ class SoftTreeEnsembleModule(nn.Module):
     split_init : "fan_in" or float, default="fan_in"
         Bound of the uniform initialization of split weights and biases:
         ``1/sqrt(F)`` for ``"fan_in"``, the float itself otherwise (see Notes).
+    n_additive : int, default=0
+        Rows ``K`` of an additive table (parameter ``additive``, ``(K, C)``,
+        initialized at zero). With ``K > 0`` the input has ``F`` features
+        followed by one or more columns of table rows (integers stored as
+        floats, as :meth:`TabularEncoder.additive_codes` gives them), and the
+        output adds ``sum_j additive[X[:, F + j]]`` to the trees' sum.
 
     Notes
     -----
@@ -517,7 +523,7 @@ class SoftTreeEnsembleModule(nn.Module):
     """
 
     def __init__(self, arch, n_trees, n_features, n_outputs, generator=None,
-                 leaf_init="ensemble", split_init="fan_in"):
+                 leaf_init="ensemble", split_init="fan_in", n_additive=0):
         super().__init__()
         N, L = arch.n_nodes, arch.n_free_leaves
         bound = split_init_bound(split_init, n_features)
@@ -533,6 +539,8 @@ class SoftTreeEnsembleModule(nn.Module):
         self.split_weight = nn.Parameter(uniform((n_trees, N, n_features), bound))
         self.split_bias = nn.Parameter(uniform((n_trees, N), bound))
         self.leaf_value = nn.Parameter(uniform((n_trees, L, n_outputs), lbound))
+        self.additive = (nn.Parameter(torch.zeros((n_additive, n_outputs)))
+                         if n_additive else None)
 
     def _set_arch(self, arch, n_trees, device="cpu"):
         check_routing_memory(arch, n_trees, 1, device, training=True)  # before allocating
@@ -553,7 +561,27 @@ class SoftTreeEnsembleModule(nn.Module):
         M, N, Fdim = self.split_weight.shape
         W = self.split_weight.transpose(0, 1).reshape(N * M, Fdim)
         b = self.split_bias.transpose(0, 1).reshape(N * M, 1)
+        if X.shape[1] != Fdim:  # the additive term's code columns follow
+            X = X[:, :Fdim]
         return torch.addmm(b, W, X.T).view(N, M, X.shape[0])
+
+    def additive_output(self, X):
+        """The additive term of every row: ``sum_j additive[X[:, F + j]]``.
+
+        Parameters
+        ----------
+        X : torch.Tensor of shape (B, F + J)
+            Input samples with their ``J`` code columns.
+
+        Returns
+        -------
+        torch.Tensor of shape (B, C) or None
+            None without an additive table.
+        """
+        if self.additive is None:
+            return None
+        codes = X[:, self.split_weight.shape[2]:].long()
+        return self.additive[codes].sum(dim=1)
 
     def _routing_probabilities(self, X):
         """Leaf probabilities in the internal layout ``(L, M, B)``."""
@@ -587,13 +615,14 @@ class SoftTreeEnsembleModule(nn.Module):
         Returns
         -------
         torch.Tensor of shape (B, M, C)
-            Per-tree outputs; their sum over trees is :meth:`forward`.
+            Per-tree outputs; their sum over trees is :meth:`forward` (minus
+            :meth:`additive_output` when the module has an additive table).
         """
         mu = self._routing_probabilities(X)
         return torch.einsum("lmb,mlc->bmc", mu, self.leaf_value)
 
     def forward(self, X):
-        """Ensemble output: the sum of the trees (Eq. 4).
+        """Ensemble output: the sum of the trees (Eq. 4), plus the additive term.
 
         Parameters
         ----------
@@ -609,7 +638,9 @@ class SoftTreeEnsembleModule(nn.Module):
         pi = self.leaf_value.transpose(0, 1).reshape(L * M, C)
         z = self._split_logits(X)
         self._check_batch(z)
-        return _Ensemble.apply(z, pi, self._steps)
+        out = _Ensemble.apply(z, pi, self._steps)
+        extra = self.additive_output(X)
+        return out if extra is None else out + extra
 
     # -- conversion to and from arrays -----------------------------------------
     def to_params(self):
@@ -621,11 +652,10 @@ class SoftTreeEnsembleModule(nn.Module):
             NumPy copies of the split weights, split biases and leaf values.
         """
         with torch.no_grad():
-            return TreeParams(
-                self.split_weight.detach().cpu().numpy().copy(),
-                self.split_bias.detach().cpu().numpy().copy(),
-                self.leaf_value.detach().cpu().numpy().copy(),
-            )
+            return TreeParams(*(
+                None if p is None else p.detach().cpu().numpy().copy()
+                for p in (self.split_weight, self.split_bias, self.leaf_value, self.additive)
+            ))
 
     @classmethod
     def from_params(cls, arch, params, device="cpu"):
@@ -651,6 +681,9 @@ class SoftTreeEnsembleModule(nn.Module):
         module.split_weight = nn.Parameter(torch.from_numpy(np.array(params.split_weight)))
         module.split_bias = nn.Parameter(torch.from_numpy(np.array(params.split_bias)))
         module.leaf_value = nn.Parameter(torch.from_numpy(np.array(params.leaf_value)))
+        additive = getattr(params, "additive", None)
+        module.additive = (None if additive is None
+                           else nn.Parameter(torch.from_numpy(np.array(additive))))
         return module.to(device)
 
 

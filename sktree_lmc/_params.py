@@ -26,6 +26,12 @@ class TreeParams:
         Split biases ``b``; node ``n`` sends ``sigmoid(w[n] . x + b[n])`` left.
     leaf_value : ndarray of shape (M, L, C)
         Leaf values ``pi``.
+    additive : ndarray of shape (K, C) or None, default=None
+        The table of the additive term (``additive_bins`` of the estimators):
+        one row per input bin or category, added to the output of every row
+        in it (see :meth:`TabularEncoder.additive_codes`). It has no symmetry:
+        the symmetry ops leave it as it is, and interpolation and averages
+        act on it entry by entry. None: no additive term.
 
     Examples
     --------
@@ -42,18 +48,25 @@ class TreeParams:
     split_weight: np.ndarray
     split_bias: np.ndarray
     leaf_value: np.ndarray
+    additive: np.ndarray | None = None
 
     def __post_init__(self):
         for f in fields(self):
-            setattr(self, f.name, np.asarray(getattr(self, f.name), dtype=np.float32))
+            value = getattr(self, f.name)
+            if value is not None or f.name != "additive":
+                setattr(self, f.name, np.asarray(value, dtype=np.float32))
         M, N, _ = self.split_weight.shape
         if self.split_bias.shape != (M, N) or self.leaf_value.ndim != 3 or (
             self.leaf_value.shape[0] != M
-        ):
+        ) or (self.additive is not None and (
+            self.additive.ndim != 2 or self.additive.shape[1] != self.leaf_value.shape[2]
+        )):
             raise ValueError(
                 "Inconsistent parameter shapes: split_weight "
                 f"{self.split_weight.shape}, split_bias {self.split_bias.shape}, "
-                f"leaf_value {self.leaf_value.shape}."
+                f"leaf_value {self.leaf_value.shape}"
+                + ("" if self.additive is None else f", additive {self.additive.shape}")
+                + "."
             )
 
     # -- shape ---------------------------------------------------------------
@@ -83,6 +96,22 @@ class TreeParams:
         return self.leaf_value.shape[2]
 
     @property
+    def n_additive(self):
+        """Rows ``K`` of the additive table (0 without one)."""
+        return 0 if self.additive is None else self.additive.shape[0]
+
+    def arrays(self):
+        """The parameter arrays, ``additive`` last when there is one.
+
+        Returns
+        -------
+        tuple of ndarray
+            ``(split_weight, split_bias, leaf_value[, additive])``.
+        """
+        base = (self.split_weight, self.split_bias, self.leaf_value)
+        return base if self.additive is None else (*base, self.additive)
+
+    @property
     def shape_signature(self):
         """Tuple ``(M, N, F, L, C)`` used to check compatibility of models."""
         return (self.n_trees, self.n_nodes, self.n_features, self.n_leaves, self.n_outputs)
@@ -95,7 +124,7 @@ class TreeParams:
         TreeParams
             New arrays with the same values.
         """
-        return TreeParams(self.split_weight.copy(), self.split_bias.copy(), self.leaf_value.copy())
+        return TreeParams(*(a.copy() for a in self.arrays()))
 
     # -- algebra -------------------------------------------------------------
     # Parameters form a vector space: ``p + q``, ``p - q`` and ``c * p`` act
@@ -106,10 +135,11 @@ class TreeParams:
     __array_ufunc__ = None
 
     @classmethod
-    def _from_arrays(cls, split_weight, split_bias, leaf_value):
+    def _from_arrays(cls, split_weight, split_bias, leaf_value, additive=None):
         """Build without casting to float32 (results of the algebra)."""
         new = object.__new__(cls)
         new.split_weight, new.split_bias, new.leaf_value = split_weight, split_bias, leaf_value
+        new.additive = additive
         return new
 
     def _check_same_shape(self, other):
@@ -120,6 +150,14 @@ class TreeParams:
                 f"Parameter shapes {other.shape_signature} (M, N, F, L, C) do not match "
                 f"{self.shape_signature}."
             )
+        check_same_additive(self, other)
+
+    def _map(self, fn, *others):
+        """``fn`` applied array by array to ``self`` and ``others`` (same shapes)."""
+        for other in others:
+            self._check_same_shape(other)
+        return TreeParams._from_arrays(
+            *(fn(*arrays) for arrays in zip(self.arrays(), *(o.arrays() for o in others))))
 
     def astype(self, dtype):
         """Return the parameters as arrays of ``dtype``.
@@ -135,28 +173,18 @@ class TreeParams:
         TreeParams
             New arrays of ``dtype``.
         """
-        return TreeParams._from_arrays(
-            *(np.asarray(a, dtype=dtype) for a in (self.split_weight, self.split_bias,
-                                                   self.leaf_value))
-        )
+        return self._map(lambda a: np.asarray(a, dtype=dtype))
 
     def __add__(self, other):
-        self._check_same_shape(other)
-        return TreeParams._from_arrays(self.split_weight + other.split_weight,
-                                       self.split_bias + other.split_bias,
-                                       self.leaf_value + other.leaf_value)
+        return self._map(np.add, other)
 
     def __sub__(self, other):
-        self._check_same_shape(other)
-        return TreeParams._from_arrays(self.split_weight - other.split_weight,
-                                       self.split_bias - other.split_bias,
-                                       self.leaf_value - other.leaf_value)
+        return self._map(np.subtract, other)
 
     def __mul__(self, scalar):
         if not np.isscalar(scalar) and np.ndim(scalar) != 0:
             return NotImplemented
-        return TreeParams._from_arrays(scalar * self.split_weight, scalar * self.split_bias,
-                                       scalar * self.leaf_value)
+        return self._map(lambda a: scalar * a)
 
     __rmul__ = __mul__
 
@@ -164,7 +192,8 @@ class TreeParams:
         """Node-weighted inner product ``<self, other>_W``, in float64.
 
         ``sum_n W_n (w_n . w'_n + b_n b'_n)`` over all trees plus the plain
-        inner product of the leaf values. With ``W`` the architecture's
+        inner products of the leaf values and of the additive tables (which
+        no symmetry op changes). With ``W`` the architecture's
         ``node_weights`` (leaves affected by each node) it is the objective
         of weighted weight matching (Section 3.2 of the paper).
 
@@ -186,6 +215,7 @@ class TreeParams:
             np.einsum("mnf,mnf,n->", self.split_weight, other.split_weight, nw)
             + np.einsum("mn,mn,n->", self.split_bias, other.split_bias, nw)
             + np.sum(self.leaf_value * other.leaf_value)
+            + (0.0 if self.additive is None else np.sum(self.additive * other.additive))
         )
 
     # -- operations ----------------------------------------------------------
@@ -203,7 +233,8 @@ class TreeParams:
             New parameters; tree ``m`` is tree ``perm[m]`` of ``self``.
         """
         perm = np.asarray(perm)
-        return TreeParams(self.split_weight[perm], self.split_bias[perm], self.leaf_value[perm])
+        return TreeParams(self.split_weight[perm], self.split_bias[perm], self.leaf_value[perm],
+                          self.additive)
 
     def apply_ops(self, ops):
         """Apply one symmetry op per tree (the same code path for every architecture).
@@ -228,6 +259,7 @@ class TreeParams:
             self.split_weight[rows, ops.perm] * sign[:, :, None],
             self.split_bias[rows, ops.perm] * sign,
             self.leaf_value[rows, ops.leaf_perm],
+            self.additive,
         )
 
     def interpolate(self, other, lam):
@@ -246,11 +278,9 @@ class TreeParams:
             The interpolated parameters.
         """
         lam = np.float32(lam)
-        return TreeParams(
-            (1 - lam) * self.split_weight + lam * other.split_weight,
-            (1 - lam) * self.split_bias + lam * other.split_bias,
-            (1 - lam) * self.leaf_value + lam * other.leaf_value,
-        )
+        self._check_same_shape(other)
+        return TreeParams(*((1 - lam) * a + lam * b
+                            for a, b in zip(self.arrays(), other.arrays())))
 
     @staticmethod
     def weighted_average(params, weights):
@@ -270,10 +300,24 @@ class TreeParams:
         """
         w = np.asarray(weights, dtype=np.float64)
         w = (w / w.sum()).astype(np.float32)
-        return TreeParams(
-            sum(wi * p.split_weight for wi, p in zip(w, params)),
-            sum(wi * p.split_bias for wi, p in zip(w, params)),
-            sum(wi * p.leaf_value for wi, p in zip(w, params)),
+        for p in params[1:]:
+            check_same_additive(params[0], p)
+        return TreeParams(*(sum(wi * arrays[i] for wi, arrays in
+                                zip(w, (p.arrays() for p in params)))
+                            for i in range(len(params[0].arrays()))))
+
+
+def check_same_additive(a, b):
+    """Raise a ValueError unless ``a`` and ``b`` both lack an additive table or
+    have tables of the same shape."""
+    sa = None if a.additive is None else a.additive.shape
+    sb = None if b.additive is None else b.additive.shape
+    if sa != sb:
+        what = {None: "no additive term"}
+        raise ValueError(
+            f"Additive tables differ: {what.get(sa, f'shape {sa}')} vs "
+            f"{what.get(sb, f'shape {sb}')} (models fitted with different additive_bins "
+            "or encoders)."
         )
 
 

@@ -89,7 +89,7 @@ def _check_targets(estimator, y):
     return check_array(y, ensure_2d=False, dtype=None, input_name="y")
 
 
-def _chunk_terms(loss_fn, phi, target, weight, theta, transposed=False):
+def _chunk_terms(loss_fn, phi, target, weight, theta, transposed=False, offset=None):
     """The terms of one chunk of rows: ``(sum_i w_i loss(phi_i theta, y_i),
     gradient of that sum w.r.t. theta (shape (C, M * L)), sum_i w_i)``.
 
@@ -98,10 +98,14 @@ def _chunk_terms(loss_fn, phi, target, weight, theta, transposed=False):
     ``transposed=True`` (as the routing computes them; used for features
     recomputed at every evaluation, whose transposition would cost more than
     the slower products it saves); ``theta`` the leaf values ``(M * L, C)``
-    (float64). The only place where the objective is computed: locally and on
-    dask workers alike.
+    (float64); ``offset`` the chunk's additive term ``(B, C)`` (fixed: only the
+    leaves are refitted), or None. The only place where the objective is
+    computed: locally and on dask workers alike.
     """
-    out = (phi.T @ theta if transposed else phi @ theta).requires_grad_(True)
+    out = phi.T @ theta if transposed else phi @ theta
+    if offset is not None:
+        out = out + offset
+    out.requires_grad_(True)
     loss = (loss_fn(out, target) * weight).sum()
     (g_out,) = torch.autograd.grad(loss, out)
     # (C, M*L): fast layouts on CPUs
@@ -130,6 +134,13 @@ class _Rows:
             estimator.architecture_, params, device
         ).double()
         self.X = X
+        # the additive term (fixed while the leaves are refitted) of every row
+        self.offset = None
+        if params.additive is not None:
+            F = params.split_weight.shape[2]
+            table = params.additive.astype(np.float64)
+            self.offset = torch.as_tensor(
+                table[np.asarray(X[:, F:], dtype=np.int64)].sum(axis=1), device=device)
         self.target = target.to(device)
         self.weight = torch.as_tensor(weight, dtype=torch.float64, device=device)
         chunk_bytes = _CHUNK_BYTES["cuda" if torch.device(device).type == "cuda" else "cpu"]
@@ -186,8 +197,10 @@ class _Rows:
             kept = i < len(self.cached)
             phi = self.cached[i].to(torch.float64) if kept else self._features(start)
             stop = start + (phi.shape[0] if kept else phi.shape[1])
+            offset = None if self.offset is None else self.offset[start:stop]
             loss, g, w = _chunk_terms(self.loss_fn, phi, self.target[start:stop],
-                                      self.weight[start:stop], theta, transposed=not kept)
+                                      self.weight[start:stop], theta, transposed=not kept,
+                                      offset=offset)
             total += loss
             weight_sum += w
             grad += g
@@ -539,7 +552,8 @@ def _solve(estimator, objective, *, max_iter, tol, verbose):
     if not f_new <= f_start:  # rounding, or a solver failure: keep the current leaves
         leaves, f_new = params.leaf_value.copy(), f_start
     log.close(f"objective {f_start:.6g} -> {f_new:.6g} in {int(result.nit)} iterations")
-    refitted = with_params(estimator, TreeParams(params.split_weight, params.split_bias, leaves))
+    refitted = with_params(estimator, TreeParams(params.split_weight, params.split_bias, leaves,
+                                                 params.additive))
     info = {"objective_start": f_start, "objective": f_new, "n_iter": int(result.nit),
             "converged": bool(result.success), "message": str(result.message)}
     return refitted, info

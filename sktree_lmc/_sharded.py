@@ -646,6 +646,12 @@ class ShardedSoftTreeEnsemble(MetaEstimatorMixin, BaseEstimator):
                 "estimator must be a SoftTreeEnsembleClassifier or SoftTreeEnsembleRegressor, "
                 f"got {type(base).__name__}."
             )
+        if getattr(base, "additive_bins", None) is not None:
+            raise ValueError(
+                "ShardedSoftTreeEnsemble does not support the additive term yet (the "
+                f"estimator has additive_bins={base.additive_bins!r}): its bins would have to "
+                "come from the shards' summaries. Use additive_bins=None."
+            )
         is_clf = self._is_classifier()
         rng = check_random_state(self.random_state)
         seeds = rng.randint(np.iinfo(np.int32).max, size=self.n_shards)

@@ -54,6 +54,10 @@ ESTIMATORS = [
     _small(cls, arch)
     for cls in (SoftTreeEnsembleClassifier, SoftTreeEnsembleRegressor)
     for arch in sorted(ARCHITECTURES)
+] + [
+    # the additive term (an extra parameter group, codes after the features)
+    _small(cls, "oblivious").set_params(additive_bins=8)
+    for cls in (SoftTreeEnsembleClassifier, SoftTreeEnsembleRegressor)
 ]
 
 

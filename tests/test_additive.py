@@ -1,0 +1,226 @@
+"""The additive term (``additive_bins``): encoder codes, parameters, fit, predict, merge, refit."""
+
+import pickle
+
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from sktree_lmc import (
+    ShardedSoftTreeEnsemble,
+    SoftTreeEnsembleClassifier,
+    SoftTreeEnsembleModule,
+    SoftTreeEnsembleRegressor,
+    TabularEncoder,
+    TreeParams,
+    export_module,
+    get_architecture,
+    merge_estimators,
+    random_ops,
+    refit_leaves,
+)
+from sktree_lmc._encoding import encoders_differ, to_columns
+
+
+def _frame(n=400, seed=0):
+    rng = np.random.RandomState(seed)
+    x = rng.normal(size=n)
+    x[::9] = np.nan
+    city = rng.choice(["paris", "rome", "oslo", "bern"], size=n).astype(object)
+    city[::11] = None
+    X = pd.DataFrame({"x": x, "z": rng.uniform(size=n), "city": pd.Categorical(city)})
+    y = ((np.nan_to_num(x) > 0.3) ^ (city == "rome")).astype(int)
+    return X, y
+
+
+def _small(cls=SoftTreeEnsembleClassifier, **params):
+    return cls(**{"n_estimators": 8, "depth": 2, "max_epochs": 5, "batch_size": 64,
+                  "device": "cpu", "random_state": 0, "additive_bins": 8, **params})
+
+
+# -- encoder -----------------------------------------------------------------------------------
+def test_codes_bins_missing_categories_and_unseen():
+    X, _ = _frame()
+    columns, by_dtype = to_columns(X)
+    enc = TabularEncoder("quantile_normal", additive_bins=4, max_categories=2).fit(
+        columns, np.array([False, False, True]), list(X.columns))
+    # numeric: 3 inner quantile edges -> 4 bins + a missing row; categorical: 2 kept
+    # categories, the infrequent row, a missing row and an unseen row
+    assert [len(e) for e in enc.additive_edges_[:2]] == [3, 3] and enc.additive_edges_[2] is None
+    assert enc.additive_offsets_.tolist() == [0, 5, 10, 15] and enc.n_additive_ == 15
+    new = pd.DataFrame({"x": [-10.0, 10.0, np.nan], "z": [0.5, 0.5, 0.5],
+                        "city": pd.Categorical(["lima", None, enc.categories_[2][0]])})
+    codes = enc.additive_codes(to_columns(new)[0])
+    assert codes.dtype == np.float32
+    assert codes[:, 0].tolist() == [0, 3, 4]       # lowest bin, highest bin, missing
+    # unseen "lima" -> the infrequent row (as in the one-hot features); None -> missing
+    assert codes[:, 2].tolist() == [12, 13, 10]
+
+
+def test_unseen_category_without_infrequent_gets_a_row_of_its_own():
+    columns = [np.array(["a", "b", "a", None], dtype=object)]
+    enc = TabularEncoder(additive_bins=4).fit(columns, np.array([True]))
+    assert enc.additive_offsets_.tolist() == [0, 4]  # a, b, missing, unseen
+    codes = enc.additive_codes([np.array(["b", "zzz", None], dtype=object)])
+    assert codes[:, 0].tolist() == [1, 3, 2]
+
+
+def test_encoders_differ_names_the_additive_bins():
+    X, _ = _frame()
+    columns, _ = to_columns(X)
+    cat = np.array([False, False, True])
+    a = TabularEncoder(additive_bins=8).fit(columns, cat)
+    assert encoders_differ(a, TabularEncoder(additive_bins=8).fit(columns, cat)) is None
+    assert "additive_bins" in encoders_differ(a, TabularEncoder().fit(columns, cat))
+    # the same encoding of the values ("none"), other rows: only the bins differ
+    a = TabularEncoder("none", additive_bins=8).fit(columns, cat)
+    other = TabularEncoder("none", additive_bins=8).fit([c[:200] for c in columns], cat)
+    assert "additive bins of column 0" in encoders_differ(a, other)
+
+
+def test_encoder_without_additive_term_refuses_codes_and_old_states_load():
+    columns = [np.arange(5.0)]
+    enc = TabularEncoder().fit(columns, np.array([False]))
+    with pytest.raises(ValueError, match="no additive term"):
+        enc.additive_codes(columns)
+    state = {k: v for k, v in enc.to_dict().items() if "additive" not in k}
+    assert TabularEncoder.from_dict(state).n_additive_ == 0
+    with pytest.raises(ValueError, match="additive_bins must be an int >= 2"):
+        TabularEncoder(additive_bins=1).fit(columns, np.array([False]))
+
+
+# -- parameters ----------------------------------------------------------------------------------
+def _params(rng, additive=True, M=4, arch=None):
+    arch = arch or get_architecture("oblivious", 2)
+    return TreeParams(rng.randn(M, arch.n_nodes, 3), rng.randn(M, arch.n_nodes),
+                      rng.randn(M, arch.n_free_leaves, 2),
+                      rng.randn(5, 2) if additive else None)
+
+
+def test_algebra_carries_the_table():
+    rng = np.random.RandomState(0)
+    p, q = _params(rng), _params(rng)
+    np.testing.assert_allclose((p + q).additive, p.additive + q.additive)
+    np.testing.assert_allclose((p - q).additive, p.additive - q.additive)
+    np.testing.assert_allclose((2.0 * p).additive, 2 * p.additive)
+    np.testing.assert_allclose(p.interpolate(q, 0.25).additive,
+                               0.75 * p.additive + 0.25 * q.additive, rtol=1e-6)
+    avg = TreeParams.weighted_average([p, q], [3, 1])
+    np.testing.assert_allclose(avg.additive, 0.75 * p.additive + 0.25 * q.additive, rtol=1e-6)
+    assert p.astype(np.float64).additive.dtype == np.float64
+    assert p.copy().additive is not p.additive
+    assert p.inner(q) == pytest.approx(
+        _params(np.random.RandomState(0), additive=False).inner(
+            TreeParams(q.split_weight, q.split_bias, q.leaf_value))
+        + float(np.sum(p.additive * q.additive)), rel=1e-6)
+    with pytest.raises(ValueError, match="Additive tables differ"):
+        p + _params(rng, additive=False)
+    with pytest.raises(ValueError, match="Inconsistent parameter shapes"):
+        TreeParams(p.split_weight, p.split_bias, p.leaf_value, np.zeros((5, 3)))
+
+
+@settings(max_examples=15, deadline=None)
+@given(seed=st.integers(0, 2**16), arch_name=st.sampled_from(
+    ["oblivious", "non_oblivious", "decision_list", "decision_list_modified"]))
+def test_symmetry_ops_keep_the_table_and_the_function(seed, arch_name):
+    rng = np.random.RandomState(seed)
+    arch = get_architecture(arch_name, 2)
+    p = _params(rng, arch=arch)
+    q = p.permute_trees(rng.permutation(p.n_trees)).apply_ops(
+        random_ops(arch, p.n_trees, random_state=seed))
+    np.testing.assert_array_equal(q.additive, p.additive)
+    X = torch.as_tensor(np.column_stack([rng.randn(16, 3), rng.randint(0, 5, (16, 2))]),
+                        dtype=torch.float32)
+    with torch.no_grad():
+        out_p = SoftTreeEnsembleModule.from_params(arch, p)(X)
+        out_q = SoftTreeEnsembleModule.from_params(arch, q)(X)
+    torch.testing.assert_close(out_p, out_q, rtol=1e-5, atol=1e-5)
+
+
+# -- estimators ----------------------------------------------------------------------------------
+def test_fit_predict_dataframe_and_prediction_equals_training_forward():
+    X, y = _frame()
+    clf = _small().fit(X, y)
+    table = clf.tree_params_.additive
+    assert table.shape == (clf.encoder_.n_additive_, 2) and np.abs(table).max() > 0
+    module = SoftTreeEnsembleModule.from_params(clf.architecture_, clf.tree_params_)
+    with torch.no_grad():
+        forward = module(torch.as_tensor(clf._encoded_input(X))).numpy()
+    np.testing.assert_allclose(clf._raw_output(X), forward, atol=1e-5)
+    # tree_outputs stay the trees' own: their sum misses the additive term
+    trees = clf.tree_outputs(X).sum(axis=1)
+    assert not np.allclose(trees, forward, atol=1e-6)
+    assert clf.predict(X.iloc[:3]).shape == (3,)
+    loaded = pickle.loads(pickle.dumps(clf))
+    np.testing.assert_array_equal(loaded.predict_proba(X), clf.predict_proba(X))
+
+
+def test_random_state_gives_identical_fits_and_warm_start_keeps_adam_on_the_table():
+    X, y = _frame()
+    a, b = _small().fit(X, y), _small().fit(X, y)
+    np.testing.assert_array_equal(a.tree_params_.additive, b.tree_params_.additive)
+    warm = _small(warm_start=True, max_epochs=2).fit(X, y)
+    assert warm.optimizer_state_["exp_avg"].additive.shape == warm.tree_params_.additive.shape
+    warm.fit(X, y)
+    assert warm.n_epochs_ == 4
+    warm.set_params(additive_bins=4)
+    with pytest.raises(ValueError, match="additive_bins"):
+        warm.fit(X, y)
+
+
+def test_table_learns_at_a_tenth_of_the_rate():
+    from sktree_lmc._training import ADDITIVE_LR_FACTOR, make_optimizer
+
+    module = SoftTreeEnsembleModule(get_architecture("oblivious", 2), 4, 3, 2, n_additive=5)
+    opt = make_optimizer(module, 0.02)
+    assert [g["lr"] for g in opt.param_groups] == [0.02, ADDITIVE_LR_FACTOR * 0.02]
+    assert torch.equal(module.additive, torch.zeros(5, 2))
+
+
+def test_merge_averages_the_table_and_lam_zero_reproduces_a():
+    X, y = _frame()
+    a, b = _small().fit(X, y), _small(random_state=1).fit(X, y)
+    np.testing.assert_allclose(merge_estimators(a, b, lam=0.0).predict_proba(X),
+                               a.predict_proba(X), atol=1e-6)
+    mid = merge_estimators(a, b, lam=0.5)
+    np.testing.assert_allclose(mid.tree_params_.additive,
+                               (a.tree_params_.additive + b.tree_params_.additive) / 2,
+                               rtol=1e-6, atol=1e-7)
+    with pytest.raises(ValueError, match="additive_bins differs"):
+        merge_estimators(a, _small(additive_bins=None).fit(X, y))
+
+
+def test_regressors_merge_in_one_target_scale():
+    rng = np.random.RandomState(0)
+    X = rng.normal(size=(300, 3))
+    y = X[:, 0] + np.sin(3 * X[:, 1])
+    a = _small(SoftTreeEnsembleRegressor).fit(X, y)
+    b = _small(SoftTreeEnsembleRegressor, random_state=1).fit(X, 3 * y + 1)
+    np.testing.assert_allclose(merge_estimators(a, b, lam=0.0).predict(X), a.predict(X),
+                               rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(merge_estimators(a, b, lam=1.0).predict(X), b.predict(X),
+                               rtol=1e-5, atol=1e-4)
+
+
+def test_refit_leaves_keeps_the_table_and_lowers_the_objective():
+    X, y = _frame()
+    merged = merge_estimators(_small().fit(X, y), _small(random_state=1).fit(X, y))
+    refitted, info = refit_leaves(merged, X, y, return_info=True)
+    np.testing.assert_array_equal(refitted.tree_params_.additive, merged.tree_params_.additive)
+    assert info["objective"] < info["objective_start"]
+    # the objective counts the additive term: zeroing the table changes it
+    no_table = merged.get_tree_params()
+    no_table.additive = np.zeros_like(no_table.additive)
+    other = refit_leaves(merged.set_tree_params(no_table), X, y, return_info=True)[1]
+    assert other["objective_start"] != pytest.approx(info["objective_start"])
+
+
+def test_sharded_and_export_refuse_it_clearly():
+    X, y = _frame()
+    with pytest.raises(ValueError, match="additive term"):
+        ShardedSoftTreeEnsemble(_small(), n_shards=2, n_rounds=1).fit(X, y)
+    with pytest.raises(NotImplementedError, match="additive term"):
+        export_module(_small().fit(X, y))
