@@ -326,6 +326,45 @@ class _Trees(nn.Module):
         return (self.leaf @ mu).T
 
 
+class _Additive(nn.Module):
+    """The additive term (``additive_bins``): every column's table row, as
+    :meth:`TabularEncoder.additive_codes` finds it, summed over the columns.
+    A numeric value's bin is the count of its column's edges ``<= x``
+    (``searchsorted(edges, x, side="right")``); a categorical column gets the
+    category code of :func:`encode_categories`."""
+
+    def __init__(self, encoder, table):
+        super().__init__()
+        self.register_buffer("table", torch.from_numpy(np.asarray(table, dtype=np.float32)))
+        self.specs = []
+        for j in range(encoder.n_features_in_):
+            first, end = (int(v) for v in encoder.additive_offsets_[j: j + 2])
+            if encoder.categorical_[j]:
+                n_cats = len(encoder.categories_[j])
+                unseen = first + n_cats if encoder.has_infrequent_[j] else end - 1
+                self.register_buffer(f"cats_{j}", torch.arange(n_cats, dtype=torch.float64))
+                self.specs.append(("categorical", first, end - 2, unseen))
+            else:
+                edges = np.asarray(encoder.additive_edges_[j], dtype=np.float64)
+                self.register_buffer(f"edges_{j}", torch.from_numpy(edges.copy()))
+                self.specs.append(("numeric", first, end - 1, None))
+
+    def forward(self, X):
+        rows = []
+        for j, (kind, first, missing_row, unseen) in enumerate(self.specs):
+            x = X[:, j]
+            missing = torch.isnan(x)
+            if kind == "numeric":
+                edges = getattr(self, f"edges_{j}")
+                idx = first + (edges.unsqueeze(0) <= x.unsqueeze(1)).to(torch.int64).sum(dim=1)
+            else:
+                hits = x.unsqueeze(1) == getattr(self, f"cats_{j}").unsqueeze(0)
+                code = hits.to(torch.int64).argmax(dim=1)
+                idx = torch.where(hits.any(dim=1), first + code, torch.full_like(code, unseen))
+            rows.append(torch.where(missing, torch.full_like(idx, missing_row), idx))
+        return self.table[torch.stack(rows, dim=1)].sum(dim=1)
+
+
 class _ExportedEnsemble(nn.Module):
     """Raw columns ``(n, n_features_in_)`` -> the estimator's decision values."""
 
@@ -334,6 +373,8 @@ class _ExportedEnsemble(nn.Module):
         self.n_features_in = int(estimator.encoder_.n_features_in_)
         self.columns = _column_encoders(estimator.encoder_)
         self.trees = _Trees(estimator.architecture_, estimator.tree_params_)
+        additive = estimator.tree_params_.additive
+        self.additive = None if additive is None else _Additive(estimator.encoder_, additive)
         self.kind = kind
         if kind == "regressor":
             self.register_buffer("y_scale", torch.tensor(
@@ -350,6 +391,8 @@ class _ExportedEnsemble(nn.Module):
 
     def forward(self, X):
         out = self.trees(self.encode(X))
+        if self.additive is not None:
+            out = out + self.additive(X.to(torch.float64))
         if self.kind == "binary":
             return out[:, 1] - out[:, 0]
         if self.kind == "regressor":
@@ -375,12 +418,6 @@ def _fitted_ensemble(estimator):
             "the preprocessing before the module."
         )
     check_is_fitted(estimator, "tree_params_")
-    if estimator.tree_params_.additive is not None:
-        raise NotImplementedError(
-            "export_module does not support the additive term yet (a model fitted with "
-            f"additive_bins={estimator.additive_bins!r}); refit with additive_bins=None to "
-            "export."
-        )
     return estimator
 
 

@@ -16,6 +16,7 @@ from sktree_lmc import (
     SoftTreeEnsembleRegressor,
     TabularEncoder,
     TreeParams,
+    encode_categories,
     export_module,
     get_architecture,
     merge_estimators,
@@ -218,9 +219,27 @@ def test_refit_leaves_keeps_the_table_and_lowers_the_objective():
     assert other["objective_start"] != pytest.approx(info["objective_start"])
 
 
-def test_sharded_and_export_refuse_it_clearly():
+def test_sharded_refuses_it_clearly():
     X, y = _frame()
     with pytest.raises(ValueError, match="additive term"):
         ShardedSoftTreeEnsemble(_small(), n_shards=2, n_rounds=1).fit(X, y)
-    with pytest.raises(NotImplementedError, match="additive term"):
-        export_module(_small().fit(X, y))
+
+
+@pytest.mark.parametrize("max_categories", [2, 32])  # with and without "infrequent"
+def test_export_adds_the_table_like_the_estimator(max_categories):
+    X, y = _frame()
+    clf = _small(max_categories=max_categories, numeric_encoding="piecewise_linear").fit(X, y)
+    new = pd.DataFrame({"x": [np.nan, -50.0, 0.1, 50.0], "z": [0.1, np.nan, 0.5, 0.9],
+                        "city": pd.Categorical(["lima", None, "rome", "oslo"])})
+    module = export_module(clf)
+    for rows in (X, new):
+        with torch.no_grad():
+            out = module(torch.as_tensor(encode_categories(clf, rows))).numpy()
+        np.testing.assert_allclose(out, clf.decision_function(rows), rtol=0, atol=1e-5)
+    export = getattr(getattr(torch, "export", None), "export", None)
+    if export is not None:
+        example = torch.as_tensor(encode_categories(clf, X.iloc[:16]))
+        program = export(module, (example,), dynamic_shapes=({0: torch.export.Dim("batch")},))
+        with torch.no_grad():
+            out = program.module()(torch.as_tensor(encode_categories(clf, new))).numpy()
+        np.testing.assert_allclose(out, clf.decision_function(new), rtol=0, atol=1e-5)
