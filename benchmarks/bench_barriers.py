@@ -73,16 +73,19 @@ def _read(path):
         return list(csv.DictReader(f))
 
 
-def _model(out, dataset, seed, X, y, smoke, split_init=None):
-    """The default model of ``seed`` on the training rows (cached); ``split_init``: that
-    parameter instead of its default."""
-    tag = ("-smoke" if smoke else "") + (f"-{split_init}" if split_init else "")
+def _model(out, dataset, seed, X, y, smoke, split_init=None, additive_bins=None):
+    """The default model of ``seed`` on the training rows (cached); ``split_init``,
+    ``additive_bins``: those parameters instead of their defaults."""
+    tag = (("-smoke" if smoke else "") + (f"-{split_init}" if split_init else "")
+           + (f"-additive{additive_bins}" if additive_bins else ""))
     path = out / "models" / f"{dataset}-seed{seed}{tag}.joblib"
     if path.exists():
         return joblib.load(path)
     params = dict(random_state=seed, device="cpu")
     if split_init:
         params["split_init"] = split_init
+    if additive_bins:
+        params["additive_bins"] = additive_bins
     if smoke:
         params.update(SMOKE_PARAMS)
     model = SoftTreeEnsembleClassifier(**params).fit(X, y)
@@ -96,7 +99,7 @@ def _acc(model, X, y):
 
 
 def run(out, datasets, pairs, n_eval, *, n_train=10_000, smoke=False, refit_iter=100,
-        split_init=None):
+        split_init=None, additive_bins=None):
     out = Path(out)
     barriers, refits = out / "barriers.csv", out / "refit.csv"
     done_b = {(r["dataset"], r["pair"]) for r in _read(barriers)}
@@ -112,8 +115,8 @@ def run(out, datasets, pairs, n_eval, *, n_train=10_000, smoke=False, refit_iter
             seed_a, seed_b = 2 * p + 1, 2 * p + 2
             if (dataset, str(p)) in done_b and (dataset, str(p)) in done_r:
                 continue
-            a = _model(out, dataset, seed_a, X_tr, y_tr, smoke, split_init)
-            b = _model(out, dataset, seed_b, X_tr, y_tr, smoke, split_init)
+            a = _model(out, dataset, seed_a, X_tr, y_tr, smoke, split_init, additive_bins)
+            b = _model(out, dataset, seed_b, X_tr, y_tr, smoke, split_init, additive_bins)
             if (dataset, str(p)) not in done_b:
                 rows = interpolate_pair(a, b, splits, X_align=X_tr, align_seed=seed_a,
                                         n_lambdas=5 if smoke else 25)
@@ -213,6 +216,8 @@ def main(argv=None):
                         help="L-BFGS iterations of refit_leaves (its default is 500)")
     parser.add_argument("--split-init", default=None, choices=["fan_in", "data"],
                         help="the models' split_init (default: the estimator's default)")
+    parser.add_argument("--additive-bins", type=int, default=None,
+                        help="the models' additive_bins (default: the estimator's default)")
     parser.add_argument("--out", type=Path, default=RESULTS)
     parser.add_argument("--report", type=Path, default=None, metavar="DIR")
     parser.add_argument("--smoke", action="store_true")
@@ -224,7 +229,7 @@ def main(argv=None):
         run(args.out, ["MagicTelescope"], 1, 200, n_train=300, smoke=True)
         return report(args.out)
     run(args.out, args.datasets, args.pairs, args.n_eval, refit_iter=args.refit_iter,
-        split_init=args.split_init)
+        split_init=args.split_init, additive_bins=args.additive_bins)
     return report(args.out)
 
 

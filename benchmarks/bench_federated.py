@@ -89,6 +89,8 @@ def run(args, out_csv):
                     base.set_params(numeric_encoding=args.numeric_encoding)
                 if args.split_init is not None:
                     base.set_params(split_init=args.split_init)
+                if args.additive_bins is not None:
+                    base.set_params(additive_bins=args.additive_bins)
                 if args.smoke:
                     base.set_params(n_estimators=16, depth=2, max_epochs=10)
                 for split_kind in args.splits:
@@ -167,7 +169,8 @@ def csv_name(args):
     name = "federated_smoke" if args.smoke else "federated"
     if args.rounds != 10 and not args.smoke:
         name += f"_R{args.rounds}"
-    for option in ("numeric_encoding", "split_init", "shard_init", "server_momentum"):
+    for option in ("numeric_encoding", "split_init", "shard_init", "server_momentum",
+                   "additive_bins"):
         if getattr(args, option) is not None:
             name += f"_{option}_{getattr(args, option)}"
     return name + ".csv"
@@ -189,6 +192,9 @@ def main(argv=None):
     parser.add_argument("--split-init", default=None, choices=["fan_in", "data"],
                         help="the estimator's split_init (default: its default), for the full "
                              "fit and the shards alike")
+    parser.add_argument("--additive-bins", type=int, default=None,
+                        help="the estimator's additive_bins (default: its default), for the "
+                             "full fit and the shards alike")
     parser.add_argument("--shard-init", default=None, choices=["independent", "shared"],
                         help="ShardedSoftTreeEnsemble's shard_init (default: its default)")
     parser.add_argument("--server-momentum", type=float, default=None,

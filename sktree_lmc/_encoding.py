@@ -321,7 +321,7 @@ def _category_counts(present, name):
 
 
 def summarize(columns, categorical, *, numeric_encoding="piecewise_linear", n_bins=16,
-              sketch_size=None, names=None):
+              sketch_size=None, names=None, additive_bins=None):
     """What :meth:`TabularEncoder.from_summaries` needs of some rows' columns.
 
     Run where the rows live (a dask worker, for its partitions); the summary
@@ -345,11 +345,15 @@ def summarize(columns, categorical, *, numeric_encoding="piecewise_linear", n_bi
         quantile levels instead (``SKETCH_SIZE`` = 1,001 levels: every 0.1%).
     names : sequence of str, default=None
         Column names, for error messages.
+    additive_bins : int or None, default=None
+        The encoder's ``additive_bins``: with it, every numeric column also
+        sends its present values (at most ``sketch_size``, else its sketch) as
+        ``additive_values`` or ``additive_quantiles``, for the bins.
 
     Returns
     -------
     summary : dict
-        ``n_rows``, ``numeric_encoding``, ``n_bins`` and ``columns``: one
+        ``n_rows``, ``numeric_encoding``, ``n_bins``, ``additive_bins`` and ``columns``: one
         dict per column with ``kind``, ``has_missing`` and ``count`` (present
         values), and ``keys`` and ``counts`` (categorical), ``mean`` and
         ``m2`` (``"standard"``), ``values``, ``quantiles`` or ``distinct``
@@ -406,9 +410,15 @@ def summarize(columns, categorical, *, numeric_encoding="piecewise_linear", n_bi
                 distinct = np.unique(present) if few else None
                 entry["distinct"] = (distinct if distinct is not None
                                      and len(distinct) <= n_bins + 1 else None)
+        if additive_bins is not None:
+            if sketch_size is None or present.size <= sketch_size:
+                entry["additive_values"] = present
+            else:
+                entry["additive_quantiles"] = np.quantile(
+                    present, np.linspace(0.0, 1.0, sketch_size), method="linear")
         out.append(entry)
     return {"n_rows": len(columns[0]) if columns else 0, "numeric_encoding": numeric_encoding,
-            "n_bins": n_bins, "columns": out}
+            "n_bins": n_bins, "additive_bins": additive_bins, "columns": out}
 
 
 def _merge_counts(parts, name):
@@ -526,6 +536,24 @@ def _merged_knots(parts, n_bins):
     sketches = [(part["count"], np.sort(part["values"]) if part.get("values") is not None
                  else part["quantiles"]) for part in parts]
     return np.unique(_mixture_quantiles(sketches, np.linspace(0.0, 1.0, n_bins + 1)))
+
+
+def _additive_edges(parts, additive_bins):
+    """Inner quantile edges of the additive term's bins of a numeric column from
+    its parts' summaries: of the pooled values when every part sent them (what
+    :meth:`TabularEncoder.fit` computes), else of the count-weighted mixture of
+    the parts' sketches; distinct, sorted."""
+    levels = np.linspace(0.0, 1.0, int(additive_bins) + 1)[1:-1]
+    parts = [part for part in parts if part["count"] > 0]
+    if not parts:
+        return np.zeros(0)
+    if all(part.get("additive_values") is not None for part in parts):
+        return np.unique(np.quantile(
+            np.concatenate([part["additive_values"] for part in parts]), levels))
+    sketches = [(part["count"], np.sort(part["additive_values"])
+                 if part.get("additive_values") is not None else part["additive_quantiles"])
+                for part in parts]
+    return np.unique(_mixture_quantiles(sketches, levels))
 
 
 def _merged_quantile_points(parts):
@@ -718,14 +746,18 @@ class TabularEncoder:
         self : TabularEncoder
             The fitted encoder.
         """
+        self._check_additive_bins()
         summary = summarize(columns, categorical, numeric_encoding=self.numeric_encoding,
-                            n_bins=self.n_bins, names=names)
-        self._fit_summaries([summary], categorical, names)
-        if self.additive_bins is not None:
-            self._fit_additive(columns)
-        return self
+                            n_bins=self.n_bins, names=names, additive_bins=self.additive_bins)
+        return self._fit_summaries([summary], categorical, names)
 
-    def _fit_additive(self, columns):
+    def _check_additive_bins(self):
+        bins = self.additive_bins
+        if bins is not None and (isinstance(bins, bool) or not isinstance(
+                bins, (int, np.integer)) or bins < 2):
+            raise ValueError(f"additive_bins must be an int >= 2 or None, got {bins!r}.")
+
+    def _fit_additive(self, summaries):
         """The additive term's bins (``additive_edges_``) and table layout.
 
         A numeric column with edges ``e`` has ``len(e) + 2`` rows: its bins,
@@ -735,19 +767,14 @@ class TabularEncoder:
         ``fit`` (a row no training value reaches, which stays at its zero
         start: an unseen category adds nothing, as in the one-hot features).
         """
-        bins = self.additive_bins
-        if isinstance(bins, bool) or not isinstance(bins, (int, np.integer)) or bins < 2:
-            raise ValueError(f"additive_bins must be an int >= 2 or None, got {bins!r}.")
-        levels = np.linspace(0.0, 1.0, int(bins) + 1)[1:-1]
         edges, sizes = [], []
-        for j, col in enumerate(columns):
+        for j in range(self.n_features_in_):
             if self.categorical_[j]:
                 edges.append(None)
                 sizes.append(len(self.categories_[j]) + int(self.has_infrequent_[j]) + 2)
                 continue
-            x = _numeric(np.asarray(col), self._name(j))
-            x = x[~np.isnan(x)]
-            e = np.unique(np.quantile(x, levels)) if x.size else np.zeros(0)
+            e = _additive_edges([summary["columns"][j] for summary in summaries],
+                                self.additive_bins)
             edges.append(e)
             sizes.append(len(e) + 2)
         self.additive_edges_ = edges
@@ -756,7 +783,8 @@ class TabularEncoder:
 
     @classmethod
     def from_summaries(cls, summaries, categorical, names=None, *,
-                       numeric_encoding="piecewise_linear", n_bins=16, max_categories=32):
+                       numeric_encoding="piecewise_linear", n_bins=16, max_categories=32,
+                       additive_bins=None):
         """The encoder fitted on the union of the rows that ``summaries`` describe.
 
         Each summary is the :func:`summarize` of one part of the rows (e.g.
@@ -779,8 +807,10 @@ class TabularEncoder:
             Which columns are categorical (as given to :func:`summarize`).
         names : sequence of str, default=None
             Column names, for error messages.
-        numeric_encoding, n_bins, max_categories
-            The encoder's settings (see :class:`TabularEncoder`).
+        numeric_encoding, n_bins, max_categories, additive_bins
+            The encoder's settings (see :class:`TabularEncoder`). The bins of
+            the additive term come from the pooled values when every part sent
+            them, else from the merged sketches (as the knots).
 
         Returns
         -------
@@ -794,7 +824,8 @@ class TabularEncoder:
             ``numeric_encoding="quantile_normal"`` meets a summary without
             the column's values (a sketch).
         """
-        enc = cls(numeric_encoding, n_bins, max_categories)
+        enc = cls(numeric_encoding, n_bins, max_categories, additive_bins)
+        enc._check_additive_bins()
         return enc._fit_summaries(list(summaries), categorical, names)
 
     def _fit_summaries(self, summaries, categorical, names):
@@ -803,8 +834,9 @@ class TabularEncoder:
             raise ValueError("from_summaries needs at least one summary.")
         for i, summary in enumerate(summaries):
             for key, value in (("numeric_encoding", self.numeric_encoding),
-                               ("n_bins", self.n_bins)):
-                if summary[key] != value:
+                               ("n_bins", self.n_bins),
+                               ("additive_bins", getattr(self, "additive_bins", None))):
+                if summary.get(key) != value:
                     raise ValueError(
                         f"Summary {i} was computed with {key}={summary[key]!r}, the encoder "
                         f"has {key}={value!r}."
@@ -850,6 +882,8 @@ class TabularEncoder:
             self.scale_.append(scale)
             self.categories_.append(cats)
         self._set_layout()
+        if getattr(self, "additive_bins", None) is not None:
+            self._fit_additive(summaries)
         return self
 
     def _name(self, j):

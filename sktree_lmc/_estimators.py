@@ -1004,8 +1004,10 @@ class SoftTreeEnsembleClassifier(ClassifierMixin, _BaseSoftTreeEnsemble):
         the trees). Missing values have their own bin. It takes Adam steps of
         ``ADDITIVE_LR_FACTOR`` (0.1) times the learning rate (at the full rate
         it overfits). The symmetry ops leave it unchanged, and merging
-        averages it; :func:`export_module` exports it. None (the default): no
-        additive term. Not supported yet by :class:`ShardedSoftTreeEnsemble`.
+        averages it; :func:`refit_leaves` holds it fixed;
+        :func:`export_module` exports it; :class:`ShardedSoftTreeEnsemble`
+        takes the bins from the shards' summaries. None (the default): no
+        additive term.
     class_weight : dict, "balanced" or None, default=None
         Weights of the classes in the loss, as in scikit-learn's classifiers:
         ``None`` weighs every class 1; a dict maps class labels to weights
@@ -1398,8 +1400,10 @@ class SoftTreeEnsembleRegressor(RegressorMixin, _BaseSoftTreeEnsemble):
         the trees). Missing values have their own bin. It takes Adam steps of
         ``ADDITIVE_LR_FACTOR`` (0.1) times the learning rate (at the full rate
         it overfits). The symmetry ops leave it unchanged, and merging
-        averages it; :func:`export_module` exports it. None (the default): no
-        additive term. Not supported yet by :class:`ShardedSoftTreeEnsemble`.
+        averages it; :func:`refit_leaves` holds it fixed;
+        :func:`export_module` exports it; :class:`ShardedSoftTreeEnsemble`
+        takes the bins from the shards' summaries. None (the default): no
+        additive term.
 
     Attributes
     ----------

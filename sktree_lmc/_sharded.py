@@ -646,12 +646,6 @@ class ShardedSoftTreeEnsemble(MetaEstimatorMixin, BaseEstimator):
                 "estimator must be a SoftTreeEnsembleClassifier or SoftTreeEnsembleRegressor, "
                 f"got {type(base).__name__}."
             )
-        if getattr(base, "additive_bins", None) is not None:
-            raise ValueError(
-                "ShardedSoftTreeEnsemble does not support the additive term yet (the "
-                f"estimator has additive_bins={base.additive_bins!r}): its bins would have to "
-                "come from the shards' summaries. Use additive_bins=None."
-            )
         is_clf = self._is_classifier()
         rng = check_random_state(self.random_state)
         seeds = rng.randint(np.iinfo(np.int32).max, size=self.n_shards)
@@ -825,7 +819,8 @@ class ShardedSoftTreeEnsemble(MetaEstimatorMixin, BaseEstimator):
         by_dtype = np.any([s["categorical"] for s in info], axis=0)
         categorical = check_categorical_features(
             base.categorical_features, self.n_features_in_, names, by_dtype)
-        settings = dict(numeric_encoding=base.numeric_encoding, n_bins=base.n_bins)
+        settings = dict(numeric_encoding=base.numeric_encoding, n_bins=base.n_bins,
+                        additive_bins=base.additive_bins)
         summaries = shards.summarize(categorical, dict(settings, sketch_size=SKETCH_SIZE,
                                                        names=names))
         encoder = TabularEncoder.from_summaries(

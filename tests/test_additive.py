@@ -219,10 +219,40 @@ def test_refit_leaves_keeps_the_table_and_lowers_the_objective():
     assert other["objective_start"] != pytest.approx(info["objective_start"])
 
 
-def test_sharded_refuses_it_clearly():
-    X, y = _frame()
-    with pytest.raises(ValueError, match="additive term"):
-        ShardedSoftTreeEnsemble(_small(), n_shards=2, n_rounds=1).fit(X, y)
+def test_bins_from_summaries_equal_fit_or_come_close_with_sketches():
+    from sktree_lmc._encoding import summarize
+
+    X, _ = _frame(n=3000)
+    columns, _ = to_columns(X)
+    cat = np.array([False, False, True])
+    fitted = TabularEncoder(additive_bins=16).fit(columns, cat)
+    halves = [[c[:1000] for c in columns], [c[1000:] for c in columns]]
+    for sketch, exact in ((None, True), (101, False)):
+        parts = [summarize(h, cat, numeric_encoding="piecewise_linear", sketch_size=sketch,
+                           additive_bins=16) for h in halves]
+        merged = TabularEncoder.from_summaries(parts, cat, additive_bins=16)
+        for j in (0, 1):
+            a, b = fitted.additive_edges_[j], merged.additive_edges_[j]
+            if exact:
+                np.testing.assert_array_equal(a, b)
+            else:  # within a sketch step of the exact quantiles
+                assert a.shape == b.shape and np.abs(a - b).max() < 0.05
+        assert merged.n_additive_ == fitted.n_additive_
+    with pytest.raises(ValueError, match="additive_bins"):
+        TabularEncoder.from_summaries(parts, cat, additive_bins=8)
+
+
+def test_sharded_rounds_merge_the_table():
+    X, y = _frame(n=600)
+    sharded = ShardedSoftTreeEnsemble(_small(max_epochs=30), n_shards=2, n_rounds=2,
+                                      random_state=0).fit(X, y)
+    merged = sharded.merged_
+    tables = [est.tree_params_.additive for est in sharded.estimators_]
+    assert merged.tree_params_.additive.shape == tables[0].shape
+    assert np.abs(merged.tree_params_.additive).max() > 0
+    assert sharded.encoder_.n_additive_ == merged.encoder_.n_additive_
+    full = _small(max_epochs=30).fit(X, y).score(X, y)
+    assert sharded.score(X, y) > max(0.7, full - 0.1)
 
 
 @pytest.mark.parametrize("max_categories", [2, 32])  # with and without "infrequent"

@@ -77,10 +77,13 @@ def test_cache_size_applies_per_partition(client, monkeypatch):
     assert np.abs(local.tree_params_.leaf_value - remote.tree_params_.leaf_value).max() < 1e-4
 
 
-@pytest.mark.parametrize("kind", ["classifier", "regressor"])
+@pytest.mark.parametrize("kind", ["classifier", "regressor", "additive"])
 @pytest.mark.parametrize("weighted", [False, True])
 def test_federated_refit_equals_the_centralized_refit(client, kind, weighted):
-    est, Xk, yk = (_clf(), X, Y) if kind == "classifier" else (_reg(), XR, YR)
+    # "additive": a classifier with the additive term, which the refit holds as an
+    # offset of every row (computed on the workers)
+    est, Xk, yk = {"classifier": lambda: (_clf(), X, Y), "regressor": lambda: (_reg(), XR, YR),
+                   "additive": lambda: (_clf(additive_bins=8, max_epochs=5), X, Y)}[kind]()
     w = W if weighted else None
     local, info_local = refit_leaves(est, Xk, yk, sample_weight=w, return_info=True, **SOLVE)
     # 4 partitions (the last one shorter)
@@ -98,6 +101,25 @@ def test_federated_refit_equals_the_centralized_refit(client, kind, weighted):
     np.testing.assert_array_equal(p.split_weight, q.split_weight)
     np.testing.assert_array_equal(p.split_bias, q.split_bias)
     assert type(remote) is type(est)
+    if kind == "additive":
+        assert np.abs(p.additive).max() > 0
+        np.testing.assert_array_equal(p.additive, est.tree_params_.additive)
+        np.testing.assert_array_equal(q.additive, est.tree_params_.additive)
+
+
+def test_sharded_dask_fit_with_the_additive_term(client):
+    """The bins come from the partitions' summaries (exact here: every partition sends
+    its values), so the encoder equals the in-memory one; the rounds and the federated
+    refit run on the workers."""
+    est = SoftTreeEnsembleClassifier(n_estimators=8, max_epochs=6, batch_size=64,
+                                     device="cpu", random_state=0, additive_bins=8)
+    sharded = ShardedSoftTreeEnsemble(est, n_shards=3, n_rounds=2, refit_leaves=True,
+                                      random_state=0).fit(_dask(X, 100), _dask(Y, 100))
+    local = clone(est).fit(X, Y)
+    for a, b in zip(sharded.encoder_.additive_edges_, local.encoder_.additive_edges_):
+        np.testing.assert_array_equal(a, b)
+    assert sharded.merged_.tree_params_.additive.shape == local.tree_params_.additive.shape
+    assert sharded.score(X, Y) > 0.6
 
 
 def test_dask_dataframe_and_pipeline(client):
