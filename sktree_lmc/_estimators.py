@@ -1002,12 +1002,14 @@ class SoftTreeEnsembleClassifier(ClassifierMixin, _BaseSoftTreeEnsemble):
         each bin holds one learned value per output, starting at zero
         (``tree_params_.additive``: a generalized additive model trained with
         the trees). Missing values have their own bin. It takes Adam steps of
-        ``ADDITIVE_LR_FACTOR`` (0.1) times the learning rate (at the full rate
-        it overfits). The symmetry ops leave it unchanged, and merging
-        averages it; :func:`refit_leaves` holds it fixed;
-        :func:`export_module` exports it; :class:`ShardedSoftTreeEnsemble`
-        takes the bins from the shards' summaries. None (the default): no
-        additive term.
+        a tenth of the learning rate (at the full rate it overfits). The
+        symmetry ops leave it unchanged, and merging averages it;
+        :func:`refit_leaves` holds it fixed; :func:`export_module` exports
+        it; :class:`ShardedSoftTreeEnsemble` takes the bins from the shards'
+        summaries. None (the default): no additive term. Measured on seven
+        Tabular-Benchmark datasets with 64 bins: +0.40 points of test
+        accuracy on average, up to +1.2 (user guide, "Input encoding and the
+        training recipe").
     class_weight : dict, "balanced" or None, default=None
         Weights of the classes in the loss, as in scikit-learn's classifiers:
         ``None`` weighs every class 1; a dict maps class labels to weights
@@ -1398,12 +1400,14 @@ class SoftTreeEnsembleRegressor(RegressorMixin, _BaseSoftTreeEnsemble):
         each bin holds one learned value per output, starting at zero
         (``tree_params_.additive``: a generalized additive model trained with
         the trees). Missing values have their own bin. It takes Adam steps of
-        ``ADDITIVE_LR_FACTOR`` (0.1) times the learning rate (at the full rate
-        it overfits). The symmetry ops leave it unchanged, and merging
-        averages it; :func:`refit_leaves` holds it fixed;
-        :func:`export_module` exports it; :class:`ShardedSoftTreeEnsemble`
-        takes the bins from the shards' summaries. None (the default): no
-        additive term.
+        a tenth of the learning rate (at the full rate it overfits). The
+        symmetry ops leave it unchanged, and merging averages it;
+        :func:`refit_leaves` holds it fixed; :func:`export_module` exports
+        it; :class:`ShardedSoftTreeEnsemble` takes the bins from the shards'
+        summaries. None (the default): no additive term. Measured on seven
+        Tabular-Benchmark datasets with 64 bins: +0.40 points of test
+        accuracy on average, up to +1.2 (user guide, "Input encoding and the
+        training recipe").
 
     Attributes
     ----------
