@@ -1197,8 +1197,10 @@ def encoders_differ(a, b):
                 what = {"knots_": "quantile knots", "center_": "mean", "scale_": "scale"}[attr]
                 return (f"the {what} of column {a._name(j)} differ (encoders fitted on "
                         "different rows)")
-        ea = None if a.additive_edges_ is None else a.additive_edges_[j]
-        eb = None if b.additive_edges_ is None else b.additive_edges_[j]
+        edges_a = getattr(a, "additive_edges_", None)
+        edges_b = getattr(b, "additive_edges_", None)
+        ea = None if edges_a is None else edges_a[j]
+        eb = None if edges_b is None else edges_b[j]
         if (ea is None) != (eb is None) or (ea is not None and not np.array_equal(ea, eb)):
             return (f"the additive bins of column {a._name(j)} differ (encoders fitted on "
                     "different rows)")
