@@ -273,3 +273,29 @@ def test_export_adds_the_table_like_the_estimator(max_categories):
         with torch.no_grad():
             out = program.module()(torch.as_tensor(encode_categories(clf, new))).numpy()
         np.testing.assert_allclose(out, clf.decision_function(new), rtol=0, atol=1e-5)
+
+
+@pytest.mark.slow
+def test_onnx_export_of_the_additive_term(tmp_path):
+    """torch.onnx.export and onnxruntime (the ``export`` extra) with the table."""
+    import warnings
+
+    pytest.importorskip("onnx")
+    pytest.importorskip("onnxscript")
+    ort = pytest.importorskip("onnxruntime")
+    rng = np.random.RandomState(0)
+    X = rng.standard_normal((300, 4))
+    X[::7, 0] = np.nan
+    y = (np.nan_to_num(X[:, 0]) + X[:, 1] > 0).astype(int) + (X[:, 2] > 1)
+    clf = _small(depth=3, additive_bins=16).fit(X, y)
+    X_test = np.vstack([X, rng.standard_normal((20, 4)) * 4]).astype(np.float32)
+    path = tmp_path / "model.onnx"
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        torch.onnx.export(export_module(clf), (torch.tensor(X_test[:16]),), str(path),
+                          input_names=["X"], output_names=["scores"], dynamo=True,
+                          dynamic_shapes=({0: torch.export.Dim("batch")},))
+    session = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+    (out,) = session.run(None, {"X": X_test})
+    np.testing.assert_allclose(out, clf.decision_function(X_test.astype(np.float64)),
+                               rtol=0, atol=1e-5)
