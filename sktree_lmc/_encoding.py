@@ -346,9 +346,9 @@ def summarize(columns, categorical, *, numeric_encoding="piecewise_linear", n_bi
     names : sequence of str, default=None
         Column names, for error messages.
     additive_bins : int or None, default=None
-        The encoder's ``additive_bins``: with it, every numeric column also
-        sends its present values (at most ``sketch_size``, else its sketch) as
-        ``additive_values`` or ``additive_quantiles``, for the bins.
+        The encoder's ``additive_bins``: with it, every numeric column sends
+        its ``values`` or ``quantiles`` (as for the quantile encodings), for
+        the bins.
 
     Returns
     -------
@@ -356,8 +356,9 @@ def summarize(columns, categorical, *, numeric_encoding="piecewise_linear", n_bi
         ``n_rows``, ``numeric_encoding``, ``n_bins``, ``additive_bins`` and ``columns``: one
         dict per column with ``kind``, ``has_missing`` and ``count`` (present
         values), and ``keys`` and ``counts`` (categorical), ``mean`` and
-        ``m2`` (``"standard"``), ``values``, ``quantiles`` or ``distinct``
-        (``"piecewise_linear"``), ``values`` (``"quantile_normal"``).
+        ``m2`` (``"standard"``), ``values`` or ``quantiles`` (the quantile
+        encodings, and with ``additive_bins``), ``distinct``
+        (``"piecewise_linear"``).
 
     Raises
     ------
@@ -393,29 +394,21 @@ def summarize(columns, categorical, *, numeric_encoding="piecewise_linear", n_bi
             mean = float(present.mean()) if present.size else 0.0
             entry["mean"] = mean
             entry["m2"] = float(((present - mean) ** 2).sum()) if present.size else 0.0
-        elif numeric_encoding == "quantile_normal":
+        # one sketch of the column serves every quantile-based part of the
+        # encoding: the quantile transform, the knots and the additive bins
+        if numeric_encoding in ("quantile_normal", "piecewise_linear") or (
+                additive_bins is not None):
             if sketch_size is None or present.size <= sketch_size:
                 entry["values"] = present
-            else:  # the transform's quantiles come from the merged sketches
+            else:  # the quantiles come from the merged sketches
                 entry["quantiles"] = np.quantile(present, np.linspace(0.0, 1.0, sketch_size),
                                                  method="linear")
-        elif numeric_encoding == "piecewise_linear":
-            if sketch_size is None or present.size <= sketch_size:
-                entry["values"] = present
-            else:
-                q = np.quantile(present, np.linspace(0.0, 1.0, sketch_size), method="linear")
-                entry["quantiles"] = q
-                # more than n_bins + 1 distinct quantiles: more distinct values
-                few = len(np.unique(q)) <= n_bins + 1
-                distinct = np.unique(present) if few else None
-                entry["distinct"] = (distinct if distinct is not None
-                                     and len(distinct) <= n_bins + 1 else None)
-        if additive_bins is not None:
-            if sketch_size is None or present.size <= sketch_size:
-                entry["additive_values"] = present
-            else:
-                entry["additive_quantiles"] = np.quantile(
-                    present, np.linspace(0.0, 1.0, sketch_size), method="linear")
+        if numeric_encoding == "piecewise_linear" and "quantiles" in entry:
+            # more than n_bins + 1 distinct quantiles: more distinct values
+            few = len(np.unique(entry["quantiles"])) <= n_bins + 1
+            distinct = np.unique(present) if few else None
+            entry["distinct"] = (distinct if distinct is not None
+                                 and len(distinct) <= n_bins + 1 else None)
         out.append(entry)
     return {"n_rows": len(columns[0]) if columns else 0, "numeric_encoding": numeric_encoding,
             "n_bins": n_bins, "additive_bins": additive_bins, "columns": out}
@@ -511,6 +504,13 @@ def _mixture_quantiles(parts, levels):
     return out
 
 
+def _sketches(parts):
+    """``(count, sorted sample of the quantile function)`` of every part, for
+    :func:`_mixture_quantiles`: its values, or its sketched quantiles."""
+    return [(part["count"], np.sort(part["values"]) if part.get("values") is not None
+             else part["quantiles"]) for part in parts]
+
+
 def _merged_knots(parts, n_bins):
     """Knots of the piecewise-linear encoding of a numeric column from its
     parts' summaries: :func:`_knots` of the pooled values when every part
@@ -533,9 +533,7 @@ def _merged_knots(parts, n_bins):
         union = np.unique(np.concatenate(distinct))
         if len(union) <= n_bins + 1:
             return union
-    sketches = [(part["count"], np.sort(part["values"]) if part.get("values") is not None
-                 else part["quantiles"]) for part in parts]
-    return np.unique(_mixture_quantiles(sketches, np.linspace(0.0, 1.0, n_bins + 1)))
+    return np.unique(_mixture_quantiles(_sketches(parts), np.linspace(0.0, 1.0, n_bins + 1)))
 
 
 def _additive_edges(parts, additive_bins):
@@ -547,13 +545,9 @@ def _additive_edges(parts, additive_bins):
     parts = [part for part in parts if part["count"] > 0]
     if not parts:
         return np.zeros(0)
-    if all(part.get("additive_values") is not None for part in parts):
-        return np.unique(np.quantile(
-            np.concatenate([part["additive_values"] for part in parts]), levels))
-    sketches = [(part["count"], np.sort(part["additive_values"])
-                 if part.get("additive_values") is not None else part["additive_quantiles"])
-                for part in parts]
-    return np.unique(_mixture_quantiles(sketches, levels))
+    if all(part.get("values") is not None for part in parts):
+        return np.unique(np.quantile(np.concatenate([part["values"] for part in parts]), levels))
+    return np.unique(_mixture_quantiles(_sketches(parts), levels))
 
 
 def _merged_quantile_points(parts):
@@ -567,10 +561,8 @@ def _merged_quantile_points(parts):
         return np.zeros(0)
     if all(part.get("values") is not None for part in parts):
         return np.concatenate([part["values"] for part in parts])
-    sketches = [(part["count"], np.sort(part["values"]) if part.get("values") is not None
-                 else part["quantiles"]) for part in parts]
     total = sum(part["count"] for part in parts)
-    return _mixture_quantiles(sketches, np.linspace(0.0, 1.0, min(1000, total)))
+    return _mixture_quantiles(_sketches(parts), np.linspace(0.0, 1.0, min(1000, total)))
 
 
 class TabularEncoder:
@@ -838,7 +830,7 @@ class TabularEncoder:
                                ("additive_bins", getattr(self, "additive_bins", None))):
                 if summary.get(key) != value:
                     raise ValueError(
-                        f"Summary {i} was computed with {key}={summary[key]!r}, the encoder "
+                        f"Summary {i} was computed with {key}={summary.get(key)!r}, the encoder "
                         f"has {key}={value!r}."
                     )
             kinds = np.array([c["kind"] == "categorical" for c in summary["columns"]],
@@ -1066,18 +1058,20 @@ class TabularEncoder:
         else:
             block[present, 0] = xp
 
+    def _category_index(self, values, j, fallback):
+        """Index of every value (object array) in column ``j``'s categories;
+        ``fallback`` for the others."""
+        lookup = {c: i for i, c in enumerate(self.categories_[j].tolist())}
+        return np.fromiter((lookup.get(v, fallback) for v in values.tolist()), dtype=np.int64,
+                           count=len(values))
+
     def _encode_categories(self, values, missing, j, block):
-        cats = self.categories_[j]
-        n_cats = len(cats)
+        n_cats = len(self.categories_[j])
         present = np.flatnonzero(~missing)
         if present.size == 0 or (n_cats == 0 and not self.has_infrequent_[j]):
             return
-        lookup = {c: i for i, c in enumerate(cats.tolist())}
         fallback = n_cats if self.has_infrequent_[j] else -1
-        idx = np.fromiter(
-            (lookup.get(v, fallback) for v in values[present].tolist()), dtype=np.int64,
-            count=present.size,
-        )
+        idx = self._category_index(values[present], j, fallback)
         hit = idx >= 0
         block[present[hit], idx[hit]] = 1.0
 
@@ -1114,11 +1108,9 @@ class TabularEncoder:
             if self.categorical_[j]:
                 values = np.asarray(values, dtype=object)
                 missing = _missing_mask(values)
-                cats = self.categories_[j]
-                lookup = {c: i for i, c in enumerate(cats.tolist())}
-                unseen = len(cats) if self.has_infrequent_[j] else end - first - 1
-                idx = np.fromiter((lookup.get(v, unseen) for v in values.tolist()),
-                                  dtype=np.int64, count=len(values))
+                n_cats = len(self.categories_[j])
+                unseen = n_cats if self.has_infrequent_[j] else end - first - 1
+                idx = self._category_index(values, j, unseen)
                 idx[missing] = end - first - 2
             else:
                 x = _numeric(np.asarray(values), self._name(j))
