@@ -580,8 +580,23 @@ class SoftTreeEnsembleModule(nn.Module):
         """
         if self.additive is None:
             return None
-        codes = X[:, self.split_weight.shape[2]:].long()
-        return self.additive[codes].sum(dim=1)
+        return self.additive_term(X[:, self.split_weight.shape[2]:])
+
+    def additive_term(self, codes):
+        """The additive term of rows given by their table rows alone.
+
+        Parameters
+        ----------
+        codes : torch.Tensor of shape (B, J)
+            Table rows per input column (whole numbers, any dtype), on the
+            module's device.
+
+        Returns
+        -------
+        torch.Tensor of shape (B, C)
+            ``sum_j additive[codes[:, j]]``, in the table's dtype.
+        """
+        return self.additive[codes.long()].sum(dim=1)
 
     def _routing_probabilities(self, X):
         """Leaf probabilities in the internal layout ``(L, M, B)``."""

@@ -137,10 +137,9 @@ class _Rows:
         # the additive term (fixed while the leaves are refitted) of every row
         self.offset = None
         if params.additive is not None:
-            F = params.split_weight.shape[2]
-            table = params.additive.astype(np.float64)
-            self.offset = torch.as_tensor(
-                table[np.asarray(X[:, F:], dtype=np.int64)].sum(axis=1), device=device)
+            codes = torch.as_tensor(X[:, params.split_weight.shape[2]:], device=device)
+            with torch.no_grad():
+                self.offset = self.module.additive_term(codes)  # float64, as the module
         self.target = target.to(device)
         self.weight = torch.as_tensor(weight, dtype=torch.float64, device=device)
         chunk_bytes = _CHUNK_BYTES["cuda" if torch.device(device).type == "cuda" else "cpu"]
