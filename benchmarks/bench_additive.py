@@ -239,47 +239,61 @@ def measure(model, X_tr, X_te, y_tr, y_te, seed, smoke):
     return acc[0], acc[1], epochs, cpu
 
 
+def _rows(name, smoke):
+    """Features and labels of dataset ``name`` (the bundled sample in ``smoke``) and the
+    training and test rows to split (``None``: the protocol's)."""
+    if smoke:
+        from sktree_lmc.datasets import load_magic_small
+
+        X, y = load_magic_small(return_X_y=True)
+        return np.asarray(X, dtype=np.float64), y, 300
+    from .bench_accuracy import load
+
+    return (*load("raw", name), None)
+
+
+def _done(out_csv, keys):
+    """The ``keys`` tuples of the rows already in ``out_csv`` (for resuming)."""
+    from .bench_accuracy import read_rows
+
+    return {tuple(r[k] for k in keys) for r in read_rows(out_csv)}
+
+
+def _append(out_csv, fields, row):
+    new = not out_csv.exists()
+    with open(out_csv, "a", newline="") as fh:
+        writer = csv.DictWriter(fh, fields)
+        if new:
+            writer.writeheader()
+        writer.writerow(row)
+    print(row, flush=True)
+
+
 def run(out_csv, datasets, models, seeds, smoke=False, n_train=10_000):
     import torch
     from threadpoolctl import threadpool_limits
 
-    from .bench_accuracy import git_commit, load, split
+    from .bench_accuracy import git_commit, split
 
     torch.set_num_threads(1)
-    done = set()
-    if out_csv.exists():
-        with open(out_csv) as fh:
-            done = {(r["dataset"], r["seed"], r["model"]) for r in csv.DictReader(fh)}
+    done = _done(out_csv, ("dataset", "seed", "model"))
     out_csv.parent.mkdir(parents=True, exist_ok=True)
     commit = git_commit()
     for name in datasets:
-        if smoke:
-            from sktree_lmc.datasets import load_magic_small
-
-            X, y = load_magic_small(return_X_y=True)
-            X = np.asarray(X, dtype=np.float64)
-            n_train = n_test = 300
-        else:
-            X, y = load("raw", name)
-            n_test = 10_000
+        X, y, n_smoke = _rows(name, smoke)
+        n_tr, n_te = (n_smoke, n_smoke) if n_smoke else (n_train, 10_000)
         for seed in seeds:
-            X_tr, X_te, y_tr, y_te = split(X, y, n_train, n_test, seed, True)
+            X_tr, X_te, y_tr, y_te = split(X, y, n_tr, n_te, seed, True)
             for model in models:
                 if (name, str(seed), model) in done:
                     continue
                 with threadpool_limits(1):
                     test, train, epochs, cpu = measure(model, X_tr, X_te, y_tr, y_te, seed,
                                                        smoke)
-                row = {"dataset": name, "seed": seed, "model": model, "test": f"{test:.2f}",
-                       "train": f"{train:.2f}", "epochs": epochs, "fit_cpu_s": f"{cpu:.1f}",
-                       "commit": commit}
-                new = not out_csv.exists()
-                with open(out_csv, "a", newline="") as fh:
-                    writer = csv.DictWriter(fh, FIELDS)
-                    if new:
-                        writer.writeheader()
-                    writer.writerow(row)
-                print(row, flush=True)
+                _append(out_csv, FIELDS, {
+                    "dataset": name, "seed": seed, "model": model, "test": f"{test:.2f}",
+                    "train": f"{train:.2f}", "epochs": epochs, "fit_cpu_s": f"{cpu:.1f}",
+                    "commit": commit})
 
 
 BARRIER_FIELDS = ["dataset", "model", "acc_a", "acc_b", "naive", "wm", "commit"]
@@ -290,37 +304,23 @@ def run_barriers(out_csv, datasets, models, smoke=False):
     import torch
     from threadpoolctl import threadpool_limits
 
-    from .bench_accuracy import git_commit, load, split
+    from .bench_accuracy import git_commit, split
 
     torch.set_num_threads(1)
-    done = set()
-    if out_csv.exists():
-        with open(out_csv) as fh:
-            done = {(r["dataset"], r["model"]) for r in csv.DictReader(fh)}
+    done = _done(out_csv, ("dataset", "model"))
     out_csv.parent.mkdir(parents=True, exist_ok=True)
     for name in datasets:
-        if smoke:
-            from sktree_lmc.datasets import load_magic_small
-
-            X, y = load_magic_small(return_X_y=True)
-            X, n = np.asarray(X, dtype=np.float64), 300
-        else:
-            (X, y), n = load("raw", name), 10_000
+        X, y, n_smoke = _rows(name, smoke)
+        n = n_smoke or 10_000
         X_tr, X_te, y_tr, y_te = split(X, y, n, n, 0, True)
         for model in models:
             if model not in ADDITIVE or (name, model) in done:
                 continue
             with threadpool_limits(1):
                 res = pair_barriers(model, X_tr, X_te, y_tr, y_te, smoke=smoke)
-            row = {"dataset": name, "model": model, "commit": git_commit(),
-                   **{k: f"{v:.2f}" for k, v in res.items()}}
-            new = not out_csv.exists()
-            with open(out_csv, "a", newline="") as fh:
-                writer = csv.DictWriter(fh, BARRIER_FIELDS)
-                if new:
-                    writer.writeheader()
-                writer.writerow(row)
-            print(row, flush=True)
+            _append(out_csv, BARRIER_FIELDS, {"dataset": name, "model": model,
+                                              "commit": git_commit(),
+                                              **{k: f"{v:.2f}" for k, v in res.items()}})
 
 
 def report(out_csv):
