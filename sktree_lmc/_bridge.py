@@ -20,12 +20,12 @@ from sklearn.pipeline import Pipeline
 from sklearn.utils import _safe_indexing, check_random_state
 from sklearn.utils.validation import _num_features, _num_samples, check_is_fitted
 
-from ._encoding import encoders_differ
+from ._encoding import encoders_differ, union_additive_bins
 from ._estimators import _BaseSoftTreeEnsemble
 from ._params import TreeParams
 
-__all__ = ["check_compatible", "combine", "fingerprint", "rewrap", "sample_rows",
-           "scale_leaves", "split_pipelines", "target_scale", "with_params"]
+__all__ = ["check_compatible", "combine", "common_additive_bins", "fingerprint", "rewrap",
+           "sample_rows", "scale_leaves", "split_pipelines", "target_scale", "with_params"]
 
 
 def _same_state(x, y):
@@ -59,7 +59,9 @@ def _same_state(x, y):
 def split_pipelines(estimators):
     """The soft tree ensembles of ``estimators`` and their shared preprocessing.
 
-    Plain estimators are returned as they are, with ``None``. Pipelines must
+    Plain estimators are returned as they are, with ``None``, except that
+    models whose additive bins alone differ come back on common bins
+    (:func:`common_additive_bins`: the same functions). Pipelines must
     all end with a soft tree ensemble and have equal preprocessing steps
     (same names, types, parameters and fitted state, as for the same
     preprocessing fitted on the same rows): then the final steps are returned
@@ -77,7 +79,7 @@ def split_pipelines(estimators):
     """
     estimators = list(estimators)
     if not any(isinstance(est, Pipeline) for est in estimators):
-        return estimators, None
+        return common_additive_bins(estimators), None
     ref = estimators[0]
     finals = []
     for i, est in enumerate(estimators):
@@ -106,7 +108,45 @@ def split_pipelines(estimators):
                     "or let the estimator encode raw inputs itself."
                 )
         finals.append(final)
-    return finals, ref[:-1]
+    return common_additive_bins(finals), ref[:-1]
+
+
+def common_additive_bins(estimators):
+    """``estimators`` with their additive terms on common bins, where only those differ.
+
+    The additive term's bins are fitted on the training rows, so models
+    fitted on different rows have different bins even when their trees see
+    the same features (``numeric_encoding="none"`` on inputs preprocessed
+    identically). Such models are returned as new fitted estimators that
+    compute exactly the same functions, with one encoder whose bins are the
+    union of theirs and their tables on those bins
+    (:func:`~sktree_lmc._encoding.union_additive_bins`), so that they align,
+    merge and interpolate as models with equal encoders do. Anything else
+    (equal encoders, other differences, objects that are not fitted soft tree
+    ensembles) is returned unchanged, and :func:`check_compatible` names what
+    differs.
+    """
+    if len(estimators) < 2 or not all(
+        isinstance(est, _BaseSoftTreeEnsemble) and hasattr(est, "tree_params_")
+        and getattr(est, "encoder_", None) is not None
+        and getattr(est.encoder_, "additive_offsets_", None) is not None
+        and est.tree_params_.additive is not None
+        and len(est.tree_params_.additive) == est.encoder_.n_additive_
+        for est in estimators
+    ):
+        return estimators
+    encoders = [est.encoder_ for est in estimators]
+    if all(encoders_differ(encoders[0], enc) is None for enc in encoders[1:]) or any(
+        encoders_differ(encoders[0], enc, additive=False) is not None for enc in encoders[1:]
+    ):
+        return estimators
+    union, rows = union_additive_bins(encoders)
+    out = []
+    for est, r in zip(estimators, rows):
+        p = est.tree_params_
+        params = TreeParams(p.split_weight, p.split_bias, p.leaf_value, p.additive[r])
+        out.append(with_params(est, params, encoder_=copy.deepcopy(union)))
+    return out
 
 
 def rewrap(template, final):

@@ -69,12 +69,14 @@ quantile level off for 1,001-level sketches, see the tests).
 
 from __future__ import annotations
 
+import copy
+
 import numpy as np
 from sklearn.preprocessing import QuantileTransformer
 from sklearn.utils.validation import check_array
 
 __all__ = ["NUMERIC_ENCODINGS", "SKETCH_SIZE", "TabularEncoder", "check_categorical_features",
-           "encoders_differ", "summarize", "to_columns"]
+           "encoders_differ", "summarize", "to_columns", "union_additive_bins"]
 
 #: The values of ``numeric_encoding``.
 NUMERIC_ENCODINGS = ("piecewise_linear", "quantile_normal", "standard", "none")
@@ -1159,12 +1161,15 @@ class TabularEncoder:
             yield start, self.transform_columns(columns, start, start + chunk_rows)
 
 
-def encoders_differ(a, b):
+def encoders_differ(a, b, additive=True):
     """A sentence saying how two fitted encoders differ, or ``None`` if equal.
 
     Two models can be merged only when their encoders map every input to the
     same features: same settings, same columns and kinds, same knots,
     statistics and categories (as for two models fitted on the same rows).
+    ``additive=False`` ignores the edges of the additive term's bins (not its
+    setting ``additive_bins``): encoders that differ only there can be
+    brought to common bins exactly (:func:`union_additive_bins`).
     """
     if (a is None) != (b is None):
         return "one model encodes its inputs and the other does not"
@@ -1189,13 +1194,6 @@ def encoders_differ(a, b):
                 what = {"knots_": "quantile knots", "center_": "mean", "scale_": "scale"}[attr]
                 return (f"the {what} of column {a._name(j)} differ (encoders fitted on "
                         "different rows)")
-        edges_a = getattr(a, "additive_edges_", None)
-        edges_b = getattr(b, "additive_edges_", None)
-        ea = None if edges_a is None else edges_a[j]
-        eb = None if edges_b is None else edges_b[j]
-        if (ea is None) != (eb is None) or (ea is not None and not np.array_equal(ea, eb)):
-            return (f"the additive bins of column {a._name(j)} differ (encoders fitted on "
-                    "different rows)")
         ca, cb = a.categories_[j], b.categories_[j]
         if (ca is None) != (cb is None) or (
             ca is not None and (len(ca) != len(cb) or list(ca) != list(cb))
@@ -1207,4 +1205,73 @@ def encoders_differ(a, b):
         ):
             return (f"the quantiles of column {a._name(j)} differ (encoders fitted on "
                     "different rows)")
+        # last: the trees' features first, then the additive term's bins
+        if not additive:
+            continue
+        edges_a = getattr(a, "additive_edges_", None)
+        edges_b = getattr(b, "additive_edges_", None)
+        ea = None if edges_a is None else edges_a[j]
+        eb = None if edges_b is None else edges_b[j]
+        if (ea is None) != (eb is None) or (ea is not None and not np.array_equal(ea, eb)):
+            return (f"the additive bins of column {a._name(j)} differ (encoders fitted on "
+                    "different rows)")
     return None
+
+
+def union_additive_bins(encoders):
+    """Common additive bins for encoders that differ only in their edges.
+
+    The additive term of a numeric column is constant on each of its bins, so
+    it is also constant on the bins of the union of several encoders' edges:
+    every union bin lies inside one bin of each encoder. Each encoder's table
+    is therefore its own function exactly on the union's bins, and tables on
+    common bins can be averaged or interpolated as the trees are.
+
+    Parameters
+    ----------
+    encoders : list of TabularEncoder
+        Fitted encoders with an additive term, equal but for the edges of
+        their additive bins (``encoders_differ(a, b, additive=False)`` is
+        None), for example with ``numeric_encoding="none"`` fitted on
+        different rows.
+
+    Returns
+    -------
+    union : TabularEncoder
+        A copy of the first encoder whose numeric columns' additive edges are
+        the sorted union of all encoders' edges.
+    rows : list of ndarray of int
+        For each encoder, the row of its table that every row of the union's
+        table takes: ``table[rows[k]]`` is encoder ``k``'s table on the
+        union's bins (the missing-value row maps to the missing-value row,
+        categorical columns map one to one).
+    """
+    ref = encoders[0]
+    union = copy.deepcopy(ref)
+    edges, sizes = [], []
+    for j in range(ref.n_features_in_):
+        if ref.additive_edges_[j] is None:
+            edges.append(None)
+            sizes.append(int(ref.additive_offsets_[j + 1] - ref.additive_offsets_[j]))
+            continue
+        e = np.unique(np.concatenate([enc.additive_edges_[j] for enc in encoders]))
+        edges.append(e)
+        sizes.append(len(e) + 2)
+    union.additive_edges_ = edges
+    union.additive_offsets_ = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
+    union.n_additive_ = int(union.additive_offsets_[-1])
+    rows = []
+    for enc in encoders:
+        r = np.empty(union.n_additive_, dtype=np.int64)
+        for j, e in enumerate(edges):
+            u0, u1 = union.additive_offsets_[j], union.additive_offsets_[j + 1]
+            o0, o1 = enc.additive_offsets_[j], enc.additive_offsets_[j + 1]
+            if e is None:
+                r[u0:u1] = np.arange(o0, o1)
+                continue
+            # union bin i >= 1 holds [e[i-1], e[i]): the encoder's bin of e[i-1] (codes use
+            # searchsorted(side="right")); bin 0 is below every edge; the last row: missing
+            own = np.searchsorted(enc.additive_edges_[j], e, side="right")
+            r[u0:u1] = o0 + np.concatenate([[0], own, [o1 - o0 - 1]])
+        rows.append(r)
+    return union, rows

@@ -19,11 +19,12 @@ from sktree_lmc import (
     encode_categories,
     export_module,
     get_architecture,
+    interpolation_curve,
     merge_estimators,
     random_ops,
     refit_leaves,
 )
-from sktree_lmc._encoding import encoders_differ, to_columns
+from sktree_lmc._encoding import encoders_differ, to_columns, union_additive_bins
 
 
 def _frame(n=400, seed=0):
@@ -192,6 +193,69 @@ def test_merge_averages_the_table_and_lam_zero_reproduces_a():
                                rtol=1e-6, atol=1e-7)
     with pytest.raises(ValueError, match="additive_bins differs"):
         merge_estimators(a, _small(additive_bins=None).fit(X, y))
+
+
+def _rows_with_ties_and_missing(n, rng):
+    """A numeric column with ties, one with a missing value, and a categorical column with
+    every category present: encoders of such frames differ only in their additive bins."""
+    x = rng.randint(0, 6, size=n).astype(float) + rng.choice([0.0, 0.5], size=n)
+    z = rng.normal(size=n)
+    z[0] = np.nan
+    city = np.array(["paris", "rome", "oslo"] * (n // 3 + 1), dtype=object)[:n]
+    return [x, z, city]
+
+
+@settings(max_examples=40, deadline=None)
+@given(seed=st.integers(0, 2**31 - 1), n_a=st.integers(6, 60), n_b=st.integers(6, 60),
+       bins=st.integers(2, 16))
+def test_union_bins_keep_every_table_function(seed, n_a, n_b, bins):
+    rng = np.random.RandomState(seed)
+    cat = np.array([False, False, True])
+    encs = [TabularEncoder("none", additive_bins=bins).fit(_rows_with_ties_and_missing(n, rng),
+                                                          cat) for n in (n_a, n_b)]
+    assert encoders_differ(encs[0], encs[1], additive=False) is None
+    union, rows = union_additive_bins(encs)
+    # queries on and next to every edge, inside and outside the data, missing, unseen
+    edges = np.concatenate([e for e in union.additive_edges_ if e is not None])
+    q = np.concatenate([edges, np.nextafter(edges, -np.inf), np.nextafter(edges, np.inf),
+                        [-1e30, 1e30, np.nan], rng.normal(size=20) * 4])
+    cities = rng.choice(["paris", "rome", "oslo", "tokyo", None], size=len(q)).astype(object)
+    columns = [q, q[::-1].copy(), cities]
+    union_codes = union.additive_codes(columns).astype(np.intp)
+    for enc, r in zip(encs, rows):
+        table = rng.normal(size=(enc.n_additive_, 2))
+        own = table[enc.additive_codes(columns).astype(np.intp)].sum(axis=1)
+        np.testing.assert_array_equal(table[r][union_codes].sum(axis=1), own)
+
+
+def test_models_fitted_on_different_rows_merge_on_the_union_of_their_bins():
+    from sklearn.datasets import make_classification
+
+    X, y = make_classification(n_samples=600, n_features=4, random_state=0)
+    a = _small(numeric_encoding="none").fit(X[:300], y[:300])
+    b = _small(numeric_encoding="none", random_state=1).fit(X[300:], y[300:])
+    assert "additive bins" in encoders_differ(a.encoder_, b.encoder_)
+    for lam, end in ((0.0, a), (1.0, b)):  # the endpoints are the models themselves
+        for aligner in ("wm", "naive"):
+            np.testing.assert_allclose(
+                merge_estimators(a, b, lam=lam, aligner=aligner).predict_proba(X),
+                end.predict_proba(X), atol=1e-6)
+    mid = merge_estimators(a, b)
+    n_a, n_b = a.encoder_.n_additive_, b.encoder_.n_additive_
+    assert max(n_a, n_b) < mid.encoder_.n_additive_ == len(mid.tree_params_.additive)
+    assert (a.encoder_.n_additive_, b.encoder_.n_additive_) == (n_a, n_b)  # inputs untouched
+    curve = interpolation_curve(a, b, X, y, lambdas=3)
+    np.testing.assert_allclose(curve.scores["accuracy"][[0, -1]],
+                               [100 * a.score(X, y), 100 * b.score(X, y)])
+    c = _small(numeric_encoding="none", random_state=2).fit(X[150:450], y[150:450])
+    assert merge_estimators([a, b, c]).predict(X).shape == (600,)
+    refitted = refit_leaves(mid, X, y, max_iter=5)
+    assert refitted.encoder_.n_additive_ == mid.encoder_.n_additive_
+    # the trees' features must still be equal: other encodings fitted on other rows are not
+    q_a = _small().fit(X[:300], y[:300])
+    q_b = _small(random_state=1).fit(X[300:], y[300:])
+    with pytest.raises(ValueError, match="the quantiles of column 0 differ"):
+        merge_estimators(q_a, q_b)
 
 
 def test_regressors_merge_in_one_target_scale():
