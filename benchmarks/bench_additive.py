@@ -25,6 +25,10 @@ the estimator's default recipe:
   makes the table's effective Adam step 1e-3: at the trees' 1e-2 it overfits (seed 0 and 1:
   MagicTelescope -2.7 and -3.4 points, default-of-credit-card-clients -1.8 and -1.6 against
   ``base``). ``additive_step3e-4`` and ``additive_step3e-3``: 64 bins, factors 0.03 and 0.3.
+  ``additive_multi``: three tables summed, of 16, 64 and 256 bins per column (coarse bins
+  for the smooth part, fine ones for sharp thresholds), factor 0.1 each;
+  ``additive_multi_taper``: the same with factors 0.1, 0.05 and 0.025 (the step shrinks as
+  ``1 / sqrt(bins)``: a bin of a finer table holds fewer rows, so its gradient is noisier).
 
 Models per (dataset, seed): ``hgb`` (``HistGradientBoostingClassifier(random_state=s)``),
 ``default`` (``SoftTreeEnsembleClassifier(random_state=s)``, the package), ``base`` (this
@@ -60,17 +64,26 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_OUT = ROOT / "benchmarks" / "results" / "additive"
 MODELS = ("hgb", "default", "base", "additive", "additive16", "additive255", "additive_step3e-4",
-          "additive_step3e-3")
+          "additive_step3e-3", "additive_multi", "additive_multi_taper")
 FIELDS = ["dataset", "seed", "model", "test", "train", "epochs", "fit_cpu_s", "commit"]
 #: (bins per numeric column, scale of the additive term) per model of this loop.
 ADDITIVE = {"base": None, "additive": (64, 0.1), "additive16": (16, 0.1),
             "additive255": (255, 0.1), "additive_step3e-4": (64, 0.03),
-            "additive_step3e-3": (64, 0.3)}
+            "additive_step3e-3": (64, 0.3), "additive_multi": ((16, 64, 256), 0.1),
+            "additive_multi_taper": ((16, 64, 256), (0.1, 0.05, 0.025))}
 
 
 def bin_codes(X_train, X, n_bins):
     """Global bin index of every cell (column ``j``'s bins after those of columns ``< j``)
-    for quantile edges of ``X_train``, and the number of bins in all."""
+    for quantile edges of ``X_train``, and the number of bins in all. A tuple ``n_bins``
+    gives one table per resolution: the codes of each, side by side, with global indices."""
+    if isinstance(n_bins, tuple):
+        parts, total = [], 0
+        for b in n_bins:
+            codes, n = bin_codes(X_train, X, b)
+            parts.append(codes + total)
+            total += n
+        return np.hstack(parts), total
     codes, offset = np.empty(X.shape, dtype=np.int64), 0
     for j in range(X.shape[1]):
         levels = np.linspace(0.0, 1.0, n_bins + 1)[1:-1]
@@ -93,7 +106,11 @@ def fit_loop(Z, codes, y, n_codes, n_outputs, seed, additive, *, n_trees=256, de
 
     gen = torch.Generator().manual_seed(seed)
     F = Z.shape[1]
-    scale = additive[1] if additive else 0.0
+    # the factor of every code column (a tuple: one per resolution, codes side by side)
+    scales = additive[1] if additive else 0.0
+    scales = scales if isinstance(scales, tuple) else (scales,)
+    scale = torch.tensor(scales, dtype=torch.float32).repeat_interleave(
+        codes.shape[1] // len(scales))[:, None]
 
     class Model(nn.Module):
         def __init__(self):
@@ -104,7 +121,7 @@ def fit_loop(Z, codes, y, n_codes, n_outputs, seed, additive, *, n_trees=256, de
 
         def forward(self, z, c):
             out = self.trees(z)
-            return out if self.table is None else out + scale * self.table[c].sum(1)
+            return out if self.table is None else out + (scale * self.table[c]).sum(1)
 
     model = Model()
     k = max(1, int(0.5 * F))
@@ -201,7 +218,7 @@ def pair_barriers(model, X_tr, X_te, y_tr, y_te, seeds=(1, 2), lams=(0.25, 0.5, 
     def accuracy(params, lam):
         out = SoftTreeEnsembleModule.from_params(arch, params)(Z)
         if tables[0] is not None:
-            out = out + fits[0].scale * ((1 - lam) * tables[0] + lam * tables[1])[C].sum(1)
+            out = out + (fits[0].scale * ((1 - lam) * tables[0] + lam * tables[1])[C]).sum(1)
         return 100 * np.mean(classes[out.argmax(1).numpy()] == y_te)
 
     end = (accuracy(pa, 0.0), accuracy(pb, 1.0))
