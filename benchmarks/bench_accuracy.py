@@ -26,14 +26,17 @@ Models (``CLASSIFIERS``; ``--models`` selects):
   batch 512);
 * ``default``: ``SoftTreeEnsembleClassifier(random_state=s, device="cpu")``, the package's
   defaults at the commit in the row's ``commit`` column;
-* ablations of ``default`` changing one parameter: ``enc_none`` (numeric_encoding="none"),
-  ``enc_standard`` ("standard"), ``enc_ple`` ("piecewise_linear", the default before
-  version 0.2; rows measured then as ``default`` are labelled ``enc_ple``), ``lr_constant``
-  (lr_schedule="constant"), ``no_averaging`` (averaging=None), ``all_features``
-  (max_features=None), ``depth2`` (depth=2), ``init_data`` (split_init="data": half of the
-  splits start as sharp thresholds on the data), ``additive`` (additive_bins=64: a learned
-  additive term on 64 quantile bins per numeric column and on the categories; also in the
-  mixed and regression tables).
+* ``no_additive``: the default without the additive term (``additive_bins=None``), the
+  default before ``additive_bins=64`` became it; rows measured then as ``default`` are
+  labelled ``no_additive``, and the rows of ``default`` are those measured then as
+  ``additive`` (``additive_bins=64``, every other setting as now);
+* ablations of ``no_additive`` changing one parameter (measured when it was the default):
+  ``enc_none`` (numeric_encoding="none"), ``enc_standard`` ("standard"), ``enc_ple``
+  ("piecewise_linear", the default before version 0.2; rows measured then as ``default`` are
+  labelled ``enc_ple``), ``lr_constant`` (lr_schedule="constant"), ``no_averaging``
+  (averaging=None), ``all_features`` (max_features=None), ``depth2`` (depth=2),
+  ``init_data`` (split_init="data": half of the splits start as sharp thresholds on the
+  data).
 
 A config whose construction raises ``TypeError`` (a parameter the installed estimator does
 not have yet) is reported as skipped, and the run goes on.
@@ -46,8 +49,8 @@ with pandas dtype ``category`` -- then 10 % of all feature cells (numeric and ca
 exactly ``round(0.1 * rows * columns)`` cells drawn without replacement with
 ``numpy.random.default_rng(0)``) are set missing. A pandas DataFrame goes to the models
 unchanged: ``hgb_cat`` = ``HistGradientBoostingClassifier(categorical_features="from_dtype",
-random_state=s)``, ``default`` (the soft tree ensemble, no preprocessing) and ``enc_ple``
-(with ``numeric_encoding="piecewise_linear"``).
+random_state=s)``, ``default`` (the soft tree ensemble, no preprocessing), ``no_additive``,
+``enc_ple`` and ``init_data`` (as above).
 
 **Regression** (``--regression``; ``regression.csv``), R^2 on the test rows, seeds 0, 1, 2
 (random, unstratified splits, 10,000/10,000 rows or halves):
@@ -159,37 +162,41 @@ def _mlp(seed):
     return make_pipeline(StandardScaler(), MLPClassifier(random_state=seed, early_stopping=True))
 
 
+#: The model without the additive term, the default before ``additive_bins=64``: the ablations
+#: below change it by one parameter (they were measured when it was the default).
+NO_ADDITIVE = {"additive_bins": None}
+
 #: Models of the raw classification table; add a line to add a column.
 CLASSIFIERS = {
     "hgb": Config(_hgb),
     "mlp": Config(_mlp),
     "paper": Config(_soft_classifier(**PAPER_PARAMS), paper=True),
     "default": Config(_soft_classifier()),
-    "enc_none": Config(_soft_classifier(numeric_encoding="none")),
-    "enc_standard": Config(_soft_classifier(numeric_encoding="standard")),
-    "enc_ple": Config(_soft_classifier(numeric_encoding="piecewise_linear")),
-    "lr_constant": Config(_soft_classifier(lr_schedule="constant")),
-    "no_averaging": Config(_soft_classifier(averaging=None)),
-    "all_features": Config(_soft_classifier(max_features=None)),
-    "depth2": Config(_soft_classifier(depth=2)),
-    "init_data": Config(_soft_classifier(split_init="data")),
-    "additive": Config(_soft_classifier(additive_bins=64), requires=("additive_bins",)),
+    "no_additive": Config(_soft_classifier(**NO_ADDITIVE)),
+    "enc_none": Config(_soft_classifier(**NO_ADDITIVE, numeric_encoding="none")),
+    "enc_standard": Config(_soft_classifier(**NO_ADDITIVE, numeric_encoding="standard")),
+    "enc_ple": Config(_soft_classifier(**NO_ADDITIVE, numeric_encoding="piecewise_linear")),
+    "lr_constant": Config(_soft_classifier(**NO_ADDITIVE, lr_schedule="constant")),
+    "no_averaging": Config(_soft_classifier(**NO_ADDITIVE, averaging=None)),
+    "all_features": Config(_soft_classifier(**NO_ADDITIVE, max_features=None)),
+    "depth2": Config(_soft_classifier(**NO_ADDITIVE, depth=2)),
+    "init_data": Config(_soft_classifier(**NO_ADDITIVE, split_init="data")),
 }
 #: Models of the mixed-data table (they get the DataFrame with categories and missing values).
 MIXED = {
     "hgb_cat": Config(_hgb_cat),
     "default": Config(_soft_classifier(), requires=("categorical_features",)),
-    "enc_ple": Config(_soft_classifier(numeric_encoding="piecewise_linear")),
-    "init_data": Config(_soft_classifier(split_init="data")),
-    "additive": Config(_soft_classifier(additive_bins=64), requires=("additive_bins",)),
+    "no_additive": Config(_soft_classifier(**NO_ADDITIVE)),
+    "enc_ple": Config(_soft_classifier(**NO_ADDITIVE, numeric_encoding="piecewise_linear")),
+    "init_data": Config(_soft_classifier(**NO_ADDITIVE, split_init="data")),
 }
 #: Models of the regression table.
 REGRESSORS = {
     "hgb": Config(_hgb_reg),
     "default": Config(_soft_regressor()),
-    "enc_ple": Config(_soft_regressor(numeric_encoding="piecewise_linear")),
-    "init_data": Config(_soft_regressor(split_init="data")),
-    "additive": Config(_soft_regressor(additive_bins=64), requires=("additive_bins",)),
+    "no_additive": Config(_soft_regressor(**NO_ADDITIVE)),
+    "enc_ple": Config(_soft_regressor(**NO_ADDITIVE, numeric_encoding="piecewise_linear")),
+    "init_data": Config(_soft_regressor(**NO_ADDITIVE, split_init="data")),
     "paper": Config(_soft_regressor(**PAPER_PARAMS), paper=True),
 }
 #: Regression datasets: ``diabetes`` (scikit-learn) and ``<Tabular-Benchmark name>/<column>``.

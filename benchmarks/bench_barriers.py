@@ -73,19 +73,30 @@ def _read(path):
         return list(csv.DictReader(f))
 
 
-def _model(out, dataset, seed, X, y, smoke, split_init=None, additive_bins=None):
+def _bins(text):
+    """``--additive-bins``: an int, or ``none`` for no additive term (``default``, the
+    argument's default, which argparse passes here too: the estimator's default)."""
+    if text in ("default", "none"):
+        return None if text == "none" else text
+    return int(text)
+
+
+def _model(out, dataset, seed, X, y, smoke, split_init=None, additive_bins="default"):
     """The default model of ``seed`` on the training rows (cached); ``split_init``,
-    ``additive_bins``: those parameters instead of their defaults."""
-    tag = (("-smoke" if smoke else "") + (f"-{split_init}" if split_init else "")
-           + (f"-additive{additive_bins}" if additive_bins else ""))
-    path = out / "models" / f"{dataset}-seed{seed}{tag}.joblib"
-    if path.exists():
-        return joblib.load(path)
+    ``additive_bins`` (an int or None): those parameters instead of their defaults. The
+    cache's file name names the additive term the model has (``-additive64``; none: no
+    suffix, as before it existed), so models of another default are never reused."""
     params = dict(random_state=seed, device="cpu")
     if split_init:
         params["split_init"] = split_init
-    if additive_bins:
+    if additive_bins != "default":
         params["additive_bins"] = additive_bins
+    bins = SoftTreeEnsembleClassifier(**params).additive_bins
+    tag = (("-smoke" if smoke else "") + (f"-{split_init}" if split_init else "")
+           + (f"-additive{bins}" if bins else ""))
+    path = out / "models" / f"{dataset}-seed{seed}{tag}.joblib"
+    if path.exists():
+        return joblib.load(path)
     if smoke:
         params.update(SMOKE_PARAMS)
     model = SoftTreeEnsembleClassifier(**params).fit(X, y)
@@ -99,7 +110,7 @@ def _acc(model, X, y):
 
 
 def run(out, datasets, pairs, n_eval, *, n_train=10_000, smoke=False, refit_iter=100,
-        split_init=None, additive_bins=None):
+        split_init=None, additive_bins="default"):
     out = Path(out)
     barriers, refits = out / "barriers.csv", out / "refit.csv"
     done_b = {(r["dataset"], r["pair"]) for r in _read(barriers)}
@@ -216,8 +227,9 @@ def main(argv=None):
                         help="L-BFGS iterations of refit_leaves (its default is 500)")
     parser.add_argument("--split-init", default=None, choices=["fan_in", "data"],
                         help="the models' split_init (default: the estimator's default)")
-    parser.add_argument("--additive-bins", type=int, default=None,
-                        help="the models' additive_bins (default: the estimator's default)")
+    parser.add_argument("--additive-bins", type=_bins, default="default",
+                        help="the models' additive_bins, an int or 'none' (default: the "
+                             "estimator's default)")
     parser.add_argument("--out", type=Path, default=RESULTS)
     parser.add_argument("--report", type=Path, default=None, metavar="DIR")
     parser.add_argument("--smoke", action="store_true")

@@ -89,7 +89,7 @@ def run(args, out_csv):
                     base.set_params(numeric_encoding=args.numeric_encoding)
                 if args.split_init is not None:
                     base.set_params(split_init=args.split_init)
-                if args.additive_bins is not None:
+                if args.additive_bins != "default":
                     base.set_params(additive_bins=args.additive_bins)
                 if args.smoke:
                     base.set_params(n_estimators=16, depth=2, max_epochs=10)
@@ -169,11 +169,26 @@ def csv_name(args):
     name = "federated_smoke" if args.smoke else "federated"
     if args.rounds != 10 and not args.smoke:
         name += f"_R{args.rounds}"
-    for option in ("numeric_encoding", "split_init", "shard_init", "server_momentum",
-                   "additive_bins"):
+    for option in ("numeric_encoding", "split_init", "shard_init", "server_momentum"):
         if getattr(args, option) is not None:
             name += f"_{option}_{getattr(args, option)}"
+    from sktree_lmc import SoftTreeEnsembleClassifier
+
+    # named by the additive term the models have, given or default (``_additive_bins_64``;
+    # none: no suffix, as before it existed), so runs of another default never mix
+    bins = (SoftTreeEnsembleClassifier().additive_bins if args.additive_bins == "default"
+            else args.additive_bins)
+    if bins is not None and not args.smoke:
+        name += f"_additive_bins_{bins}"
     return name + ".csv"
+
+
+def _bins(text):
+    """``--additive-bins``: an int, or ``none`` for no additive term (``default``, the
+    argument's default, which argparse passes here too: the estimator's default)."""
+    if text in ("default", "none"):
+        return None if text == "none" else text
+    return int(text)
 
 
 def main(argv=None):
@@ -192,9 +207,9 @@ def main(argv=None):
     parser.add_argument("--split-init", default=None, choices=["fan_in", "data"],
                         help="the estimator's split_init (default: its default), for the full "
                              "fit and the shards alike")
-    parser.add_argument("--additive-bins", type=int, default=None,
-                        help="the estimator's additive_bins (default: its default), for the "
-                             "full fit and the shards alike")
+    parser.add_argument("--additive-bins", type=_bins, default="default",
+                        help="the estimator's additive_bins, an int or 'none' (default: its "
+                             "default), for the full fit and the shards alike")
     parser.add_argument("--shard-init", default=None, choices=["independent", "shared"],
                         help="ShardedSoftTreeEnsemble's shard_init (default: its default)")
     parser.add_argument("--server-momentum", type=float, default=None,

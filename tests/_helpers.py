@@ -25,14 +25,16 @@ def _template(name, depth):
     X = rng.standard_normal((30, N_FEATURES))
     y = np.arange(30) % N_CLASSES
     # numeric_encoding="none": the trees see X itself, so that parameters drawn for
-    # N_FEATURES raw features fit the model and its predictions are theirs on X
+    # N_FEATURES raw features fit the model and its predictions are theirs on X; no additive
+    # term, so that the predictions are the trees' alone
     return SoftTreeEnsembleClassifier(
         arch=name, depth=depth, n_estimators=N_TREES, max_epochs=1, device="cpu", random_state=0,
-        numeric_encoding="none",
+        numeric_encoding="none", additive_bins=None,
     ).fit(X, y)
 
 
 def model_with_params(name, depth, params):
     """A fitted classifier holding ``params`` (no training cost: a cached tiny fit), whose
-    trees see the raw features (``numeric_encoding="none"``)."""
+    trees see the raw features (``numeric_encoding="none"``) and nothing else
+    (``additive_bins=None``)."""
     return copy.deepcopy(_template(name, depth)).set_tree_params(params)

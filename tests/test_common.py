@@ -55,9 +55,11 @@ ESTIMATORS = [
     for cls in (SoftTreeEnsembleClassifier, SoftTreeEnsembleRegressor)
     for arch in sorted(ARCHITECTURES)
 ] + [
-    # the additive term (an extra parameter group, codes after the features)
-    _small(cls, "oblivious").set_params(additive_bins=8)
+    # without the additive term (on by default: an extra parameter group, codes after the
+    # features), and with few bins
+    _small(cls, "oblivious").set_params(additive_bins=bins)
     for cls in (SoftTreeEnsembleClassifier, SoftTreeEnsembleRegressor)
+    for bins in (None, 8)
 ]
 
 

@@ -92,7 +92,10 @@ def test_the_identity_encoding_leaves_values_unchanged():
     X = np.random.RandomState(0).normal(size=(20, 3)) * 1e3
     est = clf(numeric_encoding="none").fit(X, np.arange(20) % 2)
     assert est.encoder_.is_identity
-    assert_array_equal(est._encoded_input(X), X.astype(np.float32))
+    # the trees' features; the additive term's bin codes (default additive_bins) follow them
+    n_tree_features = est.tree_params_.split_weight.shape[2]
+    assert n_tree_features == 3
+    assert_array_equal(est._encoded_input(X)[:, :n_tree_features], X.astype(np.float32))
 
 
 # -- mixed data, missing values, categories --------------------------------------------------
@@ -121,8 +124,8 @@ def test_unknown_categories_and_all_missing_columns_at_predict_time(mixed):
     X_new["x1"] = np.nan
     proba = est.predict_proba(X_new)
     assert np.isfinite(proba).all()
-    encoded = est._encoded_input(X_new)
     groups = est.encoder_.feature_groups_
+    encoded = est._encoded_input(X_new)[:, : len(groups)]  # the trees' features
     city = encoded[:, groups == 2]
     # 4 categories and the missing indicator; unknown ones are all zeros (no infrequent
     # column: every category of fit was kept)
@@ -225,15 +228,16 @@ def test_encoded_models_pickle_with_their_encoder(mixed):
 def test_legacy_pickles_get_the_identity_encoding_and_the_legacy_recipe():
     X, y = make_classification(n_samples=100, n_features=4, random_state=0)
     est = clf(numeric_encoding="none", lr_schedule="constant", averaging=None,
-              max_features=None).fit(X, y)
+              max_features=None, additive_bins=None).fit(X, y)
     state = est.__getstate__()
     for name in ("encoder_", "numeric_encoding", "lr_schedule", "averaging", "max_features",
-                 "warmup_fraction", "label_smoothing", "categorical_features"):
+                 "warmup_fraction", "label_smoothing", "categorical_features", "additive_bins"):
         state.pop(name)
     old = SoftTreeEnsembleClassifier.__new__(SoftTreeEnsembleClassifier)
     old.__setstate__(state)
     assert old.numeric_encoding == "none" and old.averaging is None
     assert old.lr_schedule == "constant" and old.max_features is None
+    assert old.additive_bins is None  # not the current default (64): the model has no table
     assert old.encoder_.is_identity
     assert_array_equal(old.predict_proba(X), est.predict_proba(X))
 

@@ -371,7 +371,10 @@ def test_tree_outputs_sum_to_the_raw_output(blobs3):
     per_tree = est.tree_outputs(X)
     assert per_tree.shape == (len(X), 8, 3)
     log_p = est.predict_log_proba(X)
-    raw = per_tree.sum(axis=1)
+    # the trees' sum plus the additive term (default additive_bins), which no tree holds
+    params = est.tree_params_
+    codes = est._encoded_input(X)[:, params.split_weight.shape[2]:].astype(np.intp)
+    raw = per_tree.sum(axis=1) + params.additive[codes].sum(axis=1)
     # the kernel computes in float32: the float64 sum of the float32 per-tree outputs equals
     # its float32 ensemble output up to float32 rounding
     assert_allclose(raw - np.log(np.exp(raw).sum(axis=1, keepdims=True)), log_p,
@@ -767,9 +770,10 @@ def test_get_and_set_tree_params_round_trip(blobs3):
     expected = est.predict_proba(X)
     params = est.get_tree_params()
     params.leaf_value[:] = 0.0  # a copy: the model is unchanged
+    params.additive[:] = 0.0
     assert_array_equal(est.predict_proba(X), expected)
     assert est.set_tree_params(params) is est
-    assert_allclose(est.predict_proba(X), 1 / 3)  # all leaves zero: uniform
+    assert_allclose(est.predict_proba(X), 1 / 3)  # all leaves and the table zero: uniform
     params.leaf_value[:] = 1.0  # set_tree_params stored a copy
     assert_allclose(est.predict_proba(X), 1 / 3)
     original = clf(arch="oblivious").fit(X, y).get_tree_params()

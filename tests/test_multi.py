@@ -133,7 +133,8 @@ def test_regressors_are_merged_in_a_common_target_scale():
                                     random_state=0).fit(X, y)
     p = reg.tree_params_
     # the same function with leaves in a 10 times larger standardization
-    other = _with_params(reg, TreeParams(p.split_weight, p.split_bias, p.leaf_value / 10),
+    other = _with_params(reg, TreeParams(p.split_weight, p.split_bias, p.leaf_value / 10,
+                                         p.additive / 10),
                          y_scale_=reg.y_scale_ * 10, y_mean_=reg.y_mean_)
     np.testing.assert_allclose(other.predict(X), reg.predict(X), rtol=1e-4)
     merged = merge_estimators([reg, _scrambled(other, 3)], weights=[1, 3])

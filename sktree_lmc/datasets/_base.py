@@ -422,8 +422,9 @@ def paper_split(X, y, n_train=10_000, n_test=10_000, random_state=0):
 #: used as given (the paper preprocesses them outside the estimator, see
 #: :func:`make_paper_preprocessor`), uniform initialization of the splits, a constant learning
 #: rate, the last weights as the model (no averaging), every feature in every tree and every
-#: epoch (no early stopping). Read-only; pass it as ``SoftTreeEnsembleClassifier(**PAPER_TRAINING,
-#: depth=2, max_epochs=50)`` so that a reproduction does not move with the package's defaults.
+#: epoch (no early stopping), no additive term. Read-only; pass it as
+#: ``SoftTreeEnsembleClassifier(**PAPER_TRAINING, depth=2, max_epochs=50)`` so that a
+#: reproduction does not move with the package's defaults.
 PAPER_TRAINING = MappingProxyType({
     "numeric_encoding": "none",
     "split_init": "fan_in",
@@ -431,6 +432,7 @@ PAPER_TRAINING = MappingProxyType({
     "averaging": None,
     "max_features": None,
     "early_stopping": False,
+    "additive_bins": None,
 })
 
 
