@@ -36,7 +36,9 @@ Models (``CLASSIFIERS``; ``--models`` selects):
   labelled ``enc_ple``), ``lr_constant`` (lr_schedule="constant"), ``no_averaging``
   (averaging=None), ``all_features`` (max_features=None), ``depth2`` (depth=2),
   ``init_data`` (split_init="data": half of the splits start as sharp thresholds on the
-  data).
+  data);
+* ``additive_multi``: the default with the additive term at three resolutions,
+  ``additive_bins=(16, 64, 256)`` (three tables summed, steps 1, 1/2 and 1/4 of the table's).
 
 A config whose construction raises ``TypeError`` (a parameter the installed estimator does
 not have yet) is reported as skipped, and the run goes on.
@@ -165,6 +167,8 @@ def _mlp(seed):
 #: The model without the additive term, the default before ``additive_bins=64``: the ablations
 #: below change it by one parameter (they were measured when it was the default).
 NO_ADDITIVE = {"additive_bins": None}
+#: Three resolutions of the additive term (``additive_multi``).
+MULTI = (16, 64, 256)
 
 #: Models of the raw classification table; add a line to add a column.
 CLASSIFIERS = {
@@ -181,6 +185,7 @@ CLASSIFIERS = {
     "all_features": Config(_soft_classifier(**NO_ADDITIVE, max_features=None)),
     "depth2": Config(_soft_classifier(**NO_ADDITIVE, depth=2)),
     "init_data": Config(_soft_classifier(**NO_ADDITIVE, split_init="data")),
+    "additive_multi": Config(_soft_classifier(additive_bins=MULTI)),
 }
 #: Models of the mixed-data table (they get the DataFrame with categories and missing values).
 MIXED = {
@@ -189,6 +194,7 @@ MIXED = {
     "no_additive": Config(_soft_classifier(**NO_ADDITIVE)),
     "enc_ple": Config(_soft_classifier(**NO_ADDITIVE, numeric_encoding="piecewise_linear")),
     "init_data": Config(_soft_classifier(**NO_ADDITIVE, split_init="data")),
+    "additive_multi": Config(_soft_classifier(additive_bins=MULTI)),
 }
 #: Models of the regression table.
 REGRESSORS = {
@@ -197,6 +203,7 @@ REGRESSORS = {
     "no_additive": Config(_soft_regressor(**NO_ADDITIVE)),
     "enc_ple": Config(_soft_regressor(**NO_ADDITIVE, numeric_encoding="piecewise_linear")),
     "init_data": Config(_soft_regressor(**NO_ADDITIVE, split_init="data")),
+    "additive_multi": Config(_soft_regressor(additive_bins=MULTI)),
     "paper": Config(_soft_regressor(**PAPER_PARAMS), paper=True),
 }
 #: Regression datasets: ``diabetes`` (scikit-learn) and ``<Tabular-Benchmark name>/<column>``.

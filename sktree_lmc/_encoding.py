@@ -70,6 +70,7 @@ quantile level off for 1,001-level sketches, see the tests).
 from __future__ import annotations
 
 import copy
+import math
 
 import numpy as np
 from sklearn.preprocessing import QuantileTransformer
@@ -347,7 +348,7 @@ def summarize(columns, categorical, *, numeric_encoding="piecewise_linear", n_bi
         quantile levels instead (``SKETCH_SIZE`` = 1,001 levels: every 0.1%).
     names : sequence of str, default=None
         Column names, for error messages.
-    additive_bins : int or None, default=None
+    additive_bins : int, sequence of int or None, default=None
         The encoder's ``additive_bins``: with it, every numeric column sends
         its ``values`` or ``quantiles`` (as for the quantile encodings), for
         the bins.
@@ -552,6 +553,28 @@ def _additive_edges(parts, additive_bins):
     return np.unique(_mixture_quantiles(_sketches(parts), levels))
 
 
+def additive_levels(additive_bins):
+    """The resolutions of an additive term: ``additive_bins`` as a tuple of
+    bins per numeric column (``()`` for None, one entry for an int).
+
+    Raises
+    ------
+    ValueError
+        Unless ``additive_bins`` is None, an int >= 2 or a non-empty sequence
+        of distinct ints >= 2.
+    """
+    if additive_bins is None:
+        return ()
+    single = not isinstance(additive_bins, (tuple, list))
+    levels = (additive_bins,) if single else tuple(additive_bins)
+    if not levels or len(set(levels)) != len(levels) or any(
+            isinstance(b, bool) or not isinstance(b, (int, np.integer)) or b < 2
+            for b in levels):
+        raise ValueError("additive_bins must be an int >= 2, a non-empty sequence of distinct "
+                         f"ints >= 2, or None, got {additive_bins!r}.")
+    return tuple(int(b) for b in levels)
+
+
 def _merged_quantile_points(parts):
     """The values a quantile transform of a numeric column is fitted on, from
     its parts' summaries: the pooled values when every part sent them (the
@@ -602,10 +625,12 @@ class TabularEncoder:
     max_categories : int, default=32
         Most frequent categories kept per categorical column; the others
         share one "infrequent" feature.
-    additive_bins : int >= 2 or None, default=None
+    additive_bins : int >= 2, sequence of int or None, default=None
         Quantile bins per numeric column of the additive term (the
         estimators' ``additive_bins``): :meth:`additive_codes` gives every
-        value its row of the additive table. None: no additive term.
+        value its row of the additive table. A sequence: one code column per
+        numeric column and resolution (categorical columns at the first
+        only). None: no additive term.
 
     Attributes
     ----------
@@ -640,11 +665,17 @@ class TabularEncoder:
     feature_groups_ : ndarray of int of shape (`n_features_out_`,)
         The input column of each output feature.
     additive_edges_ : list of (ndarray or None) or None
-        With ``additive_bins``: per numeric column, the distinct inner
-        quantile edges of its bins (a value's bin is the number of edges
-        ``<= value``); None for categorical columns. None without.
-    additive_offsets_ : ndarray of int of shape (`n_features_in_` + 1,) or None
-        With ``additive_bins``: the first table row of every column (and
+        With ``additive_bins``: per code column (an input column at one
+        resolution; one per input column with one resolution), the distinct
+        inner quantile edges of its bins (a value's bin is the number of
+        edges ``<= value``); None for categorical columns. None without.
+    additive_sources_ : ndarray of int or None
+        With ``additive_bins``: the input column of every code column.
+    additive_steps_ : ndarray of float or None
+        With ``additive_bins``: every code column's relative training step,
+        ``sqrt(min(additive_bins) / bins)`` of its resolution (1 with one).
+    additive_offsets_ : ndarray of int of shape (J + 1,) or None
+        With ``additive_bins``: the first table row of every code column (and
         the table's size, ``n_additive_``, last).
     n_additive_ : int
         Rows of the additive table (0 without ``additive_bins``).
@@ -746,34 +777,57 @@ class TabularEncoder:
         return self._fit_summaries([summary], categorical, names)
 
     def _check_additive_bins(self):
-        bins = self.additive_bins
-        if bins is not None and (isinstance(bins, bool) or not isinstance(
-                bins, (int, np.integer)) or bins < 2):
-            raise ValueError(f"additive_bins must be an int >= 2 or None, got {bins!r}.")
+        additive_levels(self.additive_bins)
 
     def _fit_additive(self, summaries):
         """The additive term's bins (``additive_edges_``) and table layout.
 
-        A numeric column with edges ``e`` has ``len(e) + 2`` rows: its bins,
-        then one for missing values. A categorical column has one row per
-        category with a one-hot feature, one for the infrequent ones (when
-        there are), one for missing values and one for categories unseen in
-        ``fit`` (a row no training value reaches, which stays at its zero
-        start: an unseen category adds nothing, as in the one-hot features).
+        Every resolution of ``additive_bins`` gives every numeric column a
+        code column (the first resolution also every categorical column): a
+        numeric code column with edges ``e`` has ``len(e) + 2`` rows, its
+        bins then one for missing values. A categorical column has one row
+        per category with a one-hot feature, one for the infrequent ones
+        (when there are), one for missing values and one for categories
+        unseen in ``fit`` (a row no training value reaches, which stays at
+        its zero start: an unseen category adds nothing, as in the one-hot
+        features).
         """
-        edges, sizes = [], []
-        for j in range(self.n_features_in_):
-            if self.categorical_[j]:
-                edges.append(None)
-                sizes.append(len(self.categories_[j]) + int(self.has_infrequent_[j]) + 2)
-                continue
-            e = _additive_edges([summary["columns"][j] for summary in summaries],
-                                self.additive_bins)
-            edges.append(e)
-            sizes.append(len(e) + 2)
+        levels = additive_levels(self.additive_bins)
+        edges, sizes, sources, steps = [], [], [], []
+        for level, bins in enumerate(levels):
+            for j in range(self.n_features_in_):
+                if self.categorical_[j]:
+                    if level:
+                        continue
+                    edges.append(None)
+                    sizes.append(len(self.categories_[j]) + int(self.has_infrequent_[j]) + 2)
+                else:
+                    e = _additive_edges([summary["columns"][j] for summary in summaries], bins)
+                    edges.append(e)
+                    sizes.append(len(e) + 2)
+                sources.append(j)
+                # finer bins hold fewer rows each: their gradients are noisier
+                steps.append(math.sqrt(min(levels) / bins))
         self.additive_edges_ = edges
+        self.additive_sources_ = np.asarray(sources, dtype=np.int64)
+        self.additive_steps_ = np.asarray(steps, dtype=np.float64)
         self.additive_offsets_ = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
         self.n_additive_ = int(self.additive_offsets_[-1])
+
+    def additive_row_steps(self):
+        """The relative training step of every row of the additive table.
+
+        Returns
+        -------
+        steps : ndarray of shape (`n_additive_`,)
+            ``additive_steps_`` of each row's code column: 1 with one
+            resolution; with several, ``sqrt(min(additive_bins) / bins)`` of
+            the row's resolution.
+        """
+        steps = getattr(self, "additive_steps_", None)
+        if steps is None:
+            return np.ones(self.n_additive_)
+        return np.repeat(steps, np.diff(self.additive_offsets_))
 
     @classmethod
     def from_summaries(cls, summaries, categorical, names=None, *,
@@ -851,6 +905,7 @@ class TabularEncoder:
         self.knots_, self.center_, self.scale_, self.categories_ = [], [], [], []
         self.quantile_transformers_ = {}
         self.additive_edges_, self.additive_offsets_, self.n_additive_ = None, None, 0
+        self.additive_sources_ = self.additive_steps_ = None
         for j in range(n_columns):
             parts = [summary["columns"][j] for summary in summaries]
             knots = center = scale = cats = None
@@ -930,6 +985,7 @@ class TabularEncoder:
         enc.quantile_transformers_ = {}
         enc.additive_bins = None
         enc.additive_edges_, enc.additive_offsets_, enc.n_additive_ = None, None, 0
+        enc.additive_sources_ = enc.additive_steps_ = None
         enc._set_layout()
         return enc
 
@@ -961,11 +1017,20 @@ class TabularEncoder:
             The encoder.
         """
         enc = cls.__new__(cls)
-        # encoders pickled before the additive term had none
-        enc.__dict__.update({"additive_bins": None, "additive_edges_": None,
-                             "additive_offsets_": None, "n_additive_": 0})
-        enc.__dict__.update(state)
+        enc.__setstate__(dict(state))
         return enc
+
+    def __setstate__(self, state):
+        """Restore a pickled state, filling what older versions did not have."""
+        # encoders pickled before the additive term had none
+        self.__dict__.update({"additive_bins": None, "additive_edges_": None,
+                              "additive_offsets_": None, "n_additive_": 0,
+                              "additive_sources_": None, "additive_steps_": None})
+        self.__dict__.update(state)
+        if self.additive_offsets_ is not None and self.additive_sources_ is None:
+            # one resolution, before the code columns were named: one per input column
+            self.additive_sources_ = np.arange(self.n_features_in_, dtype=np.int64)
+            self.additive_steps_ = np.ones(self.n_features_in_)
 
     def ramp_directions(self):
         """Return the linear ramp over the knots of every piecewise-linear column.
@@ -1089,10 +1154,12 @@ class TabularEncoder:
 
         Returns
         -------
-        codes : ndarray of shape (stop - start, `n_features_in_`), dtype float32
+        codes : ndarray of shape (stop - start, J), dtype float32
             Table rows (whole numbers, below 2**24, so exact in float32: the
-            estimators append them to the encoded features); column ``j``'s
-            rows start at ``additive_offsets_[j]``.
+            estimators append them to the encoded features), one column per
+            code column (input column ``additive_sources_[c]`` at one
+            resolution; ``J = n_features_in_`` with one resolution); code
+            column ``c``'s rows start at ``additive_offsets_[c]``.
 
         Raises
         ------
@@ -1103,10 +1170,10 @@ class TabularEncoder:
             raise ValueError("This encoder has no additive term (additive_bins=None).")
         n = len(columns[0]) if columns else 0
         stop = n if stop is None else min(stop, n)
-        out = np.empty((stop - start, self.n_features_in_), dtype=np.float32)
-        for j, col in enumerate(columns):
-            first, end = self.additive_offsets_[j], self.additive_offsets_[j + 1]
-            values = col[start:stop]
+        out = np.empty((stop - start, len(self.additive_sources_)), dtype=np.float32)
+        for c, j in enumerate(self.additive_sources_):
+            first, end = self.additive_offsets_[c], self.additive_offsets_[c + 1]
+            values = columns[j][start:stop]
             if self.categorical_[j]:
                 values = np.asarray(values, dtype=object)
                 missing = _missing_mask(values)
@@ -1117,9 +1184,9 @@ class TabularEncoder:
             else:
                 x = _numeric(np.asarray(values), self._name(j))
                 missing = np.isnan(x)
-                idx = np.searchsorted(self.additive_edges_[j], x, side="right")
+                idx = np.searchsorted(self.additive_edges_[c], x, side="right")
                 idx[missing] = end - first - 1
-            out[:, j] = first + idx
+            out[:, c] = first + idx
         return out
 
     def transform(self, columns):
@@ -1205,16 +1272,14 @@ def encoders_differ(a, b, additive=True):
         ):
             return (f"the quantiles of column {a._name(j)} differ (encoders fitted on "
                     "different rows)")
-        # last: the trees' features first, then the additive term's bins
-        if not additive:
-            continue
-        edges_a = getattr(a, "additive_edges_", None)
-        edges_b = getattr(b, "additive_edges_", None)
-        ea = None if edges_a is None else edges_a[j]
-        eb = None if edges_b is None else edges_b[j]
-        if (ea is None) != (eb is None) or (ea is not None and not np.array_equal(ea, eb)):
-            return (f"the additive bins of column {a._name(j)} differ (encoders fitted on "
-                    "different rows)")
+    # last: the trees' features first, then the additive term's bins
+    edges_a = getattr(a, "additive_edges_", None) or []
+    edges_b = getattr(b, "additive_edges_", None) or []
+    if additive and len(edges_a) == len(edges_b):  # else additive_bins differs
+        for c, (ea, eb) in enumerate(zip(edges_a, edges_b)):
+            if (ea is None) != (eb is None) or (ea is not None and not np.array_equal(ea, eb)):
+                return (f"the additive bins of column {a._name(a.additive_sources_[c])} "
+                        "differ (encoders fitted on different rows)")
     return None
 
 
@@ -1249,7 +1314,7 @@ def union_additive_bins(encoders):
     ref = encoders[0]
     union = copy.deepcopy(ref)
     edges, sizes = [], []
-    for j in range(ref.n_features_in_):
+    for j in range(len(ref.additive_edges_)):  # code columns
         if ref.additive_edges_[j] is None:
             edges.append(None)
             sizes.append(int(ref.additive_offsets_[j + 1] - ref.additive_offsets_[j]))

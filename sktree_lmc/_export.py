@@ -337,28 +337,29 @@ class _Additive(nn.Module):
         super().__init__()
         self.register_buffer("table", torch.from_numpy(np.asarray(table, dtype=np.float32)))
         self.specs = []
-        for j in range(encoder.n_features_in_):
-            first, end = (int(v) for v in encoder.additive_offsets_[j: j + 2])
+        # one code column per input column and resolution (additive_sources_)
+        for c, j in enumerate(int(v) for v in encoder.additive_sources_):
+            first, end = (int(v) for v in encoder.additive_offsets_[c: c + 2])
             if encoder.categorical_[j]:
                 n_cats = len(encoder.categories_[j])
                 unseen = first + n_cats if encoder.has_infrequent_[j] else end - 1
-                self.register_buffer(f"cats_{j}", torch.arange(n_cats, dtype=torch.float64))
-                self.specs.append(("categorical", first, end - 2, unseen))
+                self.register_buffer(f"cats_{c}", torch.arange(n_cats, dtype=torch.float64))
+                self.specs.append((j, "categorical", first, end - 2, unseen))
             else:
-                edges = np.asarray(encoder.additive_edges_[j], dtype=np.float64)
-                self.register_buffer(f"edges_{j}", torch.from_numpy(edges.copy()))
-                self.specs.append(("numeric", first, end - 1, None))
+                edges = np.asarray(encoder.additive_edges_[c], dtype=np.float64)
+                self.register_buffer(f"edges_{c}", torch.from_numpy(edges.copy()))
+                self.specs.append((j, "numeric", first, end - 1, None))
 
     def forward(self, X):
         rows = []
-        for j, (kind, first, missing_row, unseen) in enumerate(self.specs):
+        for c, (j, kind, first, missing_row, unseen) in enumerate(self.specs):
             x = X[:, j]
             missing = torch.isnan(x)
             if kind == "numeric":
-                edges = getattr(self, f"edges_{j}")
+                edges = getattr(self, f"edges_{c}")
                 idx = first + (edges.unsqueeze(0) <= x.unsqueeze(1)).to(torch.int64).sum(dim=1)
             else:
-                hits = x.unsqueeze(1) == getattr(self, f"cats_{j}").unsqueeze(0)
+                hits = x.unsqueeze(1) == getattr(self, f"cats_{c}").unsqueeze(0)
                 code = hits.to(torch.int64).argmax(dim=1)
                 idx = torch.where(hits.any(dim=1), first + code, torch.full_like(code, unseen))
             rows.append(torch.where(missing, torch.full_like(idx, missing_row), idx))

@@ -541,6 +541,8 @@ class SoftTreeEnsembleModule(nn.Module):
         self.leaf_value = nn.Parameter(uniform((n_trees, L, n_outputs), lbound))
         self.additive = (nn.Parameter(torch.zeros((n_additive, n_outputs)))
                          if n_additive else None)
+        # a training-time reparametrization (see additive_term): None, or (K, 1)
+        self.register_buffer("additive_scale", None)
 
     def _set_arch(self, arch, n_trees, device="cpu"):
         check_routing_memory(arch, n_trees, 1, device, training=True)  # before allocating
@@ -594,9 +596,16 @@ class SoftTreeEnsembleModule(nn.Module):
         Returns
         -------
         torch.Tensor of shape (B, C)
-            ``sum_j additive[codes[:, j]]``, in the table's dtype.
+            ``sum_j table[codes[:, j]]``, in the table's dtype: ``table`` is
+            ``additive``, or ``additive * additive_scale`` when the buffer
+            ``additive_scale`` (one factor per row) is set. The estimators set
+            it while training a table of several resolutions, so that Adam's
+            steps on the table (``additive``) move each row's value
+            (``to_params().additive``) by its own factor.
         """
-        return self.additive[codes.long()].sum(dim=1)
+        scale = getattr(self, "additive_scale", None)
+        table = self.additive if scale is None else self.additive * scale
+        return table[codes.long()].sum(dim=1)
 
     def _routing_probabilities(self, X):
         """Leaf probabilities in the internal layout ``(L, M, B)``."""
@@ -667,9 +676,12 @@ class SoftTreeEnsembleModule(nn.Module):
             NumPy copies of the split weights, split biases and leaf values.
         """
         with torch.no_grad():
+            additive = self.additive
+            if additive is not None and getattr(self, "additive_scale", None) is not None:
+                additive = additive * self.additive_scale  # the values the table adds
             return TreeParams(*(
                 None if p is None else p.detach().cpu().numpy().copy()
-                for p in (self.split_weight, self.split_bias, self.leaf_value, self.additive)
+                for p in (self.split_weight, self.split_bias, self.leaf_value, additive)
             ))
 
     @classmethod
@@ -699,6 +711,7 @@ class SoftTreeEnsembleModule(nn.Module):
         additive = getattr(params, "additive", None)
         module.additive = (None if additive is None
                            else nn.Parameter(torch.from_numpy(np.array(additive))))
+        module.register_buffer("additive_scale", None)
         return module.to(device)
 
 

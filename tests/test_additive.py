@@ -143,9 +143,10 @@ def test_symmetry_ops_keep_the_table_and_the_function(seed, arch_name):
 
 
 # -- estimators ----------------------------------------------------------------------------------
-def test_fit_predict_dataframe_and_prediction_equals_training_forward():
+@pytest.mark.parametrize("bins", [8, (4, 16, 64)])
+def test_fit_predict_dataframe_and_prediction_equals_training_forward(bins):
     X, y = _frame()
-    clf = _small().fit(X, y)
+    clf = _small(additive_bins=bins).fit(X, y)
     table = clf.tree_params_.additive
     assert table.shape == (clf.encoder_.n_additive_, 2) and np.abs(table).max() > 0
     module = SoftTreeEnsembleModule.from_params(clf.architecture_, clf.tree_params_)
@@ -171,6 +172,46 @@ def test_random_state_gives_identical_fits_and_warm_start_keeps_adam_on_the_tabl
     warm.set_params(additive_bins=4)
     with pytest.raises(ValueError, match="additive_bins"):
         warm.fit(X, y)
+
+
+def test_resolutions_give_code_columns_rows_and_steps():
+    X, _ = _frame()
+    columns, _ = to_columns(X)
+    cat = np.array([False, False, True])
+    enc = TabularEncoder(additive_bins=(4, 16), max_categories=2).fit(columns, cat)
+    # every column at the first resolution, the numeric ones at the second too
+    np.testing.assert_array_equal(enc.additive_sources_, [0, 1, 2, 0, 1])
+    np.testing.assert_allclose(enc.additive_steps_, [1, 1, 1, 0.5, 0.5])
+    sizes = np.diff(enc.additive_offsets_)
+    assert sizes[0] == 4 + 1 and sizes[3] == 16 + 1  # bins and the missing row ("x")
+    np.testing.assert_array_equal(enc.additive_row_steps(), np.repeat([1, 1, 1, .5, .5], sizes))
+    codes = enc.additive_codes(columns)
+    assert codes.shape == (len(X), 5)
+    one = TabularEncoder(additive_bins=4, max_categories=2).fit(columns, cat)
+    np.testing.assert_array_equal(codes[:, :3], one.additive_codes(columns))
+    np.testing.assert_array_equal(one.additive_row_steps(), np.ones(one.n_additive_))
+    with pytest.raises(ValueError, match="distinct ints >= 2"):
+        TabularEncoder(additive_bins=(4, 4)).fit(columns, cat)
+
+
+def test_each_resolution_moves_by_its_step():
+    """One Adam step (one minibatch, no averaging): every table value that moves moves by
+    the table's rate times its resolution's factor, 1, 1/2 or 1/4 for (4, 16, 64) bins."""
+    from sktree_lmc._training import ADDITIVE_LR_FACTOR
+
+    X, y = _frame()
+    lr = 0.01
+    clf = _small(additive_bins=(4, 16, 64), max_epochs=1, batch_size=len(X), averaging=None,
+                 early_stopping=False, lr_schedule="constant", learning_rate=lr).fit(X, y)
+    moved = np.abs(clf.tree_params_.additive)
+    steps = clf.encoder_.additive_row_steps()[:, None] * np.ones_like(moved)
+    hit = moved > 0
+    assert {0.25, 0.5, 1.0} <= set(np.unique(steps[hit]))
+    np.testing.assert_allclose(moved[hit], ADDITIVE_LR_FACTOR * lr * steps[hit], rtol=1e-3)
+    # a warm start begins from the same values
+    module = clf._init_module(clf.architecture_, 2, None, "cpu", warm=True)
+    np.testing.assert_array_equal(module.to_params().additive, clf.tree_params_.additive)
+    assert module.additive_scale is not None
 
 
 def test_table_learns_at_a_tenth_of_the_rate():
@@ -207,9 +248,10 @@ def _rows_with_ties_and_missing(n, rng):
 
 @settings(max_examples=40, deadline=None)
 @given(seed=st.integers(0, 2**31 - 1), n_a=st.integers(6, 60), n_b=st.integers(6, 60),
-       bins=st.integers(2, 16))
-def test_union_bins_keep_every_table_function(seed, n_a, n_b, bins):
+       bins=st.integers(2, 16), resolutions=st.booleans())
+def test_union_bins_keep_every_table_function(seed, n_a, n_b, bins, resolutions):
     rng = np.random.RandomState(seed)
+    bins = (bins, 2 * bins + 1) if resolutions else bins
     cat = np.array([False, False, True])
     encs = [TabularEncoder("none", additive_bins=bins).fit(_rows_with_ties_and_missing(n, rng),
                                                           cat) for n in (n_a, n_b)]
@@ -304,12 +346,19 @@ def test_bins_from_summaries_equal_fit_or_come_close_with_sketches():
         assert merged.n_additive_ == fitted.n_additive_
     with pytest.raises(ValueError, match="additive_bins"):
         TabularEncoder.from_summaries(parts, cat, additive_bins=8)
+    # several resolutions: exact from the values, as fit
+    parts = [summarize(h, cat, numeric_encoding="none", additive_bins=(4, 16)) for h in halves]
+    merged = TabularEncoder.from_summaries(parts, cat, numeric_encoding="none",
+                                           additive_bins=(4, 16))
+    fitted = TabularEncoder("none", additive_bins=(4, 16)).fit(columns, cat)
+    assert encoders_differ(merged, fitted) is None
 
 
-def test_sharded_rounds_merge_the_table():
+@pytest.mark.parametrize("bins", [8, (4, 16)])
+def test_sharded_rounds_merge_the_table(bins):
     X, y = _frame(n=600)
-    sharded = ShardedSoftTreeEnsemble(_small(max_epochs=30), n_shards=2, n_rounds=2,
-                                      random_state=0).fit(X, y)
+    sharded = ShardedSoftTreeEnsemble(_small(max_epochs=30, additive_bins=bins), n_shards=2,
+                                      n_rounds=2, random_state=0).fit(X, y)
     merged = sharded.merged_
     tables = [est.tree_params_.additive for est in sharded.estimators_]
     assert merged.tree_params_.additive.shape == tables[0].shape
@@ -319,10 +368,12 @@ def test_sharded_rounds_merge_the_table():
     assert sharded.score(X, y) > max(0.7, full - 0.1)
 
 
-@pytest.mark.parametrize("max_categories", [2, 32])  # with and without "infrequent"
-def test_export_adds_the_table_like_the_estimator(max_categories):
+@pytest.mark.parametrize("max_categories, bins", [(2, 8), (32, 8), (2, (4, 16))])
+def test_export_adds_the_table_like_the_estimator(max_categories, bins):
+    # with and without "infrequent"; one and two resolutions
     X, y = _frame()
-    clf = _small(max_categories=max_categories, numeric_encoding="piecewise_linear").fit(X, y)
+    clf = _small(max_categories=max_categories, numeric_encoding="piecewise_linear",
+                 additive_bins=bins).fit(X, y)
     new = pd.DataFrame({"x": [np.nan, -50.0, 0.1, 50.0], "z": [0.1, np.nan, 0.5, 0.9],
                         "city": pd.Categorical(["lima", None, "rome", "oslo"])})
     module = export_module(clf)
