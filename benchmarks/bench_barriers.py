@@ -73,12 +73,19 @@ def _read(path):
         return list(csv.DictReader(f))
 
 
+def _bins_tag(bins):
+    """``64``, or ``16-64-256`` for several resolutions (for file names)."""
+    return "-".join(str(b) for b in bins) if isinstance(bins, (tuple, list)) else str(bins)
+
+
 def _bins(text):
-    """``--additive-bins``: an int, or ``none`` for no additive term (``default``, the
-    argument's default, which argparse passes here too: the estimator's default)."""
+    """``--additive-bins``: an int, ints separated by commas (one table per resolution, e.g.
+    ``16,64,256``), or ``none`` for no additive term (``default``, the argument's default,
+    which argparse passes here too: the estimator's default)."""
     if text in ("default", "none"):
         return None if text == "none" else text
-    return int(text)
+    bins = tuple(int(b) for b in text.split(","))
+    return bins[0] if len(bins) == 1 else bins
 
 
 def _model(out, dataset, seed, X, y, smoke, split_init=None, additive_bins="default"):
@@ -93,7 +100,7 @@ def _model(out, dataset, seed, X, y, smoke, split_init=None, additive_bins="defa
         params["additive_bins"] = additive_bins
     bins = SoftTreeEnsembleClassifier(**params).additive_bins
     tag = (("-smoke" if smoke else "") + (f"-{split_init}" if split_init else "")
-           + (f"-additive{bins}" if bins else ""))
+           + (f"-additive{_bins_tag(bins)}" if bins else ""))
     path = out / "models" / f"{dataset}-seed{seed}{tag}.joblib"
     if path.exists():
         return joblib.load(path)

@@ -179,16 +179,23 @@ def csv_name(args):
     bins = (SoftTreeEnsembleClassifier().additive_bins if args.additive_bins == "default"
             else args.additive_bins)
     if bins is not None and not args.smoke:
-        name += f"_additive_bins_{bins}"
+        name += f"_additive_bins_{_bins_tag(bins)}"
     return name + ".csv"
 
 
+def _bins_tag(bins):
+    """``64``, or ``16-64-256`` for several resolutions (for file names)."""
+    return "-".join(str(b) for b in bins) if isinstance(bins, (tuple, list)) else str(bins)
+
+
 def _bins(text):
-    """``--additive-bins``: an int, or ``none`` for no additive term (``default``, the
-    argument's default, which argparse passes here too: the estimator's default)."""
+    """``--additive-bins``: an int, ints separated by commas (one table per resolution, e.g.
+    ``16,64,256``), or ``none`` for no additive term (``default``, the argument's default,
+    which argparse passes here too: the estimator's default)."""
     if text in ("default", "none"):
         return None if text == "none" else text
-    return int(text)
+    bins = tuple(int(b) for b in text.split(","))
+    return bins[0] if len(bins) == 1 else bins
 
 
 def main(argv=None):
