@@ -282,8 +282,11 @@ def test_no_task_returns_rows_to_the_client(local_client, received, kind):
     # gather of gradient sums each, of the same size as the others)
     assert len(small) > 10
     n = min(len(small), len(large))
-    assert large[:n] == small[:n]
-    assert set(large[n:]) | set(small[n:]) <= {small[-1]}
+    # equal up to the additive table, whose rows are the distinct quantile edges of each
+    # column (at most additive_bins per column and resolution, whatever the number of rows:
+    # fewer when ties merge quantiles, as on the smaller data here)
+    np.testing.assert_allclose(large[:n], small[:n], rtol=0.01)
+    assert max(large[n:] + small[n:], default=0) <= 1.01 * small[-1]
 
 
 def test_the_detector_sees_a_gathered_partition(local_client, received):

@@ -643,11 +643,11 @@ def test_sample_weight_equals_repetition_within_one_minibatch():
     """Everything in one minibatch: the weighted mean loss is the mean loss over
     the repeated rows, so both fits agree up to float32 rounding."""
     X, y, sw, X_rep, y_rep = _weights_and_repeats()
-    # the identity encoding: quantile knots of repeated rows differ
-    # and the uniform start of the splits: split_init="data" draws thresholds from the rows,
-    # and repeated rows change the draw
+    # the identity encoding: quantile knots of repeated rows differ (so do the additive
+    # term's quantile bins: none here) and the uniform start of the splits:
+    # split_init="data" draws thresholds from the rows, and repeated rows change the draw
     kw = dict(batch_size=512, max_epochs=5, learning_rate=0.01, early_stopping=False,
-              numeric_encoding="none", split_init="fan_in")
+              numeric_encoding="none", split_init="fan_in", additive_bins=None)
     weighted = clf(**kw).fit(X, y, sample_weight=sw)
     repeated = clf(**kw).fit(X_rep, y_rep)
     assert_allclose(weighted.predict_proba(X), repeated.predict_proba(X), rtol=1e-4, atol=1e-5)
