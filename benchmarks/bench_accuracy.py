@@ -124,6 +124,21 @@ class Config(NamedTuple):
     requires: tuple = ()
 
 
+def bins_tag(bins):
+    """``additive_bins`` for file names: ``64``, or ``16-64-256`` for several resolutions."""
+    return "-".join(str(b) for b in bins) if isinstance(bins, (tuple, list)) else str(bins)
+
+
+def additive_bins_arg(text):
+    """The ``--additive-bins`` option of the benchmarks: an int, ints separated by commas (one
+    table per resolution, e.g. ``16,64,256``), or ``none`` for no additive term; ``default``
+    (the option's default, which argparse passes here too) stands for the estimator's."""
+    if text in ("default", "none"):
+        return None if text == "none" else text
+    bins = tuple(int(b) for b in text.split(","))
+    return bins[0] if len(bins) == 1 else bins
+
+
 def _soft_classifier(**params):
     def make(seed):
         from sktree_lmc import SoftTreeEnsembleClassifier

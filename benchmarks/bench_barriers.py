@@ -42,7 +42,7 @@ import joblib
 import numpy as np
 import torch
 
-from benchmarks.bench_accuracy import load, split
+from benchmarks.bench_accuracy import additive_bins_arg, bins_tag, load, split
 from benchmarks.lmc.core import interpolate_pair
 from sktree_lmc import SoftTreeEnsembleClassifier, merge_estimators, refit_leaves
 from sktree_lmc.datasets import TABULAR_BENCHMARK
@@ -73,21 +73,6 @@ def _read(path):
         return list(csv.DictReader(f))
 
 
-def _bins_tag(bins):
-    """``64``, or ``16-64-256`` for several resolutions (for file names)."""
-    return "-".join(str(b) for b in bins) if isinstance(bins, (tuple, list)) else str(bins)
-
-
-def _bins(text):
-    """``--additive-bins``: an int, ints separated by commas (one table per resolution, e.g.
-    ``16,64,256``), or ``none`` for no additive term (``default``, the argument's default,
-    which argparse passes here too: the estimator's default)."""
-    if text in ("default", "none"):
-        return None if text == "none" else text
-    bins = tuple(int(b) for b in text.split(","))
-    return bins[0] if len(bins) == 1 else bins
-
-
 def _model(out, dataset, seed, X, y, smoke, split_init=None, additive_bins="default"):
     """The default model of ``seed`` on the training rows (cached); ``split_init``,
     ``additive_bins`` (an int or None): those parameters instead of their defaults. The
@@ -100,7 +85,7 @@ def _model(out, dataset, seed, X, y, smoke, split_init=None, additive_bins="defa
         params["additive_bins"] = additive_bins
     bins = SoftTreeEnsembleClassifier(**params).additive_bins
     tag = (("-smoke" if smoke else "") + (f"-{split_init}" if split_init else "")
-           + (f"-additive{_bins_tag(bins)}" if bins else ""))
+           + (f"-additive{bins_tag(bins)}" if bins else ""))
     path = out / "models" / f"{dataset}-seed{seed}{tag}.joblib"
     if path.exists():
         return joblib.load(path)
@@ -234,7 +219,7 @@ def main(argv=None):
                         help="L-BFGS iterations of refit_leaves (its default is 500)")
     parser.add_argument("--split-init", default=None, choices=["fan_in", "data"],
                         help="the models' split_init (default: the estimator's default)")
-    parser.add_argument("--additive-bins", type=_bins, default="default",
+    parser.add_argument("--additive-bins", type=additive_bins_arg, default="default",
                         help="the models' additive_bins, an int or 'none' (default: the "
                              "estimator's default)")
     parser.add_argument("--out", type=Path, default=RESULTS)

@@ -36,6 +36,8 @@ from pathlib import Path
 
 import numpy as np
 
+from .bench_accuracy import additive_bins_arg, bins_tag
+
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_OUT = ROOT / "docs" / "_static" / "benchmarks" / "federated"
 DATASETS = ["MagicTelescope", "bank-marketing", "california", "electricity"]
@@ -179,23 +181,8 @@ def csv_name(args):
     bins = (SoftTreeEnsembleClassifier().additive_bins if args.additive_bins == "default"
             else args.additive_bins)
     if bins is not None and not args.smoke:
-        name += f"_additive_bins_{_bins_tag(bins)}"
+        name += f"_additive_bins_{bins_tag(bins)}"
     return name + ".csv"
-
-
-def _bins_tag(bins):
-    """``64``, or ``16-64-256`` for several resolutions (for file names)."""
-    return "-".join(str(b) for b in bins) if isinstance(bins, (tuple, list)) else str(bins)
-
-
-def _bins(text):
-    """``--additive-bins``: an int, ints separated by commas (one table per resolution, e.g.
-    ``16,64,256``), or ``none`` for no additive term (``default``, the argument's default,
-    which argparse passes here too: the estimator's default)."""
-    if text in ("default", "none"):
-        return None if text == "none" else text
-    bins = tuple(int(b) for b in text.split(","))
-    return bins[0] if len(bins) == 1 else bins
 
 
 def main(argv=None):
@@ -214,7 +201,7 @@ def main(argv=None):
     parser.add_argument("--split-init", default=None, choices=["fan_in", "data"],
                         help="the estimator's split_init (default: its default), for the full "
                              "fit and the shards alike")
-    parser.add_argument("--additive-bins", type=_bins, default="default",
+    parser.add_argument("--additive-bins", type=additive_bins_arg, default="default",
                         help="the estimator's additive_bins, an int or 'none' (default: its "
                              "default), for the full fit and the shards alike")
     parser.add_argument("--shard-init", default=None, choices=["independent", "shared"],
