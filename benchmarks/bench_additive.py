@@ -28,7 +28,9 @@ the estimator's default recipe:
   ``additive_multi``: three tables summed, of 16, 64 and 256 bins per column (coarse bins
   for the smooth part, fine ones for sharp thresholds), factor 0.1 each;
   ``additive_multi_taper``: the same with factors 0.1, 0.05 and 0.025 (the step shrinks as
-  ``1 / sqrt(bins)``: a bin of a finer table holds fewer rows, so its gradient is noisier).
+  ``1 / sqrt(bins)``: a bin of a finer table holds fewer rows, so its gradient is noisier);
+  ``additive_pairs``: ``additive_multi_taper`` plus a table per pair of columns on their
+  16-bin codes (16 x 16 cells, a GA2M-style interaction term), factor 0.025 (256 cells).
 
 Models per (dataset, seed): ``hgb`` (``HistGradientBoostingClassifier(random_state=s)``),
 ``default`` (``SoftTreeEnsembleClassifier(random_state=s)``, the package), ``base`` (this
@@ -64,13 +66,14 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_OUT = ROOT / "benchmarks" / "results" / "additive"
 MODELS = ("hgb", "default", "base", "additive", "additive16", "additive255", "additive_step3e-4",
-          "additive_step3e-3", "additive_multi", "additive_multi_taper")
+          "additive_step3e-3", "additive_multi", "additive_multi_taper", "additive_pairs")
 FIELDS = ["dataset", "seed", "model", "test", "train", "epochs", "fit_cpu_s", "commit"]
 #: (bins per numeric column, scale of the additive term) per model of this loop.
 ADDITIVE = {"base": None, "additive": (64, 0.1), "additive16": (16, 0.1),
             "additive255": (255, 0.1), "additive_step3e-4": (64, 0.03),
             "additive_step3e-3": (64, 0.3), "additive_multi": ((16, 64, 256), 0.1),
-            "additive_multi_taper": ((16, 64, 256), (0.1, 0.05, 0.025))}
+            "additive_multi_taper": ((16, 64, 256), (0.1, 0.05, 0.025)),
+            "additive_pairs": ((16, 64, 256), (0.1, 0.05, 0.025), 16)}
 
 
 def bin_codes(X_train, X, n_bins):
@@ -94,7 +97,8 @@ def bin_codes(X_train, X, n_bins):
 
 
 def fit_loop(Z, codes, y, n_codes, n_outputs, seed, additive, *, n_trees=256, depth=4,
-             max_epochs=150, batch_size=512, lr=1e-2, decay=0.995, patience=10, tol=1e-4):
+             max_epochs=150, batch_size=512, lr=1e-2, decay=0.995, patience=10, tol=1e-4,
+             code_scale=None):
     """Train trees (+ the additive table when ``additive``) as described in the module
     docstring; returns ``(predict(Z, codes) -> logits, epochs run)``; ``predict.model`` is
     the trained module (``.trees``, ``.table``) and ``predict.scale`` the table's factor."""
@@ -109,8 +113,9 @@ def fit_loop(Z, codes, y, n_codes, n_outputs, seed, additive, *, n_trees=256, de
     # the factor of every code column (a tuple: one per resolution, codes side by side)
     scales = additive[1] if additive else 0.0
     scales = scales if isinstance(scales, tuple) else (scales,)
-    scale = torch.tensor(scales, dtype=torch.float32).repeat_interleave(
-        codes.shape[1] // len(scales))[:, None]
+    scale = (torch.tensor(scales, dtype=torch.float32).repeat_interleave(
+        codes.shape[1] // len(scales))[:, None] if code_scale is None
+        else torch.as_tensor(code_scale, dtype=torch.float32)[:, None])
 
     class Model(nn.Module):
         def __init__(self):
@@ -187,11 +192,43 @@ def encode(model, X_tr, X_te, y_tr, seed):
                                          device="cpu").fit(X_tr, y_tr).encoder_
     additive = ADDITIVE[model]
     n_bins = additive[0] if additive else 1
+    n_codes = bin_codes(X_tr, X_tr, n_bins)[1]
     out = []
     for X in (X_tr, X_te):
-        out.append((encoder.transform([X[:, j] for j in range(X.shape[1])]),
-                    bin_codes(X_tr, X, n_bins)[0]))
-    return classes, y_idx, out[0], out[1], bin_codes(X_tr, X_tr, n_bins)[1]
+        codes = bin_codes(X_tr, X, n_bins)[0]
+        if additive and len(additive) == 3:  # pair tables on the coarse codes
+            pairs, n_codes = pair_codes(X_tr, X, additive[2], n_codes)
+            codes = np.hstack([codes, pairs])
+        out.append((encoder.transform([X[:, j] for j in range(X.shape[1])]), codes))
+    return classes, y_idx, out[0], out[1], n_codes
+
+
+def pair_codes(X_train, X, n_bins, offset):
+    """Global codes of a table per pair of columns ``i < j``: cell ``(bin_i, bin_j)`` of the
+    ``n_bins``-quantile codes, after the ``offset`` rows of the one-column tables; and the
+    number of rows in all."""
+    local = bin_codes(X_train, X, n_bins)[0]
+    sizes = np.diff(np.r_[0, np.cumsum([len(np.unique(np.quantile(
+        X_train[:, j], np.linspace(0, 1, n_bins + 1)[1:-1]))) + 1
+        for j in range(X.shape[1])])])
+    starts = np.r_[0, np.cumsum(sizes)[:-1]]
+    local = local - starts  # each column's bin, from 0
+    out = []
+    for i in range(X.shape[1]):
+        for j in range(i + 1, X.shape[1]):
+            out.append(offset + local[:, i] * sizes[j] + local[:, j])
+            offset += sizes[i] * sizes[j]
+    return np.stack(out, axis=1), offset
+
+
+def code_scales(model, n_columns, n_pair_columns):
+    """The factor of every code column of ``additive_pairs``: the resolutions', then the
+    pairs' (None for the other models: one factor per resolution, side by side)."""
+    additive = ADDITIVE[model]
+    if not additive or len(additive) != 3:
+        return None
+    singles = np.repeat(additive[1], n_columns)
+    return np.r_[singles, np.full(n_pair_columns, additive[1][-1])]
 
 
 def pair_barriers(model, X_tr, X_te, y_tr, y_te, seeds=(1, 2), lams=(0.25, 0.5, 0.75),
@@ -248,6 +285,9 @@ def measure(model, X_tr, X_te, y_tr, y_te, seed, smoke):
                 getattr(est, "n_epochs_", ""), cpu)
     classes, y_idx, (Z_tr, C_tr), (Z_te, C_te), n_codes = encode(model, X_tr, X_te, y_tr, seed)
     kw = {"n_trees": 8, "max_epochs": 2} if smoke else {}
+    n_pairs = C_tr.shape[1] - len(np.atleast_1d(ADDITIVE[model][0])) * X_tr.shape[1] if (
+        ADDITIVE[model]) else 0
+    kw["code_scale"] = code_scales(model, X_tr.shape[1], n_pairs)
     predict, epochs = fit_loop(Z_tr, C_tr, y_idx, n_codes, len(classes), seed, ADDITIVE[model],
                                **kw)
     cpu = time.process_time() - t0
