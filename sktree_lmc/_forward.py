@@ -603,9 +603,12 @@ class SoftTreeEnsembleModule(nn.Module):
             steps on the table (``additive``) move each row's value
             (``to_params().additive``) by its own factor.
         """
+        return self._additive_table()[codes.long()].sum(dim=1)
+
+    def _additive_table(self):
+        """The values the table adds: ``additive``, times ``additive_scale`` when set."""
         scale = getattr(self, "additive_scale", None)
-        table = self.additive if scale is None else self.additive * scale
-        return table[codes.long()].sum(dim=1)
+        return self.additive if scale is None else self.additive * scale
 
     def _routing_probabilities(self, X):
         """Leaf probabilities in the internal layout ``(L, M, B)``."""
@@ -676,9 +679,7 @@ class SoftTreeEnsembleModule(nn.Module):
             NumPy copies of the split weights, split biases and leaf values.
         """
         with torch.no_grad():
-            additive = self.additive
-            if additive is not None and getattr(self, "additive_scale", None) is not None:
-                additive = additive * self.additive_scale  # the values the table adds
+            additive = None if self.additive is None else self._additive_table()
             return TreeParams(*(
                 None if p is None else p.detach().cpu().numpy().copy()
                 for p in (self.split_weight, self.split_bias, self.leaf_value, additive)
