@@ -1171,6 +1171,7 @@ class TabularEncoder:
         n = len(columns[0]) if columns else 0
         stop = n if stop is None else min(stop, n)
         out = np.empty((stop - start, len(self.additive_sources_)), dtype=np.float32)
+        numeric = {}  # each numeric column checked once, whatever its resolutions
         for c, j in enumerate(self.additive_sources_):
             first, end = self.additive_offsets_[c], self.additive_offsets_[c + 1]
             values = columns[j][start:stop]
@@ -1182,8 +1183,10 @@ class TabularEncoder:
                 idx = self._category_index(values, j, unseen)
                 idx[missing] = end - first - 2
             else:
-                x = _numeric(np.asarray(values), self._name(j))
-                missing = np.isnan(x)
+                if j not in numeric:
+                    x = _numeric(np.asarray(values), self._name(j))
+                    numeric[j] = x, np.isnan(x)
+                x, missing = numeric[j]
                 idx = np.searchsorted(self.additive_edges_[c], x, side="right")
                 idx[missing] = end - first - 1
             out[:, c] = first + idx
