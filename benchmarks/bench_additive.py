@@ -89,11 +89,15 @@ def bin_codes(X_train, X, n_bins):
         return np.hstack(parts), total
     codes, offset = np.empty(X.shape, dtype=np.int64), 0
     for j in range(X.shape[1]):
-        levels = np.linspace(0.0, 1.0, n_bins + 1)[1:-1]
-        edges = np.unique(np.quantile(X_train[:, j], levels))
+        edges = _edges(X_train[:, j], n_bins)
         codes[:, j] = offset + np.searchsorted(edges, X[:, j], side="right")
         offset += len(edges) + 1
     return codes, offset
+
+
+def _edges(x_train, n_bins):
+    """Distinct inner ``n_bins``-quantile edges of a training column."""
+    return np.unique(np.quantile(x_train, np.linspace(0.0, 1.0, n_bins + 1)[1:-1]))
 
 
 def fit_loop(Z, codes, y, n_codes, n_outputs, seed, additive, *, n_trees=256, depth=4,
@@ -207,12 +211,11 @@ def pair_codes(X_train, X, n_bins, offset):
     """Global codes of a table per pair of columns ``i < j``: cell ``(bin_i, bin_j)`` of the
     ``n_bins``-quantile codes, after the ``offset`` rows of the one-column tables; and the
     number of rows in all."""
-    local = bin_codes(X_train, X, n_bins)[0]
-    sizes = np.diff(np.r_[0, np.cumsum([len(np.unique(np.quantile(
-        X_train[:, j], np.linspace(0, 1, n_bins + 1)[1:-1]))) + 1
-        for j in range(X.shape[1])])])
-    starts = np.r_[0, np.cumsum(sizes)[:-1]]
-    local = local - starts  # each column's bin, from 0
+    edges = [_edges(X_train[:, j], n_bins) for j in range(X.shape[1])]
+    sizes = [len(e) + 1 for e in edges]
+    # each column's bin, from 0
+    local = np.stack([np.searchsorted(e, X[:, j], side="right") for j, e in enumerate(edges)],
+                     axis=1)
     out = []
     for i in range(X.shape[1]):
         for j in range(i + 1, X.shape[1]):
