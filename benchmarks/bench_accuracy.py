@@ -40,7 +40,9 @@ Models (``CLASSIFIERS``; ``--models`` selects):
   labelled ``enc_ple``), ``lr_constant`` (lr_schedule="constant"), ``no_averaging``
   (averaging=None), ``all_features`` (max_features=None), ``depth2`` (depth=2),
   ``init_data`` (split_init="data": half of the splits start as sharp thresholds on the
-  data).
+  data);
+* variants of ``default`` changing one parameter, tried and not kept: ``label_smoothing``
+  (label_smoothing=0.1) and ``init_data_additive`` (split_init="data").
 
 A config whose construction raises ``TypeError`` (a parameter the installed estimator does
 not have yet) is reported as skipped, and the run goes on.
@@ -201,6 +203,9 @@ CLASSIFIERS = {
     "all_features": Config(_soft_classifier(**NO_ADDITIVE, max_features=None)),
     "depth2": Config(_soft_classifier(**NO_ADDITIVE, depth=2)),
     "init_data": Config(_soft_classifier(**NO_ADDITIVE, split_init="data")),
+    # variants of the three-resolution default, tried and not kept (docs/benchmarks.md)
+    "label_smoothing": Config(_soft_classifier(label_smoothing=0.1)),
+    "init_data_additive": Config(_soft_classifier(split_init="data")),
 }
 #: Models of the mixed-data table (they get the DataFrame with categories and missing values).
 MIXED = {
