@@ -155,6 +155,31 @@ def test_hand_written_backward_passes_gradcheck(name, depth):
         assert torch.autograd.gradcheck(fn, inputs, fast_mode=depth > 1), method
 
 
+@pytest.mark.parametrize("depth", [1, 2, 4])
+@pytest.mark.parametrize("name", ARCHS)
+def test_backward_sums_by_matmul_and_by_sweep_agree(name, depth, monkeypatch):
+    """The routing backward sums ``h`` per sigmoid in one of two ways, chosen
+    by the schedule (a matmul where sigmoids are shared among positions, as in
+    oblivious trees; a sweep elsewhere): both give the same gradients, so the
+    way not chosen for an architecture stays correct too."""
+    from sktree_lmc import _forward
+
+    arch, _, module, X = module_and_data(name, depth, n_trees=6, n_features=5, n_outputs=3,
+                                         n_samples=11)
+    steps = routing_plan(arch)
+    sigs = [sig for _, sig, _ in steps]
+    assert _forward._sums_by_matmul(steps) == (name == "oblivious" and len(sigs) > len(set(sigs)))
+    grads = {}
+    for by_matmul in (False, True):
+        monkeypatch.setattr(_forward, "_sums_by_matmul", lambda steps, v=by_matmul: v)
+        module.zero_grad(set_to_none=True)
+        (module(torch.as_tensor(X, dtype=torch.float32)) ** 2).sum().backward()
+        grads[by_matmul] = [p.grad.clone() for p in (module.split_weight, module.split_bias)]
+    for by_sweep, by_matmul in zip(grads[False], grads[True]):
+        assert_allclose(by_sweep.numpy(), by_matmul.numpy(), rtol=1e-5, atol=1e-6)
+        assert by_sweep.abs().max() > 0
+
+
 class _MethodCaller(torch.nn.Module):
     """Calls ``module.<method>`` so that ``functional_call`` can swap its parameters."""
 
