@@ -539,6 +539,16 @@ def _merged_knots(parts, n_bins):
     return np.unique(_mixture_quantiles(_sketches(parts), np.linspace(0.0, 1.0, n_bins + 1)))
 
 
+def _coarser_codes(coarse, fine, fine_codes):
+    """``np.searchsorted(coarse, x, side="right")`` from
+    ``fine_codes = np.searchsorted(fine, x, side="right")``, exactly, when
+    every edge of ``coarse`` is an edge of ``fine``: the coarse edges at or
+    below ``x`` are the coarse edges among the ``fine_codes`` fine edges at
+    or below it."""
+    lookup = np.concatenate([[0], np.searchsorted(coarse, fine, side="right")])
+    return lookup[fine_codes]
+
+
 def _additive_edges(parts, additive_bins):
     """Inner quantile edges of the additive term's bins of a numeric column from
     its parts' summaries: of the pooled values when every part sent them (what
@@ -1172,6 +1182,7 @@ class TabularEncoder:
         stop = n if stop is None else min(stop, n)
         out = np.empty((stop - start, len(self.additive_sources_)), dtype=np.float32)
         numeric = {}  # each numeric column checked once, whatever its resolutions
+        finest, fine_codes = self._finest_additive_columns(), {}
         for c, j in enumerate(self.additive_sources_):
             first, end = self.additive_offsets_[c], self.additive_offsets_[c + 1]
             values = columns[j][start:stop]
@@ -1187,10 +1198,39 @@ class TabularEncoder:
                     x = _numeric(np.asarray(values), self._name(j))
                     numeric[j] = x, np.isnan(x)
                 x, missing = numeric[j]
-                idx = np.searchsorted(self.additive_edges_[c], x, side="right")
+                fine = finest.get(j)
+                if fine is None:
+                    idx = np.searchsorted(self.additive_edges_[c], x, side="right")
+                else:  # one binary search per column, at its finest resolution
+                    if j not in fine_codes:
+                        fine_codes[j] = np.searchsorted(self.additive_edges_[fine], x,
+                                                        side="right")
+                    idx = (fine_codes[j].copy() if c == fine else _coarser_codes(
+                        self.additive_edges_[c], self.additive_edges_[fine], fine_codes[j]))
                 idx[missing] = end - first - 1
             out[:, c] = first + idx
         return out
+
+    def _finest_additive_columns(self):
+        """``{column: code column}``: for every numeric column with several
+        resolutions whose coarser edges are all among its finest edges (so
+        that a coarser bin is a union of finest bins), the code column of its
+        finest bins: :meth:`additive_codes` finds those bins with one binary
+        search, and the coarser codes follow from them by a lookup
+        (:func:`_coarser_codes`) instead of a binary search each."""
+        by_column = {}
+        for c, j in enumerate(self.additive_sources_):
+            if self.additive_edges_[c] is not None:
+                by_column.setdefault(int(j), []).append(c)
+        finest = {}
+        for j, cols in by_column.items():
+            if len(cols) < 2:
+                continue
+            fine = max(cols, key=lambda c: len(self.additive_edges_[c]))
+            edges = self.additive_edges_[fine]
+            if all(np.isin(self.additive_edges_[c], edges).all() for c in cols):
+                finest[j] = fine
+        return finest
 
     def transform(self, columns):
         """Encode all rows of the column arrays.

@@ -194,6 +194,44 @@ def test_resolutions_give_code_columns_rows_and_steps():
         TabularEncoder(additive_bins=(4, 4)).fit(columns, cat)
 
 
+@settings(max_examples=60, deadline=None)
+@given(seed=st.integers(0, 2**31 - 1), n=st.integers(5, 300),
+       levels=st.lists(st.integers(2, 300), min_size=2, max_size=4, unique=True),
+       ties=st.booleans(), perturb=st.booleans())
+def test_coarser_codes_from_the_finest_bins_equal_their_own_search(seed, n, levels, ties,
+                                                                   perturb):
+    """``additive_codes`` finds each numeric column's finest bins with one binary search and
+    the coarser bins by a lookup when the coarser edges are among the finest ones, and falls
+    back to a search per resolution when they are not (``perturb``): either way every code
+    equals ``np.searchsorted(edges, x, side="right")``, on and next to every edge, outside
+    the data and for missing values."""
+    rng = np.random.RandomState(seed)
+    x = rng.normal(size=n)
+    if ties:
+        x = np.round(x * 2) / 2
+    x[rng.rand(n) < 0.1] = np.nan
+    columns = [x, rng.uniform(size=n)]
+    enc = TabularEncoder("none", additive_bins=tuple(levels)).fit(columns, np.array([False] * 2))
+    if perturb:  # a coarse edge that is no fine edge: that column takes the search per resolution
+        c = int(np.argmin([len(e) for e in enc.additive_edges_]))
+        enc.additive_edges_[c] = np.sort(enc.additive_edges_[c] + 1e-3)
+    edges = np.concatenate(enc.additive_edges_)
+    q = np.concatenate([edges, np.nextafter(edges, -np.inf), np.nextafter(edges, np.inf),
+                        [-1e30, 1e30, np.nan], rng.normal(size=50) * 3])
+    queries = [q, q[::-1].copy()]
+    codes = enc.additive_codes(queries)
+    for c, j in enumerate(enc.additive_sources_):
+        first, end = enc.additive_offsets_[c], enc.additive_offsets_[c + 1]
+        expected = np.searchsorted(enc.additive_edges_[c], queries[j], side="right")
+        expected[np.isnan(queries[j])] = end - first - 1
+        np.testing.assert_array_equal(codes[:, c], first + expected)
+    finest = enc._finest_additive_columns()
+    subset = [all(np.isin(enc.additive_edges_[c], max(
+        (enc.additive_edges_[d] for d in np.flatnonzero(enc.additive_sources_ == j)), key=len))
+        .all() for c in np.flatnonzero(enc.additive_sources_ == j)) for j in (0, 1)]
+    assert sorted(finest) == [j for j in (0, 1) if subset[j]]
+
+
 def test_each_resolution_moves_by_its_step():
     """One Adam step (one minibatch, no averaging): every table value that moves moves by
     the table's rate times its resolution's factor, 1, 1/2 or 1/4 for (4, 16, 64) bins."""
