@@ -351,17 +351,18 @@ def _routing_buffers(steps, n_nodes, n_leaves, shape, dtype, device):
 
 
 @functools.lru_cache(maxsize=64)
-def _sigmoid_incidence(steps, n_sigs, n_leaves):
-    """``R`` of shape ``(n_sigs, n_leaves)``, float32: ``R[k, l] = 1`` when the
-    path of free leaf ``l`` goes through the two-sided sigmoid ``s[k]`` (the
-    schedule ``steps`` of :func:`routing_plan` as a matrix)."""
+def _sigmoid_incidence(steps, n_sigs, n_leaves, dtype, device):
+    """``R`` of shape ``(n_sigs, n_leaves)``: ``R[k, l] = 1`` when the path of
+    free leaf ``l`` goes through the two-sided sigmoid ``s[k]`` (the schedule
+    ``steps`` of :func:`routing_plan` as a matrix), made once per dtype and
+    device (no host-to-device copy per backward pass on a GPU)."""
     incidence = np.zeros((n_sigs, n_leaves), dtype=np.float32)
     path = [()] * len(steps)
     for i, (parent, sig, leaf) in enumerate(steps):  # parents come first
         path[i] = (path[parent] if parent >= 0 else ()) + (sig,)
         if leaf >= 0:
             incidence[list(path[i]), leaf] = 1.0
-    return incidence
+    return torch.as_tensor(incidence, dtype=dtype, device=device)
 
 
 def _accumulate(sums, owned, key, value):
@@ -396,14 +397,6 @@ def _sweep_sums(h, steps, n_sigs):
 
 
 @functools.lru_cache(maxsize=64)
-def _incidence_tensor(steps, n_sigs, n_leaves, dtype, device):
-    """:func:`_sigmoid_incidence` as a tensor, made once per dtype and device
-    (no host-to-device copy per backward pass on a GPU)."""
-    return torch.as_tensor(_sigmoid_incidence(steps, n_sigs, n_leaves), dtype=dtype,
-                           device=device)
-
-
-@functools.lru_cache(maxsize=64)
 def _sums_by_matmul(steps):
     """Whether :func:`_route_backward` sums ``h`` per sigmoid with one matmul
     (True) or with the sweep (False): the matmul when some sigmoid is reached
@@ -414,10 +407,11 @@ def _sums_by_matmul(steps):
     of the sums under each position, and one matmul that reads the ``L`` rows
     of ``h`` once is cheaper. Elsewhere (non-oblivious trees, decision
     lists) every sigmoid belongs to one position, the sweep has no sums per
-    sigmoid to do, and it is as fast or faster than the matmul's ``2N``-row
-    output. Measured (one thread, 512 rows, 256 trees at depths 2 and 4, 64
-    at depth 6; time of the sweep / time of the matmul): oblivious 1.30, 2.51,
-    2.88; non-oblivious 0.93, 0.88, 0.66; decision lists 0.85, 0.96, 1.13;
+    sigmoid to do, and it is faster than the matmul's ``2N``-row output or
+    within 13 % of it (at depth 6, where both take about 0.3 ms). Measured
+    (one thread, 512 rows, 256 trees at depths 2 and 4, 64 at depth 6; time
+    of the sweep / time of the matmul): oblivious 1.30, 2.51, 2.88;
+    non-oblivious 0.93, 0.88, 0.66; decision lists 0.85, 0.96, 1.13;
     modified decision lists 0.54, 0.80, 1.02.
     """
     sigs = [sig for _, sig, _ in steps]
@@ -439,7 +433,7 @@ def _route_backward(s, h, steps):
     n_leaves = h.shape[0]
     # d mu_l / d z_n = mu_l * sigmoid(-z_n) through s[n], -mu_l * sigmoid(z_n) through s[n + N]
     if _sums_by_matmul(steps):
-        incidence = _incidence_tensor(steps, 2 * n_nodes, n_leaves, h.dtype, h.device)
+        incidence = _sigmoid_incidence(steps, 2 * n_nodes, n_leaves, h.dtype, h.device)
         per_sig = (incidence @ h.reshape(n_leaves, -1)).view((2 * n_nodes,) + h.shape[1:])
         grad_z = per_sig[:n_nodes].mul_(s[n_nodes:])
         return grad_z.addcmul_(s[:n_nodes], per_sig[n_nodes:], value=-1)
