@@ -33,6 +33,7 @@ from ._encoding import (
     check_categorical_features,
     to_columns,
 )
+from ._boosting import boosted_start
 from ._forward import SoftTreeEnsembleModule, predict_chunked, split_init_bound
 from ._params import TreeParams, check_same_additive
 from ._threads import limit_threads
@@ -127,7 +128,8 @@ class _BaseSoftTreeEnsemble(BaseEstimator):
         "depth": [_NumberInterval(Integral, 1, None, closed="left")],
         "leaf_init": [StrOptions({"tree", "ensemble"})],
         "split_init": [
-            StrOptions({"fan_in", "data"}), _NumberInterval(Real, 0, _MAX_SCALE, closed="right")
+            StrOptions({"fan_in", "data", "boosting"}),
+            _NumberInterval(Real, 0, _MAX_SCALE, closed="right"),
         ],
         "learning_rate": [_NumberInterval(Real, 0, _MAX_SCALE, closed="right")],
         "batch_size": [_NumberInterval(Integral, 1, None, closed="left")],
@@ -312,6 +314,12 @@ class _BaseSoftTreeEnsemble(BaseEstimator):
             directions, groups = split_directions(self.encoder_)
             init_splits_from_data(module, X[:, : self.encoder_.n_features_out_], train_idx,
                                   directions, groups, generator, hooks.mask)
+        boosted = self.split_init == "boosting" and not warm
+        if boosted:
+            F_enc = self.encoder_.n_features_out_
+            boosted_start(module, arch, X[train_idx, :F_enc], target[train_idx],
+                          np.asarray(sample_weight, dtype=np.float64)[train_idx],
+                          kind=self._boosting_loss, mask=hooks.mask, generator=generator)
         data = _FitTensors.from_arrays(X, target, sample_weight, device)
         stopper = _EarlyStopping(self.tol, self.n_iter_no_change) if self.early_stopping else None
 
@@ -325,6 +333,10 @@ class _BaseSoftTreeEnsemble(BaseEstimator):
         if stopper is not None and self.validation_loss_curve_ is None:
             self.validation_loss_curve_, self.validation_score_ = [], []
         score = self._validation_scorer(X_raw, y, val_idx) if stopper is not None else None
+        if boosted and stopper is not None:
+            # the boosted trees are a model already: training must beat them
+            stopper.update(_evaluate_loss(module, self._loss, data, val_idx) if score is None
+                           else -score(module, arch), module, 0)
         first_epoch = self.n_epochs_
         log = ProgressLog(type(self).__name__, self.max_epochs, self.verbose)
         for epoch in range(self.max_epochs):
@@ -354,7 +366,8 @@ class _BaseSoftTreeEnsemble(BaseEstimator):
         self.best_epoch_ = self.n_iter_
         if stopper is not None:
             stopper.restore_best(model)
-            self.best_epoch_ = stopper.best_epoch or self.n_iter_
+            self.best_epoch_ = (self.n_iter_ if stopper.best_epoch is None
+                                else stopper.best_epoch)
         log.close(self._fit_summary(stopper))
         self.architecture_, self.device_, self.n_outputs_ = arch, str(device), n_outputs
         self.tree_params_ = model.to_params()
@@ -366,6 +379,8 @@ class _BaseSoftTreeEnsemble(BaseEstimator):
         if stopper is None:
             return f"{self.n_iter_} epochs, training loss {self.loss_curve_[-1]:.5f}"
         stopped = "stopped early" if self.n_iter_ < self.max_epochs else "ran all epochs"
+        if self.best_epoch_ == 0:
+            return f"{stopped} after {self.n_iter_} epochs; kept the boosted start"
         best = self.validation_score_[-self.n_iter_ + self.best_epoch_ - 1]
         what = "validation loss" if self.scoring == "loss" else "validation score"
         value = -best if self.scoring == "loss" else best
@@ -585,7 +600,7 @@ class _BaseSoftTreeEnsemble(BaseEstimator):
     def _uniform_split_init(self):
         """The bound of the uniform start of the splits (``"data"`` starts
         from the ``"fan_in"`` one, see :func:`init_splits_from_data`)."""
-        return "fan_in" if self.split_init == "data" else self.split_init
+        return "fan_in" if self.split_init in ("data", "boosting") else self.split_init
 
     def _ramp_init(self, module, ramps, generator):
         """Start every piecewise-linear column's split weights on a linear ramp
@@ -1105,6 +1120,9 @@ class SoftTreeEnsembleClassifier(ClassifierMixin, _BaseSoftTreeEnsemble):
     True
     """
 
+    #: The loss of ``split_init="boosting"`` (see :mod:`._boosting`).
+    _boosting_loss = "softmax"
+
     _parameter_constraints: dict = {
         **_BaseSoftTreeEnsemble._parameter_constraints,
         "class_weight": [dict, StrOptions({"balanced"}), None],
@@ -1473,6 +1491,9 @@ class SoftTreeEnsembleRegressor(RegressorMixin, _BaseSoftTreeEnsemble):
     >>> reg.predict(X[:2]).shape
     (2,)
     """
+
+    #: The loss of ``split_init="boosting"`` (see :mod:`._boosting`).
+    _boosting_loss = "squared"
 
     #: Private fitted state (besides the public ``*_`` attributes), copied
     #: into estimators built from parameters (see ``_bridge.with_params``).

@@ -1,0 +1,157 @@
+"""``split_init="boosting"``: the trees start as gradient-boosted oblivious trees."""
+
+import numpy as np
+import pytest
+import torch
+from numpy.testing import assert_allclose, assert_array_equal
+from sklearn.datasets import make_classification
+
+from sktree_lmc import (
+    SoftTreeEnsembleClassifier,
+    SoftTreeEnsembleModule,
+    SoftTreeEnsembleRegressor,
+    get_architecture,
+)
+from sktree_lmc._boosting import boosted_start, grow_oblivious_trees
+
+
+def _hard_output(X, base, features, thresholds, leaves):
+    """The boosted trees as a gradient-boosting library computes them."""
+    M, D = features.shape
+    leaf = np.zeros((len(X), M), dtype=np.int64)
+    for d in range(D):
+        f = np.maximum(features[:, d], 0)
+        right = (X[:, f] > thresholds[None, :, d]) & (features[None, :, d] >= 0)
+        leaf = leaf * 2 + right
+    return base + leaves[np.arange(M)[None, :], leaf].sum(axis=1)
+
+
+def _reference_trees(X, target, weight, kind, n_trees, depth, n_outputs, l2=1.0, lr=0.1):
+    """The greedy search written plainly: every level, feature and threshold."""
+    from sktree_lmc._boosting import _base_score, _gradients, _thresholds
+
+    base = _base_score(kind, target, weight, n_outputs)
+    raw = np.tile(base, (len(X), 1))
+    edges = [_thresholds(X[:, f], 255) for f in range(X.shape[1])]
+    out_f, out_t = np.full((n_trees, depth), -1), np.zeros((n_trees, depth))
+    out_l = np.zeros((n_trees, 1 << depth, n_outputs))
+    for m in range(n_trees):
+        g, h = _gradients(kind, raw, target, weight)
+        node = np.zeros(len(X), dtype=np.int64)
+        for d in range(depth):
+            best = (-np.inf, None, None)
+            for f in range(X.shape[1]):
+                for t in edges[f]:
+                    gain = 0.0
+                    for v in range(1 << d):
+                        for side in (X[:, f] <= t, X[:, f] > t):
+                            rows = (node == v) & side
+                            gain += (g[rows].sum(0) ** 2 / (h[rows].sum(0) + l2)).sum()
+                    if gain > best[0] + 1e-9:
+                        best = (gain, f, t)
+            _, f, t = best
+            out_f[m, d], out_t[m, d] = f, t
+            node = node * 2 + (X[:, f] > t)
+        for v in range(1 << depth):
+            rows = node == v
+            out_l[m, v] = -lr * g[rows].sum(0) / (h[rows].sum(0) + l2)
+        raw += out_l[m][node]
+    return base, out_f, out_t, out_l
+
+
+@pytest.mark.parametrize("kind", ["softmax", "squared"])
+@pytest.mark.parametrize("seed", [0, 1])
+def test_histogram_search_equals_the_plain_greedy_search(kind, seed):
+    rng = np.random.default_rng(seed)
+    X = rng.integers(0, 6, size=(80, 3)).astype(float) + rng.normal(size=(80, 3)) * 0.01
+    weight = rng.uniform(0.5, 2.0, size=80)
+    if kind == "softmax":
+        target, C = rng.integers(0, 3, size=80), 3
+    else:
+        target, C = rng.normal(size=(80, 2)), 2
+    got = grow_oblivious_trees(X, target, weight, kind=kind, n_trees=3, depth=2, n_outputs=C)
+    want = _reference_trees(X, target, weight, kind, 3, 2, C)
+    assert_allclose(got[0], want[0])
+    assert_array_equal(got[1], want[1])
+    assert_allclose(got[2], want[2])
+    assert_allclose(got[3], want[3], atol=1e-10)
+
+
+@pytest.mark.parametrize("arch_name", ["oblivious", "non_oblivious"])
+@pytest.mark.parametrize("kind", ["softmax", "squared"])
+def test_the_soft_start_computes_the_boosted_trees(arch_name, kind):
+    rng = np.random.default_rng(0)
+    # integer-valued columns: every row is at least half a unit from any threshold
+    X = rng.integers(0, 8, size=(400, 5)).astype(np.float64)
+    C = 3
+    if kind == "softmax":
+        target = (X[:, 0] + 2 * (X[:, 1] > 3) + rng.integers(0, 2, 400)).astype(int) % 3
+    else:
+        target = np.column_stack([X[:, 0] * X[:, 1], X[:, 2] > 4, X[:, 3]])
+    arch = get_architecture(arch_name, 3)
+    module = SoftTreeEnsembleModule(arch, 16, 5, C, generator=torch.Generator().manual_seed(0))
+    trees = boosted_start(module, arch, X, target, np.ones(400), kind=kind)
+    with torch.no_grad():
+        soft = module(torch.as_tensor(X, dtype=torch.float32)).double().numpy()
+    assert_allclose(soft, _hard_output(X, *trees), atol=2e-4)
+    assert (trees[1] >= 0).all()  # every level found a split here
+
+
+def test_weights_count_like_repeated_rows():
+    rng = np.random.default_rng(0)
+    X = rng.integers(0, 5, size=(60, 3)).astype(float)
+    y = rng.integers(0, 2, size=60)
+    w = rng.integers(1, 4, size=60)
+    kw = dict(kind="softmax", n_trees=4, depth=2, n_outputs=2)
+    weighted = grow_oblivious_trees(X, y, w.astype(float), **kw)
+    repeated = grow_oblivious_trees(np.repeat(X, w, axis=0), np.repeat(y, w), np.ones(w.sum()),
+                                    **kw)
+    for a, b in zip(weighted, repeated):
+        assert_allclose(a, b, atol=1e-12)
+
+
+def test_boosted_fit_keeps_the_start_when_training_cannot_improve_it():
+    X, y = make_classification(n_samples=300, n_features=6, random_state=0)
+    kw = dict(split_init="boosting", n_estimators=16, depth=3, random_state=0, device="cpu",
+              max_features=None, additive_bins=None, numeric_encoding="standard")
+    # steps of 1e-12 cannot improve the validation loss by tol: the start is kept
+    still = SoftTreeEnsembleClassifier(learning_rate=1e-12, n_iter_no_change=2, **kw).fit(X, y)
+    assert still.best_epoch_ == 0 and still.n_iter_ == 2
+    # it is the boosted trees: on the training rows (standardized, as the trees see them)
+    # the soft model predicts what the hard trees predict
+    trained = SoftTreeEnsembleClassifier(**kw).fit(X, y)
+    assert trained.best_epoch_ >= 0
+    assert still.score(X, y) > 0.85
+    a = SoftTreeEnsembleClassifier(**kw).fit(X, y)
+    assert_array_equal(a.tree_params_.split_weight, trained.tree_params_.split_weight)
+
+
+def test_boosted_start_respects_the_feature_subsets():
+    X, y = make_classification(n_samples=300, n_features=8, random_state=0)
+    est = SoftTreeEnsembleClassifier(split_init="boosting", n_estimators=12, depth=2,
+                                     max_features=3, learning_rate=1e-12, max_epochs=1,
+                                     early_stopping=False, random_state=0, device="cpu",
+                                     numeric_encoding="standard", additive_bins=None).fit(X, y)
+    w = est.tree_params_.split_weight  # (M, N, F)
+    used = (w != 0).any(axis=1)
+    assert (used.sum(axis=1) == 3).all()  # the masks are kept
+    split = np.abs(w).argmax(axis=2)  # the boosted column of every split
+    assert np.take_along_axis(used, split, axis=1).all()
+    assert np.abs(w).max() > 100  # sharp (slope 200 per standard deviation)
+
+
+def test_boosted_start_on_a_regressor():
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(400, 4))
+    y = np.where(X[:, 0] > 0.3, 5.0, -2.0) + X[:, 1]
+    est = SoftTreeEnsembleRegressor(split_init="boosting", n_estimators=32, depth=3,
+                                    random_state=0, device="cpu", max_epochs=5).fit(X, y)
+    assert est.score(X, y) > 0.9
+
+
+@pytest.mark.parametrize("arch", ["decision_list", "decision_list_modified"])
+def test_boosted_start_names_the_architectures_it_supports(arch):
+    X, y = make_classification(n_samples=60, n_features=4, random_state=0)
+    est = SoftTreeEnsembleClassifier(arch=arch, split_init="boosting", max_epochs=1)
+    with pytest.raises(ValueError, match=f"arch='{arch}'"):
+        est.fit(X, y)
