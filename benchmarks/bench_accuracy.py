@@ -42,7 +42,10 @@ Models (``CLASSIFIERS``; ``--models`` selects):
   ``init_data`` (split_init="data": half of the splits start as sharp thresholds on the
   data);
 * variants of ``default`` changing one parameter, tried and not kept: ``label_smoothing``
-  (label_smoothing=0.1) and ``init_data_additive`` (split_init="data").
+  (label_smoothing=0.1) and ``init_data_additive`` (split_init="data");
+* the gradient-boosted start, an option and not the default (its models merge badly;
+  ``docs/benchmarks.md``): ``boosting`` (split_init="boosting", max_features=None) and
+  ``boosting_depth6`` (the same at depth=6).
 
 A config whose construction raises ``TypeError`` (a parameter the installed estimator does
 not have yet) is reported as skipped, and the run goes on.
@@ -206,6 +209,10 @@ CLASSIFIERS = {
     # variants of the three-resolution default, tried and not kept (docs/benchmarks.md)
     "label_smoothing": Config(_soft_classifier(label_smoothing=0.1)),
     "init_data_additive": Config(_soft_classifier(split_init="data")),
+    # the gradient-boosted start (an option, not the default: its models merge badly)
+    "boosting": Config(_soft_classifier(split_init="boosting", max_features=None)),
+    "boosting_depth6": Config(_soft_classifier(split_init="boosting", max_features=None,
+                                               depth=6)),
 }
 #: Models of the mixed-data table (they get the DataFrame with categories and missing values).
 MIXED = {
