@@ -36,8 +36,6 @@ BOOSTING_LEARNING_RATE = 0.1
 #: L2 penalty on the leaf values in the gain and the Newton steps (XGBoost's
 #: default ``lambda``).
 BOOSTING_L2 = 1.0
-#: Share of the rows each tree is grown on (1: all).
-BOOSTING_SUBSAMPLE = 1.0
 #: Thresholds per encoded feature (``HistGradientBoosting``'s ``max_bins``).
 BOOSTING_MAX_BINS = 255
 #: Rows the thresholds are computed from (``HistGradientBoosting`` bins on a
@@ -98,7 +96,7 @@ def _base_score(kind, target, weight, n_outputs):
 
 def grow_oblivious_trees(X, target, weight, *, kind, n_trees, depth, n_outputs,
                          mask=None, learning_rate=BOOSTING_LEARNING_RATE, l2=BOOSTING_L2,
-                         max_bins=BOOSTING_MAX_BINS, subsample=1.0, generator=None):
+                         max_bins=BOOSTING_MAX_BINS, generator=None):
     """Grow ``n_trees`` oblivious trees of ``depth`` levels by gradient boosting.
 
     Parameters
@@ -156,10 +154,7 @@ def grow_oblivious_trees(X, target, weight, *, kind, n_trees, depth, n_outputs,
     leaves = np.zeros((n_trees, 1 << depth, n_outputs))
     block = max(1, _BLOCK_ENTRIES // max(n, 1))
     for m in range(n_trees):
-        w = weight
-        if subsample < 1.0:  # stochastic gradient boosting: a random share of rows per tree
-            w = weight * (torch.rand(n, generator=generator).numpy() < subsample)
-        g, h = _gradients(kind, raw, target, w)
+        g, h = _gradients(kind, raw, target, weight)
         node = np.zeros(n, dtype=np.int64)
         for d in range(depth):
             n_nodes = 1 << d
@@ -235,7 +230,7 @@ def boosted_start(module, arch, X, target, weight, *, kind, mask=None, generator
     base, feats, thr, leaves = grow_oblivious_trees(
         X, target, weight, kind=kind, n_trees=M, depth=arch.depth, n_outputs=C,
         mask=allowed, learning_rate=BOOSTING_LEARNING_RATE, l2=BOOSTING_L2,
-        subsample=BOOSTING_SUBSAMPLE, generator=generator)
+        generator=generator)
     slope = BOOSTING_SLOPE if slope is None else slope
     std = X.std(axis=0)
     std = np.where(std > 0, std, 1.0)

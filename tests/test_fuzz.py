@@ -205,7 +205,7 @@ HYPERPARAMETERS = {
     "n_estimators": ([1, 3, np.int32(2)], [0, -2, True, 2.0, "2", None]),
     "depth": ([1, 3], [0, True, 1.5, "2", None]),
     "leaf_init": (["tree", "ensemble"], ["zeros", None]),
-    "split_init": (["fan_in", "data", 0.45, 100.0, 1e30],
+    "split_init": (["fan_in", "data", "boosting", 0.45, 100.0, 1e30],
                    [1e39, 0.0, -1.0, np.nan, np.inf, True, "x", "DATA"]),
     "learning_rate": ([1e-3, 0.5, 1e6, 1e30], [1e38, 0.0, -1.0, np.nan, np.inf, True, "0.1"]),
     "batch_size": ([1, 5, 10**6], [0, -1, True, 2.0, None]),
