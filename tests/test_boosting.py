@@ -155,3 +155,33 @@ def test_boosted_start_names_the_architectures_it_supports(arch):
     est = SoftTreeEnsembleClassifier(arch=arch, split_init="boosting", max_epochs=1)
     with pytest.raises(ValueError, match=f"arch='{arch}'"):
         est.fit(X, y)
+
+
+def test_boosted_start_on_a_dataframe_with_categories_and_missing_values():
+    pd = pytest.importorskip("pandas")
+    rng = np.random.default_rng(0)
+    n = 400
+    city = rng.choice(["paris", "rome", "oslo"], size=n)
+    x = rng.normal(size=n)
+    x[rng.random(n) < 0.1] = np.nan
+    y = np.where((city == "rome") | (np.nan_to_num(x) > 0.5), "yes", "no")
+    X = pd.DataFrame({"city": pd.Categorical(city), "x": x, "z": rng.normal(size=n)})
+    est = SoftTreeEnsembleClassifier(split_init="boosting", n_estimators=16, depth=3,
+                                     max_epochs=3, random_state=0, device="cpu").fit(X, y)
+    assert est.score(X, y) > 0.95
+    assert set(est.predict(X.iloc[:5])) <= {"yes", "no"}
+
+
+def test_boosted_start_uses_class_weight_and_multi_output_targets():
+    X, y = make_classification(n_samples=400, n_features=5, weights=[0.9, 0.1], random_state=0)
+    kw = dict(split_init="boosting", n_estimators=16, depth=2, learning_rate=1e-12,
+              max_epochs=1, early_stopping=False, random_state=0, device="cpu",
+              max_features=None, additive_bins=None)
+    plain = SoftTreeEnsembleClassifier(**kw).fit(X, y)
+    balanced = SoftTreeEnsembleClassifier(class_weight="balanced", **kw).fit(X, y)
+    # the weights enter the gradients: the rare class gets a larger share of the predictions
+    assert (balanced.predict(X) == 1).sum() > (plain.predict(X) == 1).sum()
+    Y = np.column_stack([X[:, 0] > 0, 3 * X[:, 1]]).astype(float)
+    reg = SoftTreeEnsembleRegressor(**{**kw, "max_epochs": 1}).fit(X, Y)
+    assert reg.predict(X).shape == (400, 2)
+    assert reg.score(X, Y) > 0.5
