@@ -45,7 +45,10 @@ Models (``CLASSIFIERS``; ``--models`` selects):
   (label_smoothing=0.1) and ``init_data_additive`` (split_init="data");
 * the gradient-boosted start, an option and not the default (its models merge badly;
   ``docs/benchmarks.md``): ``boosting`` (split_init="boosting", max_features=None) and
-  ``boosting_depth6`` (the same at depth=6).
+  ``boosting_depth6`` (the same at depth=6);
+* ``teacher``: the default trained on its labels mixed with the predictions of
+  gradient-boosted trees (``teacher_weight=0.75``), also in the mixed-data and regression
+  tables.
 
 A config whose construction raises ``TypeError`` (a parameter the installed estimator does
 not have yet) is reported as skipped, and the run goes on.
@@ -59,7 +62,7 @@ exactly ``round(0.1 * rows * columns)`` cells drawn without replacement with
 ``numpy.random.default_rng(0)``) are set missing. A pandas DataFrame goes to the models
 unchanged: ``hgb_cat`` = ``HistGradientBoostingClassifier(categorical_features="from_dtype",
 random_state=s)``, ``default`` (the soft tree ensemble, no preprocessing), ``additive64``,
-``no_additive``, ``enc_ple`` and ``init_data`` (as above).
+``no_additive``, ``enc_ple``, ``init_data`` and ``teacher`` (as above).
 
 **Regression** (``--regression``; ``regression.csv``), R^2 on the test rows, seeds 0, 1, 2
 (random, unstratified splits, 10,000/10,000 rows or halves):
@@ -72,7 +75,8 @@ random_state=s)``, ``default`` (the soft tree ensemble, no preprocessing), ``add
 (the classification column ``target`` is dropped). Models: ``hgb`` =
 ``HistGradientBoostingRegressor(random_state=s)``, ``default`` =
 ``SoftTreeEnsembleRegressor(random_state=s, device="cpu")`` on raw features, ``paper`` = the
-regressor with the ``paper`` settings above on the paper preprocessing.
+regressor with the ``paper`` settings above on the paper preprocessing, ``teacher`` = the
+default regressor with ``teacher_weight=0.75``.
 
 Per row: test and train score (accuracy in %, or R^2), fit CPU seconds (``time.process_time``
 around ``fit``, torch at 1 thread, BLAS/OpenMP limited to 1 thread with
@@ -213,6 +217,8 @@ CLASSIFIERS = {
     "boosting": Config(_soft_classifier(split_init="boosting", max_features=None)),
     "boosting_depth6": Config(_soft_classifier(split_init="boosting", max_features=None,
                                                depth=6)),
+    # the default trained on labels mixed with a gradient-boosted teacher's predictions
+    "teacher": Config(_soft_classifier(teacher_weight=0.75), requires=("teacher_weight",)),
 }
 #: Models of the mixed-data table (they get the DataFrame with categories and missing values).
 MIXED = {
@@ -222,6 +228,7 @@ MIXED = {
     "enc_ple": Config(_soft_classifier(**NO_ADDITIVE, numeric_encoding="piecewise_linear")),
     "init_data": Config(_soft_classifier(**NO_ADDITIVE, split_init="data")),
     "additive64": Config(_soft_classifier(additive_bins=64)),
+    "teacher": Config(_soft_classifier(teacher_weight=0.75), requires=("teacher_weight",)),
 }
 #: Models of the regression table.
 REGRESSORS = {
@@ -232,6 +239,7 @@ REGRESSORS = {
     "init_data": Config(_soft_regressor(**NO_ADDITIVE, split_init="data")),
     "additive64": Config(_soft_regressor(additive_bins=64)),
     "paper": Config(_soft_regressor(**PAPER_PARAMS), paper=True),
+    "teacher": Config(_soft_regressor(teacher_weight=0.75), requires=("teacher_weight",)),
 }
 #: Regression datasets: ``diabetes`` (scikit-learn) and ``<Tabular-Benchmark name>/<column>``.
 REGRESSION_DATASETS = ("diabetes", "california/MedInc", "electricity/nswdemand",

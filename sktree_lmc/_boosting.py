@@ -28,7 +28,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-__all__ = ["boosted_start", "grow_oblivious_trees", "BOOSTING_ARCHITECTURES"]
+__all__ = ["boosted_start", "grow_oblivious_trees", "oblivious_output", "BOOSTING_ARCHITECTURES"]
 
 #: Shrinkage of every tree's Newton step: the default of scikit-learn's
 #: ``HistGradientBoosting`` and of XGBoost's ``eta`` is 0.1 and 0.3.
@@ -189,6 +189,24 @@ def grow_oblivious_trees(X, target, weight, *, kind, n_trees, depth, n_outputs,
             leaves[m, :, c] = -learning_rate * G / (H + l2)
         raw += leaves[m][node]
     return base, features, thresholds, leaves
+
+
+def oblivious_output(X, base, features, thresholds, leaves):
+    """Output of the trees of :func:`grow_oblivious_trees` on rows ``X``
+    (hard thresholds; one vectorized pass per depth level).
+
+    Returns
+    -------
+    raw : ndarray of shape (n_samples, n_outputs)
+    """
+    X = np.asarray(X, dtype=np.float64)
+    M, D = features.shape
+    leaf = np.zeros((len(X), M), dtype=np.int64)
+    for d in range(D):
+        f = features[:, d]
+        right = (X[:, np.maximum(f, 0)] > thresholds[None, :, d]) & (f[None, :] >= 0)
+        leaf = leaf * 2 + right
+    return base + leaves[np.arange(M)[None, :], leaf].sum(axis=1)
 
 
 def boosted_start(module, arch, X, target, weight, *, kind, mask=None, generator=None,

@@ -26,7 +26,7 @@ from sklearn.utils.validation import (
 )
 
 from ._architectures import ARCHITECTURES, TreeArchitecture, get_architecture
-from ._boosting import boosted_start
+from ._boosting import boosted_start, grow_oblivious_trees, oblivious_output
 from ._device import DEVICE_CONSTRAINT, prediction_device, resolve_device
 from ._encoding import (
     NUMERIC_ENCODINGS,
@@ -164,6 +164,7 @@ class _BaseSoftTreeEnsemble(BaseEstimator):
         ],
         "additive_bins": [_NumberInterval(Integral, 2, 2**16, closed="both"), tuple, list,
                           None],
+        "teacher_weight": [_NumberInterval(Real, 0, 1, closed="left")],
     }
 
     #: Values that reproduce the behaviour of versions before a hyperparameter
@@ -178,6 +179,7 @@ class _BaseSoftTreeEnsemble(BaseEstimator):
         "max_features": None,
         "label_smoothing": 0.0,
         "additive_bins": None,
+        "teacher_weight": 0.0,
     }
 
     def __init__(
@@ -210,6 +212,7 @@ class _BaseSoftTreeEnsemble(BaseEstimator):
         max_features=0.5,
         scoring="loss",
         additive_bins=(16, 64, 256),
+        teacher_weight=0.0,
     ):
         self.arch = arch
         self.n_estimators = n_estimators
@@ -239,6 +242,7 @@ class _BaseSoftTreeEnsemble(BaseEstimator):
         self.max_features = max_features
         self.scoring = scoring
         self.additive_bins = additive_bins
+        self.teacher_weight = teacher_weight
 
     # -- hooks for subclasses ---------------------------------------------------
     def _encode_targets(self, y, sample_weight, warm=False):  # pragma: no cover - abstract
@@ -320,6 +324,9 @@ class _BaseSoftTreeEnsemble(BaseEstimator):
             boosted_start(module, arch, X[train_idx, :F_enc], target[train_idx],
                           np.asarray(sample_weight, dtype=np.float64)[train_idx],
                           kind=self._boosting_loss, mask=hooks.mask, generator=generator)
+        if self.teacher_weight > 0:
+            target = self._distilled_targets(X, target, sample_weight, train_idx, n_outputs,
+                                             generator)
         data = _FitTensors.from_arrays(X, target, sample_weight, device)
         stopper = _EarlyStopping(self.tol, self.n_iter_no_change) if self.early_stopping else None
 
@@ -374,6 +381,24 @@ class _BaseSoftTreeEnsemble(BaseEstimator):
         self.optimizer_state_ = _export_adam_state(optimizer) if self.warm_start else None
         return self
 
+    def _distilled_targets(self, X, target, sample_weight, train_idx, n_outputs, generator):
+        """The training targets of ``teacher_weight > 0``: on the training rows,
+        ``(1 - teacher_weight) * target + teacher_weight * teacher``, the
+        teacher being gradient-boosted trees grown on those rows (see
+        ``_boosting.py``); the validation rows keep their labels, so early
+        stopping measures the loss against them."""
+        F_enc = self.encoder_.n_features_out_
+        Xe = np.asarray(X[train_idx, :F_enc], dtype=np.float64)
+        trees = grow_oblivious_trees(
+            Xe, target[train_idx], np.asarray(sample_weight, dtype=np.float64)[train_idx],
+            kind=self._boosting_loss, n_trees=self.n_estimators, depth=self.depth,
+            n_outputs=n_outputs, generator=generator)
+        return self._mix_targets(target, oblivious_output(Xe, *trees), train_idx, n_outputs)
+
+    def _mix_targets(self, target, teacher, train_idx, n_outputs):  # pragma: no cover
+        """``target`` with the teacher's outputs mixed in on ``train_idx``."""
+        raise NotImplementedError
+
     def _fit_summary(self, stopper):
         """The closing line of a verbose fit."""
         if stopper is None:
@@ -409,7 +434,8 @@ class _BaseSoftTreeEnsemble(BaseEstimator):
 
     #: What ``partial_fit`` overrides for its pass (see :meth:`_partial_fit`).
     _PARTIAL_FIT_PARAMS = dict(warm_start=True, max_epochs=1, early_stopping=False,
-                               lr_schedule="constant", warmup_fraction=0.0, averaging=None)
+                               lr_schedule="constant", warmup_fraction=0.0, averaging=None,
+                               teacher_weight=0.0)
 
     def _partial_fit(self, X, y, sample_weight=None, classes=None):
         """One pass of Adam over the rows given, continuing from the previous
@@ -1084,6 +1110,23 @@ class SoftTreeEnsembleClassifier(ClassifierMixin, _BaseSoftTreeEnsemble):
     label_smoothing : float in [0, 1), default=0.0
         Label smoothing of the cross-entropy
         (:func:`torch.nn.functional.cross_entropy`).
+    teacher_weight : float in [0, 1), default=0.0
+        Distillation from gradient-boosted trees. Before training, a teacher
+        of ``n_estimators`` oblivious trees of ``depth`` levels is grown by
+        gradient boosting on the training rows, the validation rows excluded
+        (the trees of ``split_init="boosting"``, on every feature), and the
+        targets of the training rows become ``(1 - teacher_weight) *
+        one-hot label + teacher_weight * the teacher's probabilities`` (the
+        cross-entropy takes soft targets). The validation rows keep their
+        labels, so early stopping measures the loss against them. The
+        teacher is not part of the model: the trees start from
+        ``split_init`` and train as usual, and their models merge as the
+        default's do. 0: the labels alone. ``partial_fit`` ignores it.
+        Measured (``docs/benchmarks.md``, "Distillation from
+        gradient-boosted trees"; seven Tabular-Benchmark datasets, 10,000
+        rows, 3 seeds): ``0.75`` gained +0.31 points of test accuracy on
+        average over the default, on six of the seven datasets
+        (california +0.68, MagicTelescope +0.54), with longer fits.
 
     Attributes
     ----------
@@ -1187,6 +1230,7 @@ class SoftTreeEnsembleClassifier(ClassifierMixin, _BaseSoftTreeEnsemble):
         additive_bins=(16, 64, 256),
         class_weight=None,
         label_smoothing=0.0,
+        teacher_weight=0.0,
     ):
         super().__init__(
             arch=arch, n_estimators=n_estimators, depth=depth, leaf_init=leaf_init,
@@ -1198,7 +1242,7 @@ class SoftTreeEnsembleClassifier(ClassifierMixin, _BaseSoftTreeEnsemble):
             categorical_features=categorical_features, max_categories=max_categories,
             lr_schedule=lr_schedule, warmup_fraction=warmup_fraction, averaging=averaging,
             ema_decay=ema_decay, max_features=max_features, scoring=scoring,
-            additive_bins=additive_bins,
+            additive_bins=additive_bins, teacher_weight=teacher_weight,
         )
         self.class_weight = class_weight
         self.label_smoothing = label_smoothing
@@ -1274,6 +1318,15 @@ class SoftTreeEnsembleClassifier(ClassifierMixin, _BaseSoftTreeEnsemble):
 
     def _check_y(self, y):
         return _check_y(y, estimator=self)
+
+    def _mix_targets(self, target, teacher, train_idx, n_outputs):
+        """Class probabilities: one-hot labels, mixed with the teacher's
+        ``softmax`` on the training rows (cross-entropy takes them as soft
+        targets)."""
+        soft = np.eye(n_outputs, dtype=np.float32)[target]
+        tw = float(self.teacher_weight)
+        soft[train_idx] = (1 - tw) * soft[train_idx] + tw * softmax(teacher, axis=1)
+        return soft
 
     def _loss(self, output, target):
         return F.cross_entropy(
@@ -1469,6 +1522,13 @@ class SoftTreeEnsembleRegressor(RegressorMixin, _BaseSoftTreeEnsemble):
         the trees' output (in standardized target units), or one table per
         resolution of a sequence; None: none. See
         :class:`SoftTreeEnsembleClassifier`.
+    teacher_weight : float in [0, 1), default=0.0
+        Distillation from gradient-boosted trees: the standardized targets of
+        the training rows become ``(1 - teacher_weight) * target +
+        teacher_weight * the teacher's prediction``, the teacher being
+        oblivious trees grown by gradient boosting on the squared error of
+        those rows; the validation rows keep their targets. See
+        :class:`SoftTreeEnsembleClassifier`.
 
     Attributes
     ----------
@@ -1560,6 +1620,14 @@ class SoftTreeEnsembleRegressor(RegressorMixin, _BaseSoftTreeEnsemble):
                 f"y has {y2.shape[1]} targets, but the estimator was fitted on {self.n_outputs_}."
             )
         return (y2 - self.y_mean_) / self.y_scale_
+
+    def _mix_targets(self, target, teacher, train_idx, n_outputs):
+        """Standardized targets mixed with the teacher's predictions on the
+        training rows."""
+        mixed = np.array(target, dtype=np.float32, copy=True)
+        tw = float(self.teacher_weight)
+        mixed[train_idx] = (1 - tw) * mixed[train_idx] + tw * teacher
+        return mixed
 
     def _loss(self, output, target):
         return ((output - target) ** 2).mean(dim=1)

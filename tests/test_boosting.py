@@ -185,3 +185,53 @@ def test_boosted_start_uses_class_weight_and_multi_output_targets():
     reg = SoftTreeEnsembleRegressor(**{**kw, "max_epochs": 1}).fit(X, Y)
     assert reg.predict(X).shape == (400, 2)
     assert reg.score(X, Y) > 0.5
+
+
+# -- teacher_weight: the labels mixed with a gradient-boosted teacher's predictions ------------
+
+
+def test_teacher_targets_mix_the_labels_on_training_rows_only():
+    X, y = make_classification(n_samples=300, n_features=6, n_classes=3, n_informative=4,
+                               random_state=0)
+    est = SoftTreeEnsembleClassifier(teacher_weight=0.25, n_estimators=32, depth=3,
+                                     max_epochs=1, random_state=0, device="cpu").fit(X, y)
+    Xe = est._encoded_input(X)
+    train_idx, val_idx = np.arange(0, 300, 2), np.arange(1, 300, 2)
+    soft = est._distilled_targets(Xe, y, np.ones(300, dtype=np.float32), train_idx, 3,
+                                  torch.Generator().manual_seed(0))
+    assert soft.shape == (300, 3) and soft.dtype == np.float32
+    assert_allclose(soft.sum(axis=1), 1.0, rtol=1e-6)
+    assert_array_equal(soft[val_idx], np.eye(3)[y[val_idx]])  # early stopping sees labels
+    # on the training rows: 0.75 * one-hot + 0.25 * the teacher's probabilities
+    teacher = (soft[train_idx] - 0.75 * np.eye(3)[y[train_idx]]) / 0.25
+    assert (teacher > 0).all() and (teacher < 1).all()
+    assert_allclose(teacher.sum(axis=1), 1.0, rtol=1e-5)
+    # the teacher learned: it puts most mass on the label on most training rows
+    assert (teacher.argmax(axis=1) == y[train_idx]).mean() > 0.8
+
+
+def test_teacher_targets_of_a_regressor_mix_the_standardized_targets():
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(200, 3))
+    est = SoftTreeEnsembleRegressor(teacher_weight=0.5, n_estimators=8, depth=2, max_epochs=1,
+                                    random_state=0, device="cpu").fit(X, X[:, 0] > 0)
+    target = ((X[:, :1] - X[:, :1].mean()) / X[:, :1].std()).astype(np.float32)
+    train_idx = np.arange(150)
+    mixed = est._distilled_targets(est._encoded_input(X), target, np.ones(200), train_idx, 1,
+                                   None)
+    assert_array_equal(mixed[150:], target[150:])  # validation rows: the targets
+    teacher = 2 * mixed[:150, 0] - target[:150, 0]  # mixed = (target + teacher) / 2
+    assert not np.allclose(teacher, target[:150, 0])
+    assert np.corrcoef(teacher, target[:150, 0])[0, 1] > 0.9  # the teacher fits the target
+
+
+def test_teacher_weight_changes_the_fit_and_partial_fit_ignores_it():
+    X, y = make_classification(n_samples=300, n_features=5, random_state=0)
+    kw = dict(n_estimators=8, depth=2, max_epochs=3, random_state=0, device="cpu")
+    plain = SoftTreeEnsembleClassifier(**kw).fit(X, y)
+    taught = SoftTreeEnsembleClassifier(teacher_weight=0.5, **kw).fit(X, y)
+    assert not np.array_equal(plain.tree_params_.leaf_value, taught.tree_params_.leaf_value)
+    a = SoftTreeEnsembleClassifier(**kw).partial_fit(X, y, classes=[0, 1])
+    b = SoftTreeEnsembleClassifier(teacher_weight=0.5, **kw).partial_fit(X, y, classes=[0, 1])
+    assert_array_equal(a.tree_params_.leaf_value, b.tree_params_.leaf_value)
+    assert b.teacher_weight == 0.5  # restored after the pass

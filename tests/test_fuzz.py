@@ -232,6 +232,7 @@ HYPERPARAMETERS = {
     "ema_decay": ([0.5, 0.995, 0.9999], [0.0, 1.0, np.nan, True]),
     "max_features": (["sqrt", "log2", 1, 2, 0.01, 0.5, 1.0, None],
                      [0, 0.0, 1.5, 10, "auto", True, -1]),
+    "teacher_weight": ([0.0, 0.5, 0.999], [1.0, -0.1, np.nan, True, "0.5"]),
     "additive_bins": ([None, 2, 16, (2, 8), [16, 4]],
                       [0, 1, 1.5, True, "64", -3, (), (4, 4), (4, 1), (4, "16")]),
 }
