@@ -93,6 +93,8 @@ def run(args, out_csv):
                     base.set_params(split_init=args.split_init)
                 if args.additive_bins != "default":
                     base.set_params(additive_bins=args.additive_bins)
+                if args.teacher_weight is not None:
+                    base.set_params(teacher_weight=args.teacher_weight)
                 if args.smoke:
                     base.set_params(n_estimators=16, depth=2, max_epochs=10)
                 for split_kind in args.splits:
@@ -171,7 +173,8 @@ def csv_name(args):
     name = "federated_smoke" if args.smoke else "federated"
     if args.rounds != 10 and not args.smoke:
         name += f"_R{args.rounds}"
-    for option in ("numeric_encoding", "split_init", "shard_init", "server_momentum"):
+    for option in ("numeric_encoding", "split_init", "shard_init", "server_momentum",
+                   "teacher_weight"):
         if getattr(args, option) is not None:
             name += f"_{option}_{getattr(args, option)}"
     from sktree_lmc import SoftTreeEnsembleClassifier
@@ -198,12 +201,16 @@ def main(argv=None):
     parser.add_argument("--numeric-encoding", default=None,
                         help="the estimator's numeric_encoding (default: its default), for "
                              "the full fit and the shards alike")
-    parser.add_argument("--split-init", default=None, choices=["fan_in", "data"],
+    parser.add_argument("--split-init", default=None, choices=["fan_in", "data", "boosting"],
                         help="the estimator's split_init (default: its default), for the full "
                              "fit and the shards alike")
     parser.add_argument("--additive-bins", type=additive_bins_arg, default="default",
                         help="the estimator's additive_bins, an int or 'none' (default: its "
                              "default), for the full fit and the shards alike")
+    parser.add_argument("--teacher-weight", type=float, default=None,
+                        help="the estimator's teacher_weight (default: its default), for the "
+                             "full fit and the shards alike (every shard grows its teacher on "
+                             "its own rows)")
     parser.add_argument("--shard-init", default=None, choices=["independent", "shared"],
                         help="ShardedSoftTreeEnsemble's shard_init (default: its default)")
     parser.add_argument("--server-momentum", type=float, default=None,

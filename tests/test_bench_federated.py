@@ -30,3 +30,20 @@ def test_federated_smoke_runs_resumes_and_reports(tmp_path, capsys):
     assert 40 <= float(row["refit"]) <= 100 and 40 <= float(row["full"]) <= 100
     out = capsys.readouterr().out
     assert "| iid | MagicTelescope | 2 | 1 |" in out and "Goal met in" in out
+
+
+def test_federated_csv_names_the_teacher_weight():
+    if not (ROOT / "benchmarks" / "bench_federated.py").is_file():
+        pytest.skip("benchmarks/ is not part of this checkout")
+    if str(ROOT) not in sys.path:
+        sys.path.insert(0, str(ROOT))
+    import argparse
+
+    from benchmarks import bench_federated as bench
+
+    args = argparse.Namespace(smoke=False, rounds=10, numeric_encoding=None, split_init=None,
+                              shard_init=None, server_momentum=None, teacher_weight=0.75,
+                              additive_bins="default")
+    assert bench.csv_name(args) == "federated_teacher_weight_0.75_additive_bins_16-64-256.csv"
+    args.teacher_weight = None
+    assert bench.csv_name(args) == "federated_additive_bins_16-64-256.csv"
