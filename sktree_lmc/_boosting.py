@@ -210,7 +210,7 @@ def oblivious_output(X, base, features, thresholds, leaves):
 
 
 def boosted_start(module, arch, X, target, weight, *, kind, mask=None, generator=None,
-                  slope=None):
+                  slope=BOOSTING_SLOPE):
     """Set ``module``'s splits and leaves to gradient-boosted oblivious trees.
 
     Parameters
@@ -227,9 +227,8 @@ def boosted_start(module, arch, X, target, weight, *, kind, mask=None, generator
     mask : FeatureMask or None
         The features each tree may use.
     generator : torch.Generator or None
-    slope : float or None
-        Slope of a split per standard deviation of its feature (None:
-        :data:`BOOSTING_SLOPE`).
+    slope : float, default=BOOSTING_SLOPE
+        Slope of a split per standard deviation of its feature.
 
     Returns
     -------
@@ -247,14 +246,10 @@ def boosted_start(module, arch, X, target, weight, *, kind, mask=None, generator
     X = np.asarray(X, dtype=np.float64)
     base, feats, thr, leaves = grow_oblivious_trees(
         X, target, weight, kind=kind, n_trees=M, depth=arch.depth, n_outputs=C,
-        mask=allowed, learning_rate=BOOSTING_LEARNING_RATE, l2=BOOSTING_L2,
-        generator=generator)
-    slope = BOOSTING_SLOPE if slope is None else slope
+        mask=allowed, generator=generator)
     std = X.std(axis=0)
     std = np.where(std > 0, std, 1.0)
-    # node -> depth level: a node's level is the number of leaves it does not
-    # route (oblivious: node d is level d; perfect trees: nodes in breadth order)
-    level = _node_levels(arch)
+    level = _node_levels(arch)  # every node takes the split of its depth level
     f = feats[:, level]  # (M, N)
     split = f >= 0
     scale = np.where(split, slope / std[np.maximum(f, 0)], 0.0)

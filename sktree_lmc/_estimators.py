@@ -929,8 +929,7 @@ class SoftTreeEnsembleClassifier(ClassifierMixin, _BaseSoftTreeEnsemble):
         barrier of 1.27 points against 0.20 for the default's (3.27 against
         0.00 on electricity), and ``refit_leaves`` after the merge lost
         1.4-5.3 points on five datasets (the sharp trees' leaves overfit at
-        the optimum), so it
-        is not the default of a package for merging.
+        the optimum), so it is not the default of a package for merging.
     learning_rate : float, default=1e-2
         Adam learning rate. Chosen by measurement on the seven Tabular-Benchmark
         datasets of the paper (M=256, D=2, 50 epochs, grid 1e-2/1e-3/1e-4 by

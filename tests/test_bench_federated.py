@@ -9,13 +9,20 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def test_federated_smoke_runs_resumes_and_reports(tmp_path, capsys):
-    pytest.importorskip("distributed")
+def _bench():
+    """``benchmarks.bench_federated``, skipping when benchmarks/ is not in this checkout."""
     if not (ROOT / "benchmarks" / "bench_federated.py").is_file():
         pytest.skip("benchmarks/ is not part of this checkout")
     if str(ROOT) not in sys.path:
         sys.path.insert(0, str(ROOT))
-    from benchmarks import bench_federated as bench
+    from benchmarks import bench_federated
+
+    return bench_federated
+
+
+def test_federated_smoke_runs_resumes_and_reports(tmp_path, capsys):
+    pytest.importorskip("distributed")
+    bench = _bench()
     from benchmarks.bench_accuracy import default_data_home
 
     if not (default_data_home() / "MagicTelescope.csv.gz").is_file():
@@ -33,14 +40,9 @@ def test_federated_smoke_runs_resumes_and_reports(tmp_path, capsys):
 
 
 def test_federated_csv_names_the_teacher_weight():
-    if not (ROOT / "benchmarks" / "bench_federated.py").is_file():
-        pytest.skip("benchmarks/ is not part of this checkout")
-    if str(ROOT) not in sys.path:
-        sys.path.insert(0, str(ROOT))
     import argparse
 
-    from benchmarks import bench_federated as bench
-
+    bench = _bench()
     args = argparse.Namespace(smoke=False, rounds=10, numeric_encoding=None, split_init=None,
                               shard_init=None, server_momentum=None, teacher_weight=0.75,
                               additive_bins="default")
