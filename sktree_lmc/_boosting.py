@@ -94,9 +94,20 @@ def _base_score(kind, target, weight, n_outputs):
     return np.average(target, axis=0, weights=weight)
 
 
+def _loss(kind, raw, target, weight):
+    """Weighted mean loss of the raw outputs (cross-entropy or half squared error)."""
+    if kind == "softmax":
+        z = raw - raw.max(axis=1, keepdims=True)
+        logp = z - np.log(np.exp(z).sum(axis=1, keepdims=True))
+        per_row = -logp[np.arange(len(target)), target]
+    else:
+        per_row = 0.5 * ((raw - target) ** 2).sum(axis=1)
+    return float(np.average(per_row, weights=weight)) if weight.sum() > 0 else 0.0
+
+
 def grow_oblivious_trees(X, target, weight, *, kind, n_trees, depth, n_outputs,
                          mask=None, learning_rate=BOOSTING_LEARNING_RATE, l2=BOOSTING_L2,
-                         max_bins=BOOSTING_MAX_BINS, generator=None):
+                         max_bins=BOOSTING_MAX_BINS, generator=None, validation=None):
     """Grow ``n_trees`` oblivious trees of ``depth`` levels by gradient boosting.
 
     Parameters
@@ -119,6 +130,11 @@ def grow_oblivious_trees(X, target, weight, *, kind, n_trees, depth, n_outputs,
     generator : torch.Generator or None
         Draws the rows the thresholds come from when there are more than
         :data:`BOOSTING_BIN_ROWS`.
+    validation : tuple or None
+        ``(X_val, target_val, weight_val)``, rows the trees are not grown on.
+        All ``n_trees`` trees are grown, and the shortest prefix of them with
+        the least loss on these rows is kept: the trees after it are dropped
+        (feature -1 at every level, zero leaves). None: every tree is kept.
 
     Returns
     -------
@@ -153,6 +169,12 @@ def grow_oblivious_trees(X, target, weight, *, kind, n_trees, depth, n_outputs,
     thresholds = np.zeros((n_trees, depth))
     leaves = np.zeros((n_trees, 1 << depth, n_outputs))
     block = max(1, _BLOCK_ENTRIES // max(n, 1))
+    if validation is not None:
+        X_val, target_val, weight_val = validation
+        X_val = np.asarray(X_val, dtype=np.float64)
+        weight_val = np.asarray(weight_val, dtype=np.float64)
+        raw_val = np.tile(base, (len(X_val), 1))
+        best_loss, best_m = _loss(kind, raw_val, target_val, weight_val), 0
     for m in range(n_trees):
         g, h = _gradients(kind, raw, target, weight)
         node = np.zeros(n, dtype=np.int64)
@@ -188,6 +210,14 @@ def grow_oblivious_trees(X, target, weight, *, kind, n_trees, depth, n_outputs,
             H = np.bincount(node, h[:, c], n_leaves)
             leaves[m, :, c] = -learning_rate * G / (H + l2)
         raw += leaves[m][node]
+        if validation is not None:
+            raw_val += oblivious_output(X_val, 0.0, features[m:m + 1], thresholds[m:m + 1],
+                                        leaves[m:m + 1])
+            val_loss = _loss(kind, raw_val, target_val, weight_val)
+            if val_loss < best_loss:
+                best_loss, best_m = val_loss, m + 1
+    if validation is not None:
+        features[best_m:], thresholds[best_m:], leaves[best_m:] = -1, 0.0, 0.0
     return base, features, thresholds, leaves
 
 
@@ -210,7 +240,7 @@ def oblivious_output(X, base, features, thresholds, leaves):
 
 
 def boosted_start(module, arch, X, target, weight, *, kind, mask=None, generator=None,
-                  slope=BOOSTING_SLOPE):
+                  slope=BOOSTING_SLOPE, validation=None):
     """Set ``module``'s splits and leaves to gradient-boosted oblivious trees.
 
     Parameters
@@ -229,6 +259,10 @@ def boosted_start(module, arch, X, target, weight, *, kind, mask=None, generator
     generator : torch.Generator or None
     slope : float, default=BOOSTING_SLOPE
         Slope of a split per standard deviation of its feature.
+    validation : tuple or None
+        Rows that choose how many trees to keep (see
+        :func:`grow_oblivious_trees`); the trees after them keep the random
+        splits ``module`` was initialized with and a constant output.
 
     Returns
     -------
@@ -246,7 +280,10 @@ def boosted_start(module, arch, X, target, weight, *, kind, mask=None, generator
     X = np.asarray(X, dtype=np.float64)
     base, feats, thr, leaves = grow_oblivious_trees(
         X, target, weight, kind=kind, n_trees=M, depth=arch.depth, n_outputs=C,
-        mask=allowed, generator=generator)
+        mask=allowed, generator=generator, validation=validation)
+    # the trees dropped on the validation rows keep their random splits (and
+    # a constant output), for gradient descent to train
+    dropped = (feats < 0).all(axis=1) & (leaves == 0).all(axis=(1, 2))
     std = X.std(axis=0)
     std = np.where(std > 0, std, 1.0)
     level = _node_levels(arch)  # every node takes the split of its depth level
@@ -261,7 +298,9 @@ def boosted_start(module, arch, X, target, weight, *, kind, mask=None, generator
         w[trees, nodes, cols] -= torch.as_tensor(scale[trees, nodes], dtype=w.dtype,
                                                  device=w.device)
         bias = np.where(split, scale * thr[:, level], 20.0)  # no split: every row left
-        b.copy_(torch.as_tensor(bias, dtype=b.dtype, device=b.device))
+        bias = torch.as_tensor(bias, dtype=b.dtype, device=b.device)
+        keep = torch.as_tensor(dropped, device=b.device)
+        b.copy_(torch.where(keep[:, None], b, bias))
         values = leaves + base[None, None, :] / M
         # structural leaf l of the architecture <- the oblivious leaf its path reaches
         module.leaf_value.copy_(torch.as_tensor(values[:, _leaf_index(arch)][:, arch.free_leaves],

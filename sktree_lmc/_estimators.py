@@ -111,6 +111,14 @@ def _torch_seed(random_state, offset=0):
     return seed
 
 
+def _boosting_validation(X, target, sample_weight, val_idx, n_encoded):
+    """The validation rows that choose how many gradient-boosted trees to keep
+    (``split_init="boosting"`` and the teacher), or None without early stopping."""
+    if val_idx is None:
+        return None
+    return X[val_idx, :n_encoded], target[val_idx], sample_weight[val_idx]
+
+
 def _params_as_dict(params):
     """A :class:`TreeParams` as a plain dict of its arrays (for pickling; the
     additive table only when there is one, so that older versions load it)."""
@@ -321,12 +329,14 @@ class _BaseSoftTreeEnsemble(BaseEstimator):
         boosted = self.split_init == "boosting" and not warm
         if boosted:
             F_enc = self.encoder_.n_features_out_
+            sw = np.asarray(sample_weight, dtype=np.float64)
             boosted_start(module, arch, X[train_idx, :F_enc], target[train_idx],
-                          np.asarray(sample_weight, dtype=np.float64)[train_idx],
-                          kind=self._boosting_loss, mask=hooks.mask, generator=generator)
+                          sw[train_idx], kind=self._boosting_loss, mask=hooks.mask,
+                          generator=generator,
+                          validation=_boosting_validation(X, target, sw, val_idx, F_enc))
         if self.teacher_weight > 0:
-            target = self._distilled_targets(X, target, sample_weight, train_idx, n_outputs,
-                                             generator)
+            target = self._distilled_targets(X, target, sample_weight, train_idx, val_idx,
+                                             n_outputs, generator)
         data = _FitTensors.from_arrays(X, target, sample_weight, device)
         stopper = _EarlyStopping(self.tol, self.n_iter_no_change) if self.early_stopping else None
 
@@ -381,18 +391,22 @@ class _BaseSoftTreeEnsemble(BaseEstimator):
         self.optimizer_state_ = _export_adam_state(optimizer) if self.warm_start else None
         return self
 
-    def _distilled_targets(self, X, target, sample_weight, train_idx, n_outputs, generator):
+    def _distilled_targets(self, X, target, sample_weight, train_idx, val_idx, n_outputs,
+                           generator):
         """The training targets of ``teacher_weight > 0``: on the training rows,
         ``(1 - teacher_weight) * target + teacher_weight * teacher``, the
         teacher being gradient-boosted trees grown on those rows (see
-        ``_boosting.py``); the validation rows keep their labels, so early
+        ``_boosting.py``), as many of them kept as minimize the loss on the
+        validation rows; the validation rows keep their labels, so early
         stopping measures the loss against them."""
         F_enc = self.encoder_.n_features_out_
         Xe = np.asarray(X[train_idx, :F_enc], dtype=np.float64)
+        sw = np.asarray(sample_weight, dtype=np.float64)
         trees = grow_oblivious_trees(
-            Xe, target[train_idx], np.asarray(sample_weight, dtype=np.float64)[train_idx],
+            Xe, target[train_idx], sw[train_idx],
             kind=self._boosting_loss, n_trees=self.n_estimators, depth=self.depth,
-            n_outputs=n_outputs, generator=generator)
+            n_outputs=n_outputs, generator=generator,
+            validation=_boosting_validation(X, target, sw, val_idx, F_enc))
         return self._mix_targets(target, oblivious_output(Xe, *trees), train_idx, n_outputs)
 
     def _mix_targets(self, target, teacher, train_idx, n_outputs):  # pragma: no cover

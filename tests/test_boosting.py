@@ -100,6 +100,56 @@ def test_weights_count_like_repeated_rows():
         assert_allclose(a, b, atol=1e-12)
 
 
+@pytest.mark.parametrize("kind", ["softmax", "squared"])
+def test_validation_rows_keep_the_prefix_of_trees_with_the_least_loss(kind):
+    from sktree_lmc._boosting import _loss
+
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(300, 4))
+    noisy = X[:, 0] + rng.normal(scale=2.0, size=300) > 0  # few trees generalize
+    target = noisy.astype(np.int64) if kind == "softmax" else noisy[:, None] * 1.0
+    w = np.ones(300)
+    tr, va = slice(0, 200), slice(200, 300)
+    kw = dict(kind=kind, n_trees=40, depth=3, n_outputs=2 if kind == "softmax" else 1)
+    full = grow_oblivious_trees(X[tr], target[tr], w[tr], **kw)
+    kept = grow_oblivious_trees(X[tr], target[tr], w[tr], **kw,
+                                validation=(X[va], target[va], w[va]))
+    n_kept = int((kept[1] >= 0).any(axis=1).sum())
+    assert 0 < n_kept < 40  # noise: the later trees overfit
+    # the kept trees are the first trees of the full growth; the rest are dropped
+    for a, b in zip(kept[1:], full[1:]):
+        assert_array_equal(a[:n_kept], b[:n_kept])
+    assert (kept[1][n_kept:] == -1).all() and (kept[3][n_kept:] == 0).all()
+    # and the prefix length minimizes the validation loss
+    base, f, t, leaves = full
+    losses = [_loss(kind, oblivious_output(X[va], base, f[:m], t[:m], leaves[:m]), target[va],
+                    w[va]) for m in range(1, 41)]
+    assert n_kept == 1 + int(np.argmin(losses))
+
+
+def test_trees_dropped_on_the_validation_rows_keep_their_random_splits():
+    rng = np.random.default_rng(1)
+    X = rng.normal(size=(400, 5))
+    y = X[:, 0] + rng.normal(scale=2.0, size=400) > 0
+    kw = dict(split_init="boosting", n_estimators=48, depth=2, learning_rate=1e-12,
+              n_iter_no_change=1, random_state=0, device="cpu", max_features=None,
+              additive_bins=None, numeric_encoding="standard")
+    boosted = SoftTreeEnsembleClassifier(**kw).fit(X, y)
+    random = SoftTreeEnsembleClassifier(**{**kw, "split_init": "fan_in"}).fit(X, y)
+    a, b = boosted.tree_params_, random.tree_params_
+    sharp = np.abs(a.split_weight).max(axis=(1, 2)) > 50
+    assert 0 < sharp.sum() < 48
+    # the dropped trees: the random start's splits, and one constant output per tree
+    assert_allclose(a.split_weight[~sharp], b.split_weight[~sharp], atol=1e-9)
+    assert_allclose(a.split_bias[~sharp], b.split_bias[~sharp], atol=1e-9)
+    leaves = a.leaf_value[~sharp]
+    assert_allclose(leaves, np.broadcast_to(leaves[:, :1], leaves.shape), atol=1e-9)
+    # without early stopping there are no validation rows: every tree is boosted
+    every = SoftTreeEnsembleClassifier(**{**kw, "early_stopping": False,
+                                          "max_epochs": 1}).fit(X, y)
+    assert (np.abs(every.tree_params_.split_weight).max(axis=(1, 2)) > 50).all()
+
+
 def test_boosted_fit_keeps_the_start_when_training_cannot_improve_it():
     X, y = make_classification(n_samples=300, n_features=6, random_state=0)
     kw = dict(split_init="boosting", n_estimators=16, depth=3, random_state=0, device="cpu",
@@ -187,8 +237,8 @@ def test_teacher_targets_mix_the_labels_on_training_rows_only():
                                      max_epochs=1, random_state=0, device="cpu").fit(X, y)
     Xe = est._encoded_input(X)
     train_idx, val_idx = np.arange(0, 300, 2), np.arange(1, 300, 2)
-    soft = est._distilled_targets(Xe, y, np.ones(300, dtype=np.float32), train_idx, 3,
-                                  torch.Generator().manual_seed(0))
+    soft = est._distilled_targets(Xe, y, np.ones(300, dtype=np.float32), train_idx, val_idx,
+                                  3, torch.Generator().manual_seed(0))
     assert soft.shape == (300, 3) and soft.dtype == np.float32
     assert_allclose(soft.sum(axis=1), 1.0, rtol=1e-6)
     assert_array_equal(soft[val_idx], np.eye(3)[y[val_idx]])  # early stopping sees labels
@@ -207,8 +257,8 @@ def test_teacher_targets_of_a_regressor_mix_the_standardized_targets():
                                     random_state=0, device="cpu").fit(X, X[:, 0] > 0)
     target = ((X[:, :1] - X[:, :1].mean()) / X[:, :1].std()).astype(np.float32)
     train_idx = np.arange(150)
-    mixed = est._distilled_targets(est._encoded_input(X), target, np.ones(200), train_idx, 1,
-                                   None)
+    mixed = est._distilled_targets(est._encoded_input(X), target, np.ones(200), train_idx,
+                                   None, 1, None)
     assert_array_equal(mixed[150:], target[150:])  # validation rows: the targets
     teacher = 2 * mixed[:150, 0] - target[:150, 0]  # mixed = (target + teacher) / 2
     assert not np.allclose(teacher, target[:150, 0])
