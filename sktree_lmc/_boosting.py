@@ -28,7 +28,8 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-__all__ = ["boosted_start", "grow_oblivious_trees", "oblivious_output", "BOOSTING_ARCHITECTURES"]
+__all__ = ["boosted_start", "grow_oblivious_trees", "grow_shared_trees", "oblivious_output",
+           "BoostingSite", "LocalSites", "BOOSTING_ARCHITECTURES"]
 
 #: Shrinkage of every tree's Newton step: the default of scikit-learn's
 #: ``HistGradientBoosting`` and of XGBoost's ``eta`` is 0.1 and 0.3.
@@ -148,77 +149,302 @@ def grow_oblivious_trees(X, target, weight, *, kind, n_trees, depth, n_outputs,
     leaves : ndarray of shape (n_trees, 2**depth, n_outputs)
         Leaf values; leaf ``sum_d right_d * 2**(depth - 1 - d)``.
     """
-    X = np.asarray(X, dtype=np.float64)
-    n, F = X.shape
-    weight = np.asarray(weight, dtype=np.float64)
-    rows = np.arange(n)
-    if n > BOOSTING_BIN_ROWS:
-        rows = torch.randperm(n, generator=generator)[:BOOSTING_BIN_ROWS].numpy()
-    edges = [_thresholds(X[rows, f], max_bins) for f in range(F)]
+    site = BoostingSite(X, target, weight, kind=kind, n_outputs=n_outputs,
+                        validation=validation, generator=generator)
+    return grow_shared_trees(LocalSites([site]), kind=kind, n_trees=n_trees, depth=depth,
+                             n_outputs=n_outputs, mask=mask, learning_rate=learning_rate,
+                             l2=l2, max_bins=max_bins)
+
+
+class BoostingSite:
+    """The rows of one site of a (possibly federated) boosting, and every
+    computation on them: what :func:`grow_shared_trees` asks of a site only
+    takes and returns sums over its rows (histograms, loss sums), never rows.
+
+    Parameters
+    ----------
+    X, target, weight
+        The site's training rows (see :func:`grow_oblivious_trees`).
+    kind : {"softmax", "squared"}
+    n_outputs : int
+    validation : tuple or None
+        ``(X_val, target_val, weight_val)``: the site's validation rows.
+    generator : torch.Generator or None
+        Draws the rows the thresholds come from when there are more than
+        :data:`BOOSTING_BIN_ROWS`.
+    """
+
+    def __init__(self, X, target, weight, *, kind, n_outputs, validation=None,
+                 generator=None):
+        self.X = np.asarray(X, dtype=np.float64)
+        self.target, self.kind, self.n_outputs = target, kind, n_outputs
+        self.weight = np.asarray(weight, dtype=np.float64)
+        self.generator = generator
+        self.validation = None
+        if validation is not None:
+            X_val, target_val, weight_val = validation
+            self.validation = (np.asarray(X_val, dtype=np.float64), target_val,
+                               np.asarray(weight_val, dtype=np.float64))
+
+    # -- set-up: thresholds and the constant start ------------------------------------------
+
+    def summary(self, max_bins):
+        """Per feature: its distinct values (None when more than
+        ``max_bins + 1``) and its quantiles at ``max_bins + 2`` even levels
+        (minimum and maximum included); and the number of rows."""
+        n = len(self.X)
+        rows = np.arange(n)
+        if n > BOOSTING_BIN_ROWS:
+            rows = torch.randperm(n, generator=self.generator)[:BOOSTING_BIN_ROWS].numpy()
+        levels = np.linspace(0, 1, max_bins + 2)
+        out = []
+        for f in range(self.X.shape[1]):
+            x = self.X[rows, f]
+            values = np.unique(x)
+            out.append((values if len(values) <= max_bins + 1 else None,
+                        np.quantile(x, levels) if len(x) else None))
+        return out, len(rows)
+
+    def shape(self):
+        """``(n_rows, n_features, n_outputs)``."""
+        return len(self.X), self.X.shape[1], self.n_outputs
+
+    def base_sums(self):
+        """``(sum, weight sum)`` of the class weights (softmax) or of the weighted targets."""
+        if self.kind == "softmax":
+            return (np.bincount(self.target, weights=self.weight, minlength=self.n_outputs),
+                    float(self.weight.sum()))
+        return ((self.weight[:, None] * self.target).sum(axis=0), float(self.weight.sum()))
+
+    def start(self, edges, base):
+        """Bin the rows on the shared thresholds; every output starts at ``base``."""
+        self.edges, self.n_bins = edges, max(1, max((len(e) for e in edges), default=0) + 1)
+        n, F = self.X.shape
+        self.codes = np.empty((n, F), dtype=np.int32)
+        for f in range(F):
+            self.codes[:, f] = np.searchsorted(edges[f], self.X[:, f], side="left")
+        self.raw = np.tile(base, (n, 1))
+        if self.validation is not None:
+            self.raw_val = np.tile(base, (len(self.validation[0]), 1))
+
+    # -- one tree ----------------------------------------------------------------------------
+
+    def add_tree(self, tree):
+        """Add a grown tree ``(features, thresholds, leaves)`` (None: none) to
+        the outputs; then start the next one (gradients at the new outputs,
+        every row at the root). Returns the validation ``(loss sum, weight
+        sum)`` of the trees so far (zeros without validation rows)."""
+        if tree is not None:
+            features, thresholds, leaves = tree
+            self.raw += leaves[self.node]
+            if self.validation is not None:
+                self.raw_val += oblivious_output(self.validation[0], 0.0, features[None],
+                                                 thresholds[None], leaves[None])
+        self.g, self.h = _gradients(self.kind, self.raw, self.target, self.weight)
+        self.node = np.zeros(len(self.X), dtype=np.int64)
+        if self.validation is None:
+            return 0.0, 0.0
+        _, target_val, weight_val = self.validation
+        loss = _loss(self.kind, self.raw_val, target_val, weight_val)
+        return loss * float(weight_val.sum()), float(weight_val.sum())
+
+    def histograms(self, lo, hi, n_nodes):
+        """Sums of the gradients and Hessians per (node, feature ``lo:hi``,
+        bin, output): two arrays of shape ``(n_nodes, hi - lo, n_bins, C)``."""
+        n_bins, width = self.n_bins, hi - lo
+        G = np.zeros((n_nodes, width, n_bins, self.n_outputs))
+        H = np.zeros_like(G)
+        block = max(1, _BLOCK_ENTRIES // max(len(self.X), 1))
+        size_f = n_nodes * n_bins
+        for a in range(lo, hi, block):
+            b = min(hi, a + block)
+            w = b - a
+            idx = ((self.node[:, None] * w + np.arange(w)[None, :]) * n_bins
+                   + self.codes[:, a:b]).ravel()
+            for c in range(self.n_outputs):
+                G[:, a - lo:b - lo, :, c] = np.bincount(
+                    idx, np.repeat(self.g[:, c], w), size_f * w).reshape(n_nodes, w, n_bins)
+                H[:, a - lo:b - lo, :, c] = np.bincount(
+                    idx, np.repeat(self.h[:, c], w), size_f * w).reshape(n_nodes, w, n_bins)
+        return G, H
+
+    def split(self, f, k):
+        """Send every row of every node left (``f < 0``) or by ``bin > k`` of feature ``f``."""
+        self.node = self.node * 2 + ((self.codes[:, f] > k) if f >= 0 else 0)
+
+    def leaf_sums(self, n_leaves):
+        """Sums of the gradients and Hessians per leaf and output."""
+        G = np.stack([np.bincount(self.node, self.g[:, c], n_leaves)
+                      for c in range(self.n_outputs)], axis=1)
+        H = np.stack([np.bincount(self.node, self.h[:, c], n_leaves)
+                      for c in range(self.n_outputs)], axis=1)
+        return G, H
+
+
+def _site_call(site, calls):
+    """Run ``calls`` (``(method name, args)`` pairs) on ``site``; returns the
+    site and the list of the results (a remote site stays where it is; only
+    the results travel)."""
+    return site, [getattr(site, name)(*args) for name, args in calls]
+
+
+class LocalSites:
+    """The sites of a boosting held in this process (one for a plain fit)."""
+
+    def __init__(self, sites):
+        self.sites = list(sites)
+
+    def call(self, *calls):
+        """Every site's results of ``calls`` (see :func:`_site_call`): one
+        list per site."""
+        return [_site_call(site, calls)[1] for site in self.sites]
+
+
+def _merge_thresholds(summaries, max_bins):
+    """Candidate thresholds of every feature from the sites' :meth:`BoostingSite.summary`.
+
+    The distinct values of all sites when they are at most ``max_bins + 1``
+    (midpoints between them: exact); else, for one site, its quantiles (what
+    a plain fit computes); for several, the quantiles of the mixture of the
+    sites' distributions, each known at ``max_bins + 2`` quantiles and
+    interpolated linearly between them, weighted by its rows.
+    """
+    sizes = np.array([n for _, n in summaries], dtype=np.float64)
+    per_site = [s for s, _ in summaries]
+    levels = np.linspace(0, 1, max_bins + 2)
+    edges = []
+    for f in range(len(per_site[0])):
+        cols = [site[f] for site, n in zip(per_site, sizes) if n > 0]
+        if not cols:
+            edges.append(np.zeros(0))
+            continue
+        if all(values is not None for values, _ in cols):
+            values = np.unique(np.concatenate([values for values, _ in cols]))
+            if len(values) <= max_bins + 1:
+                edges.append((values[1:] + values[:-1]) / 2)
+                continue
+        quantiles = [q for _, q in cols]
+        if len(quantiles) == 1:
+            edges.append(np.unique(quantiles[0][1:-1]))
+            continue
+        grid = np.unique(np.concatenate(quantiles))
+        w = sizes[sizes > 0] / sizes.sum()
+        cdf = sum(wk * np.interp(grid, q, levels) for wk, q in zip(w, quantiles))
+        edges.append(np.unique(np.interp(levels[1:-1], cdf, grid)))
+    return edges
+
+
+def grow_shared_trees(sites, *, kind, n_trees, depth, n_outputs, mask=None,
+                      learning_rate=BOOSTING_LEARNING_RATE, l2=BOOSTING_L2,
+                      max_bins=BOOSTING_MAX_BINS):
+    """Gradient boosting of oblivious trees over the rows of several sites.
+
+    The sites (:class:`LocalSites`, or the shards of a federated fit) return
+    sums only: per-feature summaries for the thresholds, class or target sums
+    for the constant, and per level the histograms of gradients and Hessians
+    over (node, feature, bin). The split search, the leaf values and the
+    choice of the prefix run here, on the sums. With one site it is
+    :func:`grow_oblivious_trees`; with several, the trees are those grown on
+    the union of their rows, as in federated histogram boosting (federated
+    XGBoost, SecureBoost), up to the thresholds, which come from the merged
+    quantile summaries (exact when a feature has at most ``max_bins + 1``
+    distinct values). Every site that holds validation rows contributes to
+    the validation loss that chooses the prefix.
+
+    Parameters
+    ----------
+    sites : LocalSites or a federated equivalent
+        An object whose ``call(*calls)`` runs :func:`_site_call` on every site.
+    kind, n_trees, depth, n_outputs, mask, learning_rate, l2, max_bins
+        See :func:`grow_oblivious_trees`.
+
+    Returns
+    -------
+    base, features, thresholds, leaves
+        See :func:`grow_oblivious_trees`.
+    """
+    summaries = [r[0] for r in sites.call(("summary", (max_bins,)))]
+    edges = _merge_thresholds(summaries, max_bins)
+    F = len(edges)
     n_bins = max(1, max((len(e) for e in edges), default=0) + 1)
-    codes = np.empty((n, F), dtype=np.int32)
-    for f in range(F):
-        codes[:, f] = np.searchsorted(edges[f], X[:, f], side="left")
+    sums = [r[0] for r in sites.call(("base_sums", ()))]
+    total, weight_sum = sum(s for s, _ in sums), sum(w for _, w in sums)
+    if kind == "softmax":
+        logp = np.log(np.maximum(total / weight_sum, 1e-12))
+        base = logp - logp.mean()
+    else:
+        base = total / weight_sum
     # a split "after bin k" exists for k < len(edges[f]); others never win
     valid = np.arange(n_bins)[None, :] < np.array([len(e) for e in edges])[:, None]
     if mask is None:
         mask = np.ones((n_trees, F), dtype=bool)
-    base = _base_score(kind, target, weight, n_outputs)
-    raw = np.tile(base, (n, 1))
     features = np.full((n_trees, depth), -1, dtype=np.int64)
     thresholds = np.zeros((n_trees, depth))
     leaves = np.zeros((n_trees, 1 << depth, n_outputs))
-    block = max(1, _BLOCK_ENTRIES // max(n, 1))
-    if validation is not None:
-        X_val, target_val, weight_val = validation
-        X_val = np.asarray(X_val, dtype=np.float64)
-        weight_val = np.asarray(weight_val, dtype=np.float64)
-        raw_val = np.tile(base, (len(X_val), 1))
-        best_loss, best_m = _loss(kind, raw_val, target_val, weight_val), 0
-    for m in range(n_trees):
-        g, h = _gradients(kind, raw, target, weight)
-        node = np.zeros(n, dtype=np.int64)
+    # features per histogram call: at most _BLOCK_ENTRIES cells of the deepest level
+    width = max(1, _BLOCK_ENTRIES // ((1 << max(depth - 1, 0)) * n_bins * n_outputs))
+    blocks = [(lo, min(F, lo + width)) for lo in range(0, F, width)]
+    sites.call(("start", (edges, base)))
+    n_leaves = 1 << depth
+    first = blocks[0]
+    best_loss = best_m = None
+    tree = None
+    for m in range(n_trees + 1):
+        # add the last tree, start this one: the validation loss of the first m
+        # trees, and the root's first histogram block
+        calls = [("add_tree", (tree,))] + ([("histograms", (*first, 1))] if m < n_trees else [])
+        out = sites.call(*calls)
+        loss_sum = sum(o[0][0] for o in out)
+        val_weight = sum(o[0][1] for o in out)
+        if val_weight > 0 and (best_loss is None or loss_sum / val_weight < best_loss):
+            best_loss, best_m = loss_sum / val_weight, m
+        if m == n_trees:
+            break
+        pending = _summed([o[1] for o in out])
         for d in range(depth):
             n_nodes = 1 << d
             gain = np.full((F, n_bins), -np.inf)
-            for lo in range(0, F, block):
-                hi = min(F, lo + block)
-                width = hi - lo
-                idx = ((node[:, None] * width + np.arange(width)[None, :]) * n_bins
-                       + codes[:, lo:hi]).ravel()
-                size = n_nodes * width * n_bins
-                total = np.zeros((n_nodes, width, n_bins))
-                for c in range(n_outputs):
-                    G = np.bincount(idx, np.repeat(g[:, c], width), size)
-                    H = np.bincount(idx, np.repeat(h[:, c], width), size)
-                    GL = G.reshape(n_nodes, width, n_bins).cumsum(axis=2)
-                    HL = H.reshape(n_nodes, width, n_bins).cumsum(axis=2)
-                    GT, HT = GL[:, :, -1:], HL[:, :, -1:]
-                    total += GL ** 2 / (HL + l2) + (GT - GL) ** 2 / (HT - HL + l2)
-                gain[lo:hi] = total.sum(axis=0)
+            for lo, hi in blocks:
+                G, H = pending if (lo, hi) == first else _summed(
+                    sites.call(("histograms", (lo, hi, n_nodes))), last=True)
+                gain[lo:hi] = _split_gain(G, H, l2)
             gain[~valid] = -np.inf
             gain[~mask[m]] = -np.inf
-            if not np.isfinite(gain).any():
-                node = node * 2
-                continue
-            f, k = np.unravel_index(int(np.argmax(gain)), gain.shape)
-            features[m, d], thresholds[m, d] = f, edges[f][k]
-            node = node * 2 + (codes[:, f] > k)
-        n_leaves = 1 << depth
-        for c in range(n_outputs):
-            G = np.bincount(node, g[:, c], n_leaves)
-            H = np.bincount(node, h[:, c], n_leaves)
-            leaves[m, :, c] = -learning_rate * G / (H + l2)
-        raw += leaves[m][node]
-        if validation is not None:
-            raw_val += oblivious_output(X_val, 0.0, features[m:m + 1], thresholds[m:m + 1],
-                                        leaves[m:m + 1])
-            val_loss = _loss(kind, raw_val, target_val, weight_val)
-            if val_loss < best_loss:
-                best_loss, best_m = val_loss, m + 1
-    if validation is not None:
+            f, k = -1, 0
+            if np.isfinite(gain).any():
+                f, k = np.unravel_index(int(np.argmax(gain)), gain.shape)
+                features[m, d], thresholds[m, d] = f, edges[f][k]
+            nxt = (("histograms", (*first, 2 * n_nodes)) if d < depth - 1
+                   else ("leaf_sums", (n_leaves,)))
+            pending = _summed(sites.call(("split", (int(f), int(k))), nxt), last=True)
+        G, H = pending
+        leaves[m] = -learning_rate * G / (H + l2)
+        tree = (features[m], thresholds[m], leaves[m])
+    if best_m is not None:  # some site has validation rows: keep the best prefix
         features[best_m:], thresholds[best_m:], leaves[best_m:] = -1, 0.0, 0.0
     return base, features, thresholds, leaves
+
+
+def _summed(results, last=False):
+    """The elementwise sum over sites of ``(G, H)`` pairs (``last``: each
+    site's result is a list of call results, and the pair is its last)."""
+    pairs = [r[-1] for r in results] if last else results
+    G = sum(p[0] for p in pairs)
+    H = sum(p[1] for p in pairs)
+    return G, H
+
+
+def _split_gain(G, H, l2):
+    """Second-order gain of every split "after bin k" of every feature,
+    summed over the nodes and outputs: ``G`` and ``H`` of shape
+    ``(n_nodes, n_features, n_bins, C)``; returns ``(n_features, n_bins)``."""
+    GL, HL = G.cumsum(axis=2), H.cumsum(axis=2)
+    GT, HT = GL[:, :, -1:], HL[:, :, -1:]
+    total = np.zeros(G.shape[:3])
+    for c in range(G.shape[3]):
+        total += (GL[..., c] ** 2 / (HL[..., c] + l2)
+                  + (GT[..., c] - GL[..., c]) ** 2 / (HT[..., c] - HL[..., c] + l2))
+    return total.sum(axis=0)
 
 
 def oblivious_output(X, base, features, thresholds, leaves):
@@ -240,7 +466,7 @@ def oblivious_output(X, base, features, thresholds, leaves):
 
 
 def boosted_start(module, arch, X, target, weight, *, kind, mask=None, generator=None,
-                  slope=BOOSTING_SLOPE, validation=None):
+                  slope=BOOSTING_SLOPE, validation=None, trees=None):
     """Set ``module``'s splits and leaves to gradient-boosted oblivious trees.
 
     Parameters
@@ -263,6 +489,11 @@ def boosted_start(module, arch, X, target, weight, *, kind, mask=None, generator
         Rows that choose how many trees to keep (see
         :func:`grow_oblivious_trees`); the trees after them keep the random
         splits ``module`` was initialized with and a constant output.
+    trees : tuple or None
+        Trees grown already (``(base, features, thresholds, leaves)``, e.g.
+        by :func:`grow_shared_trees` over the shards of a federated fit):
+        used instead of growing them on ``X``, whose standard deviations
+        still scale the splits.
 
     Returns
     -------
@@ -278,9 +509,14 @@ def boosted_start(module, arch, X, target, weight, *, kind, mask=None, generator
     C = module.leaf_value.shape[2]
     allowed = None if mask is None else mask.mask.cpu().numpy() > 0
     X = np.asarray(X, dtype=np.float64)
-    base, feats, thr, leaves = grow_oblivious_trees(
-        X, target, weight, kind=kind, n_trees=M, depth=arch.depth, n_outputs=C,
-        mask=allowed, generator=generator, validation=validation)
+    if trees is None:
+        trees = grow_oblivious_trees(
+            X, target, weight, kind=kind, n_trees=M, depth=arch.depth, n_outputs=C,
+            mask=allowed, generator=generator, validation=validation)
+    base, feats, thr, leaves = trees
+    if feats.shape != (M, arch.depth) or leaves.shape != (M, 1 << arch.depth, C):
+        raise ValueError(f"The given trees have the shape {feats.shape} and {leaves.shape}, "
+                         f"not the model's {(M, arch.depth)} and {(M, 1 << arch.depth, C)}.")
     # the trees dropped on the validation rows keep their random splits (and
     # a constant output), for gradient descent to train
     dropped = (feats < 0).all(axis=1) & (leaves == 0).all(axis=(1, 2))

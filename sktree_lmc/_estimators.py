@@ -333,7 +333,8 @@ class _BaseSoftTreeEnsemble(BaseEstimator):
             boosted_start(module, arch, X[train_idx, :F_enc], target[train_idx],
                           sw[train_idx], kind=self._boosting_loss, mask=hooks.mask,
                           generator=generator,
-                          validation=_boosting_validation(X, target, sw, val_idx, F_enc))
+                          validation=_boosting_validation(X, target, sw, val_idx, F_enc),
+                          trees=self._shared_trees())
         if self.teacher_weight > 0:
             target = self._distilled_targets(X, target, sample_weight, train_idx, val_idx,
                                              n_outputs, generator)
@@ -398,9 +399,14 @@ class _BaseSoftTreeEnsemble(BaseEstimator):
         teacher being gradient-boosted trees grown on those rows (see
         ``_boosting.py``), as many of them kept as minimize the loss on the
         validation rows; the validation rows keep their labels, so early
-        stopping measures the loss against them."""
+        stopping measures the loss against them. The shards of
+        :class:`~sktree_lmc.ShardedSoftTreeEnsemble` get the teacher grown
+        over all shards (``_shared_boosting``) instead."""
         F_enc = self.encoder_.n_features_out_
         Xe = np.asarray(X[train_idx, :F_enc], dtype=np.float64)
+        trees = self._shared_trees()  # grown over the shards already
+        if trees is not None:
+            return self._mix_targets(target, oblivious_output(Xe, *trees), train_idx, n_outputs)
         sw = np.asarray(sample_weight, dtype=np.float64)
         trees = grow_oblivious_trees(
             Xe, target[train_idx], sw[train_idx],
@@ -408,6 +414,17 @@ class _BaseSoftTreeEnsemble(BaseEstimator):
             n_outputs=n_outputs, generator=generator,
             validation=_boosting_validation(X, target, sw, val_idx, F_enc))
         return self._mix_targets(target, oblivious_output(Xe, *trees), train_idx, n_outputs)
+
+    def _shared_units(self, target):
+        """Fitted targets in the units the shards' shared trees are grown on
+        (classifier: the class indices)."""
+        return target
+
+    def _shared_trees(self):
+        """The gradient-boosted trees a meta-estimator grew over its shards
+        (``_shared_boosting``; see ``ShardedSoftTreeEnsemble``), in this fit's
+        target units, or None."""
+        return getattr(self, "_shared_boosting", None)
 
     def _mix_targets(self, target, teacher, train_idx, n_outputs):  # pragma: no cover
         """``target`` with the teacher's outputs mixed in on ``train_idx``."""
@@ -1642,6 +1659,22 @@ class SoftTreeEnsembleRegressor(RegressorMixin, _BaseSoftTreeEnsemble):
                 f"y has {y2.shape[1]} targets, but the estimator was fitted on {self.n_outputs_}."
             )
         return (y2 - self.y_mean_) / self.y_scale_
+
+    def _shared_trees(self):
+        """The shards' shared trees are grown on the targets in their own
+        units (each shard standardizes its targets with its own mean and
+        scale): here in this fit's standardized units."""
+        trees = getattr(self, "_shared_boosting", None)
+        if trees is None:
+            return None
+        base, features, thresholds, leaves = trees
+        return ((base - self.y_mean_) / self.y_scale_, features, thresholds,
+                leaves / self.y_scale_)
+
+    def _shared_units(self, target):
+        """Standardized targets back in the targets' own units (for the
+        shared trees)."""
+        return np.asarray(target, dtype=np.float64) * self.y_scale_ + self.y_mean_
 
     def _mix_targets(self, target, teacher, train_idx, n_outputs):
         """Standardized targets mixed with the teacher's predictions on the

@@ -19,8 +19,15 @@ The shards live in one of two places, behind one small interface:
   the client sends the merged parameters and receives parameters only.
 
 Both run the same shard-side functions (:func:`_shard_fit`,
-:func:`_shard_loss`), so the two paths give the same parameters for the same
-shards and seeds.
+:func:`_shard_loss`, :func:`_boosting_site`), so the two paths give the same
+parameters for the same shards and seeds.
+
+Gradient-boosted trees that every shard shares (the teacher of
+``teacher_weight`` and the start of ``split_init="boosting"``) are grown
+before round 1 by :func:`~sktree_lmc._boosting.grow_shared_trees` over one
+:class:`~sktree_lmc._boosting.BoostingSite` per shard, built where the
+shard's rows are: the sites return histograms of gradients and Hessians and
+loss sums, never rows.
 """
 
 from __future__ import annotations
@@ -28,6 +35,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import copy
+import operator
 import time
 
 import numpy as np
@@ -36,6 +44,7 @@ from joblib import Parallel, delayed
 from sklearn.utils import _safe_indexing
 from sklearn.utils.validation import _num_samples, check_array
 
+from ._boosting import BoostingSite, LocalSites, _site_call
 from ._encoding import _is_dataframe, summarize, to_columns
 from ._params import TreeParams
 
@@ -118,6 +127,26 @@ def _shard_fit(k, est, data, start):
         raise _named_error(exc, k, len(y), "fitting") from exc
 
 
+def _boosting_site(est, data, val):
+    """Shard ``data``'s :class:`BoostingSite` (its validation rows ``val``,
+    or None), encoded and weighted as ``est`` (a clone holding the shared
+    encoder) encodes them in its fit: the tree features, the fitted targets,
+    the sample weights times the class weights (rescaled to a largest weight
+    of 1 per shard, as the shard's fit does)."""
+    fitted = copy.deepcopy(est)
+    X, y, target, w, n_outputs = fitted._prepare_fit_data(*data)
+    fitted.n_outputs_ = n_outputs  # what a warm fit checks the validation targets against
+    F = est._shared_encoder.n_features_out_
+
+    def rows(part):  # the validation rows, encoded with the shard's encoding and targets
+        X_val, _, target_val, w_val, _ = copy.deepcopy(fitted)._prepare_fit_data(*part,
+                                                                                 warm=True)
+        return X_val[:, :F], fitted._shared_units(target_val), w_val
+
+    return BoostingSite(X[:, :F], fitted._shared_units(target), w, kind=est._boosting_loss,
+                        n_outputs=n_outputs, validation=None if val is None else rows(val))
+
+
 def _public(est):
     """What a shard sends back: the fitted estimator without optimizer state
     (and without the meta-estimator's hooks ``_shared_encoder``, whose
@@ -126,6 +155,7 @@ def _public(est):
     out.optimizer_state_ = None
     out.__dict__.pop("_shared_encoder", None)
     out.__dict__.pop("_schedule_window", None)
+    out.__dict__.pop("_shared_boosting", None)
     return out
 
 
@@ -190,6 +220,11 @@ class _LocalShards:
     def loss(self, merged, validation=False):
         parts = [_shard_loss(merged, d) for d in (self.val if validation else self.data)]
         return sum(p[0] for p in parts) / sum(p[1] for p in parts)
+
+    def boosting_sites(self, est):
+        """One :class:`BoostingSite` per shard (with its held-out rows, if any)."""
+        vals = getattr(self, "val", [None] * len(self.data))
+        return LocalSites([_boosting_site(est, d, v) for d, v in zip(self.data, vals)])
 
 
 # ----------------------------------------------------------------------------
@@ -380,6 +415,13 @@ class _DaskShards:
             f"computing the merged model's {'validation' if validation else 'training'} loss")
         return sum(p[0] for p in parts) / sum(p[1] for p in parts)
 
+    def boosting_sites(self, est):
+        """One :class:`BoostingSite` per shard, built and kept on its worker."""
+        vals = getattr(self, "val", [None] * len(self.data))
+        sites = [self.client.submit(_boosting_site, est, d, v, pure=False)
+                 for d, v in zip(self.data, vals)]
+        return _DaskSites(self, sites)
+
     def _gather(self, futures, what, shards=None):
         """The results of ``futures`` (one per shard: of shards ``shards``, by
         default ``0, 1, ...`` in order), waited for
@@ -446,6 +488,23 @@ class _DaskShards:
                       f"last completed round (round {self.round - 1}).")
         return (f"{where} stopped while {what}: {why}; shard(s) {shards} of {n_shards} did "
                 f"not finish. {resume}")
+
+
+class _DaskSites:
+    """The boosting sites of dask shards: every call runs on the sites'
+    workers (:func:`_site_call`), the updated sites stay there as futures,
+    and only the results (histograms, sums) are gathered, with the lost-worker
+    handling of :meth:`_DaskShards._gather`."""
+
+    def __init__(self, shards, sites):
+        self.shards, self.sites = shards, sites
+
+    def call(self, *calls):
+        submit = self.shards.client.submit
+        done = [submit(_site_call, site, calls, pure=False) for site in self.sites]
+        self.sites = [submit(operator.getitem, d, 0, pure=False) for d in done]
+        results = [submit(operator.getitem, d, 1, pure=False) for d in done]
+        return self.shards._gather(results, "growing the shared gradient-boosted trees")
 
 
 # ----------------------------------------------------------------------------

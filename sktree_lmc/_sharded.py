@@ -31,6 +31,7 @@ from sklearn.utils.validation import (
     validate_data,
 )
 
+from ._boosting import grow_shared_trees
 from ._bridge import combine
 from ._encoding import (
     SKETCH_SIZE,
@@ -667,6 +668,10 @@ class ShardedSoftTreeEnsemble(MetaEstimatorMixin, BaseEstimator):
             weights = np.asarray(weight_sums, dtype=np.float64)
 
         rounds_es = base.early_stopping and self.n_rounds > 1
+        if rounds_es:
+            shards.hold_out(base.validation_fraction, seeds)
+        # the teacher / boosted start of every shard, grown over all shards
+        shared_trees = self._shared_boosting(shards, base, encoder)
         batch_sizes = self._shard_batch_sizes(base)
         epochs = self._round_epochs(base)
         # The rounds are one run: round r's local fit takes the epochs
@@ -681,6 +686,8 @@ class ShardedSoftTreeEnsemble(MetaEstimatorMixin, BaseEstimator):
             if batch_size is not None and "batch_size" in est.get_params():
                 est.set_params(batch_size=batch_size)
             est._shared_encoder = encoder  # the estimators' hook: encode with it, no refit
+            if shared_trees is not None:
+                est._shared_boosting = shared_trees  # the estimators' hook: no own boosting
             if "random_state" in est.get_params():
                 est.set_params(random_state=int(seed))
             if rounds_es:
@@ -693,7 +700,6 @@ class ShardedSoftTreeEnsemble(MetaEstimatorMixin, BaseEstimator):
             clones.append(est)
         validation = None
         if rounds_es:
-            shards.hold_out(base.validation_fraction, seeds)
             # the estimator's patience in epochs, as rounds of local epochs; at least
             # two rounds, so that one noisy merge does not end the run (the estimator
             # checks every epoch, the rounds only every local_epochs epochs)
@@ -737,6 +743,31 @@ class ShardedSoftTreeEnsemble(MetaEstimatorMixin, BaseEstimator):
         if is_clf:
             self.classes_ = self.merged_.classes_
         return self
+
+    def _shared_boosting(self, shards, base, encoder):
+        """The gradient-boosted trees of ``teacher_weight > 0`` and
+        ``split_init="boosting"``, grown once over all shards (histograms
+        summed over the shards; no row moves), or None when the estimator
+        uses neither. The prefix of the trees is chosen on the rows held out
+        at the shards (round-level early stopping), if any."""
+        boosted = base.split_init == "boosting"
+        if not (boosted or base.teacher_weight > 0):
+            return None
+        if boosted and base.max_features not in (None, 1.0):
+            raise ValueError(
+                "split_init='boosting' in ShardedSoftTreeEnsemble grows one boosted start for "
+                "every shard, on every feature, but the shard models draw their own feature "
+                f"subsets (max_features={base.max_features!r}): set max_features=None."
+            )
+        proto = clone(base)
+        proto._shared_encoder = encoder
+        sites = shards.boosting_sites(proto)
+        n_outputs = sites.call(("shape", ()))[0][0][2]
+        depth = base.depth
+        with torch_threads(base.n_threads):
+            return grow_shared_trees(sites, kind=proto._boosting_loss,
+                                     n_trees=base.n_estimators, depth=depth,
+                                     n_outputs=n_outputs)
 
     def _local_shards(self, X, y, sample_weight, is_clf, rng, base):
         # X as the estimators take it (DataFrames with strings, categories and

@@ -275,3 +275,61 @@ def test_teacher_weight_changes_the_fit_and_partial_fit_ignores_it():
     b = SoftTreeEnsembleClassifier(teacher_weight=0.5, **kw).partial_fit(X, y, classes=[0, 1])
     assert_array_equal(a.tree_params_.leaf_value, b.tree_params_.leaf_value)
     assert b.teacher_weight == 0.5  # restored after the pass
+
+
+# -- boosting over several sites: the shards of a federated fit --------------------------------
+
+
+def _integer_rows(n, seed, n_features=4):
+    """Rows with few distinct values per feature (exact thresholds on any
+    union of sites) and a target that depends on two of them."""
+    rng = np.random.default_rng(seed)
+    X = rng.integers(0, 12, size=(n, n_features)).astype(np.float64)
+    y = ((X[:, 0] > 5) ^ (X[:, 1] > 8)) | (rng.random(n) < 0.1)
+    return X, y.astype(np.int64)
+
+
+@pytest.mark.parametrize("kind", ["softmax", "squared"])
+def test_trees_grown_over_sites_are_the_trees_of_their_union(kind):
+    from sktree_lmc._boosting import BoostingSite, LocalSites, grow_shared_trees
+
+    X, y = _integer_rows(900, 0)
+    target = y if kind == "softmax" else np.column_stack([y * 2.0, X[:, 2]])
+    C = 2
+    w = np.random.default_rng(1).uniform(0.5, 2.0, size=900)
+    train, val = np.arange(0, 900) % 5 != 0, np.arange(0, 900) % 5 == 0
+    union = grow_oblivious_trees(X[train], target[train], w[train], kind=kind, n_trees=30,
+                                 depth=3, n_outputs=C,
+                                 validation=(X[val], target[val], w[val]))
+    sites = []
+    for rows in np.array_split(np.arange(900), 3):  # three sites of 300 rows
+        t, v = rows[train[rows]], rows[val[rows]]
+        sites.append(BoostingSite(X[t], target[t], w[t], kind=kind, n_outputs=C,
+                                  validation=(X[v], target[v], w[v])))
+    shared = grow_shared_trees(LocalSites(sites), kind=kind, n_trees=30, depth=3, n_outputs=C)
+    assert_array_equal(shared[1], union[1])  # the same splits (and prefix)
+    assert_allclose(shared[2], union[2])
+    assert_allclose(shared[0], union[0], rtol=1e-12)
+    assert_allclose(shared[3], union[3], rtol=1e-9, atol=1e-12)
+    assert 0 < (union[1] >= 0).any(axis=1).sum() <= 30
+
+
+def test_merged_thresholds_follow_the_quantiles_of_the_union():
+    from sktree_lmc._boosting import BoostingSite, _merge_thresholds
+
+    rng = np.random.default_rng(0)
+    # three sites with different distributions of one continuous feature
+    parts = [rng.normal(0, 1, 3000), rng.normal(2, 0.5, 1000), rng.exponential(1, 6000)]
+    sites = [BoostingSite(p[:, None], np.zeros(len(p), dtype=np.int64), np.ones(len(p)),
+                          kind="softmax", n_outputs=2).summary(255) for p in parts]
+    edges = _merge_thresholds(sites, 255)[0]
+    union = np.concatenate(parts)
+    # the share of the rows below every threshold is within 0.3 % of its level
+    share = np.searchsorted(np.sort(union), edges) / len(union)
+    levels = np.linspace(0, 1, 257)[1:-1]
+    assert len(edges) == 255
+    assert np.abs(share - levels).max() < 0.003
+    # one site: exactly the thresholds of a plain fit
+    one = _merge_thresholds(sites[:1], 255)[0]
+    from sktree_lmc._boosting import _thresholds
+    assert_array_equal(one, _thresholds(parts[0], 255))

@@ -238,7 +238,7 @@ def _mixed_frame(n, seed=0):
     return frame, y
 
 
-def _sharded_fit(kind, n_rows, received):
+def _sharded_fit(kind, n_rows, received, **params):
     """A whole sharded fit on ``n_rows`` rows in 4 partitions (more rows each than
     the encoder's sketch size, so that the column summaries are sketches),
     federated early stopping, a checkpoint and the federated leaf refit; returns the
@@ -254,7 +254,8 @@ def _sharded_fit(kind, n_rows, received):
         Xd = dd.from_pandas(frame, npartitions=4, sort=False)
         Yd = dd.from_pandas(y, npartitions=4, sort=False)
     base = SoftTreeEnsembleClassifier(n_estimators=8, depth=2, max_epochs=1, batch_size=1024,
-                                      early_stopping=True, n_iter_no_change=5, device="cpu")
+                                      early_stopping=True, n_iter_no_change=5, device="cpu",
+                                      **params)
     states = []
     del received[:]
     est = ShardedSoftTreeEnsemble(base, n_shards=4, n_rounds=2, refit_leaves=True,
@@ -267,12 +268,16 @@ def _sharded_fit(kind, n_rows, received):
     return sizes, blocks
 
 
-@pytest.mark.parametrize("kind", ["array", "dataframe"])
-def test_no_task_returns_rows_to_the_client(local_client, received, kind):
+@pytest.mark.parametrize("kind, params", [
+    ("array", {}), ("dataframe", {}),
+    # the teacher, grown over the shards from histograms and loss sums
+    ("dataframe", {"teacher_weight": 0.5}),
+])
+def test_no_task_returns_rows_to_the_client(local_client, received, kind, params):
     from sktree_lmc._encoding import SKETCH_SIZE
 
-    small, small_blocks = _sharded_fit(kind, 4 * 2500, received)
-    large, large_blocks = _sharded_fit(kind, 4 * 10000, received)
+    small, small_blocks = _sharded_fit(kind, 4 * 2500, received, **params)
+    large, large_blocks = _sharded_fit(kind, 4 * 10000, received, **params)
     assert 2500 // 2 > SKETCH_SIZE  # a sketch is no row block
     # nothing of half a partition's length or more reached the client ...
     assert small_blocks == [] and large_blocks == []

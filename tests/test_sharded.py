@@ -717,3 +717,95 @@ def test_round_level_patience_is_the_estimators_in_epochs_and_at_least_two_round
                      tol=10.0)  # no round improves by 10: stop after 1 + patience rounds
         est = ShardedSoftTreeEnsemble(base, n_shards=2, n_rounds=4, random_state=0)
         assert est.fit(X, Y).n_rounds_ == expected_rounds
+
+
+# -- gradient-boosted trees grown once over all shards -----------------------------------------
+
+
+def _recording(monkeypatch):
+    """Record the trees ``ShardedSoftTreeEnsemble`` grows over its shards."""
+    import sktree_lmc._sharded as sharded
+
+    grown = []
+    grow = sharded.grow_shared_trees
+
+    def recording(*args, **kwargs):
+        grown.append(grow(*args, **kwargs))
+        return grown[-1]
+
+    monkeypatch.setattr(sharded, "grow_shared_trees", recording)
+    return grown
+
+
+def _integer_data(n=600, seed=0):
+    rng = np.random.default_rng(seed)
+    X = rng.integers(0, 10, size=(n, 4)).astype(np.float64)
+    y = ((X[:, 0] > 4) ^ (X[:, 1] > 6)).astype(np.int64)
+    return X, y
+
+
+@pytest.mark.parametrize("params", [dict(teacher_weight=0.5),
+                                    dict(split_init="boosting", max_features=None)])
+def test_sharded_boosting_is_grown_over_the_rows_of_all_shards(monkeypatch, params):
+    from sktree_lmc._boosting import grow_oblivious_trees
+
+    grown = _recording(monkeypatch)
+    X, y = _integer_data()
+    base = _base(n_estimators=16, depth=2, early_stopping=False, numeric_encoding="standard",
+                 additive_bins=None, **params)
+    est = ShardedSoftTreeEnsemble(base, n_shards=3, n_rounds=1, random_state=0).fit(X, y)
+    assert len(grown) == 1
+    # the trees of all rows, as one fit on them would grow them (no validation rows:
+    # early_stopping=False), with the same (shared) encoding
+    Xe = est.encoder_.transform([X[:, j] for j in range(4)])
+    union = grow_oblivious_trees(Xe, y, np.ones(len(y)), kind="softmax", n_trees=16, depth=2,
+                                 n_outputs=2)
+    assert_same = np.testing.assert_allclose
+    np.testing.assert_array_equal(grown[0][1], union[1])
+    assert_same(grown[0][3], union[3], rtol=1e-9, atol=1e-12)
+    # no shard grew its own, and the hook does not travel back with the models
+    assert all("_shared_boosting" not in vars(e) for e in est.estimators_)
+    if "split_init" in params:  # every shard started from these trees: the same leaves
+        leaves = [e.tree_params_.leaf_value for e in est.estimators_]
+        assert_same(leaves[0], leaves[1], atol=0.05)
+        assert_same(leaves[0], leaves[2], atol=0.05)
+
+
+def test_sharded_boosting_uses_the_rows_held_out_at_the_shards(monkeypatch):
+    grown = _recording(monkeypatch)
+    X, y = _integer_data(900, seed=1)
+    y = np.where(np.random.default_rng(2).random(900) < 0.3, 1 - y, y)  # noisy: few trees
+    base = _base(n_estimators=64, depth=3, teacher_weight=0.5, early_stopping=True)
+    ShardedSoftTreeEnsemble(base, n_shards=3, n_rounds=2, random_state=0).fit(X, y)
+    kept = (grown[0][1] >= 0).any(axis=1).sum()
+    assert 0 < kept < 64  # the prefix chosen on the held-out rows
+
+
+def test_sharded_boosted_start_needs_every_feature():
+    base = _base(split_init="boosting", max_features=0.5)
+    with pytest.raises(ValueError, match="max_features=None"):
+        ShardedSoftTreeEnsemble(base, n_shards=2, random_state=0).fit(X, Y)
+
+
+def test_sharded_regressor_teacher_in_the_targets_units():
+    rng = np.random.default_rng(0)
+    Xr = rng.normal(size=(600, 3))
+    yr = 1000.0 + 300.0 * (Xr[:, 0] > 0) + 10.0 * rng.normal(size=600)
+    base = SoftTreeEnsembleRegressor(**{**FAST, "teacher_weight": 0.5, "n_estimators": 16,
+                                        "max_epochs": 30})
+    est = ShardedSoftTreeEnsemble(base, n_shards=3, split="contiguous", n_rounds=2,
+                                  random_state=0).fit(Xr, yr)
+    assert est.score(Xr, yr) > 0.7
+    # the shared trees are grown in the targets' units; a shard, which standardizes its
+    # targets with its own mean and scale, reads them in its units
+    from sktree_lmc._boosting import grow_oblivious_trees, oblivious_output
+
+    shard = clone(base).set_params(max_epochs=1).fit(Xr[:200], yr[:200] * 2.0)
+    Xe = shard._encoded_input(Xr)[:, : shard.encoder_.n_features_out_]
+    trees = grow_oblivious_trees(Xe, yr[:, None], np.ones(600), kind="squared", n_trees=16,
+                                 depth=2, n_outputs=1)
+    shard._shared_boosting = trees
+    in_units = oblivious_output(Xe, *shard._shared_trees())
+    np.testing.assert_allclose(in_units * shard.y_scale_ + shard.y_mean_,
+                               oblivious_output(Xe, *trees), rtol=1e-12)
+    assert not np.allclose(in_units, oblivious_output(Xe, *trees))
