@@ -957,12 +957,16 @@ class SoftTreeEnsembleClassifier(ClassifierMixin, _BaseSoftTreeEnsemble):
         ``max_features=None``): +0.60 points of test accuracy over the
         default on average, within 1.9 points of HistGradientBoosting on
         every dataset (default: 2.9) and above an MLP on every dataset, in
-        2-6 CPU s. And its models merge
-        badly: after weight matching, one pair per dataset had a mean test
-        barrier of 1.27 points against 0.20 for the default's (3.27 against
-        0.00 on electricity), and ``refit_leaves`` after the merge lost
-        1.4-5.3 points on five datasets (the sharp trees' leaves overfit at
-        the optimum), so it is not the default of a package for merging.
+        2-6 CPU s. And its models merge badly: after weight matching, one
+        pair per dataset had a mean test barrier of 1.84 points against 0.20
+        for the default's (3.27 against 0.00 on electricity), and
+        ``refit_leaves`` after the merge ended 3-4 points below the
+        endpoints on five datasets (the sharp trees' leaves overfit at the
+        optimum), so it is not the default of a package for merging. In
+        :class:`~sktree_lmc.ShardedSoftTreeEnsemble` the boosted trees are
+        grown once over all shards (histograms summed over the shards), so
+        every shard starts from the same trees; there it needs
+        ``max_features=None``.
     learning_rate : float, default=1e-2
         Adam learning rate. Chosen by measurement on the seven Tabular-Benchmark
         datasets of the paper (M=256, D=2, 50 epochs, grid 1e-2/1e-3/1e-4 by
