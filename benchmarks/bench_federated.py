@@ -95,6 +95,8 @@ def run(args, out_csv):
                     base.set_params(additive_bins=args.additive_bins)
                 if args.teacher_weight is not None:
                     base.set_params(teacher_weight=args.teacher_weight)
+                if args.max_features != "default":
+                    base.set_params(max_features=args.max_features)
                 if args.smoke:
                     base.set_params(n_estimators=16, depth=2, max_epochs=10)
                 for split_kind in args.splits:
@@ -166,6 +168,14 @@ def report(out_csv):
     return "\n".join(lines)
 
 
+def max_features_arg(value):
+    """``--max-features``: a fraction, or ``none`` for every feature (``default``:
+    the estimator's default)."""
+    if value == "default":
+        return value
+    return None if value.lower() == "none" else float(value)
+
+
 def csv_name(args):
     """``federated.csv``, with a suffix per setting given (``federated_split_init_data.csv``,
     ``federated_shard_init_shared.csv``, ``federated_R1.csv`` for ``--rounds 1``, ...) so that
@@ -177,6 +187,8 @@ def csv_name(args):
                    "teacher_weight"):
         if getattr(args, option) is not None:
             name += f"_{option}_{getattr(args, option)}"
+    if getattr(args, "max_features", "default") != "default":
+        name += f"_max_features_{str(args.max_features).lower()}"
     from sktree_lmc import SoftTreeEnsembleClassifier
 
     # named by the additive term the models have, given or default (``_additive_bins_64``;
@@ -209,8 +221,12 @@ def main(argv=None):
                              "default), for the full fit and the shards alike")
     parser.add_argument("--teacher-weight", type=float, default=None,
                         help="the estimator's teacher_weight (default: its default), for the "
-                             "full fit and the shards alike (every shard grows its teacher on "
-                             "its own rows)")
+                             "full fit and the shards alike (the shards share one teacher, "
+                             "grown over all of them)")
+    parser.add_argument("--max-features", type=max_features_arg, default="default",
+                        help="the estimator's max_features, a float or 'none' (default: its "
+                             "default), for the full fit and the shards alike; "
+                             "--split-init boosting needs 'none'")
     parser.add_argument("--shard-init", default=None, choices=["independent", "shared"],
                         help="ShardedSoftTreeEnsemble's shard_init (default: its default)")
     parser.add_argument("--server-momentum", type=float, default=None,

@@ -49,3 +49,6 @@ def test_federated_csv_names_the_teacher_weight():
     assert bench.csv_name(args) == "federated_teacher_weight_0.75_additive_bins_16-64-256.csv"
     args.teacher_weight = None
     assert bench.csv_name(args) == "federated_additive_bins_16-64-256.csv"
+    args.split_init, args.max_features = "boosting", bench.max_features_arg("none")
+    assert bench.csv_name(args) == (
+        "federated_split_init_boosting_max_features_none_additive_bins_16-64-256.csv")
