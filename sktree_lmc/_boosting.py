@@ -288,16 +288,33 @@ def _site_call(site, calls):
     return site, [getattr(site, name)(*args) for name, args in calls]
 
 
+def result_nbytes(obj):
+    """Bytes of the arrays (and floats) in a site's results: what a remote
+    site sends."""
+    if isinstance(obj, np.ndarray):
+        return int(obj.nbytes)
+    if isinstance(obj, (list, tuple)):
+        return sum(result_nbytes(o) for o in obj)
+    if obj is None:
+        return 0
+    return 8
+
+
 class LocalSites:
-    """The sites of a boosting held in this process (one for a plain fit)."""
+    """The sites of a boosting held in this process (one for a plain fit).
+    ``bytes_received`` counts what the sites returned, as a remote site would
+    send it."""
 
     def __init__(self, sites):
         self.sites = list(sites)
+        self.bytes_received = 0
 
     def call(self, *calls):
         """Every site's results of ``calls`` (see :func:`_site_call`): one
         list per site."""
-        return [_site_call(site, calls)[1] for site in self.sites]
+        out = [_site_call(site, calls)[1] for site in self.sites]
+        self.bytes_received += result_nbytes(out)
+        return out
 
 
 def _merge_thresholds(summaries, max_bins):

@@ -44,7 +44,7 @@ from joblib import Parallel, delayed
 from sklearn.utils import _safe_indexing
 from sklearn.utils.validation import _num_samples, check_array
 
-from ._boosting import BoostingSite, LocalSites, _site_call
+from ._boosting import BoostingSite, LocalSites, _site_call, result_nbytes
 from ._encoding import _is_dataframe, summarize, to_columns
 from ._params import TreeParams
 
@@ -498,13 +498,16 @@ class _DaskSites:
 
     def __init__(self, shards, sites):
         self.shards, self.sites = shards, sites
+        self.bytes_received = 0
 
     def call(self, *calls):
         submit = self.shards.client.submit
         done = [submit(_site_call, site, calls, pure=False) for site in self.sites]
         self.sites = [submit(operator.getitem, d, 0, pure=False) for d in done]
         results = [submit(operator.getitem, d, 1, pure=False) for d in done]
-        return self.shards._gather(results, "growing the shared gradient-boosted trees")
+        out = self.shards._gather(results, "growing the shared gradient-boosted trees")
+        self.bytes_received += result_nbytes(out)
+        return out
 
 
 # ----------------------------------------------------------------------------

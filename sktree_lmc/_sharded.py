@@ -408,6 +408,12 @@ class ShardedSoftTreeEnsemble(MetaEstimatorMixin, BaseEstimator):
         Rounds run (``n_rounds_``; fewer than ``n_rounds`` when round-level
         early stopping stopped), as ``n_iter_`` counts epochs for the
         estimators.
+    boosting_bytes_ : int or None
+        Bytes the shards sent to the client while the gradient-boosted trees
+        of ``teacher_weight > 0`` or ``split_init="boosting"`` were grown
+        over all of them (histograms of gradients and Hessians per depth
+        level, quantile summaries, loss sums; float64), before round 1; not
+        counted in ``history_``. None when the estimator uses neither.
     n_alignment_sweeps_ : int
         Refinement sweeps run by the N-way alignment of the last round
         (``aligner_.n_iter_``; this was ``n_iter_`` before version 0.1).
@@ -750,6 +756,7 @@ class ShardedSoftTreeEnsemble(MetaEstimatorMixin, BaseEstimator):
         summed over the shards; no row moves), or None when the estimator
         uses neither. The prefix of the trees is chosen on the rows held out
         at the shards (round-level early stopping), if any."""
+        self.boosting_bytes_ = None
         boosted = base.split_init == "boosting"
         if not (boosted or base.teacher_weight > 0):
             return None
@@ -765,9 +772,11 @@ class ShardedSoftTreeEnsemble(MetaEstimatorMixin, BaseEstimator):
         n_outputs = sites.call(("shape", ()))[0][0][2]
         depth = base.depth
         with torch_threads(base.n_threads):
-            return grow_shared_trees(sites, kind=proto._boosting_loss,
-                                     n_trees=base.n_estimators, depth=depth,
-                                     n_outputs=n_outputs)
+            trees = grow_shared_trees(sites, kind=proto._boosting_loss,
+                                      n_trees=base.n_estimators, depth=depth,
+                                      n_outputs=n_outputs)
+        self.boosting_bytes_ = sites.bytes_received
+        return trees
 
     def _local_shards(self, X, y, sample_weight, is_clf, rng, base):
         # X as the estimators take it (DataFrames with strings, categories and

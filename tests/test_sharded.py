@@ -763,6 +763,10 @@ def test_sharded_boosting_is_grown_over_the_rows_of_all_shards(monkeypatch, para
     assert_same = np.testing.assert_allclose
     np.testing.assert_array_equal(grown[0][1], union[1])
     assert_same(grown[0][3], union[3], rtol=1e-9, atol=1e-12)
+    # what the shards sent: histograms over (node, feature, bin, output) per level,
+    # independent of their rows
+    n_bins = max(len(np.unique(Xe[:, j])) for j in range(Xe.shape[1]))
+    assert est.boosting_bytes_ > 16 * 3 * (1 + 2) * Xe.shape[1] * n_bins * 2 * 16
     # no shard grew its own, and the hook does not travel back with the models
     assert all("_shared_boosting" not in vars(e) for e in est.estimators_)
     if "split_init" in params:  # every shard started from these trees: the same leaves
@@ -779,6 +783,11 @@ def test_sharded_boosting_uses_the_rows_held_out_at_the_shards(monkeypatch):
     ShardedSoftTreeEnsemble(base, n_shards=3, n_rounds=2, random_state=0).fit(X, y)
     kept = (grown[0][1] >= 0).any(axis=1).sum()
     assert 0 < kept < 64  # the prefix chosen on the held-out rows
+
+
+def test_sharded_without_boosting_sends_no_histograms():
+    est = ShardedSoftTreeEnsemble(_base(), n_shards=2, random_state=0).fit(X, Y)
+    assert est.boosting_bytes_ is None
 
 
 def test_sharded_boosted_start_needs_every_feature():

@@ -63,6 +63,7 @@ def test_dask_shards_grow_the_shared_trees_of_the_numpy_shards(client, params):
     remote = clone(est).fit(da.from_array(X, chunks=(100, 5)), da.from_array(Y, chunks=100))
     _assert_same_params(local.merged_.tree_params_, remote.merged_.tree_params_)
     np.testing.assert_array_equal(remote.predict(X), local.predict(X))
+    assert remote.boosting_bytes_ == local.boosting_bytes_ > 0
 
 
 def test_dask_dataframe_and_partition_groups(client):
