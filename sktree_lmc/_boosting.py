@@ -54,16 +54,6 @@ _BLOCK_ENTRIES = 1 << 22
 BOOSTING_ARCHITECTURES = ("oblivious", "non_oblivious")
 
 
-def _thresholds(x, max_bins):
-    """Candidate thresholds of one column: midpoints between its distinct
-    values, or its quantiles when it has more than ``max_bins + 1``."""
-    values = np.unique(x)
-    if len(values) <= max_bins + 1:
-        return (values[1:] + values[:-1]) / 2
-    levels = np.linspace(0, 1, max_bins + 2)[1:-1]
-    return np.unique(np.quantile(x, levels))
-
-
 def _gradients(kind, raw, target, weight):
     """Gradient and Hessian (per row and output) of the loss at ``raw``.
 
@@ -84,15 +74,6 @@ def _gradients(kind, raw, target, weight):
         g = raw - target
         h = np.ones_like(raw)
     return g * weight[:, None], np.maximum(h, 1e-6) * weight[:, None]
-
-
-def _base_score(kind, target, weight, n_outputs):
-    """The constant start: log class shares (centered), or the weighted mean."""
-    if kind == "softmax":
-        share = np.bincount(target, weights=weight, minlength=n_outputs) / weight.sum()
-        logp = np.log(np.maximum(share, 1e-12))
-        return logp - logp.mean()
-    return np.average(target, axis=0, weights=weight)
 
 
 def _loss(kind, raw, target, weight):

@@ -770,10 +770,9 @@ class ShardedSoftTreeEnsemble(MetaEstimatorMixin, BaseEstimator):
         proto._shared_encoder = encoder
         sites = shards.boosting_sites(proto)
         n_outputs = sites.call(("shape", ()))[0][0][2]
-        depth = base.depth
         with torch_threads(base.n_threads):
             trees = grow_shared_trees(sites, kind=proto._boosting_loss,
-                                      n_trees=base.n_estimators, depth=depth,
+                                      n_trees=base.n_estimators, depth=base.depth,
                                       n_outputs=n_outputs)
         self.boosting_bytes_ = sites.bytes_received
         return trees

@@ -15,9 +15,29 @@ from sktree_lmc import (
 from sktree_lmc._boosting import boosted_start, grow_oblivious_trees, oblivious_output
 
 
+def _thresholds(x, max_bins):
+    """Candidate thresholds of one column, written plainly: midpoints between its
+    distinct values, or its quantiles when it has more than ``max_bins + 1``."""
+    values = np.unique(x)
+    if len(values) <= max_bins + 1:
+        return (values[1:] + values[:-1]) / 2
+    levels = np.linspace(0, 1, max_bins + 2)[1:-1]
+    return np.unique(np.quantile(x, levels))
+
+
+def _base_score(kind, target, weight, n_outputs):
+    """The constant start, written plainly: log class shares (centered), or the
+    weighted mean."""
+    if kind == "softmax":
+        share = np.bincount(target, weights=weight, minlength=n_outputs) / weight.sum()
+        logp = np.log(np.maximum(share, 1e-12))
+        return logp - logp.mean()
+    return np.average(target, axis=0, weights=weight)
+
+
 def _reference_trees(X, target, weight, kind, n_trees, depth, n_outputs, l2=1.0, lr=0.1):
     """The greedy search written plainly: every level, feature and threshold."""
-    from sktree_lmc._boosting import _base_score, _gradients, _thresholds
+    from sktree_lmc._boosting import _gradients
 
     base = _base_score(kind, target, weight, n_outputs)
     raw = np.tile(base, (len(X), 1))
@@ -331,5 +351,4 @@ def test_merged_thresholds_follow_the_quantiles_of_the_union():
     assert np.abs(share - levels).max() < 0.003
     # one site: exactly the thresholds of a plain fit
     one = _merge_thresholds(sites[:1], 255)[0]
-    from sktree_lmc._boosting import _thresholds
     assert_array_equal(one, _thresholds(parts[0], 255))
