@@ -25,10 +25,14 @@ Models (``CLASSIFIERS``; ``--models`` selects):
   max_features=None)`` on the paper preprocessing (the paper's protocol, M = 256, lr 1e-2,
   batch 512);
 * ``default``: ``SoftTreeEnsembleClassifier(random_state=s, device="cpu")``, the package's
-  defaults at the commit in the row's ``commit`` column: since ``additive_bins=(16, 64, 256)``
-  became the default, its rows are those measured then as ``additive_multi`` (every other
-  setting as now);
-* ``additive64``: the default with one resolution of the additive term,
+  defaults: since ``teacher_weight=0.75`` became the classifier's default (CHANGELOG), its
+  rows are those measured as ``teacher`` before (the default of then with
+  ``teacher_weight=0.75``, every other setting as now);
+* ``no_teacher``: the default without the teacher (``teacher_weight=0``), the default before
+  it; its rows were measured as ``default`` then (and, before ``additive_bins=(16, 64, 256)``
+  was the default, as ``additive_multi``). The variants below that were measured before the
+  teacher pass ``teacher_weight=0`` explicitly;
+* ``additive64``: the no-teacher default with one resolution of the additive term,
   ``additive_bins=64``, the default before; its rows were measured as ``default`` then (and
   before that as ``additive``);
 * ``no_additive``: the default without the additive term (``additive_bins=None``), the
@@ -41,14 +45,11 @@ Models (``CLASSIFIERS``; ``--models`` selects):
   (averaging=None), ``all_features`` (max_features=None), ``depth2`` (depth=2),
   ``init_data`` (split_init="data": half of the splits start as sharp thresholds on the
   data);
-* variants of ``default`` changing one parameter, tried and not kept: ``label_smoothing``
+* variants of ``no_teacher`` changing one parameter, tried and not kept: ``label_smoothing``
   (label_smoothing=0.1) and ``init_data_additive`` (split_init="data");
 * the gradient-boosted start, an option and not the default (its models merge badly;
-  ``docs/benchmarks.md``): ``boosting`` (split_init="boosting", max_features=None) and
-  ``boosting_depth6`` (the same at depth=6);
-* ``teacher``: the default trained on its labels mixed with the predictions of
-  gradient-boosted trees (``teacher_weight=0.75``), also in the mixed-data and regression
-  tables.
+  ``docs/benchmarks.md``): ``boosting`` (split_init="boosting", max_features=None, no
+  teacher) and ``boosting_depth6`` (the same at depth=6).
 
 A config whose construction raises ``TypeError`` (a parameter the installed estimator does
 not have yet) is reported as skipped, and the run goes on.
@@ -62,7 +63,7 @@ exactly ``round(0.1 * rows * columns)`` cells drawn without replacement with
 ``numpy.random.default_rng(0)``) are set missing. A pandas DataFrame goes to the models
 unchanged: ``hgb_cat`` = ``HistGradientBoostingClassifier(categorical_features="from_dtype",
 random_state=s)``, ``default`` (the soft tree ensemble, no preprocessing), ``additive64``,
-``no_additive``, ``enc_ple``, ``init_data`` and ``teacher`` (as above).
+``no_teacher``, ``no_additive``, ``enc_ple`` and ``init_data`` (as above).
 
 **Regression** (``--regression``; ``regression.csv``), R^2 on the test rows, seeds 0, 1, 2
 (random, unstratified splits, 10,000/10,000 rows or halves):
@@ -76,7 +77,8 @@ random_state=s)``, ``default`` (the soft tree ensemble, no preprocessing), ``add
 ``HistGradientBoostingRegressor(random_state=s)``, ``default`` =
 ``SoftTreeEnsembleRegressor(random_state=s, device="cpu")`` on raw features, ``paper`` = the
 regressor with the ``paper`` settings above on the paper preprocessing, ``teacher`` = the
-default regressor with ``teacher_weight=0.75``.
+default regressor with ``teacher_weight=0.75`` (the regressor's default stays 0: the teacher
+did not gain in regression).
 
 Per row: test and train score (accuracy in %, or R^2), fit CPU seconds (``time.process_time``
 around ``fit``, torch at 1 thread, BLAS/OpenMP limited to 1 thread with
@@ -190,9 +192,13 @@ def _mlp(seed):
     return make_pipeline(StandardScaler(), MLPClassifier(random_state=seed, early_stopping=True))
 
 
-#: The model without the additive term, the default before ``additive_bins=64``: the ablations
-#: below change it by one parameter (they were measured when it was the default).
-NO_ADDITIVE = {"additive_bins": None}
+#: The default without the teacher, the default before ``teacher_weight=0.75``: the variants
+#: measured when it was the default keep it explicitly.
+NO_TEACHER = {"teacher_weight": 0.0}
+#: The model without the additive term (and the teacher), the default before
+#: ``additive_bins=64``: the ablations below change it by one parameter (they were measured
+#: when it was the default).
+NO_ADDITIVE = {**NO_TEACHER, "additive_bins": None}
 
 #: Models of the raw classification table; add a line to add a column.
 CLASSIFIERS = {
@@ -200,7 +206,8 @@ CLASSIFIERS = {
     "mlp": Config(_mlp),
     "paper": Config(_soft_classifier(**PAPER_PARAMS), paper=True),
     "default": Config(_soft_classifier()),
-    "additive64": Config(_soft_classifier(additive_bins=64)),
+    "no_teacher": Config(_soft_classifier(**NO_TEACHER)),
+    "additive64": Config(_soft_classifier(**NO_TEACHER, additive_bins=64)),
     "no_additive": Config(_soft_classifier(**NO_ADDITIVE)),
     "enc_none": Config(_soft_classifier(**NO_ADDITIVE, numeric_encoding="none")),
     "enc_standard": Config(_soft_classifier(**NO_ADDITIVE, numeric_encoding="standard")),
@@ -210,25 +217,25 @@ CLASSIFIERS = {
     "all_features": Config(_soft_classifier(**NO_ADDITIVE, max_features=None)),
     "depth2": Config(_soft_classifier(**NO_ADDITIVE, depth=2)),
     "init_data": Config(_soft_classifier(**NO_ADDITIVE, split_init="data")),
-    # variants of the three-resolution default, tried and not kept (docs/benchmarks.md)
-    "label_smoothing": Config(_soft_classifier(label_smoothing=0.1)),
-    "init_data_additive": Config(_soft_classifier(split_init="data")),
+    # variants of the three-resolution default without the teacher, tried and not kept
+    # (docs/benchmarks.md)
+    "label_smoothing": Config(_soft_classifier(**NO_TEACHER, label_smoothing=0.1)),
+    "init_data_additive": Config(_soft_classifier(**NO_TEACHER, split_init="data")),
     # the gradient-boosted start (an option, not the default: its models merge badly)
-    "boosting": Config(_soft_classifier(split_init="boosting", max_features=None)),
-    "boosting_depth6": Config(_soft_classifier(split_init="boosting", max_features=None,
-                                               depth=6)),
-    # the default trained on labels mixed with a gradient-boosted teacher's predictions
-    "teacher": Config(_soft_classifier(teacher_weight=0.75), requires=("teacher_weight",)),
+    "boosting": Config(_soft_classifier(**NO_TEACHER, split_init="boosting",
+                                        max_features=None)),
+    "boosting_depth6": Config(_soft_classifier(**NO_TEACHER, split_init="boosting",
+                                               max_features=None, depth=6)),
 }
 #: Models of the mixed-data table (they get the DataFrame with categories and missing values).
 MIXED = {
     "hgb_cat": Config(_hgb_cat),
     "default": Config(_soft_classifier(), requires=("categorical_features",)),
+    "no_teacher": Config(_soft_classifier(**NO_TEACHER)),
     "no_additive": Config(_soft_classifier(**NO_ADDITIVE)),
     "enc_ple": Config(_soft_classifier(**NO_ADDITIVE, numeric_encoding="piecewise_linear")),
     "init_data": Config(_soft_classifier(**NO_ADDITIVE, split_init="data")),
-    "additive64": Config(_soft_classifier(additive_bins=64)),
-    "teacher": Config(_soft_classifier(teacher_weight=0.75), requires=("teacher_weight",)),
+    "additive64": Config(_soft_classifier(**NO_TEACHER, additive_bins=64)),
 }
 #: Models of the regression table.
 REGRESSORS = {

@@ -73,19 +73,25 @@ def _read(path):
         return list(csv.DictReader(f))
 
 
-def _model(out, dataset, seed, X, y, smoke, split_init=None, additive_bins="default"):
+def _model(out, dataset, seed, X, y, smoke, split_init=None, additive_bins="default",
+           teacher_weight=None):
     """The default model of ``seed`` on the training rows (cached); ``split_init``,
-    ``additive_bins`` (an int or None): those parameters instead of their defaults. The
-    cache's file name names the additive term the model has (``-additive64``; none: no
-    suffix, as before it existed), so models of another default are never reused."""
+    ``additive_bins`` (an int or None), ``teacher_weight``: those parameters instead of
+    their defaults. The cache's file name names the additive term and the teacher the
+    model has (``-additive64``, ``-teacher0.75``; none: no suffix, as before they
+    existed), so models of another default are never reused."""
     params = dict(random_state=seed, device="cpu")
     if split_init:
         params["split_init"] = split_init
     if additive_bins != "default":
         params["additive_bins"] = additive_bins
-    bins = SoftTreeEnsembleClassifier(**params).additive_bins
+    if teacher_weight is not None:
+        params["teacher_weight"] = teacher_weight
+    probe = SoftTreeEnsembleClassifier(**params)
+    bins, teacher = probe.additive_bins, probe.teacher_weight
     tag = (("-smoke" if smoke else "") + (f"-{split_init}" if split_init else "")
-           + (f"-additive{bins_tag(bins)}" if bins else ""))
+           + (f"-additive{bins_tag(bins)}" if bins else "")
+           + (f"-teacher{teacher:g}" if teacher else ""))
     path = out / "models" / f"{dataset}-seed{seed}{tag}.joblib"
     if path.exists():
         return joblib.load(path)
@@ -102,7 +108,7 @@ def _acc(model, X, y):
 
 
 def run(out, datasets, pairs, n_eval, *, n_train=10_000, smoke=False, refit_iter=100,
-        split_init=None, additive_bins="default"):
+        split_init=None, additive_bins="default", teacher_weight=None):
     out = Path(out)
     barriers, refits = out / "barriers.csv", out / "refit.csv"
     done_b = {(r["dataset"], r["pair"]) for r in _read(barriers)}
@@ -118,8 +124,10 @@ def run(out, datasets, pairs, n_eval, *, n_train=10_000, smoke=False, refit_iter
             seed_a, seed_b = 2 * p + 1, 2 * p + 2
             if (dataset, str(p)) in done_b and (dataset, str(p)) in done_r:
                 continue
-            a = _model(out, dataset, seed_a, X_tr, y_tr, smoke, split_init, additive_bins)
-            b = _model(out, dataset, seed_b, X_tr, y_tr, smoke, split_init, additive_bins)
+            a = _model(out, dataset, seed_a, X_tr, y_tr, smoke, split_init, additive_bins,
+                       teacher_weight)
+            b = _model(out, dataset, seed_b, X_tr, y_tr, smoke, split_init, additive_bins,
+                       teacher_weight)
             if (dataset, str(p)) not in done_b:
                 rows = interpolate_pair(a, b, splits, X_align=X_tr, align_seed=seed_a,
                                         n_lambdas=5 if smoke else 25)
@@ -222,6 +230,8 @@ def main(argv=None):
     parser.add_argument("--additive-bins", type=additive_bins_arg, default="default",
                         help="the models' additive_bins, an int or 'none' (default: the "
                              "estimator's default)")
+    parser.add_argument("--teacher-weight", type=float, default=None,
+                        help="the models' teacher_weight (default: the estimator's default)")
     parser.add_argument("--out", type=Path, default=RESULTS)
     parser.add_argument("--report", type=Path, default=None, metavar="DIR")
     parser.add_argument("--smoke", action="store_true")
@@ -233,7 +243,8 @@ def main(argv=None):
         run(args.out, ["MagicTelescope"], 1, 200, n_train=300, smoke=True)
         return report(args.out)
     run(args.out, args.datasets, args.pairs, args.n_eval, refit_iter=args.refit_iter,
-        split_init=args.split_init, additive_bins=args.additive_bins)
+        split_init=args.split_init, additive_bins=args.additive_bins,
+        teacher_weight=args.teacher_weight)
     return report(args.out)
 
 

@@ -183,13 +183,20 @@ def csv_name(args):
     name = "federated_smoke" if args.smoke else "federated"
     if args.rounds != 10 and not args.smoke:
         name += f"_R{args.rounds}"
-    for option in ("numeric_encoding", "split_init", "shard_init", "server_momentum",
-                   "teacher_weight"):
+    for option in ("numeric_encoding", "split_init", "shard_init", "server_momentum"):
         if getattr(args, option) is not None:
             name += f"_{option}_{getattr(args, option)}"
+    from sktree_lmc import SoftTreeEnsembleClassifier
+
+    # named by the teacher the models have, given or default (``_teacher_weight_0.75``; none:
+    # no suffix, as before it existed), so runs of another default never mix
+    teacher = args.teacher_weight
+    if teacher is None and not args.smoke:
+        teacher = SoftTreeEnsembleClassifier().teacher_weight
+    if teacher:
+        name += f"_teacher_weight_{float(teacher)}"
     if getattr(args, "max_features", "default") != "default":
         name += f"_max_features_{str(args.max_features).lower()}"
-    from sktree_lmc import SoftTreeEnsembleClassifier
 
     # named by the additive term the models have, given or default (``_additive_bins_64``;
     # none: no suffix, as before it existed), so runs of another default never mix

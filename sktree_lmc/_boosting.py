@@ -100,7 +100,8 @@ def grow_oblivious_trees(X, target, weight, *, kind, n_trees, depth, n_outputs,
         Int class indices of shape (n_samples,) (``kind="softmax"``) or float
         targets of shape (n_samples, n_outputs) (``kind="squared"``).
     weight : ndarray of shape (n_samples,)
-        Sample weights (nonnegative).
+        Sample weights (nonnegative), relative: they are rescaled to a mean
+        of 1, so that the L2 penalty ``l2`` does not depend on their scale.
     kind : {"softmax", "squared"}
     n_trees, depth, n_outputs : int
     mask : ndarray of bool of shape (n_trees, n_features) or None
@@ -197,9 +198,11 @@ class BoostingSite:
                     float(self.weight.sum()))
         return ((self.weight[:, None] * self.target).sum(axis=0), float(self.weight.sum()))
 
-    def start(self, edges, base):
-        """Bin the rows on the shared thresholds; every output starts at ``base``."""
+    def start(self, edges, base, weight_scale=1.0):
+        """Bin the rows on the shared thresholds; every output starts at
+        ``base``; the training weights are multiplied by ``weight_scale``."""
         self.edges, self.n_bins = edges, max(1, max((len(e) for e in edges), default=0) + 1)
+        self.weight = self.weight * weight_scale
         n, F = self.X.shape
         self.codes = np.empty((n, F), dtype=np.int32)
         for f in range(F):
@@ -365,8 +368,16 @@ def grow_shared_trees(sites, *, kind, n_trees, depth, n_outputs, mask=None,
     edges = _merge_thresholds(summaries, max_bins)
     F = len(edges)
     n_bins = max(1, max((len(e) for e in edges), default=0) + 1)
-    sums = [r[0] for r in sites.call(("base_sums", ()))]
+    out = sites.call(("base_sums", ()), ("shape", ()))
+    sums = [r[0] for r in out]
     total, weight_sum = sum(s for s, _ in sums), sum(w for _, w in sums)
+    # The weights are relative, as in the soft trees' weighted mean loss: they
+    # are rescaled to a mean of 1 over all sites' rows, so that the L2 penalty
+    # does not depend on their scale (weights of 1e-4 summing to 1 would
+    # otherwise shrink every leaf to nothing) and no sum overflows; unweighted
+    # rows keep weight 1. A weight of k counts as k repeated rows but for the
+    # penalty's relative strength (exactly so with l2=0).
+    weight_scale = sum(r[1][0] for r in out) / weight_sum
     if kind == "softmax":
         logp = np.log(np.maximum(total / weight_sum, 1e-12))
         base = logp - logp.mean()
@@ -381,8 +392,10 @@ def grow_shared_trees(sites, *, kind, n_trees, depth, n_outputs, mask=None,
     leaves = np.zeros((n_trees, 1 << depth, n_outputs))
     # features per histogram call: at most _BLOCK_ENTRIES cells of the deepest level
     width = max(1, _BLOCK_ENTRIES // ((1 << max(depth - 1, 0)) * n_bins * n_outputs))
-    blocks = [(lo, min(F, lo + width)) for lo in range(0, F, width)]
-    sites.call(("start", (edges, base)))
+    # (no feature at all, e.g. every column constant: one empty block, and every
+    # tree is a constant)
+    blocks = [(lo, min(F, lo + width)) for lo in range(0, F, width)] or [(0, 0)]
+    sites.call(("start", (edges, base, weight_scale)))
     n_leaves = 1 << depth
     first = blocks[0]
     best_loss = best_m = None
@@ -456,7 +469,7 @@ def oblivious_output(X, base, features, thresholds, leaves):
     X = np.asarray(X, dtype=np.float64)
     M, D = features.shape
     leaf = np.zeros((len(X), M), dtype=np.int64)
-    for d in range(D):
+    for d in range(D if X.shape[1] else 0):  # no feature: every row in leaf 0
         f = features[:, d]
         right = (X[:, np.maximum(f, 0)] > thresholds[None, :, d]) & (f[None, :] >= 0)
         leaf = leaf * 2 + right

@@ -131,8 +131,9 @@ def _boosting_site(est, data, val):
     """Shard ``data``'s :class:`BoostingSite` (its validation rows ``val``,
     or None), encoded and weighted as ``est`` (a clone holding the shared
     encoder) encodes them in its fit: the tree features, the fitted targets,
-    the sample weights times the class weights (rescaled to a largest weight
-    of 1 per shard, as the shard's fit does)."""
+    the sample weights times the class weights, unscaled, so that the sums of
+    all shards are those of their union (a per-shard rescaling would weigh the
+    shards' rows differently)."""
     fitted = copy.deepcopy(est)
     X, y, target, w, n_outputs = fitted._prepare_fit_data(*data)
     fitted.n_outputs_ = n_outputs  # what a warm fit checks the validation targets against

@@ -155,10 +155,13 @@ class _FitTensors(NamedTuple):
 
     @classmethod
     def from_arrays(cls, X, target, sample_weight, device):
+        # The loss is a weighted mean, so the scale of the weights is free: a
+        # largest weight of 1 keeps their float32 sums finite.
+        weight = np.asarray(sample_weight, dtype=np.float64)
         return cls(
             _as_tensor(X, torch.float32, device),
             torch.as_tensor(target, device=device),
-            torch.as_tensor(sample_weight, dtype=torch.float32, device=device),
+            torch.as_tensor(weight / weight.max(), dtype=torch.float32, device=device),
         )
 
 

@@ -47,7 +47,9 @@ def test_federated_csv_names_the_teacher_weight():
                               shard_init=None, server_momentum=None, teacher_weight=0.75,
                               additive_bins="default")
     assert bench.csv_name(args) == "federated_teacher_weight_0.75_additive_bins_16-64-256.csv"
-    args.teacher_weight = None
+    args.teacher_weight = None  # the default's teacher names the file as if given
+    assert bench.csv_name(args) == "federated_teacher_weight_0.75_additive_bins_16-64-256.csv"
+    args.teacher_weight = 0.0  # no teacher: no suffix, the file of the runs before it
     assert bench.csv_name(args) == "federated_additive_bins_16-64-256.csv"
     args.split_init, args.max_features = "boosting", bench.max_features_arg("none")
     assert bench.csv_name(args) == (

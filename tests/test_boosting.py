@@ -1,5 +1,7 @@
 """``split_init="boosting"``: the trees start as gradient-boosted oblivious trees."""
 
+import warnings
+
 import numpy as np
 import pytest
 import torch
@@ -36,9 +38,11 @@ def _base_score(kind, target, weight, n_outputs):
 
 
 def _reference_trees(X, target, weight, kind, n_trees, depth, n_outputs, l2=1.0, lr=0.1):
-    """The greedy search written plainly: every level, feature and threshold."""
+    """The greedy search written plainly: every level, feature and threshold
+    (the weights are relative: rescaled to a mean of 1 first)."""
     from sktree_lmc._boosting import _gradients
 
+    weight = weight * (len(weight) / weight.sum())
     base = _base_score(kind, target, weight, n_outputs)
     raw = np.tile(base, (len(X), 1))
     edges = [_thresholds(X[:, f], 255) for f in range(X.shape[1])]
@@ -107,17 +111,40 @@ def test_the_soft_start_computes_the_boosted_trees(arch_name, kind):
     assert (trees[1] >= 0).all()  # every level found a split here
 
 
-def test_weights_count_like_repeated_rows():
+def _weighted_rows():
     rng = np.random.default_rng(0)
     X = rng.integers(0, 5, size=(60, 3)).astype(float)
     y = rng.integers(0, 2, size=60)
     w = rng.integers(1, 4, size=60)
-    kw = dict(kind="softmax", n_trees=4, depth=2, n_outputs=2)
-    weighted = grow_oblivious_trees(X, y, w.astype(float), **kw)
-    repeated = grow_oblivious_trees(np.repeat(X, w, axis=0), np.repeat(y, w), np.ones(w.sum()),
-                                    **kw)
+    return X, y, w
+
+
+def test_weights_count_like_repeated_rows_without_the_penalty():
+    """The weights are rescaled to a mean of 1, so a weight of k counts as k
+    repeated rows exactly where the L2 penalty does not weigh in (l2=0)."""
+    X, y, w = _weighted_rows()
+    kw = dict(kind="softmax", n_trees=4, depth=2, n_outputs=2, l2=0.0)
+    with np.errstate(invalid="ignore", divide="ignore"):  # empty bins: 0 / 0 without l2
+        weighted = grow_oblivious_trees(X, y, w.astype(float), **kw)
+        repeated = grow_oblivious_trees(np.repeat(X, w, axis=0), np.repeat(y, w),
+                                        np.ones(w.sum()), **kw)
     for a, b in zip(weighted, repeated):
         assert_allclose(a, b, atol=1e-12)
+
+
+@pytest.mark.parametrize("scale", [1e-40, 1e-4, 1e4, 1e300])
+def test_the_scale_of_the_weights_is_free(scale):
+    """Only weight ratios matter, the L2 penalty included: weights summing to
+    1 do not shrink the leaves to nothing, and huge ones do not overflow."""
+    X, y, w = _weighted_rows()
+    kw = dict(kind="softmax", n_trees=4, depth=2, n_outputs=2)
+    expected = grow_oblivious_trees(X, y, w.astype(float), **kw)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        got = grow_oblivious_trees(X, y, w * scale, **kw)
+    for a, b in zip(got, expected):
+        assert_allclose(a, b, rtol=1e-9, atol=1e-12)
+    assert np.abs(expected[3]).max() > 0.05  # leaves of a real step, not shrunk away
 
 
 @pytest.mark.parametrize("kind", ["softmax", "squared"])
@@ -352,3 +379,19 @@ def test_merged_thresholds_follow_the_quantiles_of_the_union():
     # one site: exactly the thresholds of a plain fit
     one = _merge_thresholds(sites[:1], 255)[0]
     assert_array_equal(one, _thresholds(parts[0], 255))
+
+
+@pytest.mark.parametrize("kind", ["softmax", "squared"])
+def test_no_feature_at_all_grows_constant_trees(kind):
+    """Every column constant (the piecewise-linear encoding drops them all): the
+    boosting has nothing to split on, and every tree is a constant."""
+    X = np.zeros((30, 0))
+    y = np.arange(30) % 2
+    target = y if kind == "softmax" else y[:, None].astype(float)
+    base, features, thresholds, leaves = grow_oblivious_trees(
+        X, target, np.ones(30), kind=kind, n_trees=3, depth=2, n_outputs=2 if kind == "softmax"
+        else 1)
+    assert (features == -1).all()
+    assert (leaves[:, 1:] == 0).all()  # every row in leaf 0
+    out = oblivious_output(X, base, features, thresholds, leaves)
+    assert out.shape == (30, leaves.shape[2]) and np.allclose(out, out[0])

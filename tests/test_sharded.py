@@ -89,7 +89,10 @@ def test_a_worker_receives_only_its_own_shard(monkeypatch):
 
 
 def test_sequential_run_is_reproducible_and_equals_merge_of_its_shards():
-    est = ShardedSoftTreeEnsemble(_base(), n_shards=2, random_state=3).fit(X, Y)
+    # no teacher: a shard's teacher is grown over all shards, so a shard's fit is not the
+    # plain fit of its rows compared below (test_sharded_boosting_* test the shared teacher)
+    est = ShardedSoftTreeEnsemble(_base(teacher_weight=0.0), n_shards=2,
+                                  random_state=3).fit(X, Y)
     again = clone(est).fit(X, Y)
     _assert_same_params(est.merged_.tree_params_, again.merged_.tree_params_)
     manual = merge_estimators(est.estimators_, weights=est.shard_sizes_)
@@ -195,7 +198,10 @@ def test_regressor_behaviour():
 
 def test_sample_weight_goes_to_the_shards():
     w = np.where(Y == 1, 2.0, 1.0)
-    est = ShardedSoftTreeEnsemble(_base(), n_shards=2, random_state=0).fit(X, Y, sample_weight=w)
+    # no teacher: a shard's teacher is grown over all shards, so its fit is not the plain
+    # fit of its rows compared below (test_sharded_boosting_* test the shared teacher)
+    est = ShardedSoftTreeEnsemble(_base(teacher_weight=0.0), n_shards=2,
+                                  random_state=0).fit(X, Y, sample_weight=w)
     expected = [w[idx].sum() for idx in est.shard_indices_]
     np.testing.assert_allclose(est.weights_, np.array(expected) / sum(expected))
     refit = _with_encoder(clone(est.estimators_[0]), est.encoder_).fit(
@@ -786,8 +792,12 @@ def test_sharded_boosting_uses_the_rows_held_out_at_the_shards(monkeypatch):
 
 
 def test_sharded_without_boosting_sends_no_histograms():
-    est = ShardedSoftTreeEnsemble(_base(), n_shards=2, random_state=0).fit(X, Y)
+    est = ShardedSoftTreeEnsemble(_base(teacher_weight=0.0), n_shards=2,
+                                  random_state=0).fit(X, Y)
     assert est.boosting_bytes_ is None
+    # the default classifier has a teacher, grown over the shards
+    est = ShardedSoftTreeEnsemble(_base(), n_shards=2, random_state=0).fit(X, Y)
+    assert est.boosting_bytes_ > 0
 
 
 def test_sharded_boosted_start_needs_every_feature():

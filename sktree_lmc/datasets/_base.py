@@ -422,7 +422,7 @@ def paper_split(X, y, n_train=10_000, n_test=10_000, random_state=0):
 #: used as given (the paper preprocesses them outside the estimator, see
 #: :func:`make_paper_preprocessor`), uniform initialization of the splits, a constant learning
 #: rate, the last weights as the model (no averaging), every feature in every tree and every
-#: epoch (no early stopping), no additive term. Read-only; pass it as
+#: epoch (no early stopping), no additive term, no teacher. Read-only; pass it as
 #: ``SoftTreeEnsembleClassifier(**PAPER_TRAINING, depth=2, max_epochs=50)`` so that a
 #: reproduction does not move with the package's defaults.
 PAPER_TRAINING = MappingProxyType({
@@ -433,6 +433,7 @@ PAPER_TRAINING = MappingProxyType({
     "max_features": None,
     "early_stopping": False,
     "additive_bins": None,
+    "teacher_weight": 0.0,
 })
 
 
