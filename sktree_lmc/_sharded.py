@@ -412,7 +412,8 @@ class ShardedSoftTreeEnsemble(MetaEstimatorMixin, BaseEstimator):
         Bytes the shards sent to the client while the gradient-boosted trees
         of ``teacher_weight > 0`` or ``split_init="boosting"`` were grown
         over all of them (histograms of gradients and Hessians per depth
-        level, quantile summaries, loss sums; float64), before round 1; not
+        level, of the left children below the root and of one output for two
+        classes, quantile summaries, loss sums; float64), before round 1; not
         counted in ``history_``. None when the estimator uses neither.
     n_alignment_sweeps_ : int
         Refinement sweeps run by the N-way alignment of the last round

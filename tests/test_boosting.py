@@ -395,3 +395,29 @@ def test_no_feature_at_all_grows_constant_trees(kind):
     assert (leaves[:, 1:] == 0).all()  # every row in leaf 0
     out = oblivious_output(X, base, features, thresholds, leaves)
     assert out.shape == (30, leaves.shape[2]) and np.allclose(out, out[0])
+
+
+def test_a_site_sends_the_left_children_and_the_first_output_of_what_the_client_needs():
+    """The histograms a site sends below the root (its left children's, of the
+    first output for two classes) are the even nodes and first output of the
+    full histograms, and the parents' minus them are the odd nodes'."""
+    from sktree_lmc._boosting import BoostingSite, _all_outputs, _with_right_children
+
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(200, 3))
+    y = (X[:, 0] + rng.normal(size=200) > 0).astype(int)
+    site = BoostingSite(X, y, rng.uniform(0.5, 2, size=200), kind="softmax", n_outputs=2)
+    edges = [np.quantile(X[:, f], np.linspace(0, 1, 9)[1:-1]) for f in range(3)]
+    site.start(edges, np.zeros(2))
+    site.add_tree(None)
+    root = site.histograms(0, 3, 1)
+    site.split(1, 3)
+    full = site.histograms(0, 3, 2)
+    left = site.histograms(0, 3, 2, True, 1)
+    assert left[0].shape == (1, 3, 8, 1)  # 7 thresholds: 8 bins
+    assert_allclose(left[0], full[0][0::2, ..., :1])
+    # the client's reconstruction: right = parent - left, second output = -first
+    parent = tuple(r[..., :1] for r in root)  # what the client kept, of the first output
+    rebuilt = _all_outputs(*_with_right_children(parent, left), 2)
+    assert_allclose(rebuilt[0], full[0], atol=1e-12)
+    assert_allclose(rebuilt[1], full[1], atol=1e-12)
