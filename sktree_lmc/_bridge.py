@@ -324,4 +324,18 @@ def combine(estimators, aligned_params, weights):
         aligned_params = [scale_leaves(p, f) for p, f in zip(aligned_params, factors)]
         overrides = {"y_mean_": y_mean, "y_scale_": y_scale}
     merged = TreeParams.weighted_average(aligned_params, weights)
+    if any(getattr(e, "teacher_", None) for e in estimators):
+        overrides["teacher_"] = distinct_teachers(estimators)
     return with_params(estimators[0], merged, **overrides)
+
+
+def distinct_teachers(estimators):
+    """The distinct teachers (``teacher_``) of ``estimators``: those of a merged
+    model, whose ``refit_leaves`` mixes in their mean probabilities (shards
+    sharing one teacher give one)."""
+    out = []
+    for est in estimators:
+        for teacher in getattr(est, "teacher_", None) or ():
+            if not any(all(np.array_equal(a, b) for a, b in zip(teacher, t)) for t in out):
+                out.append(teacher)
+    return out

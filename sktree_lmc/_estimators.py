@@ -335,6 +335,8 @@ class _BaseSoftTreeEnsemble(BaseEstimator):
                           generator=generator,
                           validation=_boosting_validation(X, target, sw, val_idx, F_enc),
                           trees=self._shared_trees())
+        if not warm:
+            self.teacher_ = None
         if self.teacher_weight > 0:
             target = self._distilled_targets(X, target, sample_weight, train_idx, val_idx,
                                              n_outputs, generator)
@@ -405,15 +407,20 @@ class _BaseSoftTreeEnsemble(BaseEstimator):
         F_enc = self.encoder_.n_features_out_
         Xe = np.asarray(X[train_idx, :F_enc], dtype=np.float64)
         trees = self._shared_trees()  # grown over the shards already
-        if trees is not None:
-            return self._mix_targets(target, oblivious_output(Xe, *trees), train_idx, n_outputs)
-        sw = np.asarray(sample_weight, dtype=np.float64)
-        trees = grow_oblivious_trees(
-            Xe, target[train_idx], sw[train_idx],
-            kind=self._boosting_loss, n_trees=self.n_estimators, depth=self.depth,
-            n_outputs=n_outputs, generator=generator,
-            validation=_boosting_validation(X, target, sw, val_idx, F_enc))
+        if trees is None:
+            sw = np.asarray(sample_weight, dtype=np.float64)
+            trees = grow_oblivious_trees(
+                Xe, target[train_idx], sw[train_idx],
+                kind=self._boosting_loss, n_trees=self.n_estimators, depth=self.depth,
+                n_outputs=n_outputs, generator=generator,
+                validation=_boosting_validation(X, target, sw, val_idx, F_enc))
+        self.teacher_ = [tuple(np.asarray(a) for a in trees)]
         return self._mix_targets(target, oblivious_output(Xe, *trees), train_idx, n_outputs)
+
+    def _refit_targets(self, X, y):
+        """The targets ``refit_leaves`` fits the leaves to, for the encoded rows
+        ``X`` and their labels or targets ``y`` (see the classifier)."""
+        return self._fitted_targets(y)
 
     def _shared_units(self, target):
         """Fitted targets in the units the shards' shared trees are grown on
@@ -1217,6 +1224,15 @@ class SoftTreeEnsembleClassifier(ClassifierMixin, _BaseSoftTreeEnsemble):
         Adam's state after the last fit when ``warm_start=True`` (``step``,
         and the moments ``exp_avg`` and ``exp_avg_sq`` as
         :class:`TreeParams` on the CPU), else None.
+    teacher_ : list of tuple or None
+        The gradient-boosted teacher of ``teacher_weight > 0`` (one tuple
+        ``(base, features, thresholds, leaves)`` of NumPy arrays: oblivious
+        trees on the encoded features, about 100 kB for 256 trees of depth
+        4), kept so that :func:`refit_leaves` solves the objective the model
+        was trained on (labels mixed with the teacher's probabilities); a
+        merged model holds the distinct teachers of its models, and the
+        refit mixes in their mean probabilities. None without a teacher.
+        It does not take part in prediction.
 
     See Also
     --------
@@ -1375,6 +1391,21 @@ class SoftTreeEnsembleClassifier(ClassifierMixin, _BaseSoftTreeEnsemble):
         tw = float(self.teacher_weight)
         soft[train_idx] = (1 - tw) * soft[train_idx] + tw * softmax(teacher, axis=1)
         return soft
+
+    def _refit_targets(self, X, y):
+        """The targets ``refit_leaves`` fits the leaves to: the labels, mixed
+        with the teachers' probabilities as in training when the model has
+        teachers (``teacher_``; the mean of their probabilities for a merge
+        of models with different teachers), so that the refit solves the
+        objective the model was trained on."""
+        target = self._fitted_targets(y)
+        teachers = getattr(self, "teacher_", None)
+        if not teachers or not self.teacher_weight > 0:
+            return target
+        Xe = np.asarray(X[:, : self.encoder_.n_features_out_], dtype=np.float64)
+        probs = np.mean([softmax(oblivious_output(Xe, *t), axis=1) for t in teachers], axis=0)
+        tw = float(self.teacher_weight)
+        return ((1 - tw) * np.eye(self.n_outputs_)[target] + tw * probs).astype(np.float32)
 
     def _loss(self, output, target):
         return F.cross_entropy(
@@ -1622,6 +1653,11 @@ class SoftTreeEnsembleRegressor(RegressorMixin, _BaseSoftTreeEnsemble):
         Number of epochs run (over all warm-started fits).
     optimizer_state_ : dict or None
         Adam's state after the last fit when ``warm_start=True``, else None.
+    teacher_ : list of tuple or None
+        The gradient-boosted teacher of ``teacher_weight > 0``, in the
+        standardized target units of this fit (see
+        :class:`SoftTreeEnsembleClassifier`); None without a teacher.
+        :func:`refit_leaves` of a regressor refits to the targets alone.
 
     Examples
     --------

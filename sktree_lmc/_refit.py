@@ -252,7 +252,7 @@ def _partition_rows(k, model, X, y, w, cache_bytes):
         if len(y) != X.shape[0]:
             raise ValueError(f"X has {X.shape[0]} rows but y has {len(y)}: the partitions "
                              "of X, y (and sample_weight) must match.")
-        target = torch.as_tensor(estimator._fitted_targets(y))
+        target = torch.as_tensor(estimator._refit_targets(X, y))
         w = _partition_weights(w, X.shape[0])
         return _Rows(estimator, X, target, w, prediction_device(estimator.device), cache_bytes)
     except Exception as exc:
@@ -367,7 +367,11 @@ def refit_leaves(estimator, X, y, sample_weight=None, *, alpha=1e-4, max_iter=50
     The ensemble's output is linear in the leaf values, so with the splits
     fixed its training loss (cross-entropy for a classifier, squared error in
     standardized target units for a regressor, weighted by ``sample_weight``)
-    is a convex function of the leaves. This solves
+    is a convex function of the leaves. A classifier trained with a teacher
+    (``teacher_weight > 0``, the default) is refitted to the targets it was
+    trained on: the labels mixed with its teacher's probabilities
+    (``teacher_``; for a merged model, the mean of its models' teachers),
+    computed where the rows are. This solves
 
     .. math:: \\min_\\Theta \\; \\frac{\\sum_i w_i\\,\\ell(\\Phi(x_i)\\Theta, y_i)}
               {\\sum_i w_i} + \\frac{\\alpha}{2}\\lVert\\Theta\\rVert^2
@@ -494,7 +498,7 @@ def _local_objective(estimator, X, y, sample_weight, alpha, cache_bytes):
     y = _check_targets(estimator, y)
     if len(y) != X.shape[0]:
         raise ValueError(f"X has {X.shape[0]} rows but y has {len(y)}.")
-    target = torch.as_tensor(estimator._fitted_targets(y))
+    target = torch.as_tensor(estimator._refit_targets(X, y))
     sample_weight = _check_sample_weight(
         sample_weight, X, dtype=np.float64, ensure_non_negative=True
     )

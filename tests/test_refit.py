@@ -7,6 +7,7 @@ import pytest
 import torch
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from scipy.special import softmax
 from sklearn.datasets import make_classification, make_regression
 from sklearn.utils._param_validation import InvalidParameterError
 
@@ -18,6 +19,7 @@ from sktree_lmc import (
     merge_estimators,
     refit_leaves,
 )
+from sktree_lmc._boosting import oblivious_output
 
 X, Y = make_classification(n_samples=300, n_features=5, n_informative=3, n_classes=3,
                            n_clusters_per_class=1, random_state=0)
@@ -39,7 +41,14 @@ def _objective(est, X, y, sample_weight=None, alpha=1e-4):
         idx = np.searchsorted(est.classes_, y)
         shifted = out - out.max(axis=1, keepdims=True)
         logp = shifted - np.log(np.exp(shifted).sum(axis=1, keepdims=True))
-        loss = -logp[np.arange(len(y)), idx]
+        target = np.eye(len(est.classes_))[idx]
+        if est.teacher_ and est.teacher_weight > 0:
+            # the labels mixed with the mean probabilities of the model's teachers
+            Xe = est._encoded_input(X)[:, :est.encoder_.n_features_out_].astype(np.float64)
+            probs = np.mean([softmax(oblivious_output(Xe, *t), axis=1) for t in est.teacher_],
+                            axis=0)
+            target = (1 - est.teacher_weight) * target + est.teacher_weight * probs
+        loss = -(target * logp).sum(axis=1)
     else:
         t = (np.asarray(y, dtype=np.float64).reshape(len(y), -1) - est.y_mean_) / est.y_scale_
         loss = ((out - t) ** 2).mean(axis=1)
@@ -73,8 +82,9 @@ def test_refit_after_merge_keeps_splits_and_lowers_the_objective(arch):
     assert end < start - 1e-3
     # and the refitted leaves are (near) the optimum: the gradient is small
     # (the objective takes the trees' input: X encoded, as refit_leaves passes it)
+    X_enc = refitted._encoded_input(X)
     _, grad = refit_module._LeafObjective(
-        refitted, refitted._encoded_input(X), torch.as_tensor(refitted._fitted_targets(Y)),
+        refitted, X_enc, torch.as_tensor(refitted._refit_targets(X_enc, Y)),
         np.ones(len(X)), 1e-4, "cpu", cache_bytes=256 * 2**20
     )(refitted.tree_params_.leaf_value.astype(np.float64).ravel())
     assert np.abs(grad).max() < 1e-3
@@ -258,3 +268,40 @@ def test_verbose_refit_logs_iterations_when_redirected(capsys):
     assert lines[-1].startswith("refit_leaves: objective ") and " iterations (" in lines[-1]
     refit_leaves(est, X, y, max_iter=5)
     assert capsys.readouterr().err == ""
+
+
+def test_refit_of_a_model_with_a_teacher_solves_its_training_objective():
+    """A model trained on labels mixed with a teacher's probabilities keeps its
+    teacher (``teacher_``), and refit_leaves solves that objective, not the
+    labels' alone: its leaves fit the soft targets better, and the labels
+    less, than a refit of the same model without the teacher."""
+    import copy
+
+    est = _clf(n_estimators=16, max_epochs=10, teacher_weight=0.75)
+    assert len(est.teacher_) == 1
+    labels_only = copy.deepcopy(est)
+    labels_only.teacher_ = None
+    soft, _ = refit_leaves(est, X, Y, return_info=True)
+    hard, _ = refit_leaves(labels_only, X, Y, return_info=True)
+    X_enc = est._encoded_input(X)
+    targets = est._refit_targets(X_enc, Y)
+    assert targets.shape == (len(Y), 3) and np.allclose(targets.sum(axis=1), 1, atol=1e-6)
+    assert not np.array_equal(targets, np.eye(3)[Y])
+
+    def cross_entropy(model, target):
+        logp = torch.log_softmax(torch.as_tensor(model._raw_output(X)), dim=1).numpy()
+        return -(target * logp).sum(axis=1).mean()
+
+    assert cross_entropy(soft, targets) < cross_entropy(hard, targets)
+    assert cross_entropy(hard, np.eye(3)[Y]) < cross_entropy(soft, np.eye(3)[Y])
+    # without the teacher in the fit, there is none to refit with
+    assert _clf(teacher_weight=0.0).teacher_ is None
+
+
+def test_a_merge_keeps_the_distinct_teachers_of_its_models():
+    a, b = _clf(seed=0, teacher_weight=0.75), _clf(seed=1, teacher_weight=0.75)
+    assert len(merge_estimators(a, b).teacher_) == 2  # their teachers differ (other splits)
+    assert len(merge_estimators(a, a).teacher_) == 1
+    assert len(merge_estimators([a, a, b]).teacher_) == 2
+    assert merge_estimators(_clf(teacher_weight=0.0), _clf(seed=1, teacher_weight=0.0)
+                            ).teacher_ is None

@@ -81,13 +81,15 @@ def test_cache_size_applies_per_partition(client, monkeypatch):
     assert np.abs(local.tree_params_.leaf_value - remote.tree_params_.leaf_value).max() < 1e-4
 
 
-@pytest.mark.parametrize("kind", ["classifier", "regressor", "additive"])
+@pytest.mark.parametrize("kind", ["classifier", "regressor", "additive", "teacher"])
 @pytest.mark.parametrize("weighted", [False, True])
 def test_federated_refit_equals_the_centralized_refit(client, kind, weighted):
     # "additive": a classifier with the additive term, which the refit holds as an
-    # offset of every row (computed on the workers)
+    # offset of every row (computed on the workers); "teacher": a classifier trained
+    # with a teacher, whose soft targets the workers compute from the model's teacher_
     est, Xk, yk = {"classifier": lambda: (_clf(), X, Y), "regressor": lambda: (_reg(), XR, YR),
-                   "additive": lambda: (_clf(additive_bins=8, max_epochs=5), X, Y)}[kind]()
+                   "additive": lambda: (_clf(additive_bins=8, max_epochs=5), X, Y),
+                   "teacher": lambda: (_clf(teacher_weight=0.75, max_epochs=5), X, Y)}[kind]()
     w = W if weighted else None
     local, info_local = refit_leaves(est, Xk, yk, sample_weight=w, return_info=True, **SOLVE)
     # 4 partitions (the last one shorter)
