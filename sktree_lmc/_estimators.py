@@ -327,19 +327,24 @@ class _BaseSoftTreeEnsemble(BaseEstimator):
             init_splits_from_data(module, X[:, : self.encoder_.n_features_out_], train_idx,
                                   directions, groups, generator, hooks.mask)
         boosted = self.split_init == "boosting" and not warm
+        start_trees = None
         if boosted:
             F_enc = self.encoder_.n_features_out_
             sw = np.asarray(sample_weight, dtype=np.float64)
-            boosted_start(module, arch, X[train_idx, :F_enc], target[train_idx],
-                          sw[train_idx], kind=self._boosting_loss, mask=hooks.mask,
-                          generator=generator,
-                          validation=_boosting_validation(X, target, sw, val_idx, F_enc),
-                          trees=self._shared_trees())
+            start_trees = boosted_start(
+                module, arch, X[train_idx, :F_enc], target[train_idx], sw[train_idx],
+                kind=self._boosting_loss, mask=hooks.mask, generator=generator,
+                validation=_boosting_validation(X, target, sw, val_idx, F_enc),
+                trees=self._shared_trees())
+            if hooks.mask is not None and not bool((hooks.mask.mask > 0).all()):
+                start_trees = None  # grown on per-tree column subsets: not the teacher's
         if not warm:
             self.teacher_ = None
         if self.teacher_weight > 0:
+            # the teacher is the boosted start's trees when they were grown on every
+            # column (the same boosting on the same rows): they are not grown twice
             target = self._distilled_targets(X, target, sample_weight, train_idx, val_idx,
-                                             n_outputs, generator)
+                                             n_outputs, generator, trees=start_trees)
         data = _FitTensors.from_arrays(X, target, sample_weight, device)
         stopper = _EarlyStopping(self.tol, self.n_iter_no_change) if self.early_stopping else None
 
@@ -395,7 +400,7 @@ class _BaseSoftTreeEnsemble(BaseEstimator):
         return self
 
     def _distilled_targets(self, X, target, sample_weight, train_idx, val_idx, n_outputs,
-                           generator):
+                           generator, trees=None):
         """The training targets of ``teacher_weight > 0``: on the training rows,
         ``(1 - teacher_weight) * target + teacher_weight * teacher``, the
         teacher being gradient-boosted trees grown on those rows (see
@@ -403,10 +408,12 @@ class _BaseSoftTreeEnsemble(BaseEstimator):
         validation rows; the validation rows keep their labels, so early
         stopping measures the loss against them. The shards of
         :class:`~sktree_lmc.ShardedSoftTreeEnsemble` get the teacher grown
-        over all shards (``_shared_boosting``) instead."""
+        over all shards (``_shared_boosting``) instead; ``trees``: the
+        teacher's trees, grown already (the boosted start's)."""
         F_enc = self.encoder_.n_features_out_
         Xe = np.asarray(X[train_idx, :F_enc], dtype=np.float64)
-        trees = self._shared_trees()  # grown over the shards already
+        if trees is None:  # not grown for the boosted start
+            trees = self._shared_trees()  # grown over the shards already
         if trees is None:
             sw = np.asarray(sample_weight, dtype=np.float64)
             trees = grow_oblivious_trees(

@@ -421,3 +421,32 @@ def test_a_site_sends_the_left_children_and_the_first_output_of_what_the_client_
     rebuilt = _all_outputs(*_with_right_children(parent, left), 2)
     assert_allclose(rebuilt[0], full[0], atol=1e-12)
     assert_allclose(rebuilt[1], full[1], atol=1e-12)
+
+
+@pytest.mark.parametrize("max_features, grown", [(None, 1), (0.5, 2)])
+def test_the_boosted_start_on_every_column_is_the_teacher(monkeypatch, max_features, grown):
+    """With split_init="boosting" and a teacher, the trees are grown once when
+    the start has every column (the same boosting on the same rows), twice when
+    the start's trees are restricted to per-tree column subsets."""
+    import sktree_lmc._boosting as boosting
+    import sktree_lmc._estimators as estimators
+
+    calls = []
+    original = boosting.grow_oblivious_trees
+
+    def counting(*args, **kwargs):
+        calls.append(kwargs.get("mask"))
+        return original(*args, **kwargs)
+
+    monkeypatch.setattr(boosting, "grow_oblivious_trees", counting)
+    monkeypatch.setattr(estimators, "grow_oblivious_trees", counting)
+    X, y = make_classification(n_samples=300, n_features=6, random_state=0)
+    est = SoftTreeEnsembleClassifier(n_estimators=16, max_epochs=2, split_init="boosting",
+                                     teacher_weight=0.5, max_features=max_features,
+                                     random_state=0).fit(X, y)
+    assert len(calls) == grown
+    # the teacher is the one a fit without the boosted start grows on the same rows
+    alone = SoftTreeEnsembleClassifier(n_estimators=16, max_epochs=2, teacher_weight=0.5,
+                                       max_features=max_features, random_state=0).fit(X, y)
+    for a, b in zip(est.teacher_[0], alone.teacher_[0]):
+        assert_array_equal(a, b)
