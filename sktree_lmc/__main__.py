@@ -101,7 +101,7 @@ def main(argv=None):
             print(f"model: arch={args.arch} depth={est.depth} n_estimators={est.n_estimators} "
                   f"max_epochs={est.max_epochs} lr={est.learning_rate} "
                   f"encoding={est.numeric_encoding} schedule={est.lr_schedule} "
-                  f"averaging={est.averaging}")
+                  f"averaging={est.averaging} teacher_weight={est.teacher_weight}")
         est.fit(X_train, y_train)
         print(f"  seed {seed}: fit {time.perf_counter() - t0:5.1f} s on {est.device_}, "
               f"train acc {100 * est.score(X_train, y_train):.2f}, "
