@@ -594,8 +594,8 @@ class _BaseSoftTreeEnsemble(BaseEstimator):
                 "there is nothing to fit."
             )
         # float64 and unscaled: the gradient-boosted trees (split_init="boosting", the
-        # teacher) take a weight of k as k repeated rows, as HistGradientBoosting does
-        # (their L2 penalty is not scale-free); _FitTensors scales them for training.
+        # teacher) rescale them to a mean of 1 over the rows of all shards (a rescaling
+        # here would differ per shard), and _FitTensors to a largest weight of 1.
         target, n_outputs = self._encode_targets(y, sample_weight, warm)
         return X, y, target, sample_weight, n_outputs
 
@@ -1172,8 +1172,8 @@ class SoftTreeEnsembleClassifier(ClassifierMixin, _BaseSoftTreeEnsemble):
         cross-entropy takes soft targets). The validation rows keep their
         labels, so early stopping measures the loss against them. The
         teacher is not part of the model: the trees start from
-        ``split_init`` and train as usual, and their models merge as those
-        trained on labels alone do. 0: the labels alone (the default until
+        ``split_init`` and train as usual, with the same parameters and
+        symmetries as without it. 0: the labels alone (the default until
         the teacher became it; CHANGELOG). ``partial_fit`` ignores it. Measured
         (``docs/benchmarks.md``, "Distillation from gradient-boosted trees";
         seven Tabular-Benchmark datasets, 10,000 rows, 3 seeds): ``0.75``
