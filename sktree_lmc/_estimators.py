@@ -1394,9 +1394,14 @@ class SoftTreeEnsembleClassifier(ClassifierMixin, _BaseSoftTreeEnsemble):
         """Class probabilities: one-hot labels, mixed with the teacher's
         ``softmax`` on the training rows (cross-entropy takes them as soft
         targets)."""
+        return self._soft_targets(target, softmax(teacher, axis=1), train_idx, n_outputs)
+
+    def _soft_targets(self, target, probs, rows, n_outputs):
+        """One-hot labels, mixed on ``rows`` with the teacher probabilities
+        ``probs`` (one per row of ``rows``) at ``teacher_weight``."""
         soft = np.eye(n_outputs, dtype=np.float32)[target]
         tw = float(self.teacher_weight)
-        soft[train_idx] = (1 - tw) * soft[train_idx] + tw * softmax(teacher, axis=1)
+        soft[rows] = (1 - tw) * soft[rows] + tw * probs
         return soft
 
     def _refit_targets(self, X, y):
@@ -1411,8 +1416,7 @@ class SoftTreeEnsembleClassifier(ClassifierMixin, _BaseSoftTreeEnsemble):
             return target
         Xe = np.asarray(X[:, : self.encoder_.n_features_out_], dtype=np.float64)
         probs = np.mean([softmax(oblivious_output(Xe, *t), axis=1) for t in teachers], axis=0)
-        tw = float(self.teacher_weight)
-        return ((1 - tw) * np.eye(self.n_outputs_)[target] + tw * probs).astype(np.float32)
+        return self._soft_targets(target, probs, slice(None), self.n_outputs_)
 
     def _loss(self, output, target):
         return F.cross_entropy(
