@@ -122,7 +122,7 @@ SEEDS = (0, 1, 2)
 #: Settings given, where the estimator has them, to every model in ``--smoke``.
 SMOKE_PARAMS = {"n_estimators": 8, "max_epochs": 2, "max_iter": 10}
 #: The paper protocol's settings of the soft tree ensemble (besides ``random_state``).
-PAPER_PARAMS = dict(PAPER_TRAINING, arch="oblivious", depth=2, max_epochs=50)
+PAPER_PARAMS = dict(PAPER_TRAINING, arch="oblivious", depth=2, max_epochs=50, learning_rate=1e-2)
 
 
 class Config(NamedTuple):
@@ -192,9 +192,9 @@ def _mlp(seed):
     return make_pipeline(StandardScaler(), MLPClassifier(random_state=seed, early_stopping=True))
 
 
-#: The default without the teacher, the default before ``teacher_weight=0.75``: the variants
-#: measured when it was the default keep it explicitly.
-NO_TEACHER = {"teacher_weight": 0.0}
+#: The default without the teacher (at the learning rate of then), the default before
+#: ``teacher_weight=0.75``: the variants measured when it was the default keep it explicitly.
+NO_TEACHER = {"teacher_weight": 0.0, "learning_rate": 1e-2}
 #: The model without the additive term (and the teacher), the default before
 #: ``additive_bins=64``: the ablations below change it by one parameter (they were measured
 #: when it was the default).
@@ -207,6 +207,10 @@ CLASSIFIERS = {
     "paper": Config(_soft_classifier(**PAPER_PARAMS), paper=True),
     "default": Config(_soft_classifier()),
     "no_teacher": Config(_soft_classifier(**NO_TEACHER)),
+    # the learning rate with the teacher: 1e-2 was the default until 3e-2 became it
+    "lr1e-2": Config(_soft_classifier(learning_rate=1e-2)),
+    "lr2e-2": Config(_soft_classifier(learning_rate=2e-2)),
+    "lr5e-2": Config(_soft_classifier(learning_rate=5e-2)),
     "additive64": Config(_soft_classifier(**NO_TEACHER, additive_bins=64)),
     "no_additive": Config(_soft_classifier(**NO_ADDITIVE)),
     "enc_none": Config(_soft_classifier(**NO_ADDITIVE, numeric_encoding="none")),
@@ -232,6 +236,7 @@ MIXED = {
     "hgb_cat": Config(_hgb_cat),
     "default": Config(_soft_classifier(), requires=("categorical_features",)),
     "no_teacher": Config(_soft_classifier(**NO_TEACHER)),
+    "lr1e-2": Config(_soft_classifier(learning_rate=1e-2), requires=("categorical_features",)),
     "no_additive": Config(_soft_classifier(**NO_ADDITIVE)),
     "enc_ple": Config(_soft_classifier(**NO_ADDITIVE, numeric_encoding="piecewise_linear")),
     "init_data": Config(_soft_classifier(**NO_ADDITIVE, split_init="data")),

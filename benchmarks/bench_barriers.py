@@ -74,7 +74,7 @@ def _read(path):
 
 
 def _model(out, dataset, seed, X, y, smoke, split_init=None, additive_bins="default",
-           teacher_weight=None):
+           teacher_weight=None, learning_rate=None):
     """The default model of ``seed`` on the training rows (cached); ``split_init``,
     ``additive_bins`` (an int or None), ``teacher_weight``: those parameters instead of
     their defaults. The cache's file name names the additive term and the teacher the
@@ -87,11 +87,14 @@ def _model(out, dataset, seed, X, y, smoke, split_init=None, additive_bins="defa
         params["additive_bins"] = additive_bins
     if teacher_weight is not None:
         params["teacher_weight"] = teacher_weight
+    if learning_rate is not None:
+        params["learning_rate"] = learning_rate
     probe = SoftTreeEnsembleClassifier(**params)
-    bins, teacher = probe.additive_bins, probe.teacher_weight
+    bins, teacher, lr = probe.additive_bins, probe.teacher_weight, probe.learning_rate
     tag = (("-smoke" if smoke else "") + (f"-{split_init}" if split_init else "")
            + (f"-additive{bins_tag(bins)}" if bins else "")
-           + (f"-teacher{teacher:g}" if teacher else ""))
+           + (f"-teacher{teacher:g}" if teacher else "")
+           + (f"-lr{lr:g}" if lr != 1e-2 else ""))
     path = out / "models" / f"{dataset}-seed{seed}{tag}.joblib"
     if path.exists():
         return joblib.load(path)
@@ -108,7 +111,7 @@ def _acc(model, X, y):
 
 
 def run(out, datasets, pairs, n_eval, *, n_train=10_000, smoke=False, refit_iter=100,
-        split_init=None, additive_bins="default", teacher_weight=None):
+        split_init=None, additive_bins="default", teacher_weight=None, learning_rate=None):
     out = Path(out)
     barriers, refits = out / "barriers.csv", out / "refit.csv"
     done_b = {(r["dataset"], r["pair"]) for r in _read(barriers)}
@@ -125,9 +128,9 @@ def run(out, datasets, pairs, n_eval, *, n_train=10_000, smoke=False, refit_iter
             if (dataset, str(p)) in done_b and (dataset, str(p)) in done_r:
                 continue
             a = _model(out, dataset, seed_a, X_tr, y_tr, smoke, split_init, additive_bins,
-                       teacher_weight)
+                       teacher_weight, learning_rate)
             b = _model(out, dataset, seed_b, X_tr, y_tr, smoke, split_init, additive_bins,
-                       teacher_weight)
+                       teacher_weight, learning_rate)
             if (dataset, str(p)) not in done_b:
                 rows = interpolate_pair(a, b, splits, X_align=X_tr, align_seed=seed_a,
                                         n_lambdas=5 if smoke else 25)
@@ -232,6 +235,8 @@ def main(argv=None):
                              "estimator's default)")
     parser.add_argument("--teacher-weight", type=float, default=None,
                         help="the models' teacher_weight (default: the estimator's default)")
+    parser.add_argument("--learning-rate", type=float, default=None,
+                        help="the models' learning_rate (default: the estimator's default)")
     parser.add_argument("--out", type=Path, default=RESULTS)
     parser.add_argument("--report", type=Path, default=None, metavar="DIR")
     parser.add_argument("--smoke", action="store_true")
@@ -244,7 +249,7 @@ def main(argv=None):
         return report(args.out)
     run(args.out, args.datasets, args.pairs, args.n_eval, refit_iter=args.refit_iter,
         split_init=args.split_init, additive_bins=args.additive_bins,
-        teacher_weight=args.teacher_weight)
+        teacher_weight=args.teacher_weight, learning_rate=args.learning_rate)
     return report(args.out)
 
 

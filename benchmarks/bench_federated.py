@@ -95,6 +95,8 @@ def run(args, out_csv):
                     base.set_params(additive_bins=args.additive_bins)
                 if args.teacher_weight is not None:
                     base.set_params(teacher_weight=args.teacher_weight)
+                if args.learning_rate is not None:
+                    base.set_params(learning_rate=args.learning_rate)
                 if args.max_features != "default":
                     base.set_params(max_features=args.max_features)
                 if args.smoke:
@@ -195,6 +197,12 @@ def csv_name(args):
         teacher = SoftTreeEnsembleClassifier().teacher_weight
     if teacher:
         name += f"_teacher_weight_{float(teacher)}"
+    # named by the learning rate when it is not 1e-2 (the default until 3e-2 became it)
+    lr = getattr(args, "learning_rate", None)
+    if lr is None and not args.smoke:
+        lr = SoftTreeEnsembleClassifier().learning_rate
+    if lr is not None and lr != 1e-2:
+        name += f"_learning_rate_{float(lr)}"
     if getattr(args, "max_features", "default") != "default":
         name += f"_max_features_{str(args.max_features).lower()}"
 
@@ -226,6 +234,8 @@ def main(argv=None):
     parser.add_argument("--additive-bins", type=additive_bins_arg, default="default",
                         help="the estimator's additive_bins, an int or 'none' (default: its "
                              "default), for the full fit and the shards alike")
+    parser.add_argument("--learning-rate", type=float, default=None,
+                        help="the estimator's learning_rate (default: its default)")
     parser.add_argument("--teacher-weight", type=float, default=None,
                         help="the estimator's teacher_weight (default: its default), for the "
                              "full fit and the shards alike (the shards share one teacher, "

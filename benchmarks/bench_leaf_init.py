@@ -53,7 +53,8 @@ def run(datasets, archs, seeds, n_estimators, epochs, out):
                 models = [
                     SoftTreeEnsembleClassifier(
                         arch=arch, n_estimators=n_estimators, depth=2, max_epochs=epochs,
-                        leaf_init=init, device="cpu", random_state=s, **PAPER_TRAINING,
+                        learning_rate=1e-2, leaf_init=init, device="cpu", random_state=s,
+                        **PAPER_TRAINING,
                     ).fit(X_train, y_train)
                     for s in seeds
                 ]
