@@ -39,15 +39,22 @@ def test_federated_smoke_runs_resumes_and_reports(tmp_path, capsys):
     assert "| iid | MagicTelescope | 2 | 1 |" in out and "Goal met in" in out
 
 
-def test_federated_csv_names_the_teacher_weight():
+def test_federated_csv_names_the_teacher_weight_and_learning_rate():
     import argparse
 
     bench = _bench()
     args = argparse.Namespace(smoke=False, rounds=10, numeric_encoding=None, split_init=None,
                               shard_init=None, server_momentum=None, teacher_weight=0.75,
-                              additive_bins="default")
-    assert bench.csv_name(args) == "federated_teacher_weight_0.75_additive_bins_16-64-256.csv"
-    args.teacher_weight = None  # the default's teacher names the file as if given
+                              learning_rate=None, additive_bins="default")
+    # the default's teacher and learning rate name the file as if given
+    default = "federated_teacher_weight_0.75_learning_rate_0.03_additive_bins_16-64-256.csv"
+    assert bench.csv_name(args) == default
+    args.teacher_weight = None
+    assert bench.csv_name(args) == default
+    args.learning_rate = 0.03
+    assert bench.csv_name(args) == default
+    # 1e-2, the default before 3e-2: no suffix, the files of the runs before it
+    args.learning_rate = 0.01
     assert bench.csv_name(args) == "federated_teacher_weight_0.75_additive_bins_16-64-256.csv"
     args.teacher_weight = 0.0  # no teacher: no suffix, the file of the runs before it
     assert bench.csv_name(args) == "federated_additive_bins_16-64-256.csv"
