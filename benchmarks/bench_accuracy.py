@@ -135,6 +135,12 @@ class Config(NamedTuple):
     requires: tuple = ()
 
 
+#: The classifier's default learning rate before 3e-2: the runs measured at it keep their
+#: labels and file names (``bench_barriers``' model cache, ``bench_federated``'s CSV), and any
+#: other rate is named in them, so runs at different rates never mix.
+PREVIOUS_LEARNING_RATE = 1e-2
+
+
 def bins_tag(bins):
     """``additive_bins`` for file names: ``64``, or ``16-64-256`` for several resolutions."""
     return "-".join(str(b) for b in bins) if isinstance(bins, (tuple, list)) else str(bins)
@@ -194,7 +200,7 @@ def _mlp(seed):
 
 #: The default without the teacher (at the learning rate of then), the default before
 #: ``teacher_weight=0.75``: the variants measured when it was the default keep it explicitly.
-NO_TEACHER = {"teacher_weight": 0.0, "learning_rate": 1e-2}
+NO_TEACHER = {"teacher_weight": 0.0, "learning_rate": PREVIOUS_LEARNING_RATE}
 #: The model without the additive term (and the teacher), the default before
 #: ``additive_bins=64``: the ablations below change it by one parameter (they were measured
 #: when it was the default).
@@ -208,7 +214,7 @@ CLASSIFIERS = {
     "default": Config(_soft_classifier()),
     "no_teacher": Config(_soft_classifier(**NO_TEACHER)),
     # the learning rate with the teacher: 1e-2 was the default until 3e-2 became it
-    "lr1e-2": Config(_soft_classifier(learning_rate=1e-2)),
+    "lr1e-2": Config(_soft_classifier(learning_rate=PREVIOUS_LEARNING_RATE)),
     "lr2e-2": Config(_soft_classifier(learning_rate=2e-2)),
     "lr5e-2": Config(_soft_classifier(learning_rate=5e-2)),
     "additive64": Config(_soft_classifier(**NO_TEACHER, additive_bins=64)),
@@ -236,7 +242,8 @@ MIXED = {
     "hgb_cat": Config(_hgb_cat),
     "default": Config(_soft_classifier(), requires=("categorical_features",)),
     "no_teacher": Config(_soft_classifier(**NO_TEACHER)),
-    "lr1e-2": Config(_soft_classifier(learning_rate=1e-2), requires=("categorical_features",)),
+    "lr1e-2": Config(_soft_classifier(learning_rate=PREVIOUS_LEARNING_RATE),
+                     requires=("categorical_features",)),
     "no_additive": Config(_soft_classifier(**NO_ADDITIVE)),
     "enc_ple": Config(_soft_classifier(**NO_ADDITIVE, numeric_encoding="piecewise_linear")),
     "init_data": Config(_soft_classifier(**NO_ADDITIVE, split_init="data")),

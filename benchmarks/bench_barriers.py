@@ -42,7 +42,13 @@ import joblib
 import numpy as np
 import torch
 
-from benchmarks.bench_accuracy import additive_bins_arg, bins_tag, load, split
+from benchmarks.bench_accuracy import (
+    PREVIOUS_LEARNING_RATE,
+    additive_bins_arg,
+    bins_tag,
+    load,
+    split,
+)
 from benchmarks.lmc.core import interpolate_pair
 from sktree_lmc import SoftTreeEnsembleClassifier, merge_estimators, refit_leaves
 from sktree_lmc.datasets import TABULAR_BENCHMARK
@@ -76,9 +82,10 @@ def _read(path):
 def _model(out, dataset, seed, X, y, smoke, split_init=None, additive_bins="default",
            teacher_weight=None, learning_rate=None):
     """The default model of ``seed`` on the training rows (cached); ``split_init``,
-    ``additive_bins`` (an int or None), ``teacher_weight``: those parameters instead of
-    their defaults. The cache's file name names the additive term and the teacher the
-    model has (``-additive64``, ``-teacher0.75``; none: no suffix, as before they
+    ``additive_bins`` (an int or None), ``teacher_weight``, ``learning_rate``: those
+    parameters instead of their defaults. The cache's file name names the additive term,
+    the teacher and the learning rate the model has (``-additive64``, ``-teacher0.75``,
+    ``-lr0.03``; none, or the rate ``PREVIOUS_LEARNING_RATE``: no suffix, as before they
     existed), so models of another default are never reused."""
     params = dict(random_state=seed, device="cpu")
     if split_init:
@@ -94,7 +101,7 @@ def _model(out, dataset, seed, X, y, smoke, split_init=None, additive_bins="defa
     tag = (("-smoke" if smoke else "") + (f"-{split_init}" if split_init else "")
            + (f"-additive{bins_tag(bins)}" if bins else "")
            + (f"-teacher{teacher:g}" if teacher else "")
-           + (f"-lr{lr:g}" if lr != 1e-2 else ""))
+           + (f"-lr{lr:g}" if lr != PREVIOUS_LEARNING_RATE else ""))
     path = out / "models" / f"{dataset}-seed{seed}{tag}.joblib"
     if path.exists():
         return joblib.load(path)

@@ -36,7 +36,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .bench_accuracy import additive_bins_arg, bins_tag
+from .bench_accuracy import PREVIOUS_LEARNING_RATE, additive_bins_arg, bins_tag
 
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_OUT = ROOT / "docs" / "_static" / "benchmarks" / "federated"
@@ -190,25 +190,26 @@ def csv_name(args):
             name += f"_{option}_{getattr(args, option)}"
     from sktree_lmc import SoftTreeEnsembleClassifier
 
+    defaults = SoftTreeEnsembleClassifier()
     # named by the teacher the models have, given or default (``_teacher_weight_0.75``; none:
     # no suffix, as before it existed), so runs of another default never mix
     teacher = args.teacher_weight
     if teacher is None and not args.smoke:
-        teacher = SoftTreeEnsembleClassifier().teacher_weight
+        teacher = defaults.teacher_weight
     if teacher:
         name += f"_teacher_weight_{float(teacher)}"
-    # named by the learning rate when it is not 1e-2 (the default until 3e-2 became it)
+    # named by the learning rate when it is not the default before 3e-2
     lr = getattr(args, "learning_rate", None)
     if lr is None and not args.smoke:
-        lr = SoftTreeEnsembleClassifier().learning_rate
-    if lr is not None and lr != 1e-2:
+        lr = defaults.learning_rate
+    if lr is not None and lr != PREVIOUS_LEARNING_RATE:
         name += f"_learning_rate_{float(lr)}"
     if getattr(args, "max_features", "default") != "default":
         name += f"_max_features_{str(args.max_features).lower()}"
 
     # named by the additive term the models have, given or default (``_additive_bins_64``;
     # none: no suffix, as before it existed), so runs of another default never mix
-    bins = (SoftTreeEnsembleClassifier().additive_bins if args.additive_bins == "default"
+    bins = (defaults.additive_bins if args.additive_bins == "default"
             else args.additive_bins)
     if bins is not None and not args.smoke:
         name += f"_additive_bins_{bins_tag(bins)}"
