@@ -253,6 +253,8 @@ MIXED = {
 REGRESSORS = {
     "hgb": Config(_hgb_reg),
     "default": Config(_soft_regressor()),
+    # the classifier's learning rate (3e-2) on the regressor, which keeps 1e-2
+    "lr3e-2": Config(_soft_regressor(learning_rate=3e-2)),
     "no_additive": Config(_soft_regressor(**NO_ADDITIVE)),
     "enc_ple": Config(_soft_regressor(**NO_ADDITIVE, numeric_encoding="piecewise_linear")),
     "init_data": Config(_soft_regressor(**NO_ADDITIVE, split_init="data")),
