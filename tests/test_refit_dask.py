@@ -53,6 +53,21 @@ def _clf(**kw):
     return SoftTreeEnsembleClassifier(**params).fit(X, Y)
 
 
+def _solved(info):
+    """Whether L-BFGS-B stopped at the optimum, not at ``max_iter``.
+
+    With ``tol=0`` (``ftol = gtol = 0``) a run ends either when an iteration
+    reduces the objective by exactly nothing (``converged``) or when its line
+    search can no longer decrease it at machine precision, which L-BFGS-B
+    reports as ``ABNORMAL``. Which of the two comes first is floating-point
+    luck: the centralized refit of the teacher case ended ABNORMAL after 208
+    iterations with scipy 1.17.1, at the federated refit's objective to 1e-15.
+    The assertions that follow compare the objectives and the leaves.
+    """
+    stopped_early = info["n_iter"] < SOLVE["max_iter"]
+    return info["converged"] or (stopped_early and info["message"].startswith("ABNORMAL"))
+
+
 def _reg():
     return SoftTreeEnsembleRegressor(n_estimators=8, max_epochs=2, device="cpu",
                                      random_state=0).fit(XR, YR)
@@ -96,7 +111,7 @@ def test_federated_refit_equals_the_centralized_refit(client, kind, weighted):
     remote, info_remote = refit_leaves(
         est, _dask(Xk, 80), _dask(yk, 80), sample_weight=None if w is None else _dask(w, 80),
         return_info=True, **SOLVE)
-    assert info_local["converged"] and info_remote["converged"]
+    assert _solved(info_local) and _solved(info_remote)
     assert _dask(Xk, 80).numblocks[0] == 4
     assert info_remote["objective_start"] == pytest.approx(info_local["objective_start"],
                                                            rel=1e-12)
