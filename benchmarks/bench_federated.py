@@ -122,6 +122,8 @@ def run(args, out_csv):
                             est.set_params(shard_init=args.shard_init)
                         if args.server_momentum is not None:
                             est.set_params(server_momentum=args.server_momentum)
+                        if args.local_epochs is not None:
+                            est.set_params(local_epochs=args.local_epochs)
                         est.fit(X_d, y_d)
                         merged_acc = 100 * est.score(X_te, y_te)
                         refitted = refit(est.merged_, X_d, y_d)  # federated: on the workers
@@ -185,8 +187,9 @@ def csv_name(args):
     name = "federated_smoke" if args.smoke else "federated"
     if args.rounds != 10 and not args.smoke:
         name += f"_R{args.rounds}"
-    for option in ("numeric_encoding", "split_init", "shard_init", "server_momentum"):
-        if getattr(args, option) is not None:
+    for option in ("numeric_encoding", "split_init", "shard_init", "server_momentum",
+                   "local_epochs"):
+        if getattr(args, option, None) is not None:
             name += f"_{option}_{getattr(args, option)}"
     from sktree_lmc import SoftTreeEnsembleClassifier
 
@@ -249,6 +252,8 @@ def main(argv=None):
                         help="ShardedSoftTreeEnsemble's shard_init (default: its default)")
     parser.add_argument("--server-momentum", type=float, default=None,
                         help="ShardedSoftTreeEnsemble's server_momentum (default: its default)")
+    parser.add_argument("--local-epochs", type=int, default=None,
+                        help="ShardedSoftTreeEnsemble's local_epochs (default: its default)")
     parser.add_argument("--out", type=Path, default=DEFAULT_OUT)
     parser.add_argument("--report", action="store_true", help="only print the table")
     parser.add_argument("--smoke", action="store_true",
