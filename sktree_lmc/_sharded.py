@@ -198,6 +198,15 @@ def _as_rows(X):
 #: model out of float32's range (or make every later local fit diverge).
 _MAX_SERVER_LEARNING_RATE = 100.0
 
+#: ``local_epochs="auto"`` with ``n_rounds > 1``: the rounds together may train
+#: this many times the estimator's ``max_epochs``. Every merge gives back part of
+#: the round's progress (the average of K models that drifted apart on their own
+#: rows is not as far along as each of them), so rounds that only take the
+#: full-data fit's epochs end behind it where that fit uses all of its epochs;
+#: the round-level early stopping ends the rounds sooner where fewer suffice.
+#: Measured in ``docs/sharded.md`` ("Twice the epochs per round").
+_AUTO_ROUND_BUDGET = 2
+
 
 def _estimator_has(attr):
     def check(self):
@@ -282,14 +291,18 @@ class ShardedSoftTreeEnsemble(MetaEstimatorMixin, BaseEstimator):
         local fit.
     local_epochs : "auto", int >= 1 or None, default="auto"
         Epochs each shard trains in every round. ``"auto"``:
-        ``ceil(max_epochs / n_rounds)`` of the estimator's ``max_epochs``, so
-        that the ``R`` rounds together take the epochs (and, with
+        ``ceil(2 * max_epochs / n_rounds)`` of the estimator's
+        ``max_epochs`` (30 for ``max_epochs=150, n_rounds=10``), so that the
+        ``R`` rounds together may take twice the epochs (and, with
         ``shard_batch_size="auto"``, the optimizer steps) of one fit of the
-        estimator on all rows, and the estimator that fits the full data can
-        be passed as it is; ``R = 1`` trains ``max_epochs``. An int: that
-        many per round (``max_epochs=150, n_rounds=10, local_epochs=5`` costs
-        one 50-epoch fit). None: the estimator's ``max_epochs`` in every
-        round (the behaviour before version 0.2).
+        estimator on all rows: every merge gives back part of a round's
+        progress, and the round-level early stopping ends the rounds sooner
+        where fewer suffice. The estimator that fits the full data can be
+        passed as it is. ``R = 1`` trains ``max_epochs``. An int: that many
+        per round (``max_epochs=150, n_rounds=10, local_epochs=15`` costs
+        one fit of the estimator on all rows, what ``"auto"`` gave before it
+        doubled). None: the estimator's ``max_epochs`` in every round
+        (the behaviour before version 0.2).
     shard_fraction : float in (0, 1], default=1.0
         Client sampling (as FedAvg's ``C``): in every round after the first,
         a random ``max(2, round(shard_fraction * n_shards))`` of the shards
@@ -460,8 +473,9 @@ class ShardedSoftTreeEnsemble(MetaEstimatorMixin, BaseEstimator):
     >>> sharded.predict_proba(X[:2]).shape
     (2, 2)
 
-    Federated rounds: the estimator's 10 epochs as 5 rounds of 2 local epochs
-    (``local_epochs="auto"``), one run of its learning-rate schedule.
+    Federated rounds: 5 rounds of 4 local epochs (``local_epochs="auto"``,
+    twice the estimator's 10 epochs in all), one run of its learning-rate
+    schedule.
 
     >>> rounds = ShardedSoftTreeEnsemble(base, n_shards=3, n_rounds=5,
     ...                                  random_state=0).fit(X, y)
@@ -601,7 +615,9 @@ class ShardedSoftTreeEnsemble(MetaEstimatorMixin, BaseEstimator):
         if self.local_epochs is None:
             per_round = base.max_epochs
         elif self.local_epochs == "auto":
-            per_round = -(-base.max_epochs // self.n_rounds)
+            budget = base.max_epochs if self.n_rounds == 1 else (
+                _AUTO_ROUND_BUDGET * base.max_epochs)
+            per_round = -(-budget // self.n_rounds)
         else:
             per_round = int(self.local_epochs)
         first = per_round if self.first_round_epochs is None else int(self.first_round_epochs)

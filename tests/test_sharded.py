@@ -305,9 +305,9 @@ def test_rounds_history_and_cost():
     proba = est.merged_.predict_proba(X)
     expected = -np.mean(np.log(proba[np.arange(len(Y)), Y]))
     assert losses[-1] == pytest.approx(expected, rel=1e-6)
-    # the rounds share the estimator's 6 epochs (local_epochs="auto": 2 per
+    # the rounds take twice the estimator's 6 epochs (local_epochs="auto": 4 per
     # round), every shard continuing (warm start)
-    assert all(m.n_epochs_ == 6 and len(m.loss_curve_) == 6 for m in est.estimators_)
+    assert all(m.n_epochs_ == 12 and len(m.loss_curve_) == 12 for m in est.estimators_)
     # only parameters come back: no optimizer state in the collected models
     assert all(m.optimizer_state_ is None for m in est.estimators_)
 
@@ -391,7 +391,7 @@ def test_round_options():
     momentum = ShardedSoftTreeEnsemble(base, server_momentum=0.5, **kw).fit(X, Y)
     assert momentum.history_[-1]["train_loss"] < momentum.history_[0]["train_loss"]
     longer = ShardedSoftTreeEnsemble(base, first_round_epochs=4, **kw).fit(X, Y)
-    assert all(m.n_epochs_ == 4 + 1 + 1 for m in longer.estimators_)  # ceil(2 / 3) = 1
+    assert all(m.n_epochs_ == 4 + 2 + 2 for m in longer.estimators_)  # ceil(2 * 2 / 3) = 2
     fixed = ShardedSoftTreeEnsemble(base, local_epochs=3, **kw).fit(X, Y)
     assert all(m.n_epochs_ == 3 * 3 for m in fixed.estimators_)
     legacy = ShardedSoftTreeEnsemble(base, local_epochs=None, **kw).fit(X, Y)
@@ -639,8 +639,8 @@ def test_checkpoint_and_resume_equal_an_uninterrupted_fit(tmp_path, sampling):
 
 
 def test_rounds_take_one_run_of_the_learning_rate_schedule(monkeypatch):
-    """local_epochs="auto": 3 rounds share the estimator's 6 epochs, and every
-    round's local fit takes its window of one cosine schedule over the 6
+    """local_epochs="auto": 3 rounds take twice the estimator's 6 epochs, and
+    every round's local fit takes its window of one cosine schedule over the 12
     epochs (not a schedule restarted per round)."""
     from sktree_lmc import _estimators
 
@@ -654,17 +654,17 @@ def test_rounds_take_one_run_of_the_learning_rate_schedule(monkeypatch):
     monkeypatch.setattr(_estimators, "make_lr_scheduler", record)
     base = _base(max_epochs=6, lr_schedule="cosine", batch_size=300, early_stopping=False)
     ShardedSoftTreeEnsemble(base, n_shards=2, n_rounds=3, random_state=0).fit(X, Y)
-    steps = windows[0][1] // 6  # steps per epoch of a shard
+    steps = windows[0][1] // 12  # steps per epoch of a shard
     assert steps >= 1
-    assert sorted(windows) == [(0, 6 * steps)] * 2 + [(2 * steps, 6 * steps)] * 2 + [
-        (4 * steps, 6 * steps)] * 2
+    assert sorted(windows) == [(0, 12 * steps)] * 2 + [(4 * steps, 12 * steps)] * 2 + [
+        (8 * steps, 12 * steps)] * 2
     windows.clear()
     ShardedSoftTreeEnsemble(base, n_shards=2, n_rounds=1, random_state=0).fit(X, Y)
     assert windows == [(0, 6 * steps)] * 2  # one round: the estimator's own schedule
 
 
 def test_client_sampling_trains_and_weights_a_fraction_of_the_shards():
-    base = _base(max_epochs=4, early_stopping=False)
+    base = _base(max_epochs=2, early_stopping=False)  # 1 epoch per round
     kw = dict(n_shards=4, n_rounds=4, random_state=0)
     est = ShardedSoftTreeEnsemble(base, shard_fraction=0.5, **kw).fit(X, Y)
     assert est.history_[0]["shards"] == [0, 1, 2, 3]  # round 1 fits every shard
@@ -718,7 +718,7 @@ def test_a_meta_estimator_pickled_before_local_epochs_keeps_its_rounds():
 def test_round_level_patience_is_the_estimators_in_epochs_and_at_least_two_rounds():
     """n_iter_no_change=10 epochs with 5 local epochs per round: 2 rounds; with 15
     epochs per round (fewer than the patience), still 2 rounds, not 1."""
-    for max_epochs, expected_rounds in ((20, 3), (60, 3)):
+    for max_epochs, expected_rounds in ((10, 3), (30, 3)):  # "auto": 2 * max_epochs / 4
         base = _base(max_epochs=max_epochs, early_stopping=True, n_iter_no_change=10,
                      tol=10.0)  # no round improves by 10: stop after 1 + patience rounds
         est = ShardedSoftTreeEnsemble(base, n_shards=2, n_rounds=4, random_state=0)
