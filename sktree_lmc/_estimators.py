@@ -173,6 +173,7 @@ class _BaseSoftTreeEnsemble(BaseEstimator):
         "additive_bins": [_NumberInterval(Integral, 2, 2**16, closed="both"), tuple, list,
                           None],
         "teacher_weight": [_NumberInterval(Real, 0, 1, closed="left")],
+        "n_members": [_NumberInterval(Integral, 1, None, closed="left")],
     }
 
     #: Values that reproduce the behaviour of versions before a hyperparameter
@@ -188,6 +189,7 @@ class _BaseSoftTreeEnsemble(BaseEstimator):
         "label_smoothing": 0.0,
         "additive_bins": None,
         "teacher_weight": 0.0,
+        "n_members": 1,
     }
 
     def __init__(
@@ -221,6 +223,7 @@ class _BaseSoftTreeEnsemble(BaseEstimator):
         scoring="loss",
         additive_bins=(16, 64, 256),
         teacher_weight=0.0,
+        n_members=1,
     ):
         self.arch = arch
         self.n_estimators = n_estimators
@@ -251,6 +254,7 @@ class _BaseSoftTreeEnsemble(BaseEstimator):
         self.scoring = scoring
         self.additive_bins = additive_bins
         self.teacher_weight = teacher_weight
+        self.n_members = n_members
 
     # -- hooks for subclasses ---------------------------------------------------
     def _encode_targets(self, y, sample_weight, warm=False):  # pragma: no cover - abstract
@@ -306,6 +310,11 @@ class _BaseSoftTreeEnsemble(BaseEstimator):
             fit with an error naming the epoch.
         """
         warm = self._check_warm_start()
+        if self.n_members > self.n_estimators:
+            raise ValueError(
+                f"n_members={self.n_members} is more than n_estimators={self.n_estimators}: "
+                "every member needs a tree."
+            )
         X_raw = X
         X, y, target, sample_weight, n_outputs = self._prepare_fit_data(
             X, y, sample_weight, warm)
@@ -367,7 +376,7 @@ class _BaseSoftTreeEnsemble(BaseEstimator):
         for epoch in range(self.max_epochs):
             loss = _run_epoch(
                 module, optimizer, self._loss, data, train_idx, self.batch_size, generator,
-                hooks,
+                hooks, self.n_members,
             )
             hooks.end_epoch(module, epoch)
             self.loss_curve_.append(loss)
@@ -1306,6 +1315,7 @@ class SoftTreeEnsembleClassifier(ClassifierMixin, _BaseSoftTreeEnsemble):
         class_weight=None,
         label_smoothing=0.0,
         teacher_weight=0.75,
+        n_members=1,
     ):
         super().__init__(
             arch=arch, n_estimators=n_estimators, depth=depth, leaf_init=leaf_init,
@@ -1317,7 +1327,7 @@ class SoftTreeEnsembleClassifier(ClassifierMixin, _BaseSoftTreeEnsemble):
             categorical_features=categorical_features, max_categories=max_categories,
             lr_schedule=lr_schedule, warmup_fraction=warmup_fraction, averaging=averaging,
             ema_decay=ema_decay, max_features=max_features, scoring=scoring,
-            additive_bins=additive_bins, teacher_weight=teacher_weight,
+            additive_bins=additive_bins, teacher_weight=teacher_weight, n_members=n_members,
         )
         self.class_weight = class_weight
         self.label_smoothing = label_smoothing

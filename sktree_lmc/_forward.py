@@ -497,6 +497,30 @@ class _Ensemble(torch.autograd.Function):
         return grad_z, grad_pi, None
 
 
+def member_of_trees(n_trees, n_members):
+    """The member of every tree: ``n_members`` consecutive groups of trees whose
+    sizes differ by at most one (``member[m] = m * n_members // n_trees``).
+
+    Parameters
+    ----------
+    n_trees : int
+        Number of trees ``M``.
+    n_members : int
+        Number of members, from 1 to ``M``.
+
+    Returns
+    -------
+    ndarray of shape (n_trees,)
+        The member index of each tree (int64), nondecreasing.
+    """
+    if not 1 <= n_members <= n_trees:
+        raise ValueError(
+            f"n_members={n_members} must be between 1 and the number of trees ({n_trees}): "
+            "every member needs a tree."
+        )
+    return np.arange(n_trees, dtype=np.int64) * n_members // n_trees
+
+
 def split_init_bound(split_init, n_features):
     """Bound ``c`` of the ``U(-c, c)`` initialization of split weights and biases.
 
@@ -731,6 +755,42 @@ class SoftTreeEnsembleModule(nn.Module):
         out = _Ensemble.apply(z, pi, self._steps)
         extra = self.additive_output(X)
         return out if extra is None else out + extra
+
+    def member_outputs(self, X, n_members):
+        """Outputs of the ensemble's members, each scaled as a whole model.
+
+        The ``M`` trees are cut into ``n_members`` consecutive groups
+        (:func:`member_of_trees`); member ``k``'s output is ``n_members``
+        times the sum of its trees, plus the additive term, so that the
+        members' mean is :meth:`forward`. Training on the members' mean loss
+        (the estimators' ``n_members``) fits each member as a model of its
+        own, as in TabM (Gorishniy et al., 2024), while the fitted model
+        stays the sum of all trees.
+
+        Parameters
+        ----------
+        X : torch.Tensor of shape (B, F) or (B, F + J)
+            Input samples (with their additive code columns).
+        n_members : int
+            Number of members ``K``, at most ``M``.
+
+        Returns
+        -------
+        torch.Tensor of shape (B, K, C)
+            The members' outputs.
+        """
+        M, L, C = self.leaf_value.shape
+        K = int(n_members)
+        # one routing pass; the leaf contraction writes K * C outputs, member k's
+        # columns holding K times the leaf values of its trees and zeros elsewhere
+        scale = torch.zeros((M, K), dtype=self.leaf_value.dtype, device=self.leaf_value.device)
+        scale[torch.arange(M), torch.as_tensor(member_of_trees(M, K))] = float(K)
+        pi = (self.leaf_value.transpose(0, 1)[:, :, None, :] * scale[None, :, :, None])
+        z = self._split_logits(X)
+        self._check_batch(z)
+        out = _Ensemble.apply(z, pi.reshape(L * M, K * C), self._steps).view(-1, K, C)
+        extra = self.additive_output(X)
+        return out if extra is None else out + extra[:, None, :]
 
     # -- conversion to and from arrays -----------------------------------------
     def to_params(self):

@@ -165,14 +165,29 @@ class _FitTensors(NamedTuple):
         )
 
 
-def _train_step(module, optimizer, loss_fn, data, idx, hooks=None):
+def _member_loss(module, loss_fn, X, target, n_members):
+    """Per-row loss of ``module`` on ``(X, target)``: of its output, or with
+    ``n_members > 1`` the mean over its members of each member's loss
+    (:meth:`~sktree_lmc.SoftTreeEnsembleModule.member_outputs`)."""
+    if n_members == 1:
+        return loss_fn(module(X), target)
+    members = module.member_outputs(X, n_members)  # (B, K, C)
+    B, K, C = members.shape
+    repeated = target.repeat_interleave(K, dim=0)  # row-major, as members.reshape
+    return loss_fn(members.reshape(B * K, C), repeated).view(B, K).mean(dim=1)
+
+
+def _train_step(module, optimizer, loss_fn, data, idx, hooks=None, n_members=1):
     """One Adam step on the weighted mean loss of rows ``idx``; returns the loss.
 
     ``hooks`` (a :class:`TrainingHooks`) masks the gradients before the step and
-    advances the schedule and the weight average after it.
+    advances the schedule and the weight average after it. ``n_members > 1``
+    takes the members' mean loss instead of the ensemble's
+    (:func:`_member_loss`).
     """
     w = data.weight[idx]
-    loss = (loss_fn(module(data.X[idx]), data.target[idx]) * w).sum() / w.sum().clamp_min(1e-12)
+    per_row = _member_loss(module, loss_fn, data.X[idx], data.target[idx], n_members)
+    loss = (per_row * w).sum() / w.sum().clamp_min(1e-12)
     optimizer.zero_grad(set_to_none=True)
     loss.backward()
     if hooks is not None:
@@ -183,11 +198,12 @@ def _train_step(module, optimizer, loss_fn, data, idx, hooks=None):
     return float(loss.detach())
 
 
-def _run_epoch(module, optimizer, loss_fn, data, train_idx, batch_size, generator, hooks=None):
+def _run_epoch(module, optimizer, loss_fn, data, train_idx, batch_size, generator, hooks=None,
+               n_members=1):
     """One pass over ``train_idx`` in minibatches of a fresh ``generator`` order.
 
     Returns the mean training loss of the epoch (minibatch losses weighted by
-    minibatch size).
+    minibatch size; the members' mean loss with ``n_members > 1``).
     """
     module.train()
     device = data.X.device
@@ -196,7 +212,8 @@ def _run_epoch(module, optimizer, loss_fn, data, train_idx, batch_size, generato
     total, count = 0.0, 0.0
     for start in range(0, len(order), batch_size):
         idx = order[start : start + batch_size]
-        total += _train_step(module, optimizer, loss_fn, data, idx, hooks) * len(idx)
+        total += _train_step(module, optimizer, loss_fn, data, idx, hooks,
+                             n_members) * len(idx)
         count += len(idx)
     return total / count
 
