@@ -120,7 +120,7 @@ def torch_threads(n_threads):
     """
     previous = torch.get_num_threads()
     n = effective_n_threads(n_threads)
-    if n == previous:
+    if n_threads is None:
         yield n
         return
     torch.set_num_threads(n)

@@ -214,3 +214,56 @@ def test_n_threads_beyond_the_machine_is_capped_with_a_warning(caller_threads, r
     assert torch.get_num_threads() == caller_threads
     with pytest.warns(UserWarning, match="n_threads"):
         assert np.isfinite(est.predict_proba(X)).all()
+
+
+def test_the_count_is_set_through_torch_even_when_openmp_already_reads_it(
+    caller_threads, monkeypatch
+):
+    """threadpoolctl's ``threadpool_limits(1)`` (as scikit-learn and the benchmarks use it)
+    sets OpenMP's count, so that ``torch.get_num_threads()`` reads 1, but not the count of
+    the BLAS inside torch, which ``torch.set_num_threads`` sets. Skipping the call when the
+    count read already matched left torch's matmuls on two threads after any earlier
+    ``set_num_threads(2)``: an OpenMP worker spun beside every later fit (issue 18's
+    timings: process CPU twice the main thread's)."""
+    calls = []
+    real = torch.set_num_threads
+    monkeypatch.setattr(torch, "set_num_threads", lambda n: (calls.append(n), real(n))[1])
+    real(1)  # what threadpool_limits(1) leaves torch reading
+    with torch_threads(1):
+        assert torch.get_num_threads() == 1
+    assert calls == [1, 1]
+    calls.clear()
+    with torch_threads(None):  # None leaves the caller's setting alone: no call
+        pass
+    assert calls == []
+
+
+@pytest.mark.skipif(not hasattr(threading, "get_native_id") or not __import__("os").path.isdir(
+    "/proc/self/task"), reason="per-thread CPU times are read from Linux's /proc")
+def test_no_other_thread_burns_cpu_during_a_fit_under_threadpool_limits(caller_threads):
+    import os
+
+    from threadpoolctl import threadpool_limits
+
+    def cpu_ticks():
+        main_id, main, other = threading.get_native_id(), 0, 0
+        for tid in os.listdir("/proc/self/task"):
+            try:
+                with open(f"/proc/self/task/{tid}/stat") as fh:
+                    fields = fh.read().rsplit(")", 1)[1].split()
+            except OSError:  # the thread ended
+                continue
+            ticks = int(fields[11]) + int(fields[12])  # utime + stime
+            main, other = (main + ticks, other) if int(tid) == main_id else (main, other + ticks)
+        return main, other
+
+    Xb, yb = make_classification(n_samples=3000, n_features=20, random_state=0)
+    est = clf(n_estimators=64, max_epochs=6, batch_size=256, early_stopping=False,
+              teacher_weight=0.0)
+    est.fit(Xb[:200], yb[:200]).predict(Xb)  # at the caller's 3 threads, set and restored
+    m0, o0 = cpu_ticks()
+    with threadpool_limits(1):
+        est.fit(Xb, yb)
+    m1, o1 = cpu_ticks()
+    assert m1 - m0 > 0
+    assert (o1 - o0) <= 0.1 * (m1 - m0) + 2, (m1 - m0, o1 - o0)
