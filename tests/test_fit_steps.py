@@ -87,7 +87,7 @@ def test_run_epoch_returns_the_size_weighted_mean_of_its_batch_losses(monkeypatc
     seen = []
     losses = iter([1.0, 2.0, 4.0])
 
-    def fake_step(module, optimizer, loss_fn, data, idx, hooks=None):
+    def fake_step(module, optimizer, loss_fn, data, idx, hooks=None, n_members=1):
         seen.append(idx.clone())
         return next(losses)
 
