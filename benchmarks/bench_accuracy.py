@@ -213,6 +213,9 @@ CLASSIFIERS = {
     "paper": Config(_soft_classifier(**PAPER_PARAMS), paper=True),
     "default": Config(_soft_classifier()),
     "no_teacher": Config(_soft_classifier(**NO_TEACHER)),
+    # the trees trained as 8 members, each on its own loss (an option, not the default:
+    # docs/benchmarks.md, "Members")
+    "members8": Config(_soft_classifier(n_members=8)),
     # the learning rate with the teacher: 1e-2 was the default until 3e-2 became it
     "lr1e-2": Config(_soft_classifier(learning_rate=PREVIOUS_LEARNING_RATE)),
     "lr2e-2": Config(_soft_classifier(learning_rate=2e-2)),

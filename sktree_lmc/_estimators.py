@@ -1212,10 +1212,11 @@ class SoftTreeEnsembleClassifier(ClassifierMixin, _BaseSoftTreeEnsemble):
         is the same sum of all trees, with the same parameters, symmetries
         and merging as with 1, and ``loss_curve_`` holds the members' mean
         loss. Each member must have a tree (``n_members <= n_estimators``).
-        Measured (``docs/benchmarks.md``, "Members"; 10,000 rows, 3 seeds):
-        8 members gained +0.57 points of test accuracy on eye_movements and
-        lost 0.06-0.30 on MagicTelescope, california and electricity, at
-        1.3x the time per step; hence a default of 1.
+        Measured (``docs/benchmarks.md``, "Members"; 10,000 rows, 3 seeds,
+        seven datasets): 8 members gained +0.57 points of test accuracy on
+        eye_movements and +0.04 on bank-marketing, lost 0.06-0.30 on the
+        other five (mean -0.03), at 1.3x the time per step; hence a default
+        of 1.
 
     Attributes
     ----------
