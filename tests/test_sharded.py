@@ -305,9 +305,9 @@ def test_rounds_history_and_cost():
     proba = est.merged_.predict_proba(X)
     expected = -np.mean(np.log(proba[np.arange(len(Y)), Y]))
     assert losses[-1] == pytest.approx(expected, rel=1e-6)
-    # the rounds take twice the estimator's 6 epochs (local_epochs="auto": 4 per
+    # the rounds take three times the estimator's 6 epochs (local_epochs="auto": 6 per
     # round), every shard continuing (warm start)
-    assert all(m.n_epochs_ == 12 and len(m.loss_curve_) == 12 for m in est.estimators_)
+    assert all(m.n_epochs_ == 18 and len(m.loss_curve_) == 18 for m in est.estimators_)
     # only parameters come back: no optimizer state in the collected models
     assert all(m.optimizer_state_ is None for m in est.estimators_)
 
@@ -639,9 +639,9 @@ def test_checkpoint_and_resume_equal_an_uninterrupted_fit(tmp_path, sampling):
 
 
 def test_rounds_take_one_run_of_the_learning_rate_schedule(monkeypatch):
-    """local_epochs="auto": 3 rounds take twice the estimator's 6 epochs, and
-    every round's local fit takes its window of one cosine schedule over the 12
-    epochs (not a schedule restarted per round)."""
+    """local_epochs="auto": 3 rounds take three times the estimator's 6 epochs,
+    and every round's local fit takes its window of one cosine schedule over the
+    18 epochs (not a schedule restarted per round)."""
     from sktree_lmc import _estimators
 
     windows = []
@@ -654,18 +654,18 @@ def test_rounds_take_one_run_of_the_learning_rate_schedule(monkeypatch):
     monkeypatch.setattr(_estimators, "make_lr_scheduler", record)
     base = _base(max_epochs=6, lr_schedule="cosine", batch_size=300, early_stopping=False)
     ShardedSoftTreeEnsemble(base, n_shards=2, n_rounds=3, random_state=0).fit(X, Y)
-    steps = windows[0][1] // 12  # steps per epoch of a shard
+    steps = windows[0][1] // 18  # steps per epoch of a shard
     assert steps >= 1
-    assert sorted(windows) == [(0, 12 * steps)] * 2 + [(4 * steps, 12 * steps)] * 2 + [
-        (8 * steps, 12 * steps)] * 2
+    assert sorted(windows) == [(0, 18 * steps)] * 2 + [(6 * steps, 18 * steps)] * 2 + [
+        (12 * steps, 18 * steps)] * 2
     windows.clear()
     ShardedSoftTreeEnsemble(base, n_shards=2, n_rounds=1, random_state=0).fit(X, Y)
     assert windows == [(0, 6 * steps)] * 2  # one round: the estimator's own schedule
 
 
 def test_client_sampling_trains_and_weights_a_fraction_of_the_shards():
-    base = _base(max_epochs=2, early_stopping=False)  # 1 epoch per round
-    kw = dict(n_shards=4, n_rounds=4, random_state=0)
+    base = _base(max_epochs=2, early_stopping=False)
+    kw = dict(n_shards=4, n_rounds=4, local_epochs=1, random_state=0)
     est = ShardedSoftTreeEnsemble(base, shard_fraction=0.5, **kw).fit(X, Y)
     assert est.history_[0]["shards"] == [0, 1, 2, 3]  # round 1 fits every shard
     later = [h["shards"] for h in est.history_[1:]]
@@ -716,12 +716,14 @@ def test_a_meta_estimator_pickled_before_local_epochs_keeps_its_rounds():
 
 
 def test_round_level_patience_is_the_estimators_in_epochs_and_at_least_two_rounds():
-    """n_iter_no_change=10 epochs with 5 local epochs per round: 2 rounds; with 15
-    epochs per round (fewer than the patience), still 2 rounds, not 1."""
-    for max_epochs, expected_rounds in ((10, 3), (30, 3)):  # "auto": 2 * max_epochs / 4
-        base = _base(max_epochs=max_epochs, early_stopping=True, n_iter_no_change=10,
-                     tol=10.0)  # no round improves by 10: stop after 1 + patience rounds
-        est = ShardedSoftTreeEnsemble(base, n_shards=2, n_rounds=4, random_state=0)
+    """n_iter_no_change=10 epochs with 3 local epochs per round: 4 rounds of
+    patience; with 5, 2 rounds; with 15 (more than the patience), still 2 rounds,
+    not 1."""
+    base = _base(max_epochs=10, early_stopping=True, n_iter_no_change=10,
+                 tol=10.0)  # no round improves by 10: stop after 1 + patience rounds
+    for local_epochs, expected_rounds in ((3, 5), (5, 3), (15, 3)):
+        est = ShardedSoftTreeEnsemble(base, n_shards=2, n_rounds=6, local_epochs=local_epochs,
+                                      random_state=0)
         assert est.fit(X, Y).n_rounds_ == expected_rounds
 
 
