@@ -180,6 +180,11 @@ def max_features_arg(value):
     return None if value.lower() == "none" else float(value)
 
 
+#: Local epochs per round of the first CSVs, named without a ``_local_epochs`` suffix: what
+#: ``local_epochs="auto"`` gave for 150 epochs and 10 rounds before it grew to 30, then 45.
+PREVIOUS_LOCAL_EPOCHS = 15
+
+
 def csv_name(args):
     """``federated.csv``, with a suffix per setting given (``federated_split_init_data.csv``,
     ``federated_shard_init_shared.csv``, ``federated_R1.csv`` for ``--rounds 1``, ...) so that
@@ -187,13 +192,21 @@ def csv_name(args):
     name = "federated_smoke" if args.smoke else "federated"
     if args.rounds != 10 and not args.smoke:
         name += f"_R{args.rounds}"
-    for option in ("numeric_encoding", "split_init", "shard_init", "server_momentum",
-                   "local_epochs"):
+    for option in ("numeric_encoding", "split_init", "shard_init", "server_momentum"):
         if getattr(args, option, None) is not None:
             name += f"_{option}_{getattr(args, option)}"
-    from sktree_lmc import SoftTreeEnsembleClassifier
+    from sktree_lmc import ShardedSoftTreeEnsemble, SoftTreeEnsembleClassifier
 
     defaults = SoftTreeEnsembleClassifier()
+    # named by the local epochs per round, given or what ``"auto"`` gives (``_local_epochs_45``;
+    # no suffix for 15, the ``"auto"`` of the first CSVs), so that runs of another default
+    # never mix with them
+    local = getattr(args, "local_epochs", None)
+    if local is None and not args.smoke:
+        local = ShardedSoftTreeEnsemble(defaults, n_rounds=args.rounds)._round_epochs(
+            defaults)[-1]
+    if local is not None and int(local) != PREVIOUS_LOCAL_EPOCHS:
+        name += f"_local_epochs_{int(local)}"
     # named by the teacher the models have, given or default (``_teacher_weight_0.75``; none:
     # no suffix, as before it existed), so runs of another default never mix
     teacher = args.teacher_weight

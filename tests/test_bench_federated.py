@@ -46,13 +46,23 @@ def test_federated_csv_names_the_teacher_weight_and_learning_rate():
     args = argparse.Namespace(smoke=False, rounds=10, numeric_encoding=None, split_init=None,
                               shard_init=None, server_momentum=None, teacher_weight=0.75,
                               learning_rate=None, additive_bins="default")
-    # the default's teacher and learning rate name the file as if given
-    default = "federated_teacher_weight_0.75_learning_rate_0.03_additive_bins_16-64-256.csv"
+    # the default's local epochs per round ("auto": 45 for 150 epochs and 10 rounds), teacher
+    # and learning rate name the file as if given
+    default = ("federated_local_epochs_45_teacher_weight_0.75_learning_rate_0.03_"
+               "additive_bins_16-64-256.csv")
     assert bench.csv_name(args) == default
     args.teacher_weight = None
     assert bench.csv_name(args) == default
     args.learning_rate = 0.03
     assert bench.csv_name(args) == default
+    args.local_epochs = 45
+    assert bench.csv_name(args) == default
+    args.local_epochs = 30
+    assert bench.csv_name(args) == default.replace("_45_", "_30_")
+    # 15, what "auto" gave first: no suffix, the files of the runs before it
+    args.local_epochs = 15
+    assert bench.csv_name(args) == (
+        "federated_teacher_weight_0.75_learning_rate_0.03_additive_bins_16-64-256.csv")
     # 1e-2, the default before 3e-2: no suffix, the files of the runs before it
     args.learning_rate = 0.01
     assert bench.csv_name(args) == "federated_teacher_weight_0.75_additive_bins_16-64-256.csv"
