@@ -301,8 +301,8 @@ class ShardedSoftTreeEnsemble(MetaEstimatorMixin, BaseEstimator):
         where fewer suffice. The estimator that fits the full data can be
         passed as it is. ``R = 1`` trains ``max_epochs``. An int: that many
         per round (``max_epochs=150, n_rounds=10, local_epochs=15`` costs
-        one fit of the estimator on all rows, what ``"auto"`` gave in version
-        0.1). None: the estimator's ``max_epochs`` in every round
+        one fit of the estimator on all rows, what ``"auto"`` gave at
+        first). None: the estimator's ``max_epochs`` in every round
         (the behaviour before version 0.2).
     shard_fraction : float in (0, 1], default=1.0
         Client sampling (as FedAvg's ``C``): in every round after the first,
