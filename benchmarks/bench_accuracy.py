@@ -139,6 +139,9 @@ class Config(NamedTuple):
 #: labels and file names (``bench_barriers``' model cache, ``bench_federated``'s CSV), and any
 #: other rate is named in them, so runs at different rates never mix.
 PREVIOUS_LEARNING_RATE = 1e-2
+#: The default ``additive_bins`` before ``(16, 64, 256, 1024, 4096)``: the configurations
+#: measured when it was the default keep it explicitly, so that a rerun reproduces their rows.
+PREVIOUS_ADDITIVE_BINS = (16, 64, 256)
 
 
 def bins_tag(bins):
@@ -200,7 +203,11 @@ def _mlp(seed):
 
 #: The default without the teacher (at the learning rate of then), the default before
 #: ``teacher_weight=0.75``: the variants measured when it was the default keep it explicitly.
-NO_TEACHER = {"teacher_weight": 0.0, "learning_rate": PREVIOUS_LEARNING_RATE}
+NO_TEACHER = {"teacher_weight": 0.0, "learning_rate": PREVIOUS_LEARNING_RATE,
+              "additive_bins": PREVIOUS_ADDITIVE_BINS}
+#: The default before the two finest resolutions (``additive_bins=(16, 64, 256)``); the
+#: variants measured when it was the default keep it explicitly.
+AB256 = {"additive_bins": PREVIOUS_ADDITIVE_BINS}
 #: The model without the additive term (and the teacher), the default before
 #: ``additive_bins=64``: the ablations below change it by one parameter (they were measured
 #: when it was the default).
@@ -212,15 +219,19 @@ CLASSIFIERS = {
     "mlp": Config(_mlp),
     "paper": Config(_soft_classifier(**PAPER_PARAMS), paper=True),
     "default": Config(_soft_classifier()),
+    # the default before the additive term's 1024 and 4096 bins (docs/benchmarks.md, "Finer
+    # bins"), and the default with the teacher's weight at 0.5, tried with them, not kept
+    "ab256": Config(_soft_classifier(**AB256)),
+    "teacher0.5": Config(_soft_classifier(teacher_weight=0.5)),
     "no_teacher": Config(_soft_classifier(**NO_TEACHER)),
     # the trees trained as 8 members, each on its own loss (an option, not the default:
     # docs/benchmarks.md, "Members")
-    "members8": Config(_soft_classifier(n_members=8)),
+    "members8": Config(_soft_classifier(**AB256, n_members=8)),
     # the learning rate with the teacher: 1e-2 was the default until 3e-2 became it
-    "lr1e-2": Config(_soft_classifier(learning_rate=PREVIOUS_LEARNING_RATE)),
-    "lr2e-2": Config(_soft_classifier(learning_rate=2e-2)),
-    "lr5e-2": Config(_soft_classifier(learning_rate=5e-2)),
-    "additive64": Config(_soft_classifier(**NO_TEACHER, additive_bins=64)),
+    "lr1e-2": Config(_soft_classifier(**AB256, learning_rate=PREVIOUS_LEARNING_RATE)),
+    "lr2e-2": Config(_soft_classifier(**AB256, learning_rate=2e-2)),
+    "lr5e-2": Config(_soft_classifier(**AB256, learning_rate=5e-2)),
+    "additive64": Config(_soft_classifier(**{**NO_TEACHER, "additive_bins": 64})),
     "no_additive": Config(_soft_classifier(**NO_ADDITIVE)),
     "enc_none": Config(_soft_classifier(**NO_ADDITIVE, numeric_encoding="none")),
     "enc_standard": Config(_soft_classifier(**NO_ADDITIVE, numeric_encoding="standard")),
@@ -244,26 +255,29 @@ CLASSIFIERS = {
 MIXED = {
     "hgb_cat": Config(_hgb_cat),
     "default": Config(_soft_classifier(), requires=("categorical_features",)),
+    "ab256": Config(_soft_classifier(**AB256)),
     "no_teacher": Config(_soft_classifier(**NO_TEACHER)),
-    "lr1e-2": Config(_soft_classifier(learning_rate=PREVIOUS_LEARNING_RATE),
+    "lr1e-2": Config(_soft_classifier(**AB256, learning_rate=PREVIOUS_LEARNING_RATE),
                      requires=("categorical_features",)),
     "no_additive": Config(_soft_classifier(**NO_ADDITIVE)),
     "enc_ple": Config(_soft_classifier(**NO_ADDITIVE, numeric_encoding="piecewise_linear")),
     "init_data": Config(_soft_classifier(**NO_ADDITIVE, split_init="data")),
-    "additive64": Config(_soft_classifier(**NO_TEACHER, additive_bins=64)),
+    "additive64": Config(_soft_classifier(**{**NO_TEACHER, "additive_bins": 64})),
 }
 #: Models of the regression table.
 REGRESSORS = {
     "hgb": Config(_hgb_reg),
     "default": Config(_soft_regressor()),
+    "ab256": Config(_soft_regressor(**AB256)),
     # the classifier's learning rate (3e-2) on the regressor, which keeps 1e-2
-    "lr3e-2": Config(_soft_regressor(learning_rate=3e-2)),
+    "lr3e-2": Config(_soft_regressor(**AB256, learning_rate=3e-2)),
     "no_additive": Config(_soft_regressor(**NO_ADDITIVE)),
     "enc_ple": Config(_soft_regressor(**NO_ADDITIVE, numeric_encoding="piecewise_linear")),
     "init_data": Config(_soft_regressor(**NO_ADDITIVE, split_init="data")),
     "additive64": Config(_soft_regressor(additive_bins=64)),
     "paper": Config(_soft_regressor(**PAPER_PARAMS), paper=True),
-    "teacher": Config(_soft_regressor(teacher_weight=0.75), requires=("teacher_weight",)),
+    "teacher": Config(_soft_regressor(**AB256, teacher_weight=0.75),
+                      requires=("teacher_weight",)),
 }
 #: Regression datasets: ``diabetes`` (scikit-learn) and ``<Tabular-Benchmark name>/<column>``.
 REGRESSION_DATASETS = ("diabetes", "california/MedInc", "electricity/nswdemand",

@@ -221,7 +221,7 @@ class _BaseSoftTreeEnsemble(BaseEstimator):
         ema_decay=0.995,
         max_features=0.5,
         scoring="loss",
-        additive_bins=(16, 64, 256),
+        additive_bins=(16, 64, 256, 1024, 4096),
         teacher_weight=0.0,
         n_members=1,
     ):
@@ -1140,7 +1140,7 @@ class SoftTreeEnsembleClassifier(ClassifierMixin, _BaseSoftTreeEnsemble):
         ``"r2"``, ...), a callable ``scorer(estimator, X, y)``, or None (the
         estimator's :meth:`score`). The kept epoch is the one with the best
         value (``best_epoch_``).
-    additive_bins : int >= 2, sequence of int or None, default=(16, 64, 256)
+    additive_bins : int >= 2, sequence of int or None, default=(16, 64, 256, 1024, 4096)
         A learned additive term on fine bins, added to the trees' output:
         every numeric column is cut into ``additive_bins`` quantile bins (of
         the training rows), every categorical column into its categories, and
@@ -1327,7 +1327,7 @@ class SoftTreeEnsembleClassifier(ClassifierMixin, _BaseSoftTreeEnsemble):
         ema_decay=0.995,
         max_features=0.5,
         scoring="loss",
-        additive_bins=(16, 64, 256),
+        additive_bins=(16, 64, 256, 1024, 4096),
         class_weight=None,
         label_smoothing=0.0,
         teacher_weight=0.75,
@@ -1641,7 +1641,7 @@ class SoftTreeEnsembleRegressor(RegressorMixin, _BaseSoftTreeEnsemble):
     scoring : str, callable or None, default="loss"
         What early stopping monitors (``"loss"``, a scorer, None for
         :meth:`score`), as in HistGradientBoosting.
-    additive_bins : int >= 2, sequence of int or None, default=(16, 64, 256)
+    additive_bins : int >= 2, sequence of int or None, default=(16, 64, 256, 1024, 4096)
         Quantile bins per numeric column of a learned additive term added to
         the trees' output (in standardized target units), or one table per
         resolution of a sequence; None: none. See
