@@ -1150,20 +1150,26 @@ class SoftTreeEnsembleClassifier(ClassifierMixin, _BaseSoftTreeEnsemble):
         a tenth of the learning rate (at the full rate it overfits). A
         sequence such as ``(16, 64, 256)`` learns one table per resolution,
         summed (coarse bins for the smooth part of a column's function, fine
-        ones for sharp steps), each resolution's steps scaled by
-        ``sqrt(min(additive_bins) / bins)`` (a fine bin holds fewer rows, so
-        its gradient is noisier). The symmetry ops leave the table unchanged,
-        and merging averages it (models fitted on different rows with
-        ``numeric_encoding="none"`` are merged on the union of their bins);
-        :func:`refit_leaves` holds it fixed; :func:`export_module` exports
-        it; :class:`ShardedSoftTreeEnsemble` takes the bins from the shards'
+        ones for sharp steps and for columns whose neighbouring values share
+        their targets, such as a time stamp or a row number), each
+        resolution's steps scaled by ``sqrt(min(additive_bins) / bins)`` (a
+        fine bin holds fewer rows, so its gradient is noisier). With fewer
+        distinct values than bins, a column gets one bin per value. The
+        symmetry ops leave the table unchanged, and merging averages it
+        (models fitted on different rows with ``numeric_encoding="none"``
+        are merged on the union of their bins); :func:`refit_leaves` holds
+        it fixed; :func:`export_module` exports it;
+        :class:`ShardedSoftTreeEnsemble` takes the bins from the shards'
         summaries. None: no additive term. Measured on seven
         Tabular-Benchmark datasets (user guide, "Input encoding and the
         training recipe"): 64 bins gained +0.40 points of test accuracy on
         average over no additive term, up to +1.2, and lowered the barriers
-        between independently trained models; the three resolutions of the
-        default gained +0.28 more (up to +0.7), 64 bins being the default
-        before.
+        between independently trained models; the three resolutions
+        ``(16, 64, 256)`` gained +0.28 more (up to +0.7), 64
+        bins being the default before; the default's 1024 and 4096 bins
+        +0.27 more (eye_movements +1.70, electricity +0.82; the other five
+        datasets -0.23 to 0.00), which brought the mean over the seven to
+        HistGradientBoostingClassifier's (76.12 % against 76.13 %).
     class_weight : dict, "balanced" or None, default=None
         Weights of the classes in the loss, as in scikit-learn's classifiers:
         ``None`` weighs every class 1; a dict maps class labels to weights

@@ -46,10 +46,11 @@ def test_federated_csv_names_the_teacher_weight_and_learning_rate():
     args = argparse.Namespace(smoke=False, rounds=10, numeric_encoding=None, split_init=None,
                               shard_init=None, server_momentum=None, teacher_weight=0.75,
                               learning_rate=None, additive_bins="default")
-    # the default's local epochs per round ("auto": 45 for 150 epochs and 10 rounds), teacher
-    # and learning rate name the file as if given
+    # the default's local epochs per round ("auto": 45 for 150 epochs and 10 rounds), teacher,
+    # learning rate and additive bins name the file as if given
+    bins = "16-64-256-1024-4096"
     default = ("federated_local_epochs_45_teacher_weight_0.75_learning_rate_0.03_"
-               "additive_bins_16-64-256.csv")
+               f"additive_bins_{bins}.csv")
     assert bench.csv_name(args) == default
     args.teacher_weight = None
     assert bench.csv_name(args) == default
@@ -62,12 +63,15 @@ def test_federated_csv_names_the_teacher_weight_and_learning_rate():
     # 15, what "auto" gave first: no suffix, the files of the runs before it
     args.local_epochs = 15
     assert bench.csv_name(args) == (
-        "federated_teacher_weight_0.75_learning_rate_0.03_additive_bins_16-64-256.csv")
+        f"federated_teacher_weight_0.75_learning_rate_0.03_additive_bins_{bins}.csv")
     # 1e-2, the default before 3e-2: no suffix, the files of the runs before it
     args.learning_rate = 0.01
-    assert bench.csv_name(args) == "federated_teacher_weight_0.75_additive_bins_16-64-256.csv"
+    assert bench.csv_name(args) == f"federated_teacher_weight_0.75_additive_bins_{bins}.csv"
     args.teacher_weight = 0.0  # no teacher: no suffix, the file of the runs before it
+    assert bench.csv_name(args) == f"federated_additive_bins_{bins}.csv"
+    args.additive_bins = (16, 64, 256)  # the default before: the files of the runs before it
     assert bench.csv_name(args) == "federated_additive_bins_16-64-256.csv"
+    args.additive_bins = "default"
     args.split_init, args.max_features = "boosting", bench.max_features_arg("none")
     assert bench.csv_name(args) == (
-        "federated_split_init_boosting_max_features_none_additive_bins_16-64-256.csv")
+        f"federated_split_init_boosting_max_features_none_additive_bins_{bins}.csv")
