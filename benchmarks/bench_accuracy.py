@@ -25,9 +25,11 @@ Models (``CLASSIFIERS``; ``--models`` selects):
   max_features=None)`` on the paper preprocessing (the paper's protocol, M = 256, lr 1e-2,
   batch 512);
 * ``default``: ``SoftTreeEnsembleClassifier(random_state=s, device="cpu")``, the package's
-  defaults: since ``teacher_weight=0.75`` became the classifier's default (CHANGELOG), its
-  rows are those measured as ``teacher`` before (the default of then with
-  ``teacher_weight=0.75``, every other setting as now);
+  defaults, with ``additive_bins=(16, 64, 256, 1024, 4096)`` (measured at commit 3af2e90);
+* ``ab256``: the default before, ``additive_bins=(16, 64, 256)`` (``PREVIOUS_ADDITIVE_BINS``);
+  its rows were measured as ``default`` then. ``no_teacher``, ``members8``, ``lr1e-2``,
+  ``lr2e-2``, ``lr5e-2`` and the configurations below keep these bins. ``teacher0.5``: the
+  default with ``teacher_weight=0.5``, screened with the finer bins and not kept;
 * ``no_teacher``: the default without the teacher (``teacher_weight=0``), the default before
   it; its rows were measured as ``default`` then (and, before ``additive_bins=(16, 64, 256)``
   was the default, as ``additive_multi``). The variants below that were measured before the
