@@ -203,13 +203,12 @@ def _mlp(seed):
     return make_pipeline(StandardScaler(), MLPClassifier(random_state=seed, early_stopping=True))
 
 
-#: The default without the teacher (at the learning rate of then), the default before
-#: ``teacher_weight=0.75``: the variants measured when it was the default keep it explicitly.
-NO_TEACHER = {"teacher_weight": 0.0, "learning_rate": PREVIOUS_LEARNING_RATE,
-              "additive_bins": PREVIOUS_ADDITIVE_BINS}
 #: The default before the two finest resolutions (``additive_bins=(16, 64, 256)``); the
 #: variants measured when it was the default keep it explicitly.
 AB256 = {"additive_bins": PREVIOUS_ADDITIVE_BINS}
+#: The default without the teacher (at the learning rate and bins of then), the default before
+#: ``teacher_weight=0.75``: the variants measured when it was the default keep it explicitly.
+NO_TEACHER = {**AB256, "teacher_weight": 0.0, "learning_rate": PREVIOUS_LEARNING_RATE}
 #: The model without the additive term (and the teacher), the default before
 #: ``additive_bins=64``: the ablations below change it by one parameter (they were measured
 #: when it was the default).

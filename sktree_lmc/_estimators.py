@@ -1165,10 +1165,10 @@ class SoftTreeEnsembleClassifier(ClassifierMixin, _BaseSoftTreeEnsemble):
         training recipe"): 64 bins gained +0.40 points of test accuracy on
         average over no additive term, up to +1.2, and lowered the barriers
         between independently trained models; the three resolutions
-        ``(16, 64, 256)`` gained +0.28 more (up to +0.7), 64
-        bins being the default before; the default's 1024 and 4096 bins
-        +0.27 more (eye_movements +1.70, electricity +0.82; the other five
-        datasets -0.23 to 0.00), which brought the mean over the seven to
+        ``(16, 64, 256)`` gained +0.28 more (up to +0.7), 64 bins being the
+        default before; the default's 1024 and 4096 bins +0.27 more
+        (eye_movements +1.70, electricity +0.82; the other five datasets
+        -0.23 to 0.00), which brought the mean over the seven to
         HistGradientBoostingClassifier's (76.12 % against 76.13 %).
     class_weight : dict, "balanced" or None, default=None
         Weights of the classes in the loss, as in scikit-learn's classifiers:

@@ -256,8 +256,9 @@ def _sharded_fit(kind, n_rows, received, **params):
     # additive_bins=(16, 64, 256), not the default's 4,096 bins: the additive table (the
     # bins of all columns and resolutions in one array) and its edges are bounded by the
     # bins, whatever the rows, and must stay shorter than the row blocks the detector looks
-    # for (half a partition: 1,250 rows of the small fit). The edges are computed on the
-    # client from the shards' sketches at any number of bins (test_additive.py).
+    # for (half a partition: 1,250 rows of the small fit). The client computes the edges
+    # from the shards' sketches by the same code at any number of bins (_additive_edges,
+    # tested at small bins in test_additive.py).
     params = {"additive_bins": (16, 64, 256), **params}
     base = SoftTreeEnsembleClassifier(n_estimators=8, depth=2, max_epochs=1, batch_size=1024,
                                       early_stopping=True, n_iter_no_change=5, device="cpu",
