@@ -32,10 +32,12 @@ from ._encoding import (
     NUMERIC_ENCODINGS,
     TabularEncoder,
     check_categorical_features,
+    encoders_differ,
     to_columns,
 )
 from ._forward import SoftTreeEnsembleModule, predict_chunked, split_init_bound
 from ._params import TreeParams, check_same_additive
+from ._plan import FitPlan, Recipe
 from ._threads import limit_threads
 from ._training import (
     AVERAGING,
@@ -44,15 +46,15 @@ from ._training import (
     FeatureMask,
     ProgressLog,
     TrainingHooks,
+    DivergenceCheck,
+    EarlyStoppingCallback,
+    ProgressCallback,
+    ValidationLoss,
     WeightAverage,
-    _check_finite_epoch,
-    _EarlyStopping,
-    _evaluate_loss,
     _export_adam_state,
     _FitTensors,
     _load_adam_state,
     _reference_loss,
-    _run_epoch,
     _validation_split,
     _warn_if_diverged,
     init_splits_from_data,
@@ -60,6 +62,7 @@ from ._training import (
     make_optimizer,
     resolve_max_features,
     split_directions,
+    train,
 )
 
 __all__ = ["SoftTreeEnsembleClassifier", "SoftTreeEnsembleRegressor"]
@@ -119,6 +122,71 @@ def _boosting_validation(X, target, sample_weight, val_idx, n_encoded):
     return X[val_idx, :n_encoded], target[val_idx], sample_weight[val_idx]
 
 
+def _check_score(value, scoring):
+    """A validation score as a finite float, or a ValueError naming the scorer
+    (a scorer returning NaN, None, an array or a string would otherwise end
+    early stopping silently or in a raw error)."""
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (Real, np.ndarray)):
+        raise ValueError(
+            f"scoring={scoring!r} returned {value!r} ({type(value).__name__}); early "
+            "stopping needs a finite number."
+        )
+    array = np.asarray(value)
+    if array.ndim != 0 or not np.issubdtype(array.dtype, np.number):
+        raise ValueError(
+            f"scoring={scoring!r} returned an array of shape {array.shape}; early stopping "
+            "needs a single finite number."
+        )
+    if not np.isfinite(array):
+        raise ValueError(
+            f"scoring={scoring!r} returned {float(array)} on the validation rows; early "
+            "stopping needs a finite number (use a scorer defined on every split, or "
+            "scoring='loss')."
+        )
+    return float(array)
+
+
+def _check_classes(classes):
+    """``partial_fit``'s ``classes``: sorted unique labels, at least two, none
+    of them missing (NaN or None)."""
+    classes = np.asarray(classes)
+    if classes.ndim != 1:
+        raise ValueError(f"classes must be one-dimensional, got shape {classes.shape}.")
+    missing = [c for c in classes.tolist() if c is None or (isinstance(c, float) and c != c)]
+    if missing:
+        raise ValueError(f"classes contains a missing value ({missing[0]!r}); a class must "
+                         "be a label, not NaN or None.")
+    classes = np.unique(classes)
+    if len(classes) < 2:
+        raise ValueError(
+            f"Classifier can't train when only one class is present: classes={classes.tolist()}."
+        )
+    return classes
+
+
+def _check_given_encoder(encoder, columns, names):
+    """A fitted :class:`TabularEncoder` given to a fit (the ``encoder``
+    parameter, or a sharded fit's shared encoder), checked against the
+    training columns: their count, and their names when both have them."""
+    if not isinstance(encoder, TabularEncoder):
+        raise TypeError(f"encoder must be a fitted TabularEncoder, got {type(encoder).__name__}.")
+    if not hasattr(encoder, "n_features_in_"):
+        raise ValueError("encoder must be a fitted TabularEncoder (fit it, or build it with "
+                         "TabularEncoder.from_summaries); it is not fitted.")
+    if encoder.n_features_in_ != len(columns):
+        raise ValueError(
+            f"The encoder given expects {encoder.n_features_in_} columns, got {len(columns)}."
+        )
+    enc_names = getattr(encoder, "names_", None)
+    if names is not None and enc_names is not None and list(enc_names) != list(names):
+        differ = [str(a) for a, b in zip(names, enc_names) if a != b]
+        raise ValueError(
+            f"The encoder given was fitted on other columns: X's columns {differ[:5]} differ "
+            "from the encoder's feature names."
+        )
+    return encoder
+
+
 def _params_as_dict(params):
     """A :class:`TreeParams` as a plain dict of its arrays (for pickling; the
     additive table only when there is one, so that older versions load it)."""
@@ -174,6 +242,7 @@ class _BaseSoftTreeEnsemble(BaseEstimator):
                           None],
         "teacher_weight": [_NumberInterval(Real, 0, 1, closed="left")],
         "n_members": [_NumberInterval(Integral, 1, None, closed="left")],
+        "encoder": [TabularEncoder, None],
     }
 
     #: Values that reproduce the behaviour of versions before a hyperparameter
@@ -224,6 +293,7 @@ class _BaseSoftTreeEnsemble(BaseEstimator):
         additive_bins=(16, 64, 256, 1024, 4096),
         teacher_weight=0.0,
         n_members=1,
+        encoder=None,
     ):
         self.arch = arch
         self.n_estimators = n_estimators
@@ -255,6 +325,7 @@ class _BaseSoftTreeEnsemble(BaseEstimator):
         self.additive_bins = additive_bins
         self.teacher_weight = teacher_weight
         self.n_members = n_members
+        self.encoder = encoder
 
     # -- hooks for subclasses ---------------------------------------------------
     def _encode_targets(self, y, sample_weight, warm=False):  # pragma: no cover - abstract
@@ -280,8 +351,6 @@ class _BaseSoftTreeEnsemble(BaseEstimator):
         return 1.0
 
     # -- fitting ------------------------------------------------------------------
-    @_fit_context(prefer_skip_nested_validation=True)
-    @limit_threads
     def fit(self, X, y, sample_weight=None):
         """Fit the input encoding, then the ensemble with Adam on minibatches.
 
@@ -309,129 +378,152 @@ class _BaseSoftTreeEnsemble(BaseEstimator):
             an epoch that ends with a non-finite loss or parameter stops the
             fit with an error naming the epoch.
         """
-        warm = self._check_warm_start()
-        if self.n_members > self.n_estimators:
-            raise ValueError(
-                f"n_members={self.n_members} is more than n_estimators={self.n_estimators}: "
-                "every member needs a tree."
-            )
+        return self._fit(X, y, sample_weight, FitPlan())
+
+    @_fit_context(prefer_skip_nested_validation=True)
+    @limit_threads
+    def _fit(self, X, y, sample_weight, plan):
+        """The one training entry point of ``fit``, ``partial_fit``, the shard
+        fits and the federated rounds: what is not a hyperparameter comes in
+        ``plan`` (a :class:`~sktree_lmc._plan.FitPlan`)."""
+        recipe = plan.recipe or Recipe.from_estimator(self)
+        warm = self._begin_fit(plan)
         X_raw = X
         X, y, target, sample_weight, n_outputs = self._prepare_fit_data(
-            X, y, sample_weight, warm)
+            X, y, sample_weight, warm, plan)
         arch = get_architecture(self.arch, self.depth)
         device = resolve_device(self.device)
         generator = torch.Generator().manual_seed(
             _torch_seed(self.random_state, self.n_epochs_ if warm else 0))
         train_idx, val_idx = _validation_split(
-            X.shape[0], self.validation_fraction if self.early_stopping else None, generator,
-            sample_weight,
-        )
+            X.shape[0], self.validation_fraction if recipe.early_stopping else None, generator,
+            sample_weight)
         module = self._init_module(arch, n_outputs, generator, device, warm)
         optimizer = make_optimizer(module, self.learning_rate)
         if warm and getattr(self, "optimizer_state_", None) is not None:
             _load_adam_state(optimizer, self.optimizer_state_)
-        hooks = self._training_hooks(module, optimizer, generator, device, warm, len(train_idx))
+        hooks = self._training_hooks(module, optimizer, generator, device, warm, len(train_idx),
+                                     recipe, plan.schedule_window)
+        boosted, target = self._start(module, arch, X, target, sample_weight, (train_idx, val_idx),
+                                      n_outputs, generator, hooks.mask, warm, recipe, plan)
+        data = _FitTensors.from_arrays(X, target, sample_weight, device)
+        reference_loss = _reference_loss(module, self._loss, data, train_idx, self.batch_size,
+                                         n_outputs)
+        callbacks, stopper = self._callbacks(X_raw, y, data, val_idx, arch, warm, recipe, boosted)
+        first_epoch = self.n_epochs_
+        model, self.n_iter_ = train(
+            module, optimizer, self._loss, data, train_idx, batch_size=self.batch_size,
+            max_epochs=recipe.max_epochs, generator=generator, hooks=hooks,
+            n_members=self.n_members, callbacks=callbacks, loss_curve=self.loss_curve_)
+        self.n_epochs_ = first_epoch + self.n_iter_
+        _warn_if_diverged(self.loss_curve_, reference_loss, self.learning_rate)
+        self.best_epoch_ = self.n_iter_
+        if stopper is not None and stopper.best_epoch is not None:
+            self.best_epoch_ = stopper.best_epoch
+        callbacks[-1].log.close(self._fit_summary(stopper, recipe))
+        self.architecture_, self.device_, self.n_outputs_ = arch, str(device), n_outputs
+        self.tree_params_ = model.to_params()
+        self.optimizer_state_ = (_export_adam_state(optimizer) if recipe.keep_optimizer_state
+                                 else None)
+        return self
+
+    def _begin_fit(self, plan):
+        """Whether this fit continues a fitted model (the estimator's own with
+        ``warm_start``, or ``plan.start``'s, installed here); checks that the
+        hyperparameters still describe it, and resets the history of a new fit."""
+        if plan.start is not None:
+            self.tree_params_ = plan.start.params.copy()
+            self.optimizer_state_ = plan.start.optimizer_state
+            for key, value in plan.start.target_scale.items():
+                setattr(self, key, np.array(value, copy=True))
+        continued = plan.start is not None or (
+            self.warm_start if plan.warm is None else plan.warm)
+        warm = self._check_warm_start(continued, plan)
+        if self.n_members > self.n_estimators:
+            raise ValueError(
+                f"n_members={self.n_members} is more than n_estimators={self.n_estimators}: "
+                "every member needs a tree."
+            )
+        if not warm:
+            self.loss_curve_, self.n_epochs_ = [], 0
+            self.validation_loss_curve_ = self.validation_score_ = None
+            self.teacher_ = None
+        return warm
+
+    def _start(self, module, arch, X, target, sample_weight, split, n_outputs, generator, mask,
+               warm, recipe, plan):
+        """The data-aware starts of a new model (``split_init="data"`` or
+        ``"boosting"``) and the teacher's targets; returns whether the model
+        starts from boosted trees, and the training targets."""
+        train_idx, val_idx = split
+        F_enc = self.encoder_.n_features_out_
+        sw = np.asarray(sample_weight, dtype=np.float64)
         if self.split_init == "data" and not warm:
             directions, groups = split_directions(self.encoder_)
-            init_splits_from_data(module, X[:, : self.encoder_.n_features_out_], train_idx,
-                                  directions, groups, generator, hooks.mask)
+            init_splits_from_data(module, X[:, :F_enc], train_idx, directions, groups,
+                                  generator, mask)
         boosted = self.split_init == "boosting" and not warm
         start_trees = None
         if boosted:
-            F_enc = self.encoder_.n_features_out_
-            sw = np.asarray(sample_weight, dtype=np.float64)
             start_trees = boosted_start(
                 module, arch, X[train_idx, :F_enc], target[train_idx], sw[train_idx],
-                kind=self._boosting_loss, mask=hooks.mask, generator=generator,
+                kind=self._boosting_loss, mask=mask, generator=generator,
                 validation=_boosting_validation(X, target, sw, val_idx, F_enc),
-                trees=self._shared_trees())
-            if hooks.mask is not None and not bool((hooks.mask.mask > 0).all()):
+                trees=self._shared_trees(plan.boosting_trees))
+            if mask is not None and not bool((mask.mask > 0).all()):
                 start_trees = None  # grown on per-tree column subsets: not the teacher's
-        if not warm:
-            self.teacher_ = None
-        if self.teacher_weight > 0:
+        if recipe.teacher_weight > 0:
             # the teacher is the boosted start's trees when they were grown on every
             # column (the same boosting on the same rows): they are not grown twice
-            target = self._distilled_targets(X, target, sample_weight, train_idx, val_idx,
-                                             n_outputs, generator, trees=start_trees)
-        data = _FitTensors.from_arrays(X, target, sample_weight, device)
-        stopper = _EarlyStopping(self.tol, self.n_iter_no_change) if self.early_stopping else None
+            target = self._distilled_targets(
+                X, target, sw, split, n_outputs, generator, recipe.teacher_weight,
+                start_trees if start_trees is not None
+                else self._shared_trees(plan.boosting_trees))
+        return boosted, target
 
-        reference_loss = _reference_loss(
-            module, self._loss, data, train_idx, self.batch_size, n_outputs
-        )
-        if not warm:
-            self.loss_curve_, self.n_epochs_ = [], 0
-            self.validation_loss_curve_ = None
-            self.validation_score_ = None
-        if stopper is not None and self.validation_loss_curve_ is None:
+    def _callbacks(self, X_raw, y, data, val_idx, arch, warm, recipe, boosted):
+        """The callbacks of the epoch loop (validation loss, divergence check,
+        early stopping, progress) and the early-stopping one, or None."""
+        early = recipe.early_stopping
+        if early and self.validation_loss_curve_ is None:
             self.validation_loss_curve_, self.validation_score_ = [], []
-        score = self._validation_scorer(X_raw, y, val_idx) if stopper is not None else None
-        if boosted and stopper is not None:
-            # the boosted trees are a model already: training must beat them
-            stopper.update(_evaluate_loss(module, self._loss, data, val_idx) if score is None
-                           else -score(module, arch), module, 0)
-        first_epoch = self.n_epochs_
-        log = ProgressLog(type(self).__name__, self.max_epochs, self.verbose)
-        for epoch in range(self.max_epochs):
-            loss = _run_epoch(
-                module, optimizer, self._loss, data, train_idx, self.batch_size, generator,
-                hooks, self.n_members,
-            )
-            hooks.end_epoch(module, epoch)
-            self.loss_curve_.append(loss)
-            self.n_epochs_ = first_epoch + epoch + 1
-            val_loss = val_score = None
-            if stopper is not None:
-                val_loss = _evaluate_loss(hooks.model(module), self._loss, data, val_idx)
-                self.validation_loss_curve_.append(val_loss)
-            _check_finite_epoch(module, epoch, self.learning_rate, loss, val_loss)
-            if stopper is not None:
-                val_score = -val_loss if score is None else score(hooks.model(module), arch)
-                self.validation_score_.append(val_score)
-                stopper.update(-val_score, hooks.model(module), epoch + 1)
-            log.step(epoch, loss=loss, val_loss=val_loss,
-                     **({} if score is None else {"val_score": val_score}))
-            if stopper is not None and stopper.should_stop:
-                break
-        _warn_if_diverged(self.loss_curve_, reference_loss, self.learning_rate)
-        model = hooks.model(module)
-        self.n_iter_ = epoch + 1
-        self.best_epoch_ = self.n_iter_
-        if stopper is not None:
-            stopper.restore_best(model)
-            self.best_epoch_ = (self.n_iter_ if stopper.best_epoch is None
-                                else stopper.best_epoch)
-        log.close(self._fit_summary(stopper))
-        self.architecture_, self.device_, self.n_outputs_ = arch, str(device), n_outputs
-        self.tree_params_ = model.to_params()
-        self.optimizer_state_ = _export_adam_state(optimizer) if self.warm_start else None
-        return self
+        callbacks = []
+        stopper = None
+        if early:
+            callbacks.append(ValidationLoss(self._loss, data, val_idx,
+                                            self.validation_loss_curve_))
+        callbacks.append(DivergenceCheck(self.learning_rate))
+        if early:
+            score = self._validation_scorer(X_raw, y, val_idx, arch)
+            stopper = EarlyStoppingCallback(
+                self.tol, self.n_iter_no_change, self.validation_score_, score,
+                score_start=boosted).start_on(self._loss, data, val_idx)
+            callbacks.append(stopper)
+        log = ProgressLog(type(self).__name__, recipe.max_epochs, self.verbose)
+        callbacks.append(ProgressCallback(log, show_score=early and self.scoring != "loss"))
+        return callbacks, stopper
 
-    def _distilled_targets(self, X, target, sample_weight, train_idx, val_idx, n_outputs,
-                           generator, trees=None):
+    def _distilled_targets(self, X, target, sample_weight, split, n_outputs, generator,
+                           teacher_weight, trees=None):
         """The training targets of ``teacher_weight > 0``: on the training rows,
         ``(1 - teacher_weight) * target + teacher_weight * teacher``, the
         teacher being gradient-boosted trees grown on those rows (see
         ``_boosting.py``), as many of them kept as minimize the loss on the
         validation rows; the validation rows keep their labels, so early
-        stopping measures the loss against them. The shards of
-        :class:`~sktree_lmc.ShardedSoftTreeEnsemble` get the teacher grown
-        over all shards (``_shared_boosting``) instead; ``trees``: the
-        teacher's trees, grown already (the boosted start's)."""
+        stopping measures the loss against them. ``trees``: the teacher's
+        trees, grown already (the boosted start's, or those a sharded fit
+        grew over all its shards, :attr:`FitPlan.boosting_trees`)."""
+        train_idx, val_idx = split
         F_enc = self.encoder_.n_features_out_
         Xe = np.asarray(X[train_idx, :F_enc], dtype=np.float64)
-        if trees is None:  # not grown for the boosted start
-            trees = self._shared_trees()  # grown over the shards already
         if trees is None:
-            sw = np.asarray(sample_weight, dtype=np.float64)
             trees = grow_oblivious_trees(
-                Xe, target[train_idx], sw[train_idx],
+                Xe, target[train_idx], sample_weight[train_idx],
                 kind=self._boosting_loss, n_trees=self.n_estimators, depth=self.depth,
                 n_outputs=n_outputs, generator=generator,
-                validation=_boosting_validation(X, target, sw, val_idx, F_enc))
+                validation=_boosting_validation(X, target, sample_weight, val_idx, F_enc))
         self.teacher_ = [tuple(np.asarray(a) for a in trees)]
-        return self._mix_targets(target, oblivious_output(Xe, *trees), train_idx, n_outputs)
+        return self._mix_targets(target, oblivious_output(Xe, *trees), train_idx, teacher_weight)
 
     def _refit_targets(self, X, y):
         """The targets ``refit_leaves`` fits the leaves to, for the encoded rows
@@ -443,21 +535,22 @@ class _BaseSoftTreeEnsemble(BaseEstimator):
         (classifier: the class indices)."""
         return target
 
-    def _shared_trees(self):
+    def _shared_trees(self, trees):
         """The gradient-boosted trees a meta-estimator grew over its shards
-        (``_shared_boosting``; see ``ShardedSoftTreeEnsemble``), in this fit's
-        target units, or None."""
-        return getattr(self, "_shared_boosting", None)
+        (:attr:`FitPlan.boosting_trees`; see ``ShardedSoftTreeEnsemble``), in
+        this fit's target units, or None."""
+        return trees
 
-    def _mix_targets(self, target, teacher, train_idx, n_outputs):  # pragma: no cover
-        """``target`` with the teacher's outputs mixed in on ``train_idx``."""
+    def _mix_targets(self, target, teacher, train_idx, teacher_weight):  # pragma: no cover
+        """``target`` with the teacher's outputs mixed in on ``train_idx`` at
+        ``teacher_weight``."""
         raise NotImplementedError
 
-    def _fit_summary(self, stopper):
+    def _fit_summary(self, stopper, recipe):
         """The closing line of a verbose fit."""
         if stopper is None:
             return f"{self.n_iter_} epochs, training loss {self.loss_curve_[-1]:.5f}"
-        stopped = "stopped early" if self.n_iter_ < self.max_epochs else "ran all epochs"
+        stopped = "stopped early" if self.n_iter_ < recipe.max_epochs else "ran all epochs"
         if self.best_epoch_ == 0:
             return f"{stopped} after {self.n_iter_} epochs; kept the boosted start"
         best = self.validation_score_[-self.n_iter_ + self.best_epoch_ - 1]
@@ -466,9 +559,9 @@ class _BaseSoftTreeEnsemble(BaseEstimator):
         return (f"{stopped} after {self.n_iter_} epochs; kept epoch {self.best_epoch_} "
                 f"({what} {value:.5f})")
 
-    def _validation_scorer(self, X_raw, y, val_idx):
-        """None for ``scoring="loss"``, else a function ``(module, arch) ->
-        score`` of a model on the raw validation rows, computed with the
+    def _validation_scorer(self, X_raw, y, val_idx, arch):
+        """None for ``scoring="loss"``, else a function ``module -> score`` of
+        a model on the raw validation rows, computed with the
         scikit-learn scorer of ``scoring`` (``None``: the estimator's
         ``score``, accuracy or R^2) on a copy of this estimator holding the
         module's parameters."""
@@ -477,56 +570,42 @@ class _BaseSoftTreeEnsemble(BaseEstimator):
         scorer = check_scoring(self, scoring=self.scoring)
         X_val, y_val = _safe_indexing(X_raw, val_idx), _safe_indexing(y, val_idx)
 
-        def score(module, arch):
+        def score(module):
             snapshot = copy.copy(self)
             snapshot.architecture_, snapshot.tree_params_ = arch, module.to_params()
             snapshot.n_outputs_ = module.leaf_value.shape[2]
             snapshot.verbose = 0
-            return float(scorer(snapshot, X_val, y_val))
+            return _check_score(scorer(snapshot, X_val, y_val), self.scoring)
 
         return score
 
-    #: What ``partial_fit`` overrides for its pass (see :meth:`_partial_fit`).
-    _PARTIAL_FIT_PARAMS = dict(warm_start=True, max_epochs=1, early_stopping=False,
-                               lr_schedule="constant", warmup_fraction=0.0, averaging=None,
-                               teacher_weight=0.0)
-
     def _partial_fit(self, X, y, sample_weight=None, classes=None):
         """One pass of Adam over the rows given, continuing from the previous
-        calls (parameters and Adam's state): ``fit`` with
-        :attr:`_PARTIAL_FIT_PARAMS` for the duration of the call. The first
-        call fits the input encoding on its rows and, for a classifier, takes
-        the labels of ``classes``."""
+        calls (parameters and Adam's state): a fit with the recipe
+        :attr:`Recipe.PARTIAL_FIT`. The first call fits the input encoding on
+        its rows and, for a classifier, takes the labels of ``classes``."""
         first = not hasattr(self, "tree_params_")
         if classes is not None:
-            classes = np.unique(np.asarray(classes))
+            classes = _check_classes(classes)
             if not first and not np.array_equal(classes, self.classes_):
                 raise ValueError(
                     f"classes={classes.tolist()} differs from the classes of the first "
                     f"partial_fit call, {self.classes_.tolist()}."
                 )
-            if len(classes) < 2:
-                raise ValueError(
-                    "Classifier can't train when only one class is present: "
-                    f"classes={classes.tolist()}."
-                )
-        saved = {name: getattr(self, name) for name in self._PARTIAL_FIT_PARAMS}
-        # the labels partial fits encode targets with (None for a regressor)
-        self._partial_classes = classes if classes is not None else getattr(
-            self, "classes_", None)
-        try:
-            self.set_params(**self._PARTIAL_FIT_PARAMS)
-            self.fit(X, y, sample_weight=sample_weight)
-        finally:
-            self.set_params(**saved)
-            del self._partial_classes
-        return self
+        elif not first:
+            classes = getattr(self, "classes_", None)  # None for a regressor
+        plan = FitPlan(classes=classes, warm=not first,
+                       recipe=Recipe.from_estimator(self, **Recipe.PARTIAL_FIT))
+        return self._fit(X, y, sample_weight, plan)
 
-    def _training_hooks(self, module, optimizer, generator, device, warm, n_train):
+    def _training_hooks(self, module, optimizer, generator, device, warm, n_train, recipe,
+                        window=None):
         """The recipe around each Adam step (see :mod:`._training`): the
         per-tree feature mask (drawn from ``generator`` for a new model,
         recovered from the zero weights when warm-started), the learning-rate
-        schedule over this fit's steps, and the weight average."""
+        schedule over this fit's steps (or over ``window``, ``(epochs before
+        this fit, epochs of the whole run)``: the federated rounds are one run
+        of the schedule), and the weight average."""
         mask = None
         if self.max_features is not None:
             if warm:
@@ -538,24 +617,22 @@ class _BaseSoftTreeEnsemble(BaseEstimator):
                 if mask is not None:
                     mask.apply(module)
         steps_per_epoch = -(-n_train // self.batch_size)
-        # ``_schedule_window`` (set by ShardedSoftTreeEnsemble on its shard
-        # estimators): (epochs before this fit, epochs of the whole run), the
-        # federated rounds being one run of the schedule.
-        before, total = getattr(self, "_schedule_window", None) or (0, self.max_epochs)
+        before, total = window or (0, recipe.max_epochs)
         scheduler = make_lr_scheduler(
-            optimizer, self.lr_schedule, self.warmup_fraction, steps_per_epoch * total,
+            optimizer, recipe.lr_schedule, recipe.warmup_fraction, steps_per_epoch * total,
             start_step=steps_per_epoch * before,
         )
         average = None
-        if self.averaging is not None:
-            average = WeightAverage(module, self.averaging, self.ema_decay,
-                                    start_epoch=int(SWA_START * self.max_epochs))
+        if recipe.averaging is not None:
+            average = WeightAverage(module, recipe.averaging, self.ema_decay,
+                                    start_epoch=int(SWA_START * recipe.max_epochs))
         return TrainingHooks(scheduler, average, mask)
 
-    def _check_warm_start(self):
-        """Whether this fit continues from the fitted parameters; raises a clear
-        error when the hyperparameters no longer describe them."""
-        if not (self.warm_start and hasattr(self, "tree_params_")):
+    def _check_warm_start(self, continued, plan):
+        """Whether this fit continues from the fitted parameters (``continued``
+        and fitted); raises a clear error when the hyperparameters (or the
+        encoder of ``plan`` or of ``encoder``) no longer describe them."""
+        if not (continued and hasattr(self, "tree_params_")):
             return False
         fitted = (self.architecture_.name, self.architecture_.depth, self.tree_params_.n_trees)
         wanted = (self.arch, self.depth, self.n_estimators)
@@ -566,6 +643,15 @@ class _BaseSoftTreeEnsemble(BaseEstimator):
                 "fit a new model."
             )
         enc = self.encoder_
+        given = plan.encoder if plan.encoder is not None else self.encoder
+        if given is not None:
+            if encoders_differ(enc, given):
+                raise ValueError(
+                    "warm_start=True continues with the fitted input encoding, but the "
+                    f"encoder given differs from it: {encoders_differ(enc, given)}. Set "
+                    "warm_start=False to fit a new model."
+                )
+            return True
         fitted = (enc.numeric_encoding, enc.n_bins, enc.max_categories,
                   getattr(enc, "additive_bins", None))
         wanted = (self.numeric_encoding, self.n_bins, self.max_categories, self.additive_bins)
@@ -577,9 +663,10 @@ class _BaseSoftTreeEnsemble(BaseEstimator):
             )
         return True
 
-    def _prepare_fit_data(self, X, y, sample_weight, warm=False):
+    def _prepare_fit_data(self, X, y, sample_weight, warm=False, plan=None):
         """Validate the training data and encode it (fitting the encoder unless
-        ``warm``); return the encoded ``X``, the validated ``y``, the encoded
+        ``warm``, or taking the fitted one of ``plan`` or of the ``encoder``
+        parameter); return the encoded ``X``, the validated ``y``, the encoded
         target, the float64 sample weights (times the class weights) and the
         number of outputs. With ``warm``, the data must
         match the fitted model (features, classes or targets)."""
@@ -590,12 +677,13 @@ class _BaseSoftTreeEnsemble(BaseEstimator):
         validate_data(self, X, y, reset=not warm, skip_check_array=True)
         y = self._check_y(y)
         check_consistent_length(columns[0] if columns else X, y)
-        if not warm:
-            self.encoder_ = self._make_encoder(columns, by_dtype)
-        X = self._with_codes(self._check_encoded(self.encoder_.transform(columns)), columns)
+        plan = FitPlan() if plan is None else plan
         sample_weight = _check_sample_weight(
-            sample_weight, X, dtype=np.float64, ensure_non_negative=True
-        )
+            sample_weight, columns[0] if columns else X, dtype=np.float64,
+            ensure_non_negative=True)
+        if not warm:
+            self.encoder_ = self._make_encoder(columns, by_dtype, plan.encoder)
+        X = self._with_codes(self._check_encoded(self.encoder_.transform(columns)), columns)
         sample_weight = sample_weight * self._target_weights(y)
         if not sample_weight.sum() > 0:
             raise ValueError(
@@ -605,7 +693,7 @@ class _BaseSoftTreeEnsemble(BaseEstimator):
         # float64 and unscaled: the gradient-boosted trees (split_init="boosting", the
         # teacher) rescale them to a mean of 1 over the rows of all shards (a rescaling
         # here would differ per shard), and _FitTensors to a largest weight of 1.
-        target, n_outputs = self._encode_targets(y, sample_weight, warm)
+        target, n_outputs = self._encode_targets(y, sample_weight, warm, plan.classes)
         return X, y, target, sample_weight, n_outputs
 
     def _with_codes(self, X, columns, start=0):
@@ -616,19 +704,14 @@ class _BaseSoftTreeEnsemble(BaseEstimator):
         codes = self.encoder_.additive_codes(columns, start, start + X.shape[0])
         return np.concatenate([X, codes], axis=1)
 
-    def _make_encoder(self, columns, by_dtype):
-        """The input encoder fitted on the training columns, or the encoder
-        that a meta-estimator fitted once for several fits
-        (``_shared_encoder``: the shards of
-        :class:`~sktree_lmc.ShardedSoftTreeEnsemble` must encode alike)."""
-        shared = getattr(self, "_shared_encoder", None)
+    def _make_encoder(self, columns, by_dtype, shared=None):
+        """The input encoder fitted on the training columns, or a fitted one:
+        ``shared`` (that a meta-estimator fitted once for several fits, as the
+        shards of :class:`~sktree_lmc.ShardedSoftTreeEnsemble`, which must
+        encode alike), else the ``encoder`` parameter."""
+        shared = self.encoder if shared is None else shared
         if shared is not None:
-            if shared.n_features_in_ != len(columns):
-                raise ValueError(
-                    f"The shared encoder expects {shared.n_features_in_} columns, got "
-                    f"{len(columns)}."
-                )
-            return shared
+            return _check_given_encoder(shared, columns, getattr(self, "feature_names_in_", None))
         names = getattr(self, "feature_names_in_", None)
         categorical = check_categorical_features(
             self.categorical_features, len(columns), names, by_dtype
@@ -1224,6 +1307,15 @@ class SoftTreeEnsembleClassifier(ClassifierMixin, _BaseSoftTreeEnsemble):
         other five (mean -0.03), at 1.3x the time per step; hence a default
         of 1.
 
+    encoder : TabularEncoder or None, default=None
+        A fitted input encoding to use instead of fitting one in ``fit``
+        (for example one built before training from the summaries of
+        several sites, ``TabularEncoder.from_summaries``): models fitted
+        with the same encoder see the same features, and merge.
+        ``numeric_encoding``, ``n_bins``, ``categorical_features``,
+        ``max_categories`` and ``additive_bins`` are then unused. It must
+        have been fitted on ``X``'s columns (the same count, and names when
+        it has them). ``clone`` copies it with its fitted state.
     Attributes
     ----------
     classes_ : ndarray of shape (n_classes,)
@@ -1338,6 +1430,7 @@ class SoftTreeEnsembleClassifier(ClassifierMixin, _BaseSoftTreeEnsemble):
         label_smoothing=0.0,
         teacher_weight=0.75,
         n_members=1,
+        encoder=None,
     ):
         super().__init__(
             arch=arch, n_estimators=n_estimators, depth=depth, leaf_init=leaf_init,
@@ -1350,6 +1443,7 @@ class SoftTreeEnsembleClassifier(ClassifierMixin, _BaseSoftTreeEnsemble):
             lr_schedule=lr_schedule, warmup_fraction=warmup_fraction, averaging=averaging,
             ema_decay=ema_decay, max_features=max_features, scoring=scoring,
             additive_bins=additive_bins, teacher_weight=teacher_weight, n_members=n_members,
+            encoder=encoder,
         )
         self.class_weight = class_weight
         self.label_smoothing = label_smoothing
@@ -1378,9 +1472,9 @@ class SoftTreeEnsembleClassifier(ClassifierMixin, _BaseSoftTreeEnsemble):
                 )
         return compute_sample_weight(self.class_weight, y)
 
-    def _encode_targets(self, y, sample_weight, warm=False):
+    def _encode_targets(self, y, sample_weight, warm=False, classes=None):
         check_classification_targets(y)
-        partial = getattr(self, "_partial_classes", None)
+        partial = classes  # partial_fit's labels of the stream: y may hold any subset
         if partial is not None and not warm:  # the first partial_fit: classes= given
             self.classes_ = partial
             return self._fitted_targets(y), len(self.classes_)
@@ -1426,17 +1520,18 @@ class SoftTreeEnsembleClassifier(ClassifierMixin, _BaseSoftTreeEnsemble):
     def _check_y(self, y):
         return _check_y(y, estimator=self)
 
-    def _mix_targets(self, target, teacher, train_idx, n_outputs):
+    def _mix_targets(self, target, teacher, train_idx, teacher_weight):
         """Class probabilities: one-hot labels, mixed with the teacher's
         ``softmax`` on the training rows (cross-entropy takes them as soft
         targets)."""
-        return self._soft_targets(target, softmax(teacher, axis=1), train_idx, n_outputs)
+        return self._soft_targets(target, softmax(teacher, axis=1), train_idx,
+                                  teacher.shape[1], teacher_weight)
 
-    def _soft_targets(self, target, probs, rows, n_outputs):
+    def _soft_targets(self, target, probs, rows, n_outputs, teacher_weight):
         """One-hot labels, mixed on ``rows`` with the teacher probabilities
         ``probs`` (one per row of ``rows``) at ``teacher_weight``."""
         soft = np.eye(n_outputs, dtype=np.float32)[target]
-        tw = float(self.teacher_weight)
+        tw = float(teacher_weight)
         soft[rows] = (1 - tw) * soft[rows] + tw * probs
         return soft
 
@@ -1452,7 +1547,8 @@ class SoftTreeEnsembleClassifier(ClassifierMixin, _BaseSoftTreeEnsemble):
             return target
         Xe = np.asarray(X[:, : self.encoder_.n_features_out_], dtype=np.float64)
         probs = np.mean([softmax(oblivious_output(Xe, *t), axis=1) for t in teachers], axis=0)
-        return self._soft_targets(target, probs, slice(None), self.n_outputs_)
+        return self._soft_targets(target, probs, slice(None), self.n_outputs_,
+                                  self.teacher_weight)
 
     def _loss(self, output, target):
         return F.cross_entropy(
@@ -1669,6 +1765,15 @@ class SoftTreeEnsembleRegressor(RegressorMixin, _BaseSoftTreeEnsemble):
         error as a whole model (the mean of the members' losses); the fitted
         model is still the sum of all trees. See
         :class:`SoftTreeEnsembleClassifier`; not measured on regression.
+    encoder : TabularEncoder or None, default=None
+        A fitted input encoding to use instead of fitting one in ``fit``
+        (for example one built before training from the summaries of
+        several sites, ``TabularEncoder.from_summaries``): models fitted
+        with the same encoder see the same features, and merge.
+        ``numeric_encoding``, ``n_bins``, ``categorical_features``,
+        ``max_categories`` and ``additive_bins`` are then unused. It must
+        have been fitted on ``X``'s columns (the same count, and names when
+        it has them). ``clone`` copies it with its fitted state.
 
     Attributes
     ----------
@@ -1739,7 +1844,7 @@ class SoftTreeEnsembleRegressor(RegressorMixin, _BaseSoftTreeEnsemble):
         _check_float32_range(np.asarray(y, dtype=np.float64), "y")
         return y
 
-    def _encode_targets(self, y, sample_weight, warm=False):
+    def _encode_targets(self, y, sample_weight, warm=False, classes=None):
         y = np.asarray(y, dtype=np.float64)
         y2 = y.reshape(len(y), -1)
         if warm:  # keep the standardization the fitted leaves are expressed in
@@ -1767,11 +1872,10 @@ class SoftTreeEnsembleRegressor(RegressorMixin, _BaseSoftTreeEnsemble):
             )
         return (y2 - self.y_mean_) / self.y_scale_
 
-    def _shared_trees(self):
+    def _shared_trees(self, trees):
         """The shards' shared trees are grown on the targets in their own
         units (each shard standardizes its targets with its own mean and
         scale): here in this fit's standardized units."""
-        trees = getattr(self, "_shared_boosting", None)
         if trees is None:
             return None
         base, features, thresholds, leaves = trees
@@ -1783,11 +1887,11 @@ class SoftTreeEnsembleRegressor(RegressorMixin, _BaseSoftTreeEnsemble):
         shared trees)."""
         return np.asarray(target, dtype=np.float64) * self.y_scale_ + self.y_mean_
 
-    def _mix_targets(self, target, teacher, train_idx, n_outputs):
+    def _mix_targets(self, target, teacher, train_idx, teacher_weight):
         """Standardized targets mixed with the teacher's predictions on the
         training rows."""
         mixed = np.array(target, dtype=np.float32, copy=True)
-        tw = float(self.teacher_weight)
+        tw = float(teacher_weight)
         mixed[train_idx] = (1 - tw) * mixed[train_idx] + tw * teacher
         return mixed
 

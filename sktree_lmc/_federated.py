@@ -47,6 +47,7 @@ from sklearn.utils.validation import _num_samples, check_array
 from ._boosting import BoostingSite, LocalSites, _site_call, result_nbytes
 from ._encoding import _is_dataframe, summarize, to_columns
 from ._params import TreeParams
+from ._plan import FitPlan, Recipe, Start
 
 __all__: list = []
 
@@ -98,50 +99,55 @@ def _align_optimizer_state(state, alignment):
     return {"step": state["step"], "exp_avg": exp_avg, "exp_avg_sq": exp_avg_sq}
 
 
-def _continue_from(est, start):
-    """Set up a shard's estimator to continue from the merged model ``start``."""
+def _continue_plan(est, start):
+    """The :class:`FitPlan` of a shard's estimator ``est`` (fitted in the
+    previous rounds) that continues from the merged model of ``start``: its
+    parameters, the shard's Adam state mapped into their basis (when kept),
+    the round's recipe changes and window of the schedule, and the boosted
+    trees shared by all shards (the teacher of every round's targets)."""
     state = getattr(est, "optimizer_state_", None)
     if not start["keep_optimizer"] or state is None:
-        est.optimizer_state_ = None
+        state = None
     elif start["alignment"] is not None:
-        est.optimizer_state_ = _align_optimizer_state(state, start["alignment"])
-    est.tree_params_ = start["params"].copy()
-    for key, value in start["scale"].items():
-        setattr(est, key, np.array(value, copy=True))
-    est.set_params(warm_start=True, **start["set_params"])
-    if start.get("schedule_window") is not None:
-        est._schedule_window = start["schedule_window"]
-    return est
+        state = _align_optimizer_state(state, start["alignment"])
+    recipe = Recipe.from_estimator(est, keep_optimizer_state=True, **start["recipe"])
+    return FitPlan(start=Start(start["params"], state, start["scale"]), recipe=recipe,
+                   schedule_window=start["schedule_window"],
+                   boosting_trees=start["boosting_trees"])
 
 
 def _shard_fit(k, est, data, start):
-    """Fit (round 1) or continue (later rounds) shard ``k``'s estimator."""
+    """Fit (round 1: ``start`` is the round's :class:`FitPlan`) or continue
+    (later rounds: ``start`` describes the merged model) shard ``k``'s
+    estimator."""
     X, y, sample_weight = data
     try:
-        if start is not None:
-            est = _continue_from(copy.deepcopy(est), start)
-        if sample_weight is None:
-            return est.fit(X, y)
-        return est.fit(X, y, sample_weight=sample_weight)
+        if isinstance(start, FitPlan):
+            plan = start
+        else:
+            est = copy.deepcopy(est)
+            plan = _continue_plan(est, start)
+        return est._fit(X, y, sample_weight, plan)
     except Exception as exc:
         raise _named_error(exc, k, len(y), "fitting") from exc
 
 
-def _boosting_site(est, data, val):
+def _boosting_site(est, encoder, data, val):
     """Shard ``data``'s :class:`BoostingSite` (its validation rows ``val``,
-    or None), encoded and weighted as ``est`` (a clone holding the shared
-    encoder) encodes them in its fit: the tree features, the fitted targets,
-    the sample weights times the class weights, unscaled, so that the sums of
-    all shards are those of their union (a per-shard rescaling would weigh the
-    shards' rows differently)."""
+    or None), encoded with the shared ``encoder`` and weighted as ``est`` (an
+    unfitted clone) weighs them in its fit: the tree features, the fitted
+    targets, the sample weights times the class weights, unscaled, so that the
+    sums of all shards are those of their union (a per-shard rescaling would
+    weigh the shards' rows differently)."""
     fitted = copy.deepcopy(est)
-    X, y, target, w, n_outputs = fitted._prepare_fit_data(*data)
+    plan = FitPlan(encoder=encoder)
+    X, y, target, w, n_outputs = fitted._prepare_fit_data(*data, plan=plan)
     fitted.n_outputs_ = n_outputs  # what a warm fit checks the validation targets against
-    F = est._shared_encoder.n_features_out_
+    F = encoder.n_features_out_
 
     def rows(part):  # the validation rows, encoded with the shard's encoding and targets
-        X_val, _, target_val, w_val, _ = copy.deepcopy(fitted)._prepare_fit_data(*part,
-                                                                                 warm=True)
+        X_val, _, target_val, w_val, _ = copy.deepcopy(fitted)._prepare_fit_data(
+            *part, warm=True, plan=plan)
         return X_val[:, :F], fitted._shared_units(target_val), w_val
 
     return BoostingSite(X[:, :F], fitted._shared_units(target), w, kind=est._boosting_loss,
@@ -149,14 +155,9 @@ def _boosting_site(est, data, val):
 
 
 def _public(est):
-    """What a shard sends back: the fitted estimator without optimizer state
-    (and without the meta-estimator's hooks ``_shared_encoder``, whose
-    encoder is its own ``encoder_``, and ``_schedule_window``)."""
+    """What a shard sends back: the fitted estimator without optimizer state."""
     out = copy.copy(est)
     out.optimizer_state_ = None
-    out.__dict__.pop("_shared_encoder", None)
-    out.__dict__.pop("_schedule_window", None)
-    out.__dict__.pop("_shared_boosting", None)
     return out
 
 
@@ -222,10 +223,11 @@ class _LocalShards:
         parts = [_shard_loss(merged, d) for d in (self.val if validation else self.data)]
         return sum(p[0] for p in parts) / sum(p[1] for p in parts)
 
-    def boosting_sites(self, est):
-        """One :class:`BoostingSite` per shard (with its held-out rows, if any)."""
+    def boosting_sites(self, est, encoder):
+        """One :class:`BoostingSite` per shard (with its held-out rows, if any),
+        encoded with ``encoder``."""
         vals = getattr(self, "val", [None] * len(self.data))
-        return LocalSites([_boosting_site(est, d, v) for d, v in zip(self.data, vals)])
+        return LocalSites([_boosting_site(est, encoder, d, v) for d, v in zip(self.data, vals)])
 
 
 # ----------------------------------------------------------------------------
@@ -416,10 +418,11 @@ class _DaskShards:
             f"computing the merged model's {'validation' if validation else 'training'} loss")
         return sum(p[0] for p in parts) / sum(p[1] for p in parts)
 
-    def boosting_sites(self, est):
-        """One :class:`BoostingSite` per shard, built and kept on its worker."""
+    def boosting_sites(self, est, encoder):
+        """One :class:`BoostingSite` per shard, built and kept on its worker,
+        encoded with ``encoder``."""
         vals = getattr(self, "val", [None] * len(self.data))
-        sites = [self.client.submit(_boosting_site, est, d, v, pure=False)
+        sites = [self.client.submit(_boosting_site, est, encoder, d, v, pure=False)
                  for d, v in zip(self.data, vals)]
         return _DaskSites(self, sites)
 
@@ -562,8 +565,8 @@ def sampled_shards(n_shards, r, fraction, seed):
 
 def run_rounds(shards, clones, weights, merge, *, n_rounds, keep_optimizer=True,
                server_momentum=0.0, server_learning_rate=1.0, validation=None, progress=None,
-               checkpoint=None, resume=None, later_params=None, schedule_windows=None,
-               shard_fraction=1.0, sample_seed=0):
+               checkpoint=None, resume=None, first_plan=None, later_recipe=None,
+               schedule_windows=None, shard_fraction=1.0, sample_seed=0):
     """Run the federated rounds on ``shards`` (a :class:`_LocalShards` or
     :class:`_DaskShards`).
 
@@ -607,13 +610,17 @@ def run_rounds(shards, clones, weights, merge, *, n_rounds, keep_optimizer=True,
     resume : dict or None
         A state given to ``checkpoint``: the rounds continue after its round,
         as if they had not been interrupted.
-    later_params : dict or None
-        Hyperparameters set on the shard estimators from round 2 on (e.g.
-        ``max_epochs`` when round 1 is longer).
+    first_plan : FitPlan or None
+        The plan of round 1's shard fits (the shared encoder and boosted
+        trees, the recipe, the schedule's window); its ``schedule_window`` is
+        replaced by ``schedule_windows[0]``.
+    later_recipe : dict or None
+        Changes to the shard estimators' recipe from round 2 on (e.g.
+        ``max_epochs`` when round 1 is longer; see :class:`Recipe`).
     schedule_windows : list of (int, int) or None
         Per round, ``(epochs before it, epochs of all rounds)``: the window of
         the learning-rate schedule that the round's local fits take
-        (the estimators' ``_schedule_window`` hook).
+        (:attr:`FitPlan.schedule_window`).
     shard_fraction : float
         Share of the shards sampled in every round after the first
         (:func:`sampled_shards`).
@@ -651,7 +658,8 @@ def run_rounds(shards, clones, weights, merge, *, n_rounds, keep_optimizer=True,
         sampled = sampled_shards(K, r, shard_fraction, sample_seed)
         window = None if schedule_windows is None else schedule_windows[r]
         if r == 0:
-            new = shards.fit([clones[k] for k in sampled], [None] * len(sampled), sampled)
+            plan = (first_plan or FitPlan()).replace(schedule_window=window)
+            new = shards.fit([clones[k] for k in sampled], [plan] * len(sampled), sampled)
         else:
             starts = []
             scale = {key: getattr(merged, key)
@@ -666,7 +674,9 @@ def run_rounds(shards, clones, weights, merge, *, n_rounds, keep_optimizer=True,
                                    + ([server_al] if server_al is not None else []))
                 starts.append({"params": merged.tree_params_, "alignment": chain,
                                "keep_optimizer": keep_optimizer and in_basis, "scale": scale,
-                               "set_params": dict(later_params or {}),
+                               "recipe": dict(later_recipe or {}),
+                               "boosting_trees": (None if first_plan is None
+                                                  else first_plan.boosting_trees),
                                "schedule_window": window})
                 sent += _params_nbytes(merged.tree_params_)
             new = shards.fit([handles[k] for k in sampled], starts, sampled)

@@ -43,6 +43,7 @@ from ._encoding import (
 from ._estimators import SoftTreeEnsembleClassifier, _BaseSoftTreeEnsemble, _NumberInterval
 from ._federated import _DaskShards, _LocalShards, is_dask_collection, run_rounds
 from ._merge import ALIGNER_SHORTCUTS, ModelAligner, check_aligner
+from ._plan import FitPlan, Recipe
 from ._refit import refit_leaves
 from ._threads import torch_threads
 from ._training import ProgressLog
@@ -709,19 +710,19 @@ class ShardedSoftTreeEnsemble(MetaEstimatorMixin, BaseEstimator):
             est = clone(base)
             if batch_size is not None and "batch_size" in est.get_params():
                 est.set_params(batch_size=batch_size)
-            est._shared_encoder = encoder  # the estimators' hook: encode with it, no refit
-            if shared_trees is not None:
-                est._shared_boosting = shared_trees  # the estimators' hook: no own boosting
             if "random_state" in est.get_params():
                 est.set_params(random_state=int(seed))
             if rounds_es:
                 est.set_params(early_stopping=False)
             est.set_params(max_epochs=epochs[0])
-            if self.n_rounds > 1:
-                est._schedule_window = windows[0]  # the estimators' hook (see _training_hooks)
-                if self.keep_optimizer_state:
-                    est.set_params(warm_start=True)  # an unfitted clone: only keeps Adam's state
             clones.append(est)
+        # Round 1's fits: every shard encodes with the shared encoder, learns
+        # from the shared boosted trees, and (several rounds) keeps Adam's state
+        # and takes the first window of the rounds' schedule.
+        first_plan = FitPlan(
+            encoder=encoder, boosting_trees=shared_trees,
+            recipe=Recipe.from_estimator(clones[0], keep_optimizer_state=(
+                (self.n_rounds > 1 and self.keep_optimizer_state) or clones[0].warm_start)))
         validation = None
         if rounds_es:
             # the estimator's patience in epochs, as rounds of local epochs; at least
@@ -748,7 +749,8 @@ class ShardedSoftTreeEnsemble(MetaEstimatorMixin, BaseEstimator):
             keep_optimizer=self.keep_optimizer_state, server_momentum=self.server_momentum,
             server_learning_rate=self.server_learning_rate,
             validation=validation, progress=progress,
-            later_params={"max_epochs": epochs[-1]}, schedule_windows=windows,
+            first_plan=first_plan, later_recipe={"max_epochs": epochs[-1]},
+            schedule_windows=windows if self.n_rounds > 1 else None,
             shard_fraction=self.shard_fraction, sample_seed=seeds,
             checkpoint=self._checkpoint_writer(), resume=self._resume_state(resume_from),
         )
@@ -784,12 +786,10 @@ class ShardedSoftTreeEnsemble(MetaEstimatorMixin, BaseEstimator):
                 "every shard, on every feature, but the shard models draw their own feature "
                 f"subsets (max_features={base.max_features!r}): set max_features=None."
             )
-        proto = clone(base)
-        proto._shared_encoder = encoder
-        sites = shards.boosting_sites(proto)
+        sites = shards.boosting_sites(clone(base), encoder)
         n_outputs = sites.call(("shape", ()))[0][0][2]
         with torch_threads(base.n_threads):
-            trees = grow_shared_trees(sites, kind=proto._boosting_loss,
+            trees = grow_shared_trees(sites, kind=base._boosting_loss,
                                       n_trees=base.n_estimators, depth=base.depth,
                                       n_outputs=n_outputs)
         self.boosting_bytes_ = sites.bytes_received

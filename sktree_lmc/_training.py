@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import copy
 import math
+import os
 import sys
 import time
 import warnings
@@ -265,8 +266,23 @@ def _warn_if_diverged(loss_curve, reference_loss, learning_rate):
             f"({reference_loss:.4g}). Use a lower learning_rate (now {learning_rate!r}), "
             "or rescale X.",
             ConvergenceWarning,
-            stacklevel=5,  # the caller of fit, through limit_threads and _fit_context
+            stacklevel=_user_stacklevel(),
         )
+
+
+def _user_stacklevel():
+    """The ``stacklevel`` of a warning raised by the caller of this function
+    that points at the first frame outside this package and scikit-learn's
+    wrappers (the user's call of ``fit``, ``partial_fit`` or a meta-estimator),
+    however many layers lie between."""
+    import sklearn
+
+    inside = (os.path.dirname(os.path.abspath(__file__)),
+              os.path.dirname(os.path.abspath(sklearn.__file__)))
+    frame, level = sys._getframe(1), 1
+    while frame is not None and os.path.abspath(frame.f_code.co_filename).startswith(inside):
+        frame, level = frame.f_back, level + 1
+    return level
 
 
 def _evaluate_loss(module, loss_fn, data, idx):
@@ -309,6 +325,182 @@ class _EarlyStopping:
         """Load the parameters of the best epoch into ``module`` (if any improved)."""
         if self.best_state is not None:
             module.load_state_dict(self.best_state)
+
+
+# ----------------------------------------------------------------------------
+# The epoch loop and its callbacks
+# ----------------------------------------------------------------------------
+
+
+class EpochLog:
+    """What the callbacks of :func:`train` see of one epoch, and fill in.
+
+    Attributes
+    ----------
+    epoch : int
+        The epoch, 0-based.
+    loss : float
+        Its mean training loss.
+    module : SoftTreeEnsembleModule
+        The module being trained.
+    model : SoftTreeEnsembleModule
+        The model to evaluate (the weight average when there is one).
+    val_loss, val_score : float or None
+        Set by :class:`ValidationLoss` and :class:`EarlyStoppingCallback`.
+    """
+
+    def __init__(self, epoch, loss, module, model):
+        self.epoch, self.loss, self.module, self.model = epoch, loss, module, model
+        self.val_loss = self.val_score = None
+
+
+class Callback:
+    """A step of :func:`train`'s epoch loop. ``on_train_begin(model)`` runs
+    before the first epoch, ``on_epoch_end(log)`` after each (a true return
+    value stops the loop after this epoch's callbacks), ``on_train_end(model)``
+    after the last."""
+
+    def on_train_begin(self, model):
+        pass
+
+    def on_epoch_end(self, log):
+        return False
+
+    def on_train_end(self, model):
+        pass
+
+
+class ValidationLoss(Callback):
+    """The weighted mean loss of the model on the validation rows ``val_idx``
+    (``log.val_loss``), appended to ``curve``."""
+
+    def __init__(self, loss_fn, data, val_idx, curve):
+        self.loss_fn, self.data, self.val_idx, self.curve = loss_fn, data, val_idx, curve
+
+    def on_epoch_end(self, log):
+        log.val_loss = _evaluate_loss(log.model, self.loss_fn, self.data, self.val_idx)
+        self.curve.append(log.val_loss)
+        return False
+
+
+class DivergenceCheck(Callback):
+    """A ValueError naming the epoch when its training or validation loss or a
+    parameter is not finite (:func:`_check_finite_epoch`)."""
+
+    def __init__(self, learning_rate):
+        self.learning_rate = learning_rate
+
+    def on_epoch_end(self, log):
+        _check_finite_epoch(log.module, log.epoch, self.learning_rate, log.loss, log.val_loss)
+        return False
+
+
+class EarlyStoppingCallback(Callback):
+    """Early stopping on ``log.val_loss`` (``score=None``) or on
+    ``score(model)`` (higher is better), whose values are appended to
+    ``scores``; restores the best epoch's parameters at the end. With
+    ``score_start``, the model before the first epoch is a candidate too
+    (epoch 0: a boosted start is a model already)."""
+
+    def __init__(self, tol, patience, scores, score=None, score_start=False):
+        self.stopper = _EarlyStopping(tol, patience)
+        self.scores, self.score, self.score_start = scores, score, score_start
+        self.loss_fn = self.data = self.val_idx = None
+
+    def start_on(self, loss_fn, data, val_idx):
+        """The validation rows the start is scored on with ``score=None``."""
+        self.loss_fn, self.data, self.val_idx = loss_fn, data, val_idx
+        return self
+
+    def on_train_begin(self, model):
+        if self.score_start:
+            value = (_evaluate_loss(model, self.loss_fn, self.data, self.val_idx)
+                     if self.score is None else -self.score(model))
+            self.stopper.update(value, model, 0)
+
+    def on_epoch_end(self, log):
+        log.val_score = -log.val_loss if self.score is None else self.score(log.model)
+        self.scores.append(log.val_score)
+        self.stopper.update(-log.val_score, log.model, log.epoch + 1)
+        return self.stopper.should_stop
+
+    def on_train_end(self, model):
+        self.stopper.restore_best(model)
+
+    @property
+    def best_epoch(self):
+        return self.stopper.best_epoch
+
+
+class ProgressCallback(Callback):
+    """One :class:`ProgressLog` step per epoch, with the losses (and the
+    validation score when ``show_score``)."""
+
+    def __init__(self, log, show_score=False):
+        self.log, self.show_score = log, show_score
+
+    def on_epoch_end(self, log):
+        self.log.step(log.epoch, loss=log.loss, val_loss=log.val_loss,
+                      **({"val_score": log.val_score} if self.show_score else {}))
+        return False
+
+
+def train(module, optimizer, loss_fn, data, train_idx, *, batch_size, max_epochs, generator,
+          hooks, n_members=1, callbacks=(), loss_curve=None):
+    """Train ``module`` for at most ``max_epochs`` epochs of Adam minibatches.
+
+    Parameters
+    ----------
+    module : SoftTreeEnsembleModule
+        The module, trained in place.
+    optimizer : torch.optim.Optimizer
+        Its optimizer.
+    loss_fn : callable
+        ``loss_fn(output, target)``: the per-row loss.
+    data : _FitTensors
+        The encoded rows, targets and weights.
+    train_idx : ndarray
+        The training rows.
+    batch_size, max_epochs : int
+        Minibatch size and the most epochs.
+    generator : torch.Generator
+        The minibatch order's random source.
+    hooks : TrainingHooks
+        The recipe around each step (mask, schedule, weight average).
+    n_members : int, default=1
+        Train the trees as this many members (:func:`_member_loss`).
+    callbacks : sequence of Callback, default=()
+        Run in order after each epoch; any of them may stop the loop.
+    loss_curve : list or None
+        Each epoch's training loss is appended to it.
+
+    Returns
+    -------
+    model : SoftTreeEnsembleModule
+        The fitted model (the weight average when there is one), after the
+        callbacks' ``on_train_end`` (early stopping restores its best epoch).
+    n_iter : int
+        Epochs run.
+    """
+    for callback in callbacks:
+        callback.on_train_begin(hooks.model(module))
+    epoch = -1
+    for epoch in range(max_epochs):
+        loss = _run_epoch(module, optimizer, loss_fn, data, train_idx, batch_size, generator,
+                          hooks, n_members)
+        hooks.end_epoch(module, epoch)
+        if loss_curve is not None:
+            loss_curve.append(loss)
+        log = EpochLog(epoch, loss, module, hooks.model(module))
+        stop = False
+        for callback in callbacks:
+            stop = bool(callback.on_epoch_end(log)) or stop
+        if stop:
+            break
+    model = hooks.model(module)
+    for callback in callbacks:
+        callback.on_train_end(model)
+    return model, epoch + 1
 
 
 # ----------------------------------------------------------------------------

@@ -722,18 +722,24 @@ def test_n_iter_and_the_kept_epoch_when_the_validation_loss_rises(binary, monkey
     """The validation loss falls until epoch 3 and rises after: with patience 3
     the fit stops after epoch 6 and keeps epoch 3, the parameters a 3-epoch
     fit ends with."""
-    import sktree_lmc._estimators as estimators_module
+    from sktree_lmc._training import ValidationLoss
 
     def make_losses():
         values = iter([1.0, 0.8, 0.7, 0.75, 0.9, 1.0, 1.1, 1.2, 1.3, 1.4])
-        return lambda module, loss_fn, data, idx: next(values)
+
+        def on_epoch_end(self, log):  # the validation loss of each epoch, scripted
+            log.val_loss = next(values)
+            self.curve.append(log.val_loss)
+            return False
+
+        return on_epoch_end
 
     kw = dict(early_stopping=True, n_iter_no_change=3, max_epochs=10, **PAPER_RECIPE)
-    monkeypatch.setattr(estimators_module, "_evaluate_loss", make_losses())
+    monkeypatch.setattr(ValidationLoss, "on_epoch_end", make_losses())
     est = clf(**kw).fit(*binary)
     assert est.n_iter_ == 6 and est.best_epoch_ == 3 and est.n_epochs_ == 6
     assert est.validation_score_ == [-1.0, -0.8, -0.7, -0.75, -0.9, -1.0]
-    monkeypatch.setattr(estimators_module, "_evaluate_loss", make_losses())
+    monkeypatch.setattr(ValidationLoss, "on_epoch_end", make_losses())
     three = clf(**{**kw, "max_epochs": 3}).fit(*binary)
     assert three.n_iter_ == 3 and three.best_epoch_ == 3
     assert_same_params(est.tree_params_, three.tree_params_)

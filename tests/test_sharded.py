@@ -37,8 +37,7 @@ def _base(**kw):
 def _with_encoder(est, encoder):
     """``est`` set to encode with the sharded estimator's shared encoder (as its
     shard clones do) instead of fitting its own on the shard's rows."""
-    est._shared_encoder = encoder
-    return est
+    return est.set_params(encoder=encoder)
 
 
 def _assert_same_params(a, b):
@@ -437,11 +436,11 @@ def test_bad_n_rounds_and_failing_shard():
         with pytest.raises(InvalidParameterError, match="n_rounds"):
             ShardedSoftTreeEnsemble(_base(), n_rounds=bad).fit(X, Y)
 
-    class Boom(SoftTreeEnsembleClassifier):
-        def fit(self, X, y, sample_weight=None):
+    class Boom(SoftTreeEnsembleClassifier):  # the shard fits go through _fit (a FitPlan)
+        def _fit(self, X, y, sample_weight, plan):
             if np.any(X[:, 0] > 1e6):
                 raise ValueError("boom")
-            return super().fit(X, y, sample_weight)
+            return super()._fit(X, y, sample_weight, plan)
 
     Xb = X.copy()
     Xb[-1, 0] = 1e7  # in the last contiguous shard
@@ -560,7 +559,7 @@ def test_a_dataframe_with_strings_and_missing_values_shares_one_encoder(monkeypa
     assert list(enc.categories_[-1]) == ["blue", "green", "red"]
     for model in [*est.estimators_, est.merged_]:
         assert encoders_differ(model.encoder_, enc) is None
-        assert not hasattr(model, "_shared_encoder")
+        assert not any(key.startswith("_shared") for key in vars(model))
     # the encoder of all rows, as one estimator fitted on them learns it
     alone = SoftTreeEnsembleClassifier(**FAST).fit(frame, Y)
     assert encoders_differ(alone.encoder_, enc) is None
@@ -778,8 +777,8 @@ def test_sharded_boosting_is_grown_over_the_rows_of_all_shards(monkeypatch, para
     n_bins = max(len(np.unique(Xe[:, j])) for j in range(Xe.shape[1]))
     histograms = 16 * 3 * (1 + 1) * Xe.shape[1] * n_bins * 2 * 8
     assert histograms < est.boosting_bytes_ < 2 * histograms
-    # no shard grew its own, and the hook does not travel back with the models
-    assert all("_shared_boosting" not in vars(e) for e in est.estimators_)
+    # the shared trees are an argument of the shard fits, never an attribute
+    assert all(not any(key.startswith("_shared") for key in vars(e)) for e in est.estimators_)
     if "split_init" in params:  # every shard started from these trees: the same leaves
         leaves = [e.tree_params_.leaf_value for e in est.estimators_]
         assert_same(leaves[0], leaves[1], atol=0.05)
@@ -828,8 +827,7 @@ def test_sharded_regressor_teacher_in_the_targets_units():
     Xe = shard._encoded_input(Xr)[:, : shard.encoder_.n_features_out_]
     trees = grow_oblivious_trees(Xe, yr[:, None], np.ones(600), kind="squared", n_trees=16,
                                  depth=2, n_outputs=1)
-    shard._shared_boosting = trees
-    in_units = oblivious_output(Xe, *shard._shared_trees())
+    in_units = oblivious_output(Xe, *shard._shared_trees(trees))
     np.testing.assert_allclose(in_units * shard.y_scale_ + shard.y_mean_,
                                oblivious_output(Xe, *trees), rtol=1e-12)
     assert not np.allclose(in_units, oblivious_output(Xe, *trees))

@@ -1,0 +1,139 @@
+"""The explicit inputs of one fit: :class:`FitPlan` and :class:`Recipe`.
+
+Every way of training an estimator goes through one private entry point,
+``_fit(X, y, sample_weight, plan)``: :meth:`fit` with the default plan,
+``partial_fit`` with a one-epoch recipe, the shard fits of
+:class:`~sktree_lmc.ShardedSoftTreeEnsemble` with the encoder and the
+boosted trees shared by all shards, and the federated rounds with the merged
+model to continue from and their window of the learning-rate schedule. What
+the caller decides is an argument, never an attribute set on the estimator
+from outside (scikit-learn's ``HistGradientBoosting*.fit(X_val=...)`` and
+LightGBM's ``fit(init_model=...)`` do the same).
+
+Nothing here imports the estimators.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from ._params import TreeParams
+
+__all__: list = []
+
+
+@dataclass(frozen=True)
+class Recipe:
+    """The training recipe of one fit: the hyperparameters that a caller
+    (``partial_fit``, a federated round) may set for a single fit without
+    changing the estimator's own.
+
+    Attributes
+    ----------
+    max_epochs : int
+        Epochs of this fit.
+    early_stopping : bool
+        Whether a validation split ends the fit early and restores its best epoch.
+    lr_schedule : str
+        ``"constant"`` or ``"cosine"`` (see the estimators).
+    warmup_fraction : float
+        Fraction of the schedule's steps spent warming up.
+    averaging : str or None
+        ``"ema"``, ``"swa"`` or None: the weight average that becomes the fitted model.
+    teacher_weight : float
+        Weight of the gradient-boosted teacher in the training targets.
+    keep_optimizer_state : bool
+        Whether Adam's state is kept after the fit (``optimizer_state_``), so
+        that a later fit continues it.
+    """
+
+    max_epochs: int
+    early_stopping: bool
+    lr_schedule: str
+    warmup_fraction: float
+    averaging: str | None
+    teacher_weight: float
+    keep_optimizer_state: bool
+
+    @classmethod
+    def from_estimator(cls, est, **changes):
+        """The recipe of ``est``'s hyperparameters, with ``changes``."""
+        values = {f.name: getattr(est, f.name) for f in dataclasses.fields(cls)
+                  if f.name != "keep_optimizer_state"}
+        values["keep_optimizer_state"] = bool(est.warm_start)
+        values.update(changes)
+        return cls(**values)
+
+    #: The recipe of ``partial_fit``: one epoch at the constant learning
+    #: rate, no averaging, no early stopping, no teacher, Adam's state kept.
+    PARTIAL_FIT = dict(max_epochs=1, early_stopping=False, lr_schedule="constant",
+                       warmup_fraction=0.0, averaging=None, teacher_weight=0.0,
+                       keep_optimizer_state=True)
+
+
+@dataclass(frozen=True)
+class Start:
+    """A fitted model to continue from (a federated round's merged model).
+
+    Attributes
+    ----------
+    params : TreeParams
+        The parameters to start from, in the estimator's fitted layout.
+    optimizer_state : dict or None
+        Adam's state in the basis of ``params`` (None: Adam starts afresh).
+    target_scale : dict
+        Fitted target statistics that ``params`` are expressed in
+        (the regressor's ``y_mean_`` and ``y_scale_``; empty for a classifier).
+    """
+
+    params: TreeParams
+    optimizer_state: dict | None = None
+    target_scale: dict = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class FitPlan:
+    """The inputs of one fit that are not the estimator's hyperparameters.
+
+    Attributes
+    ----------
+    encoder : TabularEncoder or None
+        A fitted encoder to encode with instead of fitting one (the encoder
+        shared by the shards of a sharded fit). None: the estimator's
+        ``encoder`` parameter, else one fitted on the training rows.
+    boosting_trees : tuple or None
+        Gradient-boosted trees grown over all shards (``(base, features,
+        thresholds, leaves)`` in the targets' own units), used as the teacher
+        and the boosted start instead of trees grown on this fit's rows.
+    schedule_window : tuple of (int, int) or None
+        ``(epochs before this fit, epochs of the whole run)``: the window of
+        the learning-rate schedule this fit takes (a federated round is a
+        window of one schedule). None: the whole schedule over
+        ``recipe.max_epochs``.
+    classes : ndarray or None
+        All class labels of the stream (``partial_fit(classes=...)``), when
+        they are not those of ``y``.
+    start : Start or None
+        A model to continue from instead of the estimator's fitted one.
+    recipe : Recipe or None
+        The recipe of this fit; None: the estimator's hyperparameters.
+    warm : bool or None
+        Whether this fit continues the estimator's fitted model (None: as
+        ``warm_start`` says). ``start`` implies it.
+    """
+
+    encoder: Any = None
+    boosting_trees: tuple | None = None
+    schedule_window: tuple | None = None
+    classes: np.ndarray | None = None
+    start: Start | None = None
+    recipe: Recipe | None = None
+    warm: bool | None = None
+
+    def replace(self, **changes):
+        """A copy with ``changes``."""
+        return dataclasses.replace(self, **changes)
