@@ -47,6 +47,7 @@ from sklearn.utils.validation import _num_samples, check_array
 from ._boosting import BoostingSite, LocalSites, _site_call, result_nbytes
 from ._encoding import _is_dataframe, summarize, to_columns
 from ._params import TreeParams
+from ._checkpoint import RoundState
 from ._plan import FitPlan, Recipe, Start
 
 __all__: list = []
@@ -64,10 +65,6 @@ class WorkerLostError(RuntimeError):
     cluster the fit runs on, not an operation of this process, and a lost
     task is no timeout at all.
     """
-
-
-def _params_nbytes(params):
-    return int(params.split_weight.nbytes + params.split_bias.nbytes + params.leaf_value.nbytes)
 
 
 def _named_error(exc, k, n_rows, stage):
@@ -565,8 +562,8 @@ def sampled_shards(n_shards, r, fraction, seed):
 
 def run_rounds(shards, clones, weights, merge, *, n_rounds, keep_optimizer=True,
                server_momentum=0.0, server_learning_rate=1.0, validation=None, progress=None,
-               checkpoint=None, resume=None, first_plan=None, later_recipe=None,
-               schedule_windows=None, shard_fraction=1.0, sample_seed=0):
+               checkpoint=None, resume=None, config=None, first_plan=None,
+               later_recipe=None, schedule_windows=None, shard_fraction=1.0, sample_seed=0):
     """Run the federated rounds on ``shards`` (a :class:`_LocalShards` or
     :class:`_DaskShards`).
 
@@ -602,14 +599,17 @@ def run_rounds(shards, clones, weights, merge, *, n_rounds, keep_optimizer=True,
         Progress display over rounds: ``progress.step(r, ...)`` after each
         round, with the merged model's losses.
     checkpoint : callable or None
-        Called after every round with the state to resume from (a dict of
-        plain objects: ``round``, ``shards``, the fitted shard estimators with
-        their Adam states, ``merged``, ``aligner``, ``history``, ``server``,
-        ``early_stopping`` and ``participation``). The shard estimators are
-        gathered from the workers for dask input: parameters, never rows.
-    resume : dict or None
-        A state given to ``checkpoint``: the rounds continue after its round,
-        as if they had not been interrupted.
+        Called after every round with the state to resume from
+        (:meth:`RoundState.to_dict`: ``round``, ``shards``, the fitted shard
+        estimators with their Adam states, ``merged``, ``aligner``,
+        ``history``, ``server``, ``best``, ``no_improve``, ``participation``
+        and ``config``). The shard estimators are gathered from the workers
+        for dask input: parameters, never rows.
+    resume : RoundState or None
+        A state given to ``checkpoint``, checked against ``config``: the
+        rounds continue after its round, as if they had not been interrupted.
+    config : dict or None
+        The configuration written into every checkpoint (:func:`config_of`).
     first_plan : FitPlan or None
         The plan of round 1's shard fits (the shared encoder and boosted
         trees, the recipe, the schedule's window); its ``schedule_window`` is
@@ -635,23 +635,16 @@ def run_rounds(shards, clones, weights, merge, *, n_rounds, keep_optimizer=True,
         ``history`` and ``n_rounds`` (rounds run).
     """
     K = len(clones)
-    handles, history = [None] * K, []
     models = [None] * K  # every shard's latest model, as sent back
-    last = [None] * K  # (round, position in that round's merge) of a shard's last round
-    merged = aligner = None
-    best = (np.inf, None, None)
-    velocity = previous = server_al = None
-    no_improve, first = 0, 0
-    if resume is not None:
-        first, handles = resume["round"], list(resume["shards"])
-        merged, aligner = resume["merged"], resume["aligner"]
-        history = list(resume["history"])
-        velocity, previous, server_al = resume["server"]
-        best, no_improve = resume["early_stopping"]
-        models = [_public(est) for est in handles]
-        last = list(resume.get("participation", [(first - 1, k) for k in range(K)]))
+    if resume is None:
+        state = RoundState(shards=[None] * K, participation=[None] * K, config=config or {})
+    else:
+        state = copy.copy(resume)
+        state.shards, state.history = list(state.shards), list(state.history)
+        state.participation = list(state.participation)
+        models = [_public(est) for est in state.shards]
     shards.n_rounds = n_rounds
-    for r in range(first, n_rounds):
+    for r in range(state.round, n_rounds):
         shards.round = r + 1  # 1-based, named by the errors of lost workers
         start_time = time.perf_counter()
         sent = 0
@@ -662,15 +655,18 @@ def run_rounds(shards, clones, weights, merge, *, n_rounds, keep_optimizer=True,
             new = shards.fit([clones[k] for k in sampled], [plan] * len(sampled), sampled)
         else:
             starts = []
+            merged = state.merged
             scale = {key: getattr(merged, key)
                      for key in ("y_mean_", "y_scale_") if hasattr(merged, key)}
+            server_al = state.server[2]
             for k in sampled:
                 # Adam's moments carry over only from the previous round's merge
                 # (whose alignment maps them into the merged basis).
-                in_basis = last[k] is not None and last[k][0] == r - 1
+                last = state.participation[k]
+                in_basis = last is not None and last[0] == r - 1
                 chain = None
                 if in_basis:
-                    chain = _Chain([aligner.alignments_[last[k][1]]]
+                    chain = _Chain([state.aligner.alignments_[last[1]]]
                                    + ([server_al] if server_al is not None else []))
                 starts.append({"params": merged.tree_params_, "alignment": chain,
                                "keep_optimizer": keep_optimizer and in_basis, "scale": scale,
@@ -678,13 +674,14 @@ def run_rounds(shards, clones, weights, merge, *, n_rounds, keep_optimizer=True,
                                "boosting_trees": (None if first_plan is None
                                                   else first_plan.boosting_trees),
                                "schedule_window": window})
-                sent += _params_nbytes(merged.tree_params_)
-            new = shards.fit([handles[k] for k in sampled], starts, sampled)
+                sent += merged.tree_params_.nbytes
+            new = shards.fit([state.shards[k] for k in sampled], starts, sampled)
         received_models = shards.collect(new, sampled)
         for i, k in enumerate(sampled):
-            handles[k], models[k], last[k] = new[i], received_models[i], (r, i)
-        received = sum(_params_nbytes(m.tree_params_) for m in received_models)
+            state.shards[k], models[k], state.participation[k] = new[i], received_models[i], (r, i)
+        received = sum(m.tree_params_.nbytes for m in received_models)
         merged, aligner = merge(received_models, np.asarray(weights)[sampled], r > 0)
+        velocity, previous, server_al = state.server
         server_al = None
         if (server_momentum > 0 or server_learning_rate != 1) and r > 0:
             params, velocity, server_al = _server_step(
@@ -692,32 +689,34 @@ def run_rounds(shards, clones, weights, merge, *, n_rounds, keep_optimizer=True,
                 server_learning_rate, merged.architecture_)
             _check_server_step(params, r, server_learning_rate, server_momentum)
             merged.tree_params_ = params
-        previous = merged.tree_params_
+        state.server = (velocity, merged.tree_params_, server_al)
+        state.merged, state.aligner, state.round = merged, aligner, r + 1
         entry = {"round": r + 1, "shards": list(sampled), "train_loss": shards.loss(merged),
                  "validation_loss": None, "bytes_sent": sent, "bytes_received": received,
                  "wall_time": time.perf_counter() - start_time}
-        history.append(entry)
+        state.history.append(entry)
         if validation is not None:
             tol, patience = validation
             entry["validation_loss"] = val = shards.loss(merged, validation=True)
-            if val < best[0] - tol:
-                best, no_improve = (val, copy.deepcopy(merged), aligner), 0
+            if val < state.best[0] - tol:
+                state.best, state.no_improve = (val, copy.deepcopy(merged), aligner), 0
             else:
-                no_improve += 1
+                state.no_improve += 1
         if progress is not None:
             progress.step(r, train_loss=entry["train_loss"],
                           validation_loss=entry["validation_loss"])
         if checkpoint is not None:
-            checkpoint({"round": r + 1, "shards": shards.gather(handles), "merged": merged,
-                        "aligner": aligner, "history": copy.deepcopy(history),
-                        "server": (velocity, previous, server_al),
-                        "early_stopping": (best, no_improve), "participation": list(last)})
-        if validation is not None and no_improve >= patience:
+            saved = copy.copy(state)
+            saved.shards, saved.history = shards.gather(state.shards), copy.deepcopy(state.history)
+            saved.participation = list(state.participation)
+            checkpoint(saved.to_dict())
+        if validation is not None and state.no_improve >= patience:
             break
-    if validation is not None and best[1] is not None:
-        merged, aligner = best[1], best[2]
-    return {"handles": handles, "estimators": models, "merged": merged,
-            "aligner": aligner, "history": history, "n_rounds": len(history)}
+    merged, aligner = state.merged, state.aligner
+    if validation is not None and state.best[1] is not None:
+        merged, aligner = state.best[1], state.best[2]
+    return {"handles": state.shards, "estimators": models, "merged": merged,
+            "aligner": aligner, "history": state.history, "n_rounds": len(state.history)}
 
 
 class _Chain:

@@ -38,11 +38,13 @@ from ._encoding import (
     TabularEncoder,
     _is_dataframe,
     check_categorical_features,
+    encoders_differ,
     to_columns,
 )
 from ._estimators import SoftTreeEnsembleClassifier, _BaseSoftTreeEnsemble, _NumberInterval
 from ._federated import _DaskShards, _LocalShards, is_dask_collection, run_rounds
 from ._merge import ALIGNER_SHORTCUTS, ModelAligner, check_aligner
+from ._checkpoint import config_of, read_checkpoint, write_checkpoint
 from ._plan import FitPlan, Recipe
 from ._refit import refit_leaves
 from ._threads import torch_threads
@@ -563,38 +565,24 @@ class ShardedSoftTreeEnsemble(MetaEstimatorMixin, BaseEstimator):
 
     def _checkpoint_writer(self):
         """A callable for ``run_rounds`` from ``checkpoint`` (None, a callable,
-        or a path written atomically with joblib after every round)."""
+        or a path written atomically, with a checksum, after every round)."""
         if self.checkpoint is None or callable(self.checkpoint):
             return self.checkpoint
         path = os.fspath(self.checkpoint)
-
-        def write(state):
-            tmp = f"{path}.tmp"
-            joblib.dump(state, tmp)
-            os.replace(tmp, path)  # a reader never sees a half-written file
-
-        return write
+        return lambda state: write_checkpoint(state, path)
 
     def _resume_state(self, resume_from):
-        """The state of ``resume_from`` (a path or a dict), checked against
-        this fit's settings."""
+        """The :class:`RoundState` of ``resume_from`` (a path or a dict),
+        checked against this fit's settings."""
         if resume_from is None:
             return None
-        state = resume_from
-        if not isinstance(state, dict):
-            state = joblib.load(os.fspath(resume_from))
-        if not isinstance(state, dict) or "round" not in state or "shards" not in state:
-            raise ValueError("resume_from is not a checkpoint of ShardedSoftTreeEnsemble.")
-        if len(state["shards"]) != self.n_shards:
+        state = read_checkpoint(resume_from)
+        if len(state.shards) != self.n_shards:
             raise ValueError(
-                f"resume_from holds {len(state['shards'])} shard models but n_shards="
+                f"resume_from holds {len(state.shards)} shard models but n_shards="
                 f"{self.n_shards}."
             )
-        if not 1 <= state["round"] <= self.n_rounds:
-            raise ValueError(
-                f"resume_from is the checkpoint of round {state['round']}, outside the "
-                f"n_rounds={self.n_rounds} of this fit."
-            )
+        state.check_resumable(config_of(self), self.n_rounds)
         return state
 
     def _shard_batch_sizes(self, base):
@@ -672,6 +660,7 @@ class ShardedSoftTreeEnsemble(MetaEstimatorMixin, BaseEstimator):
                 "estimator must be a SoftTreeEnsembleClassifier or SoftTreeEnsembleRegressor, "
                 f"got {type(base).__name__}."
             )
+        resume = self._resume_state(resume_from)  # before any work: a clear error first
         is_clf = self._is_classifier()
         rng = check_random_state(self.random_state)
         seeds = rng.randint(np.iinfo(np.int32).max, size=self.n_shards)
@@ -684,6 +673,13 @@ class ShardedSoftTreeEnsemble(MetaEstimatorMixin, BaseEstimator):
         # One encoder for every shard (fitted on all rows, or from the partitions'
         # summaries): the shard models see the same features, so they merge.
         self.encoder_ = encoder
+        differ = None if resume is None else encoders_differ(resume.merged.encoder_, encoder)
+        if differ:
+            raise ValueError(
+                "resume_from was written by a fit on other data: the input encoding fitted "
+                f"now differs from the checkpoint's ({differ}). Resume with the data of the "
+                "interrupted fit."
+            )
         self.shard_sizes_ = sizes
         if self.merge_weights == "uniform":
             weights = np.ones(self.n_shards)
@@ -696,7 +692,7 @@ class ShardedSoftTreeEnsemble(MetaEstimatorMixin, BaseEstimator):
         if rounds_es:
             shards.hold_out(base.validation_fraction, seeds)
         # the teacher / boosted start of every shard, grown over all shards
-        shared_trees = self._shared_boosting(shards, base, encoder)
+        shared_trees = self._grow_shared_trees(shards, base, encoder)
         batch_sizes = self._shard_batch_sizes(base)
         epochs = self._round_epochs(base)
         # The rounds are one run: round r's local fit takes the epochs
@@ -752,7 +748,7 @@ class ShardedSoftTreeEnsemble(MetaEstimatorMixin, BaseEstimator):
             first_plan=first_plan, later_recipe={"max_epochs": epochs[-1]},
             schedule_windows=windows if self.n_rounds > 1 else None,
             shard_fraction=self.shard_fraction, sample_seed=seeds,
-            checkpoint=self._checkpoint_writer(), resume=self._resume_state(resume_from),
+            checkpoint=self._checkpoint_writer(), resume=resume, config=config_of(self),
         )
         self.estimators_ = result["estimators"]
         self.merged_, self.aligner_ = result["merged"], result["aligner"]
@@ -770,7 +766,7 @@ class ShardedSoftTreeEnsemble(MetaEstimatorMixin, BaseEstimator):
             self.classes_ = self.merged_.classes_
         return self
 
-    def _shared_boosting(self, shards, base, encoder):
+    def _grow_shared_trees(self, shards, base, encoder):
         """The gradient-boosted trees of ``teacher_weight > 0`` and
         ``split_init="boosting"``, grown once over all shards (histograms
         summed over the shards; no row moves), or None when the estimator

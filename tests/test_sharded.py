@@ -292,9 +292,13 @@ def test_rounds_history_and_cost():
     est = ShardedSoftTreeEnsemble(base, n_shards=3, n_rounds=3, random_state=0).fit(X, Y)
     assert est.n_rounds_ == 3 and [h["round"] for h in est.history_] == [1, 2, 3]
     assert all(h["shards"] == [0, 1, 2] for h in est.history_)
-    nbytes = sum(a.nbytes for a in (est.merged_.tree_params_.split_weight,
-                                    est.merged_.tree_params_.split_bias,
-                                    est.merged_.tree_params_.leaf_value))
+    # every parameter array that travels, the additive table included (issue 44: the
+    # table was left out, 6x too few bytes in docs/sharded.md's case)
+    params = est.merged_.tree_params_
+    assert params.additive is not None
+    nbytes = sum(a.nbytes for a in (params.split_weight, params.split_bias,
+                                    params.leaf_value, params.additive))
+    assert nbytes == params.nbytes
     assert [h["bytes_sent"] for h in est.history_] == [0, 3 * nbytes, 3 * nbytes]
     assert all(h["bytes_received"] == 3 * nbytes for h in est.history_)
     assert all(h["wall_time"] > 0 and h["validation_loss"] is None for h in est.history_)
