@@ -22,10 +22,11 @@ from sklearn.utils.validation import _num_features, _num_samples, check_is_fitte
 
 from ._encoding import encoders_differ, union_additive_bins
 from ._estimators import _BaseSoftTreeEnsemble
-from ._params import TreeParams
+from ._params import TreeParams, check_finite_params
 
-__all__ = ["check_compatible", "combine", "common_additive_bins", "fingerprint", "rewrap",
-           "sample_rows", "scale_leaves", "split_pipelines", "target_scale", "with_params"]
+__all__ = ["check_compatible", "combine", "common_additive_bins", "fingerprint",
+           "refit_objective", "rewrap", "sample_rows", "scale_leaves", "split_pipelines",
+           "target_scale", "with_params"]
 
 
 def _same_state(x, y):
@@ -181,8 +182,10 @@ def check_compatible(estimators):
     TypeError
         If one is not a soft tree ensemble.
     ValueError
-        If fewer than two are given, they differ in one of the above, or one
-        has NaN or infinite parameters.
+        If fewer than two are given, they differ in one of the above or in
+        the shape of their targets (regressors fitted on 1-D and 2-D ``y``),
+        or one has NaN or infinite parameters (in any array, the additive
+        table included).
     """
     if len(estimators) < 2:
         raise ValueError(f"Need at least two estimators, got {len(estimators)}.")
@@ -220,21 +223,29 @@ def check_compatible(estimators):
                 f"Models differ in classes: {ref.classes_!r} (model 0) vs {est.classes_!r} "
                 f"(model {i})."
             )
-        params = est.tree_params_
-        for name in ("split_weight", "split_bias", "leaf_value"):
-            if not np.all(np.isfinite(getattr(params, name))):
-                raise ValueError(
-                    f"Estimator {i} has non-finite (NaN or infinite) parameters in {name}: it "
-                    "cannot be aligned or merged. Refit it (a diverging fit gives such "
-                    "parameters; try a lower learning_rate)."
-                )
+        shape_a, shape_b = getattr(ref, "_y_1d", None), getattr(est, "_y_1d", None)
+        if shape_a != shape_b:  # the merged model would predict model 0's shape
+            what = {True: "1-D y", False: "2-D y", None: "unknown targets"}
+            raise ValueError(
+                f"Models differ in the shape of their targets: {what[shape_a]} (model 0) vs "
+                f"{what[shape_b]} (model {i}); they predict arrays of different shapes. Fit "
+                "them on y of the same shape."
+            )
+        check_finite_params(est.tree_params_, f"Estimator {i}")
 
 
 def fingerprint(params):
-    """A digest of an ensemble's parameters, to recognize the models of a fit."""
+    """A digest of an ensemble's parameters, to recognize the models of a fit.
+
+    Every parameter array counts, the additive table included (its presence
+    and shape too): a model whose table alone differs is another model.
+    """
     digest = hashlib.sha1()
     for array in (params.split_weight, params.split_bias, params.leaf_value):
         digest.update(np.ascontiguousarray(array).tobytes())
+    if params.additive is not None:
+        digest.update(f"additive{params.additive.shape}".encode())
+        digest.update(np.ascontiguousarray(params.additive).tobytes())
     return digest.hexdigest()
 
 
@@ -315,7 +326,9 @@ def combine(estimators, aligned_params, weights):
 
     Regressors' leaves are first expressed in the merged target scale (see
     :func:`target_scale`), so that weights ``(1, 0, ...)`` reproduce model 0
-    exactly and identical functions merge into the same function.
+    exactly and identical functions merge into the same function. The
+    hyperparameters are model 0's, except those of the refit objective of
+    classifiers whose models differ in it (see :func:`refit_objective`).
     """
     overrides = {}
     scale = target_scale(estimators, weights)
@@ -324,9 +337,78 @@ def combine(estimators, aligned_params, weights):
         aligned_params = [scale_leaves(p, f) for p, f in zip(aligned_params, factors)]
         overrides = {"y_mean_": y_mean, "y_scale_": y_scale}
     merged = TreeParams.weighted_average(aligned_params, weights)
+    overrides.update(refit_objective(estimators, weights))
+    return with_params(estimators[0], merged, **overrides)
+
+
+def refit_objective(estimators, weights):
+    """The attributes that set the ``refit_leaves`` objective of a merged model.
+
+    A classifier's refit fits the leaves to the labels mixed with its
+    teachers' probabilities at ``teacher_weight``, under cross-entropy with
+    ``label_smoothing``. Cross-entropy is linear in its (smoothed) target, so
+    the weighted mean of the models' objectives is one such objective:
+    with ``t_i`` the effective teacher weight of model ``i`` (its
+    ``teacher_weight`` when it has a teacher, else 0), ``s_i`` its
+    ``label_smoothing`` and ``w_i`` the merge weights (normalized), it has
+
+    - ``label_smoothing = sum_i w_i s_i``,
+    - ``teacher_weight = sum_i w_i (1 - s_i) t_i / (1 - label_smoothing)``
+      (``sum_i w_i t_i`` when the ``s_i`` are equal),
+    - ``teacher_`` the distinct teachers of the models with ``t_i > 0``
+      (None when there are none).
+
+    It is exact when those models share one teacher (sharded training) or
+    only one has a teacher; with several distinct teachers the refit mixes
+    in their mean probabilities. Models that agree (same ``t_i`` and
+    ``s_i``) keep model 0's hyperparameters and the distinct teachers of all
+    the models, as before; otherwise the result depends on the models and
+    weights only, not on their order: ``lam=0`` refits as ``a`` does,
+    ``lam=1`` as ``b``. Regressors refit on their targets alone (no
+    teacher, no smoothing): only ``teacher_`` is set, as for classifiers
+    that agree.
+
+    Parameters
+    ----------
+    estimators : sequence of fitted soft tree ensembles
+        The merged models, model 0 the template of the merged one.
+    weights : array-like of shape (K,)
+        Their non-negative merge weights (normalized here).
+
+    Returns
+    -------
+    dict
+        Attributes to set on the merged model: ``teacher_``, and for
+        classifiers that differ ``teacher_weight`` (and ``label_smoothing``
+        when the models differ in it).
+    """
+    overrides = {}
     if any(getattr(e, "teacher_", None) for e in estimators):
         overrides["teacher_"] = distinct_teachers(estimators)
-    return with_params(estimators[0], merged, **overrides)
+    if not is_classifier(estimators[0]):
+        return overrides
+    w = np.asarray(weights, dtype=np.float64)
+    w = w / w.sum()
+    teach = [float(e.teacher_weight) if getattr(e, "teacher_", None) and e.teacher_weight > 0
+             else 0.0 for e in estimators]
+    smooth = [float(getattr(e, "label_smoothing", 0.0)) for e in estimators]
+    ref = estimators[0]
+    # what model 0's hyperparameters give: its teacher weight applies when the
+    # merged model has teachers (overrides["teacher_"])
+    ref_teach = float(ref.teacher_weight) if overrides.get("teacher_") else 0.0
+    if len(set(teach)) == 1 and len(set(smooth)) == 1 and teach[0] == ref_teach:
+        return overrides  # the models agree: model 0's objective is theirs
+    if len(set(smooth)) == 1:
+        teacher_weight = teach[0] if len(set(teach)) == 1 else float(np.dot(w, teach))
+    else:
+        smoothing = float(np.dot(w, smooth))
+        overrides["label_smoothing"] = smoothing
+        teacher_weight = float(np.dot(w, (1 - np.asarray(smooth)) * np.asarray(teach))
+                               / (1 - smoothing))
+    teaching = [e for e, t in zip(estimators, teach) if t > 0]
+    overrides.update(teacher_weight=teacher_weight,
+                     teacher_=distinct_teachers(teaching) if teacher_weight > 0 else None)
+    return overrides
 
 
 def distinct_teachers(estimators):

@@ -40,6 +40,7 @@ from scipy.optimize import linear_sum_assignment
 from ._architectures import SymmetryOps, _ops_from_node_ops
 from ._device import resolve_device
 from ._oblivious import exhaustive_cost, exhaustive_search, oblivious_search
+from ._params import check_finite_params
 
 __all__ = [
     "Alignment",
@@ -650,6 +651,12 @@ def weight_matching(params_a, params_b, arch, *, invariances="all", weighting=Tr
         Tree permutation and one op per tree that map ``params_b`` onto the
         basis of ``params_a``.
 
+    Raises
+    ------
+    ValueError
+        If a parameter array of ``params_a`` or ``params_b`` (the additive
+        table included) holds NaN or an infinity; the message names it.
+
     Examples
     --------
     >>> import numpy as np
@@ -669,6 +676,8 @@ def weight_matching(params_a, params_b, arch, *, invariances="all", weighting=Tr
     """
     device = resolve_device(device)
     _check_invariances(invariances)
+    check_finite_params(params_a, "params_a")
+    check_finite_params(params_b, "params_b")
     M = params_a.n_trees
     if invariances == "none":
         return Alignment(np.arange(M), _identity_ops(arch, M), float("nan"))
@@ -710,6 +719,12 @@ def activation_matching(outputs_a, outputs_b, params_a, params_b, arch, *, invar
         Tree permutation and one op per tree that map ``params_b`` onto the
         basis of ``params_a``.
 
+    Raises
+    ------
+    ValueError
+        If a parameter array of ``params_a`` or ``params_b`` (the additive
+        table included) holds NaN or an infinity; the message names it.
+
     Examples
     --------
     >>> from sklearn.datasets import make_classification
@@ -724,6 +739,8 @@ def activation_matching(outputs_a, outputs_b, params_a, params_b, arch, *, invar
     """
     device = resolve_device(device)
     _check_invariances(invariances)
+    check_finite_params(params_a, "params_a")
+    check_finite_params(params_b, "params_b")
     M = params_a.n_trees
     if invariances == "none":
         return Alignment(np.arange(M), _identity_ops(arch, M), float("nan"))

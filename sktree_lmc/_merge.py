@@ -349,13 +349,23 @@ class ModelAligner(BaseEstimator):
         Returns
         -------
         params : list of TreeParams
-            ``alignments_[i].apply(estimators[i].tree_params_)``.
+            ``alignments_[i].apply(estimators[i].tree_params_)``: every
+            parameter array, the additive table included (the symmetry ops
+            leave it as it is). Models whose additive bins alone differ
+            have their tables on the union of their bins, as in
+            :func:`merge_estimators` (the same functions). The merge of
+            classifiers is the weighted average of these parameters
+            (``TreeParams.weighted_average(params, weights)``);
+            regressors' leaves and tables are first expressed in the merged
+            target scale.
 
         Raises
         ------
         ValueError
             If ``estimators`` are not the estimators of :meth:`fit` (another
-            number of them, or other parameters, or another order).
+            number of them, or other parameters, the additive table
+            included, or another order), or one has NaN or infinite
+            parameters.
         """
         estimators = self._check_fitted_on(estimators, "aligned_params")
         return [al.apply(est.tree_params_) for al, est in zip(self.alignments_, estimators)]
@@ -500,10 +510,19 @@ def merge_estimators(a, b=None, lam=0.5, *, aligner="wm", X=None, weights=None):
         standardization ``y_mean_`` and ``y_scale_`` and first express both
         models' leaf values in the interpolated scale, so that ``lam=0`` and
         ``lam=1`` reproduce ``a`` and ``b`` exactly. The hyperparameters are
-        ``a``'s (model 0's), ``warm_start`` included; Adam's state is not
-        kept (``optimizer_state_`` is None: the models' moments belong to
-        their own parameters), so a warm-started ``fit`` of the merged model
-        continues from the merged parameters with a fresh Adam.
+        ``a``'s (model 0's), ``warm_start`` included, except the objective
+        of :func:`~sktree_lmc.refit_leaves` of classifiers that differ in
+        it (see Notes); Adam's state is not kept (``optimizer_state_`` is
+        None: the models' moments belong to their own parameters), so a
+        warm-started ``fit`` of the merged model continues from the merged
+        parameters with a fresh Adam.
+
+    Raises
+    ------
+    ValueError
+        If the models cannot be merged (see the parameters), or one has NaN
+        or infinite parameters in any array, the additive table included
+        (the message names the model and the array).
 
     See Also
     --------
@@ -516,6 +535,28 @@ def merge_estimators(a, b=None, lam=0.5, *, aligner="wm", X=None, weights=None):
     sweeps that re-align each model to the weighted sum of the others until
     no alignment changes, see :class:`ModelAligner`) and returns their
     weighted average.
+
+    Refit objective of the merged model: :func:`~sktree_lmc.refit_leaves`
+    fits a classifier's leaves to the labels mixed with its teachers'
+    probabilities (``teacher_`` at ``teacher_weight``) under cross-entropy
+    with ``label_smoothing``. When the models agree on it (the same
+    ``teacher_weight``, each with a teacher, or none with one, and the same
+    ``label_smoothing``) the merged model keeps model 0's hyperparameters
+    and the distinct teachers of the models. When they differ (a model
+    trained with a teacher and one without, say), the merged model gets the
+    weighted mean of their objectives (cross-entropy is linear in its
+    target), whatever the order of the models: with ``w_i`` the model
+    weights (``1 - lam`` and ``lam``), ``t_i`` the teacher weight of model
+    ``i`` (0 without a teacher) and ``s_i`` its label smoothing,
+    ``label_smoothing = sum_i w_i s_i`` and ``teacher_weight = sum_i w_i
+    (1 - s_i) t_i / (1 - label_smoothing)``, with the distinct teachers of
+    the models that have one (exact when they share one teacher or only
+    one has a teacher; with several distinct teachers the refit mixes in
+    their mean probabilities). So ``lam=0`` refits as ``a`` does and
+    ``lam=1`` as ``b``, and ``refit_leaves(merge_estimators(a, b))`` does
+    not depend on which model comes first. A warm-started ``fit`` of the
+    merged model trains with these values too. Regressors refit on their
+    targets alone.
 
     Examples
     --------

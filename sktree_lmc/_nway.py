@@ -51,6 +51,7 @@ from numbers import Real
 import numpy as np
 
 from ._matching import activation_matching, weight_matching
+from ._params import check_finite_params
 
 __all__ = ["MultiAlignment", "align_many"]
 
@@ -203,6 +204,13 @@ def align_many(params, arch, weights=None, *, method="wm", invariances="all", ou
     MultiAlignment
         The alignments, normalized weights and the history of the objective.
 
+    Raises
+    ------
+    ValueError
+        If fewer than two models are given, their shapes differ, or a
+        parameter array of one of them (the additive table included) holds
+        NaN or an infinity (the message names the model and the array).
+
     Examples
     --------
     >>> import numpy as np
@@ -229,6 +237,7 @@ def align_many(params, arch, weights=None, *, method="wm", invariances="all", ou
                 "Models differ in shape (trees, nodes, features, leaves, outputs): "
                 f"{params[0].shape_signature} (model 0) vs {p.shape_signature} (model {i})."
             )
+        check_finite_params(p, f"Model {i}")
     w = _check_weights(weights, K)
     identity = weight_matching(params[reference], params[reference], arch, invariances="none")
     if invariances == "none":

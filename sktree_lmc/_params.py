@@ -112,6 +112,22 @@ class TreeParams:
         return base if self.additive is None else (*base, self.additive)
 
     @property
+    def nbytes(self):
+        """Bytes of all the parameter arrays.
+
+        Every array field counts (``split_weight``, ``split_bias``,
+        ``leaf_value`` and the additive table); a field that is None (no
+        additive term) counts 0.
+
+        Returns
+        -------
+        int
+            The sum of the arrays' ``nbytes``.
+        """
+        return sum(int(getattr(self, f.name).nbytes) for f in fields(self)
+                   if getattr(self, f.name) is not None)
+
+    @property
     def shape_signature(self):
         """Tuple ``(M, N, F, L, C)`` used to check compatibility of models."""
         return (self.n_trees, self.n_nodes, self.n_features, self.n_leaves, self.n_outputs)
@@ -319,6 +335,32 @@ def check_same_additive(a, b):
             f"{what.get(sb, f'shape {sb}')} (models fitted with different additive_bins "
             "or encoders)."
         )
+
+
+def check_finite_params(params, owner):
+    """Raise a ValueError naming ``owner`` and the array unless every parameter
+    array of ``params`` (the additive table included) is finite.
+
+    Parameters
+    ----------
+    params : TreeParams
+        The parameters to check.
+    owner : str
+        What holds them, for the message (``"Estimator 1"``, ``"Model 0"``).
+
+    Raises
+    ------
+    ValueError
+        If an array holds NaN or an infinity.
+    """
+    for f in fields(params):
+        array = getattr(params, f.name)
+        if array is not None and not np.all(np.isfinite(array)):
+            raise ValueError(
+                f"{owner} has non-finite (NaN or infinite) parameters in {f.name}: it "
+                "cannot be aligned or merged. Refit it (a diverging fit gives such "
+                "parameters; try a lower learning_rate)."
+            )
 
 
 def compose_ops(first: SymmetryOps, second: SymmetryOps) -> SymmetryOps:
