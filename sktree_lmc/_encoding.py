@@ -36,7 +36,14 @@ passes without preparing it:
   the training data had more. A category unseen in ``fit`` is encoded in the
   infrequent column when there is one, else as all zeros (like a category the
   model never distinguishes).
-- **missing values** (``NaN``, ``None``, ``pd.NA``, ``pd.NaT``) in any column:
+- **date and time columns** (NumPy ``datetime64`` and ``timedelta64``, pandas
+  datetime columns, tz-aware ones in UTC, and time deltas) are numeric: seconds
+  since the epoch (1970-01-01) or seconds, the same floats whatever the unit
+  (``[ns]`` or pandas 3's ``[us]``). Objects that are not numbers in a numeric
+  column (``datetime.date``, pandas ``Period``, lists...) are an error that
+  names the column; convert them (e.g. ``pd.to_datetime``) or declare the
+  column categorical.
+- **missing values** (``NaN``, ``None``, ``pd.NA``, ``NaT``) in any column:
   the column's features are 0 and a missing-indicator feature is 1. The
   indicator exists for the columns that had missing values in ``fit``; a value
   missing at prediction time in another column is encoded as zeros only.
@@ -64,12 +71,15 @@ merged categories, missing-value flags, means and scales and the knots of
 discrete columns are exact; when every part sent its values the knots are
 exact too; otherwise they are the quantiles of the count-weighted mixture of
 the parts' piecewise-linear quantile functions (a few thousandths of a
-quantile level off for 1,001-level sketches, see the tests).
+quantile level off for 1,001-level sketches, see the tests). Rows of zero
+``sample_weight`` are left out of the fit and of the summaries; the other rows
+count once each.
 """
 
 from __future__ import annotations
 
 import copy
+import datetime
 import math
 
 import numpy as np
@@ -89,6 +99,20 @@ ENCODE_CHUNK_ROWS = 16384
 #: Quantile levels of the sketch of a numeric column in :func:`summarize` (a
 #: part with at most this many present values sends them instead).
 SKETCH_SIZE = 1001
+
+#: The largest ``additive_bins`` (bins per numeric column and resolution), as
+#: the estimators' constraint on a single int.
+MAX_ADDITIVE_BINS = 2**16
+
+#: Values of an object column that are not numbers although ``float()`` of
+#: some of them succeeds (a NumPy datetime64 gives a count of its unit): a
+#: numeric column holding them is an error, not a silent conversion.
+_NOT_NUMBERS = (datetime.date, datetime.time, datetime.timedelta, np.datetime64,
+                np.timedelta64)
+
+#: Sub-second units of datetime64 and timedelta64 and their ticks per second.
+_TICKS_PER_SECOND = {"ms": 10**3, "us": 10**6, "ns": 10**9, "ps": 10**12, "fs": 10**15,
+                     "as": 10**18}
 
 
 def _is_dataframe(X):
@@ -111,6 +135,105 @@ def _missing_mask(values):
 
 def _is_string_like(v):
     return isinstance(v, (str, bytes, np.str_))
+
+
+def _time_seconds(values, name):
+    """A datetime64 or timedelta64 array as float64 seconds, NaT as NaN.
+
+    Datetimes become seconds since the epoch (1970-01-01T00:00:00), time
+    deltas seconds. The result does not depend on the array's unit: the
+    whole seconds are exact integers and the rest is ``ticks / ticks per
+    second``, one correctly rounded division of the same real number in
+    every unit (``[ns]`` and ``[us]`` of the same instants give equal
+    floats).
+
+    Parameters
+    ----------
+    values : ndarray of datetime64 or timedelta64
+    name : str
+        The column, for error messages.
+
+    Returns
+    -------
+    seconds : ndarray of float64
+
+    Raises
+    ------
+    ValueError
+        For time deltas in months or years (no fixed length in seconds) or
+        without a unit.
+    """
+    values = np.asarray(values)
+    kind = values.dtype.kind
+    out = np.full(len(values), np.nan)
+    present = ~np.isnat(values)
+    if not present.any():
+        return out
+    unit, count = np.datetime_data(values.dtype)
+    if unit == "generic" or (kind == "m" and unit in ("Y", "M")):
+        what = "no unit" if unit == "generic" else f"unit {unit!r}, which has no fixed length"
+        raise ValueError(
+            f"Column {name} holds timedelta64 values with {what}; convert it to a unit of "
+            "days or shorter (e.g. timedelta64[s])."
+        )
+    v = values[present]
+    per_second = _TICKS_PER_SECOND.get(unit)
+    if per_second is None:  # a second or coarser: whole seconds, exactly
+        out[present] = v.astype(f"{'datetime64' if kind == 'M' else 'timedelta64'}[s]").view(
+            np.int64).astype(np.float64)
+    elif per_second % count:  # an odd multiple of a sub-second unit
+        out[present] = v.view(np.int64).astype(np.float64) * (count / per_second)
+    else:
+        seconds, rest = np.divmod(v.view(np.int64), per_second // count)
+        out[present] = seconds.astype(np.float64) + rest / float(per_second // count)
+    return out
+
+
+def _first_non_number(values):
+    """The first of ``values`` (a list, none missing) that is not a number, or None."""
+    for v in values:
+        if isinstance(v, _NOT_NUMBERS) or np.ndim(v) != 0:
+            return v
+        try:
+            float(v)
+        except (TypeError, ValueError):
+            return v
+    return None
+
+
+def _object_numeric(values, name):
+    """A numeric column held in an object array as float64, missing values as
+    NaN; a value that is not a number (a string, a date, a list...) is a
+    ``ValueError`` naming the column, the value and its type."""
+    missing = _missing_mask(values)
+    out = np.full(len(values), np.nan)
+    if missing.all():
+        return out
+    present = values[~missing].tolist()
+    converted = None
+    # float() of a NumPy datetime64 succeeds, in its unit: look for such values first
+    if not any(issubclass(t, _NOT_NUMBERS) for t in set(map(type, present))):
+        try:
+            converted = np.asarray(present, dtype=np.float64)
+        except (TypeError, ValueError):
+            converted = None
+    if converted is None or converted.shape != (len(present),):
+        bad = _first_non_number(present)
+        what = (f"{bad!r}, of type {type(bad).__name__}" if bad is not None
+                else "a value that does not convert to one float")
+        if bad is not None and np.ndim(bad) != 0:
+            hint = "every value of a column must be one scalar, not a sequence."
+        elif isinstance(bad, _NOT_NUMBERS) or type(bad).__name__ == "Period":
+            hint = ("convert dates and times to datetime64 (pandas.to_datetime, or "
+                    "Series.dt.to_timestamp() for periods), which is encoded as seconds since "
+                    "the epoch, or declare the column in categorical_features.")
+        else:
+            hint = "declare it in categorical_features if it is categorical."
+        raise ValueError(
+            f"Column {name} is numeric but holds a value that is not a number ({what}); {hint}"
+        )
+    out[~missing] = converted
+    return out
 
 
 def to_columns(X):
@@ -159,6 +282,16 @@ def to_columns(X):
                 categorical.append(any(_is_string_like(v) for v in values))
             elif kind == "c":
                 raise ValueError("Complex data not supported.")
+            elif kind in "Mm":  # datetimes (tz-aware ones in UTC) and time deltas: seconds
+                if kind == "M" and getattr(series.dt, "tz", None) is not None:
+                    series = series.dt.tz_convert(None)  # also pyarrow's timestamps
+                values = series.to_numpy()
+                label = f"{str(X.columns[j])!r}"
+                if values.dtype.kind not in "Mm":  # pragma: no cover - pandas gives NumPy's
+                    raise ValueError(f"Column {label} of dtype {dtype} does not convert to "
+                                     "NumPy's datetime64 or timedelta64.")
+                columns.append(_time_seconds(values, label))
+                categorical.append(False)
             else:
                 try:
                     columns.append(series.to_numpy(dtype=np.float64, na_value=np.nan))
@@ -172,6 +305,9 @@ def to_columns(X):
     if X.dtype.kind in "biuf":
         X = X.astype(np.float64, copy=False)
         return [X[:, j] for j in range(X.shape[1])], np.zeros(X.shape[1], dtype=bool)
+    if X.dtype.kind in "Mm":
+        return ([_time_seconds(X[:, j], f"{j}") for j in range(X.shape[1])],
+                np.zeros(X.shape[1], dtype=bool))
     if X.dtype.kind in "SU":
         X = X.astype(object)
     columns = [X[:, j] for j in range(X.shape[1])]
@@ -180,20 +316,14 @@ def to_columns(X):
 
 
 def _numeric(values, name):
-    """A column as float64 with missing values as NaN; infinity is an error."""
+    """A column as float64 with missing values (NaN, None, NaT...) as NaN; a
+    datetime64 or timedelta64 column as seconds (:func:`_time_seconds`);
+    infinity and values that are not numbers are errors."""
     if values.dtype != np.float64:
-        if values.dtype == object:
-            missing = _missing_mask(values)
-            out = np.full(len(values), np.nan)
-            if (~missing).any():
-                try:
-                    out[~missing] = np.asarray(values[~missing].tolist(), dtype=np.float64)
-                except ValueError as exc:
-                    raise ValueError(
-                        f"Column {name} is numeric but holds a value that is not a number "
-                        f"({exc}); declare it in categorical_features."
-                    ) from exc
-            values = out
+        if values.dtype.kind in "Mm":
+            values = _time_seconds(values, name)
+        elif values.dtype == object:
+            values = _object_numeric(values, name)
         else:
             values = values.astype(np.float64)
     if np.isinf(values).any():
@@ -309,22 +439,43 @@ def _column_name(names, j):
     return f"{j}"
 
 
+def _uncomparable(name, exc):
+    """The error for a categorical column whose values cannot be sorted."""
+    return TypeError(
+        f"Categorical column {name} mixes values that cannot be compared "
+        f"({type(exc).__name__}: {exc}); give it one type of scalar (e.g. strings)."
+    )
+
+
+def _check_hashable(keys, name):
+    """A ``TypeError`` naming the column unless every category is hashable
+    (a list, an array or a dict cannot be a category)."""
+    for key in keys:
+        try:
+            hash(key)
+        except TypeError:
+            raise TypeError(
+                f"Categorical column {name} holds a value that cannot be a category "
+                f"({key!r}, of type {type(key).__name__}, is not hashable); every value of a "
+                "column must be one scalar."
+            ) from None
+
+
 def _category_counts(present, name):
     """Sorted distinct categories of ``present`` and their counts."""
     if present.size == 0:
         return np.empty(0, dtype=object), np.zeros(0, dtype=np.int64)
     try:
         keys, counts = np.unique(present, return_counts=True)
-    except TypeError as exc:
-        raise TypeError(
-            f"Categorical column {name} mixes values that cannot be compared ({exc}); give it "
-            "one type (e.g. strings)."
-        ) from exc
+    except (TypeError, ValueError) as exc:  # ValueError: arrays as values, periods
+        _check_hashable(present.tolist(), name)
+        raise _uncomparable(name, exc) from exc
+    _check_hashable(keys.tolist(), name)
     return keys.astype(object), counts.astype(np.int64)
 
 
 def summarize(columns, categorical, *, numeric_encoding="piecewise_linear", n_bins=16,
-              sketch_size=None, names=None, additive_bins=None):
+              sketch_size=None, names=None, additive_bins=None, sample_weight=None):
     """What :meth:`TabularEncoder.from_summaries` needs of some rows' columns.
 
     Run where the rows live (a dask worker, for its partitions); the summary
@@ -352,31 +503,44 @@ def summarize(columns, categorical, *, numeric_encoding="piecewise_linear", n_bi
         The encoder's ``additive_bins``: with it, every numeric column sends
         its ``values`` or ``quantiles`` (as for the quantile encodings), for
         the bins.
+    sample_weight : array-like of shape (n_samples,), default=None
+        The rows' weights: rows of zero weight are left out of the summary
+        (and so of every statistic of the encoder: categories, missing-value
+        flags, moments, quantiles, knots and additive bins); the others count
+        once each, whatever their weight. None: every row. A part whose
+        weights are all zero gives the summary of no row, which adds nothing
+        to :meth:`TabularEncoder.from_summaries`.
 
     Returns
     -------
     summary : dict
-        ``n_rows``, ``numeric_encoding``, ``n_bins``, ``additive_bins`` and ``columns``: one
-        dict per column with ``kind``, ``has_missing`` and ``count`` (present
-        values), and ``keys`` and ``counts`` (categorical), ``mean`` and
-        ``m2`` (``"standard"``), ``values`` or ``quantiles`` (the quantile
-        encodings, and with ``additive_bins``), ``distinct``
-        (``"piecewise_linear"``).
+        ``n_rows`` (the rows summarized), ``numeric_encoding``, ``n_bins``,
+        ``additive_bins`` and ``columns``: one dict per column with ``kind``,
+        ``has_missing`` and ``count`` (present values), and ``keys`` and
+        ``counts`` (categorical), ``mean`` and ``m2`` (``"standard"``),
+        ``values`` or ``quantiles`` (the quantile encodings, and with
+        ``additive_bins``), ``distinct`` (``"piecewise_linear"``).
 
     Raises
     ------
     ValueError
-        For infinite or non-numeric values in a numeric column.
+        For infinite or non-numeric values in a numeric column, or an
+        invalid ``additive_bins`` or ``sample_weight``.
+    TypeError
+        For a categorical column whose values cannot be sorted or are not
+        hashable (lists, arrays).
     """
     if numeric_encoding not in NUMERIC_ENCODINGS:
         raise ValueError(f"numeric_encoding must be one of {NUMERIC_ENCODINGS}, got "
                          f"{numeric_encoding!r}.")
     if sketch_size is not None and sketch_size < 2:
         raise ValueError(f"sketch_size must be at least 2, got {sketch_size}.")
+    levels = additive_levels(additive_bins)
     categorical = np.asarray(categorical, dtype=bool)
     if len(categorical) != len(columns):
         raise ValueError(f"categorical has {len(categorical)} entries for {len(columns)} "
                          "columns.")
+    columns = _rows_of_positive_weight(columns, sample_weight, allow_none=True)
     out = []
     for j, col in enumerate(columns):
         name = _column_name(names, j)
@@ -417,6 +581,42 @@ def summarize(columns, categorical, *, numeric_encoding="piecewise_linear", n_bi
             "n_bins": n_bins, "additive_bins": additive_bins, "columns": out}
 
 
+def _rows_of_positive_weight(columns, sample_weight, allow_none=False):
+    """``columns`` without the rows of zero ``sample_weight`` (None: all rows).
+
+    With ``allow_none`` (a part of the rows, for :func:`summarize`) a weight
+    of zero for every row leaves no row; else it is an error.
+
+    Raises
+    ------
+    ValueError
+        If ``sample_weight`` is not one finite, non-negative weight per row,
+        or is zero for every row without ``allow_none``.
+    """
+    if sample_weight is None:
+        return columns
+    n = len(columns[0]) if columns else 0
+    try:
+        weight = np.asarray(sample_weight, dtype=np.float64)
+    except (TypeError, ValueError) as exc:
+        raise ValueError(f"sample_weight must be numbers ({exc}).") from exc
+    if weight.ndim == 0:
+        weight = np.full(n, float(weight))
+    if weight.shape != (n,):
+        raise ValueError(f"sample_weight has shape {weight.shape}; the columns have {n} rows "
+                         "(one weight per row).")
+    if not np.isfinite(weight).all() or (weight < 0).any():
+        raise ValueError("sample_weight must be finite and non-negative (rows of zero weight "
+                         "are left out of the encoder's fit).")
+    keep = weight > 0
+    if keep.all():
+        return columns
+    if not keep.any() and not allow_none:
+        raise ValueError("sample_weight is zero for every row: there is no row to fit the "
+                         "encoder on.")
+    return [np.asarray(col)[keep] for col in columns]
+
+
 def _merge_counts(parts, name):
     """Categories and summed counts over the parts' category counts."""
     keys = [part["keys"] for part in parts if len(part["keys"])]
@@ -428,11 +628,8 @@ def _merge_counts(parts, name):
     counts = np.concatenate([part["counts"] for part in parts if len(part["keys"])])
     try:
         merged, inverse = np.unique(np.concatenate(keys), return_inverse=True)
-    except TypeError as exc:
-        raise TypeError(
-            f"Categorical column {name} mixes values that cannot be compared ({exc}); give it "
-            "one type (e.g. strings)."
-        ) from exc
+    except (TypeError, ValueError) as exc:
+        raise _uncomparable(name, exc) from exc
     summed = np.bincount(inverse.ravel(), weights=counts, minlength=len(merged))
     return merged.astype(object), summed.astype(np.int64)
 
@@ -553,36 +750,70 @@ def _additive_edges(parts, additive_bins):
     """Inner quantile edges of the additive term's bins of a numeric column from
     its parts' summaries: of the pooled values when every part sent them (what
     :meth:`TabularEncoder.fit` computes), else of the count-weighted mixture of
-    the parts' sketches; distinct, sorted."""
+    the parts' sketches; distinct, sorted. Quantiles interpolate between
+    neighbouring values, so a column with few distinct values gets many edges
+    (a 5-valued column 285 at 4,096 bins), most of its bins empty: empty bins
+    are never trained and cost only table rows."""
     levels = np.linspace(0.0, 1.0, int(additive_bins) + 1)[1:-1]
     parts = [part for part in parts if part["count"] > 0]
     if not parts:
         return np.zeros(0)
     if all(part.get("values") is not None for part in parts):
-        return np.unique(np.quantile(np.concatenate([part["values"] for part in parts]), levels))
-    return np.unique(_mixture_quantiles(_sketches(parts), levels))
+        edges = np.unique(np.quantile(np.concatenate([part["values"] for part in parts]),
+                                      levels))
+    else:
+        edges = np.unique(_mixture_quantiles(_sketches(parts), levels))
+    return edges
 
 
 def additive_levels(additive_bins):
-    """The resolutions of an additive term: ``additive_bins`` as a tuple of
-    bins per numeric column (``()`` for None, one entry for an int).
+    """The resolutions of an additive term: ``additive_bins`` as a sorted
+    tuple of bins per numeric column (``()`` for None, one entry for an int).
+
+    The order in which a sequence lists the resolutions does not matter: the
+    sorted tuple lays out the table (coarsest resolution first; categorical
+    columns at the coarsest, with its step, 1), so that ``(16, 64, 256)`` and
+    ``(256, 64, 16)`` give the same encoder and model.
+
+    Parameters
+    ----------
+    additive_bins : int, sequence of int or None
+
+    Returns
+    -------
+    levels : tuple of int
+        Sorted ascending.
 
     Raises
     ------
     ValueError
-        Unless ``additive_bins`` is None, an int >= 2 or a non-empty sequence
-        of distinct ints >= 2.
+        Unless ``additive_bins`` is None, an int in [2, 65536] or a non-empty
+        sequence of distinct such ints; the message names the bad value.
     """
     if additive_bins is None:
         return ()
     single = not isinstance(additive_bins, (tuple, list))
     levels = (additive_bins,) if single else tuple(additive_bins)
-    if not levels or len(set(levels)) != len(levels) or any(
-            isinstance(b, bool) or not isinstance(b, (int, np.integer)) or b < 2
-            for b in levels):
-        raise ValueError("additive_bins must be an int >= 2, a non-empty sequence of distinct "
-                         f"ints >= 2, or None, got {additive_bins!r}.")
-    return tuple(int(b) for b in levels)
+    expected = ("additive_bins must be an int >= 2, a non-empty sequence of distinct ints >= 2, "
+                f"or None (at most {MAX_ADDITIVE_BINS} bins each), got {additive_bins!r}")
+    if not levels:
+        raise ValueError(f"{expected}: an empty sequence.")
+    for b in levels:
+        if isinstance(b, bool) or not isinstance(b, (int, np.integer)):
+            raise ValueError(f"{expected}: {b!r} is not an int.")
+        if not 2 <= b <= MAX_ADDITIVE_BINS:
+            raise ValueError(f"{expected}: {b!r} is outside [2, {MAX_ADDITIVE_BINS}].")
+    if len(set(levels)) != len(levels):
+        raise ValueError(f"{expected}: it repeats a value.")
+    return tuple(sorted(int(b) for b in levels))
+
+
+def _same_additive_bins(a, b):
+    """Whether two ``additive_bins`` are the same resolutions (in any order)."""
+    try:
+        return additive_levels(a) == additive_levels(b)
+    except ValueError:
+        return a == b
 
 
 def _merged_quantile_points(parts):
@@ -635,12 +866,17 @@ class TabularEncoder:
     max_categories : int, default=32
         Most frequent categories kept per categorical column; the others
         share one "infrequent" feature.
-    additive_bins : int >= 2, sequence of int or None, default=None
+    additive_bins : int in [2, 65536], sequence of int or None, default=None
         Quantile bins per numeric column of the additive term (the
         estimators' ``additive_bins``): :meth:`additive_codes` gives every
-        value its row of the additive table. A sequence: one code column per
-        numeric column and resolution (categorical columns at the first
-        only). None: no additive term.
+        value its row of the additive table. The bins are quantile bins:
+        a column with few distinct values gets many edges between them (a
+        5-valued column 285 at 4,096 bins), most of its bins empty and never
+        trained, and two values can share a bin when one is rare. A
+        sequence: one code column per numeric column and resolution, in
+        ascending order of bins whatever the sequence's order (categorical
+        columns at the coarsest only), so that the order does not change the
+        model. None: no additive term. Stored as given.
 
     Attributes
     ----------
@@ -678,12 +914,14 @@ class TabularEncoder:
         With ``additive_bins``: per code column (an input column at one
         resolution; one per input column with one resolution), the distinct
         inner quantile edges of its bins (a value's bin is the number of
-        edges ``<= value``); None for categorical columns. None without.
+        edges ``<= value``); None for categorical columns.
+        None without.
     additive_sources_ : ndarray of int or None
         With ``additive_bins``: the input column of every code column.
     additive_steps_ : ndarray of float or None
         With ``additive_bins``: every code column's relative training step,
-        ``sqrt(min(additive_bins) / bins)`` of its resolution (1 with one).
+        ``sqrt(min(additive_bins) / bins)`` of its resolution (1 with one,
+        and for the categorical columns, at the coarsest resolution).
     additive_offsets_ : ndarray of int of shape (J + 1,) or None
         With ``additive_bins``: the first table row of every code column (and
         the table's size, ``n_additive_``, last).
@@ -759,7 +997,7 @@ class TabularEncoder:
         self.additive_bins = additive_bins
 
     # -- fitting ------------------------------------------------------------------
-    def fit(self, columns, categorical, names=None):
+    def fit(self, columns, categorical, names=None, sample_weight=None):
         """Fit the encoding on the input's column arrays.
 
         The same computation as :meth:`from_summaries` of the one exact
@@ -775,13 +1013,30 @@ class TabularEncoder:
             Which columns are categorical.
         names : sequence of str, default=None
             Column names, for error messages.
+        sample_weight : array-like of shape (n_samples,), default=None
+            The rows' weights. Rows of zero weight are left out of every
+            fitted statistic (quantiles and knots, moments, categories,
+            missing-value indicators, additive bins); the rows of positive
+            weight count once each (the fit is unweighted: with all weights
+            positive it equals the fit without weights).
 
         Returns
         -------
         self : TabularEncoder
             The fitted encoder.
+
+        Raises
+        ------
+        ValueError
+            For an invalid setting, a value that is not a number (or is
+            infinite) in a numeric column, an invalid ``sample_weight`` or a
+            weight of zero for every row.
+        TypeError
+            For a categorical column whose values cannot be sorted or are not
+            hashable.
         """
         self._check_additive_bins()
+        columns = _rows_of_positive_weight(columns, sample_weight)
         summary = summarize(columns, categorical, numeric_encoding=self.numeric_encoding,
                             n_bins=self.n_bins, names=names, additive_bins=self.additive_bins)
         return self._fit_summaries([summary], categorical, names)
@@ -802,7 +1057,7 @@ class TabularEncoder:
         its zero start: an unseen category adds nothing, as in the one-hot
         features).
         """
-        levels = additive_levels(self.additive_bins)
+        levels = additive_levels(self.additive_bins)  # sorted: the coarsest first
         edges, sizes, sources, steps = [], [], [], []
         for level, bins in enumerate(levels):
             for j in range(self.n_features_in_):
@@ -812,7 +1067,8 @@ class TabularEncoder:
                     edges.append(None)
                     sizes.append(len(self.categories_[j]) + int(self.has_infrequent_[j]) + 2)
                 else:
-                    e = _additive_edges([summary["columns"][j] for summary in summaries], bins)
+                    parts = [summary["columns"][j] for summary in summaries]
+                    e = _additive_edges(parts, bins)
                     edges.append(e)
                     sizes.append(len(e) + 2)
                 sources.append(j)
@@ -894,7 +1150,8 @@ class TabularEncoder:
             for key, value in (("numeric_encoding", self.numeric_encoding),
                                ("n_bins", self.n_bins),
                                ("additive_bins", getattr(self, "additive_bins", None))):
-                if summary.get(key) != value:
+                if (not _same_additive_bins(summary.get(key), value) if key == "additive_bins"
+                        else summary.get(key) != value):
                     raise ValueError(
                         f"Summary {i} was computed with {key}={summary.get(key)!r}, the encoder "
                         f"has {key}={value!r}."
@@ -1139,8 +1396,13 @@ class TabularEncoder:
         """Index of every value (object array) in column ``j``'s categories;
         ``fallback`` for the others."""
         lookup = {c: i for i, c in enumerate(self.categories_[j].tolist())}
-        return np.fromiter((lookup.get(v, fallback) for v in values.tolist()), dtype=np.int64,
-                           count=len(values))
+        values = values.tolist()
+        try:
+            return np.fromiter((lookup.get(v, fallback) for v in values), dtype=np.int64,
+                               count=len(values))
+        except TypeError:  # an unhashable value, unseen in fit
+            _check_hashable(values, self._name(j))
+            raise
 
     def _encode_categories(self, values, missing, j, block):
         n_cats = len(self.categories_[j])
@@ -1289,7 +1551,11 @@ def encoders_differ(a, b, additive=True):
                  "additive_bins"):
         if attr == "n_bins" and a.numeric_encoding != "piecewise_linear":
             continue  # only the piecewise-linear encoding has bins
-        if getattr(a, attr, None) != getattr(b, attr, None):
+        if attr == "additive_bins":  # the resolutions, in any order
+            if not _same_additive_bins(getattr(a, attr, None), getattr(b, attr, None)):
+                return (f"{attr} differs: {getattr(a, attr, None)!r} vs "
+                        f"{getattr(b, attr, None)!r}")
+        elif getattr(a, attr, None) != getattr(b, attr, None):
             return f"{attr} differs: {getattr(a, attr, None)!r} vs {getattr(b, attr, None)!r}"
     for attr in ("categorical_", "has_missing_", "has_infrequent_", "widths_"):
         if not np.array_equal(getattr(a, attr), getattr(b, attr)):
