@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import copy
 import dataclasses
-import inspect
 from numbers import Integral, Real
 
 import numpy as np
@@ -25,7 +24,7 @@ from sklearn.utils.validation import (
     validate_data,
 )
 
-from ._architectures import ARCHITECTURES, TreeArchitecture, get_architecture
+from ._architectures import ARCHITECTURES, get_architecture
 from ._boosting import boosted_start, grow_oblivious_trees, oblivious_output
 from ._device import DEVICE_CONSTRAINT, prediction_device, resolve_device
 from ._encoding import (
@@ -37,6 +36,7 @@ from ._encoding import (
 )
 from ._forward import SoftTreeEnsembleModule, predict_chunked, split_init_bound
 from ._params import TreeParams, check_same_additive
+from ._persistence import estimator_state, restore_estimator_state
 from ._plan import FitPlan, Recipe
 from ._threads import limit_threads
 from ._training import (
@@ -187,13 +187,6 @@ def _check_given_encoder(encoder, columns, names):
     return encoder
 
 
-def _params_as_dict(params):
-    """A :class:`TreeParams` as a plain dict of its arrays (for pickling; the
-    additive table only when there is one, so that older versions load it)."""
-    return {f.name: getattr(params, f.name) for f in dataclasses.fields(TreeParams)
-            if getattr(params, f.name) is not None}
-
-
 
 class _BaseSoftTreeEnsemble(BaseEstimator):
     """Shared fitting and prediction logic; see the public subclasses."""
@@ -243,22 +236,6 @@ class _BaseSoftTreeEnsemble(BaseEstimator):
         "teacher_weight": [_NumberInterval(Real, 0, 1, closed="left")],
         "n_members": [_NumberInterval(Integral, 1, None, closed="left")],
         "encoder": [TabularEncoder, None],
-    }
-
-    #: Values that reproduce the behaviour of versions before a hyperparameter
-    #: existed: a model unpickled without it gets this value rather than the
-    #: current default (see :meth:`__setstate__`).
-    _LEGACY_PARAMS = {
-        "numeric_encoding": "none",
-        "categorical_features": None,
-        "lr_schedule": "constant",
-        "warmup_fraction": 0.0,
-        "averaging": None,
-        "max_features": None,
-        "label_smoothing": 0.0,
-        "additive_bins": None,
-        "teacher_weight": 0.0,
-        "n_members": 1,
     }
 
     def __init__(
@@ -364,7 +341,8 @@ class _BaseSoftTreeEnsemble(BaseEstimator):
             Targets (class labels of any type for the classifier).
         sample_weight : array-like of shape (n_samples,), default=None
             Per-sample weights of the loss (multiplied by the classifier's
-            ``class_weight``); only their ratios matter.
+            ``class_weight``); only their ratios matter. Rows of zero weight
+            are also left out of the input encoder's fit.
 
         Returns
         -------
@@ -681,15 +659,16 @@ class _BaseSoftTreeEnsemble(BaseEstimator):
         sample_weight = _check_sample_weight(
             sample_weight, columns[0] if columns else X, dtype=np.float64,
             ensure_non_negative=True)
-        if not warm:
-            self.encoder_ = self._make_encoder(columns, by_dtype, plan.encoder)
-        X = self._with_codes(self._check_encoded(self.encoder_.transform(columns)), columns)
         sample_weight = sample_weight * self._target_weights(y)
         if not sample_weight.sum() > 0:
             raise ValueError(
                 "sample_weight (times class_weight, for a classifier) sums to zero: "
                 "there is nothing to fit."
             )
+        if not warm:  # rows of zero weight do not shape the encoder
+            self.encoder_ = self._make_encoder(columns, by_dtype, getattr(
+                self, "feature_names_in_", None), plan.encoder, sample_weight)
+        X = self._with_codes(self._check_encoded(self.encoder_.transform(columns)), columns)
         # float64 and unscaled: the gradient-boosted trees (split_init="boosting", the
         # teacher) rescale them to a mean of 1 over the rows of all shards (a rescaling
         # here would differ per shard), and _FitTensors to a largest weight of 1.
@@ -704,21 +683,21 @@ class _BaseSoftTreeEnsemble(BaseEstimator):
         codes = self.encoder_.additive_codes(columns, start, start + X.shape[0])
         return np.concatenate([X, codes], axis=1)
 
-    def _make_encoder(self, columns, by_dtype, shared=None):
-        """The input encoder fitted on the training columns, or a fitted one:
-        ``shared`` (that a meta-estimator fitted once for several fits, as the
-        shards of :class:`~sktree_lmc.ShardedSoftTreeEnsemble`, which must
-        encode alike), else the ``encoder`` parameter."""
+    def _make_encoder(self, columns, by_dtype, names=None, shared=None, sample_weight=None):
+        """The input encoder fitted on the training columns (named ``names``;
+        rows of zero ``sample_weight`` left out), or a fitted one: ``shared``
+        (that a meta-estimator fitted once for several fits, as the shards of
+        :class:`~sktree_lmc.ShardedSoftTreeEnsemble`, which must encode
+        alike), else the ``encoder`` parameter."""
         shared = self.encoder if shared is None else shared
         if shared is not None:
-            return _check_given_encoder(shared, columns, getattr(self, "feature_names_in_", None))
-        names = getattr(self, "feature_names_in_", None)
+            return _check_given_encoder(shared, columns, names)
         categorical = check_categorical_features(
             self.categorical_features, len(columns), names, by_dtype
         )
         encoder = TabularEncoder(self.numeric_encoding, self.n_bins, self.max_categories,
                                  self.additive_bins)
-        return encoder.fit(columns, categorical, names)
+        return encoder.fit(columns, categorical, names, sample_weight=sample_weight)
 
     @staticmethod
     def _check_encoded(X):
@@ -907,61 +886,15 @@ class _BaseSoftTreeEnsemble(BaseEstimator):
 
     # -- persistence --------------------------------------------------------------
     def __getstate__(self):
-        """The state to pickle, with the fitted state in plain types only.
-
-        ``architecture_`` is stored as its ``(name, depth)`` and ``tree_params_``
-        as a dict of three arrays, so that loading with :mod:`skops.io` needs
-        only the estimator class trusted; :meth:`__setstate__` rebuilds both.
-        """
-        state = dict(super().__getstate__())  # a copy: object's is self.__dict__ itself
-        arch = state.get("architecture_")
-        if isinstance(arch, TreeArchitecture):
-            state["architecture_"] = (arch.name, arch.depth)
-        params = state.get("tree_params_")
-        if isinstance(params, TreeParams):
-            state["tree_params_"] = _params_as_dict(params)
-        opt = state.get("optimizer_state_")
-        if isinstance(opt, dict):  # Adam's moments, also as plain dicts of arrays
-            state["optimizer_state_"] = {
-                k: _params_as_dict(v) if isinstance(v, TreeParams) else v for k, v in opt.items()
-            }
-        encoder = state.get("encoder_")
-        if isinstance(encoder, TabularEncoder):
-            state["encoder_"] = encoder.to_dict()
-        return state
+        """The state to pickle, with the fitted state in plain types only
+        (see :mod:`._persistence`), so that loading with :mod:`skops.io`
+        needs only the estimator class trusted."""
+        return estimator_state(super().__getstate__())
 
     def __setstate__(self, state):
-        """Restore a pickled state (of this version, or one storing the objects).
-
-        A hyperparameter added after the state was written (``class_weight``,
-        ``n_threads``, ``warm_start``, the input encoding and the training
-        recipe, ...) takes the value that reproduces the behaviour of the
-        version that wrote it (``_LEGACY_PARAMS``, else its default), so that
-        ``get_params``, ``clone`` and merging work on models pickled by an
-        older version; such a model gets the identity input encoding.
-        """
-        state = dict(state)
-        for name, param in inspect.signature(type(self).__init__).parameters.items():
-            if name != "self" and param.default is not inspect.Parameter.empty:
-                state.setdefault(name, self._LEGACY_PARAMS.get(name, param.default))
-        encoder = state.get("encoder_")
-        if isinstance(encoder, dict):
-            state["encoder_"] = TabularEncoder.from_dict(encoder)
-        elif encoder is None and "tree_params_" in state and "n_features_in_" in state:
-            state["encoder_"] = TabularEncoder.identity(int(state["n_features_in_"]))
-        arch = state.get("architecture_")
-        if isinstance(arch, (tuple, list)):
-            name, depth = arch
-            state["architecture_"] = get_architecture(str(name), int(depth))
-        params = state.get("tree_params_")
-        if isinstance(params, dict):
-            state["tree_params_"] = TreeParams(**params)
-        opt = state.get("optimizer_state_")
-        if isinstance(opt, dict):
-            state["optimizer_state_"] = {
-                k: TreeParams(**v) if isinstance(v, dict) else v for k, v in opt.items()
-            }
-        super().__setstate__(state)
+        """Restore a state of :meth:`__getstate__`; a state pickled by another
+        version of the package (another pickle format) is a ValueError."""
+        super().__setstate__(restore_estimator_state(state, type(self)))
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
@@ -1236,8 +1169,11 @@ class SoftTreeEnsembleClassifier(ClassifierMixin, _BaseSoftTreeEnsemble):
         ones for sharp steps and for columns whose neighbouring values share
         their targets, such as a time stamp or a row number), each
         resolution's steps scaled by ``sqrt(min(additive_bins) / bins)`` (a
-        fine bin holds fewer rows, so its gradient is noisier). With fewer
-        distinct values than bins, a column gets one bin per value. The
+        fine bin holds fewer rows, so its gradient is noisier). The bins are
+        quantile bins: a column with few distinct values gets empty bins
+        between them (never trained), and a rare value can share a bin. The
+        order of a sequence does not matter, and each count must be in
+        [2, 65536]. The
         symmetry ops leave the table unchanged, and merging averages it
         (models fitted on different rows with ``numeric_encoding="none"``
         are merged on the union of their bins); :func:`refit_leaves` holds

@@ -142,9 +142,13 @@ def _boosting_site(est, encoder, data, val):
     fitted.n_outputs_ = n_outputs  # what a warm fit checks the validation targets against
     F = encoder.n_features_out_
 
-    def rows(part):  # the validation rows, encoded with the shard's encoding and targets
+    # the validation rows, encoded with the shard's encoding and targets: any subset
+    # of the classes (a shard's few held-out rows can lack one)
+    val_plan = plan.replace(classes=getattr(fitted, "classes_", None))
+
+    def rows(part):
         X_val, _, target_val, w_val, _ = copy.deepcopy(fitted)._prepare_fit_data(
-            *part, warm=True, plan=plan)
+            *part, warm=True, plan=val_plan)
         return X_val[:, :F], fitted._shared_units(target_val), w_val
 
     return BoostingSite(X[:, :F], fitted._shared_units(target), w, kind=est._boosting_loss,
@@ -317,7 +321,7 @@ def _shard_encoding_summary(k, data, categorical, settings):
     """:func:`summarize` of shard ``k``'s columns (for the shared encoder)."""
     X = data[0]
     try:
-        return summarize(to_columns(X)[0], categorical, **settings)
+        return summarize(to_columns(X)[0], categorical, sample_weight=data[2], **settings)
     except Exception as exc:
         raise _named_error(exc, k, _num_samples(X), "summarizing its columns") from exc
 

@@ -41,10 +41,16 @@ from ._encoding import (
     encoders_differ,
     to_columns,
 )
-from ._estimators import SoftTreeEnsembleClassifier, _BaseSoftTreeEnsemble, _NumberInterval
+from ._estimators import (
+    SoftTreeEnsembleClassifier,
+    _BaseSoftTreeEnsemble,
+    _check_given_encoder,
+    _NumberInterval,
+)
 from ._federated import _DaskShards, _LocalShards, is_dask_collection, run_rounds
 from ._merge import ALIGNER_SHORTCUTS, ModelAligner, check_aligner
 from ._checkpoint import config_of, read_checkpoint, write_checkpoint
+from ._persistence import check_format, encoder_as_dict, encoder_from_dict, stamp
 from ._plan import FitPlan, Recipe
 from ._refit import refit_leaves
 from ._threads import torch_threads
@@ -810,7 +816,7 @@ class ShardedSoftTreeEnsemble(MetaEstimatorMixin, BaseEstimator):
                 f"n_shards={self.n_shards} needs at least {2 * self.n_shards} samples, got "
                 f"n_samples={n}."
             )
-        encoder = self._make_encoder(base, columns, by_dtype)
+        encoder = self._make_encoder(base, columns, by_dtype, sample_weight)
         shards = make_shards(y, self.n_shards, self.split, skew=self.skew,
                              is_classifier=is_clf, random_state=rng)
         if is_clf:
@@ -827,15 +833,13 @@ class ShardedSoftTreeEnsemble(MetaEstimatorMixin, BaseEstimator):
                              verbose=10 if self.verbose >= 3 else 0)
         return local, sizes, weight_sums, X, y, sample_weight, encoder
 
-    def _make_encoder(self, base, columns, by_dtype):
+    def _make_encoder(self, base, columns, by_dtype, sample_weight=None):
         """The encoder of all shards, fitted once on all training columns by the
         estimator's own rule (its ``categorical_features`` and encoding settings,
-        this estimator's feature names)."""
-        proto = clone(base)
+        this estimator's feature names; rows of zero weight left out), or the
+        estimator's ``encoder``."""
         names = getattr(self, "feature_names_in_", None)
-        if names is not None:
-            proto.feature_names_in_ = names
-        return proto._make_encoder(columns, by_dtype)
+        return clone(base)._make_encoder(columns, by_dtype, names, sample_weight=sample_weight)
 
     def _dask_shards(self, X, y, sample_weight, is_clf, base):
         if check_aligner(self.aligner).method == "am":
@@ -874,10 +878,13 @@ class ShardedSoftTreeEnsemble(MetaEstimatorMixin, BaseEstimator):
             base.categorical_features, self.n_features_in_, names, by_dtype)
         settings = dict(numeric_encoding=base.numeric_encoding, n_bins=base.n_bins,
                         additive_bins=base.additive_bins)
-        summaries = shards.summarize(categorical, dict(settings, sketch_size=SKETCH_SIZE,
-                                                       names=names))
-        encoder = TabularEncoder.from_summaries(
-            summaries, categorical, names, max_categories=base.max_categories, **settings)
+        if base.encoder is not None:  # the user's encoder: no summary travels
+            encoder = _check_given_encoder(base.encoder, range(self.n_features_in_), names)
+        else:
+            summaries = shards.summarize(categorical, dict(settings, sketch_size=SKETCH_SIZE,
+                                                           names=names))
+            encoder = TabularEncoder.from_summaries(
+                summaries, categorical, names, max_categories=base.max_categories, **settings)
         self.shard_indices_ = None
         self.shard_partitions_ = shards.partition_groups
         sizes = np.array([s["n_rows"] for s in info])
@@ -983,13 +990,6 @@ class ShardedSoftTreeEnsemble(MetaEstimatorMixin, BaseEstimator):
     #: Key of the plain-dict form of the fitted ``aligner_`` in a pickled state.
     _ALIGNER_STATE = "ModelAligner.__dict__"
 
-    #: Values of hyperparameters added since version 0.1 that reproduce the
-    #: behaviour of a meta-estimator pickled before them.
-    _LEGACY_PARAMS = {"local_epochs": None, "shard_fraction": 1.0, "worker_timeout": 60.0}
-
-    #: Key marking the pickled ``encoder_`` (see :meth:`__getstate__`).
-    _ENCODER_STATE = "__tabular_encoder__"
-
     def __getstate__(self):
         """The state to pickle, with the fitted ``aligner_`` and ``encoder_`` as plain types.
 
@@ -1015,18 +1015,17 @@ class ShardedSoftTreeEnsemble(MetaEstimatorMixin, BaseEstimator):
             state["aligner_"] = {self._ALIGNER_STATE: attrs}
         encoder = state.get("encoder_")
         if isinstance(encoder, TabularEncoder):  # as the estimators store theirs
-            state["encoder_"] = {self._ENCODER_STATE: encoder.to_dict()}
-        return state
+            state["encoder_"] = encoder_as_dict(encoder)
+        return stamp(state)
 
     def __setstate__(self, state):
         """Restore a pickled state, rebuilding the fitted ``aligner_`` of
-        :meth:`__getstate__` (a state storing the objects loads as it is)."""
+        :meth:`__getstate__`; a state pickled by another version of the
+        package (another pickle format) is a ValueError."""
         from ._architectures import SymmetryOps
         from ._matching import Alignment
 
-        state = dict(state)
-        for name, value in self._LEGACY_PARAMS.items():  # pickled before they existed
-            state.setdefault(name, value)
+        state = check_format(state, type(self))
         aligner = state.get("aligner_")
         if isinstance(aligner, dict) and self._ALIGNER_STATE in aligner:
             attrs = dict(aligner[self._ALIGNER_STATE])
@@ -1039,9 +1038,8 @@ class ShardedSoftTreeEnsemble(MetaEstimatorMixin, BaseEstimator):
             rebuilt = ModelAligner.__new__(ModelAligner)
             rebuilt.__dict__.update(attrs)
             state["aligner_"] = rebuilt
-        encoder = state.get("encoder_")
-        if isinstance(encoder, dict) and self._ENCODER_STATE in encoder:
-            state["encoder_"] = TabularEncoder.from_dict(encoder[self._ENCODER_STATE])
+        if "encoder_" in state:
+            state["encoder_"] = encoder_from_dict(state["encoder_"])
         super().__setstate__(state)
 
     def __sklearn_tags__(self):

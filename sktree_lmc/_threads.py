@@ -131,15 +131,11 @@ def torch_threads(n_threads):
 
 
 def limit_threads(method):
-    """Decorate an estimator method to run inside ``torch_threads(self.n_threads)``.
-
-    An estimator pickled before ``n_threads`` existed has no such attribute; it
-    gets the default, one thread.
-    """
+    """Decorate an estimator method to run inside ``torch_threads(self.n_threads)``."""
 
     @functools.wraps(method)
     def wrapper(self, *args, **kwargs):
-        with torch_threads(getattr(self, "n_threads", 1)):
+        with torch_threads(self.n_threads):
             return method(self, *args, **kwargs)
 
     return wrapper

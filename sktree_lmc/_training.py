@@ -584,9 +584,24 @@ class ProgressLog:
             return
         elapsed = time.perf_counter() - self.start
         left = elapsed / (i + 1) * (self.total - i - 1)
-        print(f"{self.name} {self.unit} {i + 1}/{self.total}: {shown} "
-              f"[elapsed {_fmt_seconds(elapsed)}, left <= {_fmt_seconds(left)}]",
-              file=self.stream, flush=True)
+        self._write(f"{self.name} {self.unit} {i + 1}/{self.total}: {shown} "
+                    f"[elapsed {_fmt_seconds(elapsed)}, left <= {_fmt_seconds(left)}]")
+
+    def _write(self, line):
+        """Write ``line`` to the stream; a stream that is closed, None or
+        cannot be written or flushed ends the display, never the fit."""
+        stream = self.stream
+        if stream is None or getattr(self, "_broken", False):
+            return
+        try:
+            stream.write(line + "\n")
+        except (OSError, ValueError, AttributeError, TypeError):
+            self._broken = True  # closed, or not a stream: nothing more is shown
+            return
+        try:
+            stream.flush()
+        except (OSError, ValueError, AttributeError):
+            pass  # written; a stream without flush shows it when it can
 
     def close(self, summary=None):
         """End the display, with a closing line ``summary`` (verbose >= 1)."""
@@ -594,7 +609,7 @@ class ProgressLog:
             self.bar.close()
         if self.verbose > 0 and summary:
             elapsed = _fmt_seconds(time.perf_counter() - self.start)
-            print(f"{self.name}: {summary} ({elapsed})", file=self.stream, flush=True)
+            self._write(f"{self.name}: {summary} ({elapsed})")
 
 
 # ----------------------------------------------------------------------------

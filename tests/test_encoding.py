@@ -225,23 +225,6 @@ def test_encoded_models_pickle_with_their_encoder(mixed):
     assert_array_equal(loaded.predict_proba(X), est.predict_proba(X))
 
 
-def test_legacy_pickles_get_the_identity_encoding_and_the_legacy_recipe():
-    X, y = make_classification(n_samples=100, n_features=4, random_state=0)
-    est = clf(numeric_encoding="none", lr_schedule="constant", averaging=None,
-              max_features=None, additive_bins=None).fit(X, y)
-    state = est.__getstate__()
-    for name in ("encoder_", "numeric_encoding", "lr_schedule", "averaging", "max_features",
-                 "warmup_fraction", "label_smoothing", "categorical_features", "additive_bins"):
-        state.pop(name)
-    old = SoftTreeEnsembleClassifier.__new__(SoftTreeEnsembleClassifier)
-    old.__setstate__(state)
-    assert old.numeric_encoding == "none" and old.averaging is None
-    assert old.lr_schedule == "constant" and old.max_features is None
-    assert old.additive_bins is None  # not the current default (64): the model has no table
-    assert old.encoder_.is_identity
-    assert_array_equal(old.predict_proba(X), est.predict_proba(X))
-
-
 def test_to_columns_keeps_numeric_arrays_numeric():
     cols, cat = to_columns(np.arange(6.0).reshape(3, 2))
     assert not cat.any() and cols[0].dtype == np.float64

@@ -223,53 +223,29 @@ def test_skops_round_trip_trusting_only_the_estimator_class(tmp_path, blobs3):
         assert isinstance(est.tree_params_, TreeParams)
 
 
-def test_pickles_of_the_object_form_still_load(monkeypatch, blobs3):
-    """Pickles whose state holds the TreeArchitecture and TreeParams objects
-    (as written before the plain-type state) load and predict the same."""
+@pytest.mark.parametrize("Est", [SoftTreeEnsembleClassifier, SoftTreeEnsembleRegressor])
+def test_pickles_of_another_version_are_refused(blobs3, Est):
+    """Issue 44: a state written without this version's pickle format (an older
+    layout: the TreeParams objects, or hyperparameters missing) is a clear error,
+    never a model loaded with guessed defaults; this version's state round-trips."""
     from sklearn.base import BaseEstimator
 
-    from sktree_lmc._estimators import _BaseSoftTreeEnsemble
-
-    X, y = blobs3
-    est = clf().fit(X, y)
-    with monkeypatch.context() as m:
-        m.setattr(_BaseSoftTreeEnsemble, "__getstate__", BaseEstimator.__getstate__)
-        old = pickle.dumps(est)
-    assert b"TreeParams" in old and b"TreeParams" not in pickle.dumps(est)
-    back = pickle.loads(old)
-    assert isinstance(back.tree_params_, TreeParams)
-    assert_array_equal(back.predict_proba(X), est.predict_proba(X))
-
-
-@pytest.mark.parametrize("Est", [SoftTreeEnsembleClassifier, SoftTreeEnsembleRegressor])
-def test_pickles_missing_newer_hyperparameters_clone_and_merge(monkeypatch, blobs3, Est):
-    """A model pickled by a version without some hyperparameters (here class_weight,
-    n_threads and warm_start) gets their defaults on load: get_params, clone and
-    merging work, and it predicts as before."""
-    from sktree_lmc import merge_estimators
-    from sktree_lmc._estimators import _BaseSoftTreeEnsemble
+    from sktree_lmc._persistence import FORMAT_KEY, PICKLE_FORMAT
 
     X, y = blobs3
     est = Est(n_estimators=4, max_epochs=2, device="cpu", random_state=0).fit(X, y)
-    newer = [k for k in ("class_weight", "n_threads", "warm_start") if k in est.get_params()]
-    assert len(newer) >= 2
-    plain = _BaseSoftTreeEnsemble.__getstate__
-
-    def old_getstate(self):
-        state = plain(self)
-        for k in newer:
-            state.pop(k)
-        return state
-
-    with monkeypatch.context() as m:
-        m.setattr(_BaseSoftTreeEnsemble, "__getstate__", old_getstate)
-        old = pickle.dumps(est)
-    back = pickle.loads(old)
+    state = est.__getstate__()
+    assert state[FORMAT_KEY] == PICKLE_FORMAT
+    assert b"TreeParams" not in pickle.dumps(est)  # plain types only
+    old = BaseEstimator.__getstate__(est)  # the object form of the first versions
+    for bad in (old, {**state, FORMAT_KEY: PICKLE_FORMAT + 1},
+                {k: v for k, v in state.items() if k != FORMAT_KEY}):
+        back = Est.__new__(Est)
+        with pytest.raises(ValueError, match=f"{Est.__name__} was pickled by .*pickle format"):
+            back.__setstate__(bad)
+    back = pickle.loads(pickle.dumps(est))
     assert back.get_params() == est.get_params()
-    assert clone(back).get_params() == est.get_params()
     assert_array_equal(back.predict(X), est.predict(X))
-    merged = merge_estimators(back, est)
-    assert merged.predict(X).shape == (len(X),)
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="tests the CPU-only fallback")

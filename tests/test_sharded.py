@@ -705,17 +705,17 @@ def test_client_sampling_weights_unequal_shards_by_their_rows():
     np.testing.assert_allclose(est.weights_, sizes / sizes.sum())
 
 
-def test_a_meta_estimator_pickled_before_local_epochs_keeps_its_rounds():
-    """A state without the hyperparameters added later loads with the values
-    of the old behaviour (max_epochs local epochs per round, every shard)."""
+def test_a_meta_estimator_pickled_by_another_version_is_refused():
+    """Issue 44: a state without the pickle format of this version is a clear error."""
+    from sktree_lmc._persistence import FORMAT_KEY
+
     est = ShardedSoftTreeEnsemble(_base(), n_shards=2, random_state=0).fit(X, Y)
     state = est.__getstate__()
-    del state["local_epochs"], state["shard_fraction"], state["worker_timeout"]
+    del state[FORMAT_KEY], state["local_epochs"]
     old = ShardedSoftTreeEnsemble.__new__(ShardedSoftTreeEnsemble)
-    old.__setstate__(state)
-    assert old.get_params()["local_epochs"] is None
-    assert old.get_params()["shard_fraction"] == 1.0
-    np.testing.assert_array_equal(old.predict(X), est.predict(X))
+    with pytest.raises(ValueError, match="ShardedSoftTreeEnsemble was pickled by"):
+        old.__setstate__(state)
+    np.testing.assert_array_equal(pickle.loads(pickle.dumps(est)).predict(X), est.predict(X))
 
 
 def test_round_level_patience_is_the_estimators_in_epochs_and_at_least_two_rounds():

@@ -191,15 +191,6 @@ def test_shard_workers_and_the_merge_use_the_estimators_n_threads(
     assert torch.get_num_threads() == caller_threads
 
 
-def test_a_model_pickled_before_n_threads_predicts_with_one_thread(caller_threads, recorded):
-    est = clf(n_threads=2).fit(X, Y)
-    del est.n_threads  # as unpickled from a version without the hyperparameter
-    recorded.clear()
-    est.predict(X)
-    assert set(recorded) == {1}
-    assert torch.get_num_threads() == caller_threads
-
-
 def test_n_threads_beyond_the_machine_is_capped_with_a_warning(caller_threads, recorded):
     """Issue 20: ``n_threads=10**6`` made torch's OpenMP runtime segfault after
     spawning threads; it is capped at the machine's CPU count, with a warning."""
