@@ -54,10 +54,13 @@ import numpy as np
 
 __all__ = [
     "ARCHITECTURES",
+    "MAX_LEAVES_PER_TREE",
     "SymmetryOps",
     "TreeArchitecture",
+    "check_model_size",
     "get_architecture",
     "is_valid_op",
+    "model_size",
     "random_ops",
 ]
 
@@ -428,10 +431,10 @@ def _build_non_oblivious(depth):
 
 def _build_oblivious(depth):
     L = 1 << depth
-    code = np.zeros((L, depth), dtype=np.int8)
-    for leaf in range(L):
-        for d in range(depth):
-            code[leaf, d] = -1 if (leaf >> (depth - 1 - d)) & 1 else 1
+    # leaf l goes right (-1) at level d iff bit D-1-d of l is set (one array
+    # operation: a Python loop over the L * D entries took seconds at depth 20)
+    right = (np.arange(L, dtype=np.int64)[:, None] >> np.arange(depth - 1, -1, -1)) & 1
+    code = np.where(right == 1, -1, 1).astype(np.int8).reshape(L, depth)
     n_ops = (1 << depth) * math.factorial(depth)
     ops = None
     if n_ops <= MAX_ENUMERATED_OPS:
@@ -482,9 +485,189 @@ ARCHITECTURES = {
 _ARCH_CACHE: dict = {}
 
 #: Largest routing table (``4**depth`` int8 entries for a perfect binary tree)
-#: that :func:`get_architecture` builds: depth 14 (256 MiB) for non-oblivious trees.
+#: that :func:`get_architecture` builds: depth 14 (256 MiB) for non-oblivious trees,
+#: 23 for oblivious trees (``depth * 2**depth`` entries), 16383 for decision lists.
 _MAX_ROUTING_TABLE_BYTES = 2**28
 _MAX_NON_OBLIVIOUS_DEPTH = 14
+
+#: Most structural leaves per tree that a model may have (:func:`check_model_size`):
+#: depth 16 for oblivious and non-oblivious trees. The forward and backward
+#: passes run one tensor operation per position of the routing schedule (about
+#: two per leaf; see :func:`~sktree_lmc._forward.routing_plan`), the schedule
+#: itself is built and kept as Python tuples, and the teacher's histograms grow
+#: with the leaves too: one tree of depth 16 fits 60 rows in a few seconds,
+#: of depth 20 in minutes. Far above the depths of the paper (at most 10) and
+#: of the tests and benchmarks (at most 16).
+MAX_LEAVES_PER_TREE = 2**16
+
+
+def _check_count(name, value, minimum):
+    """``value`` as a Python int >= ``minimum`` (NumPy integers accepted)."""
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)):
+        raise TypeError(f"{name} must be an integer, got {type(value).__name__}: {value!r}.")
+    if value < minimum:
+        raise ValueError(f"{name} must be an integer >= {minimum}, got {value!r}.")
+    return int(value)
+
+
+def model_size(arch_name, depth, n_estimators, n_features, n_outputs):
+    """Sizes of a model, from the architecture's formulas (no table is built).
+
+    Parameters
+    ----------
+    arch_name : {"non_oblivious", "oblivious", "decision_list", \
+            "decision_list_modified"}
+        Architecture name.
+    depth : int
+        Tree depth, at least 1.
+    n_estimators : int
+        Number of trees ``M``.
+    n_features : int
+        Input features of the trees ``F`` (the encoded features).
+    n_outputs : int
+        Outputs per leaf ``C``.
+
+    Returns
+    -------
+    sizes : dict
+        ``n_nodes``, ``n_leaves`` (structural), ``n_free_leaves``,
+        ``n_positions`` (steps of the routing schedule of one tree: tensor
+        operations per forward pass), ``table_entries`` (of the routing
+        table ``code``, int8), ``n_parameters`` (of the whole model, additive
+        table excluded) and ``routing_bytes_per_row`` (float32 routing
+        buffers of one training row, all trees:
+        ``4 * M * (5 N + 2 L + 2 inner)``, the estimate of
+        :func:`~sktree_lmc._forward.check_routing_memory`), all Python ints.
+
+    Raises
+    ------
+    TypeError
+        If a count is not an integer.
+    ValueError
+        If ``arch_name`` is unknown or a count is out of range.
+
+    Examples
+    --------
+    >>> from sktree_lmc._architectures import model_size
+    >>> sizes = model_size("oblivious", 3, n_estimators=2, n_features=5, n_outputs=1)
+    >>> sizes["n_leaves"], sizes["n_positions"], sizes["n_parameters"]
+    (8, 14, 52)
+    """
+    if arch_name not in ARCHITECTURES:
+        raise ValueError(
+            f"Unknown arch={arch_name!r}; expected one of {sorted(ARCHITECTURES)}."
+        )
+    D = _check_count("depth", depth, 1)
+    M = _check_count("n_estimators", n_estimators, 1)
+    F = _check_count("n_features", n_features, 0)
+    C = _check_count("n_outputs", n_outputs, 1)
+    if arch_name in ("non_oblivious", "oblivious"):
+        L = 1 << D
+        N = L - 1 if arch_name == "non_oblivious" else D
+        free, positions, inner = L, 2 * L - 2, max(0, L - 4)
+    else:
+        L, N = D + 1, D
+        modified = arch_name == "decision_list_modified"
+        free, positions, inner = L - modified, 2 * D - modified, max(0, D - 2)
+    return {
+        "n_nodes": N,
+        "n_leaves": L,
+        "n_free_leaves": free,
+        "n_positions": positions,
+        "table_entries": L * N,
+        "n_parameters": M * (N * (F + 1) + free * C),
+        "routing_bytes_per_row": 4 * M * (5 * N + 2 * free + 2 * inner),
+    }
+
+
+def check_model_size(arch_name, depth, n_estimators, n_features, n_outputs):
+    """Refuse, with its estimated cost, a model whose trees are too large to train.
+
+    A tree of depth ``D`` has ``2**D`` leaves (oblivious and non-oblivious
+    trees), and training and prediction cost about two tensor operations per
+    leaf and tree structure (the routing schedule), whatever the number of
+    rows: a depth-20 tree fits 60 rows in minutes. Trees of more than
+    :data:`MAX_LEAVES_PER_TREE` leaves (depth 16), or whose routing table
+    would exceed 256 MiB (non-oblivious trees deeper than 14), are refused
+    here, in microseconds, before anything is built. The memory of the
+    routing buffers of a batch is checked separately, against the device's
+    memory, when the model is built (it also depends on the batch size).
+
+    Parameters
+    ----------
+    arch_name : str
+        Architecture name (see :data:`ARCHITECTURES`).
+    depth : int
+        Tree depth.
+    n_estimators : int
+        Number of trees.
+    n_features : int
+        Input features of the trees (the encoded features).
+    n_outputs : int
+        Outputs per leaf (classes, or regression targets).
+
+    Returns
+    -------
+    sizes : dict
+        The estimates of :func:`model_size`.
+
+    Raises
+    ------
+    TypeError
+        If a count is not an integer.
+    ValueError
+        If ``arch_name`` is unknown, a count is out of range, or the trees
+        are beyond the limits; the message gives the leaves per tree, the
+        routing schedule's length, the parameters and the routing bytes per
+        training row.
+
+    Examples
+    --------
+    >>> from sktree_lmc._architectures import check_model_size
+    >>> check_model_size("oblivious", 16, 1, 3, 2)["n_leaves"]
+    65536
+    >>> check_model_size("oblivious", 20, 1, 3, 2)  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    ValueError: arch='oblivious' with depth=20 is not supported: ...
+    """
+    if (arch_name in ("non_oblivious", "oblivious")
+            and isinstance(depth, (int, np.integer)) and not isinstance(depth, (bool, np.bool_))
+            and depth > 64):  # do not compute 2**depth of an absurd depth
+        model_size(arch_name, 1, n_estimators, n_features, n_outputs)  # the other checks
+        raise ValueError(
+            f"arch={arch_name!r} with depth={int(depth)} is not supported: its trees would "
+            f"have 2**{int(depth)} leaves each, more than the limit of "
+            f"{MAX_LEAVES_PER_TREE:,} (MAX_LEAVES_PER_TREE; depth 16). Use a smaller depth."
+        )
+    sizes = model_size(arch_name, depth, n_estimators, n_features, n_outputs)
+    too_many = sizes["n_leaves"] > MAX_LEAVES_PER_TREE
+    too_wide = sizes["table_entries"] > _MAX_ROUTING_TABLE_BYTES
+    if not (too_many or too_wide):
+        return sizes
+    if too_many:
+        why = (f"its trees have {sizes['n_leaves']:,} leaves each, more than the limit of "
+               f"{MAX_LEAVES_PER_TREE:,} (MAX_LEAVES_PER_TREE; depth 16 for oblivious and "
+               f"non-oblivious trees). Training and prediction run one tensor operation per "
+               f"step of the routing schedule ({sizes['n_positions']:,} per tree here) "
+               f"whatever the number of rows: a fit would run for minutes at least")
+    else:
+        why = (f"its routing table would have {sizes['table_entries']:,} int8 entries, more "
+               f"than {_MAX_ROUTING_TABLE_BYTES:,} (256 MiB)")
+        if arch_name == "non_oblivious" and int(depth) <= 16:
+            why += "; arch='oblivious' goes to depth 16"
+    raise ValueError(
+        f"arch={arch_name!r} with depth={int(depth)} is not supported: {why}. This model "
+        f"({int(n_estimators)} tree(s), {int(n_features)} feature(s), {int(n_outputs)} "
+        f"output(s)) would have {sizes['n_parameters']:,} parameters and need about "
+        f"{sizes['routing_bytes_per_row'] / 2**20:.4g} MiB of routing buffers per training "
+        f"row. Use a smaller depth (and more trees)."
+    )
+
+
+def _gib_of_4_to(depth):
+    """``4**depth`` bytes in GiB, as text (a power of two past float's range)."""
+    return f"{4.0 ** depth / 2**30:.3g}" if depth <= 256 else f"2**{2 * depth - 30}"
 
 
 def get_architecture(name, depth):
@@ -516,13 +699,23 @@ def get_architecture(name, depth):
     if isinstance(depth, bool) or not isinstance(depth, (int, np.integer)) or depth < 1:
         raise ValueError(f"depth must be an integer >= 1, got {depth!r}.")
     key = (name, int(depth))
-    if name == "non_oblivious" and 4 ** int(depth) > _MAX_ROUTING_TABLE_BYTES:
+    if name == "non_oblivious" and int(depth) > _MAX_NON_OBLIVIOUS_DEPTH:
         raise ValueError(
             f"arch='non_oblivious' with depth={depth} has 2**{depth} leaves per tree: its "
-            f"routing table alone would take {4 ** int(depth) / 2**30:.3g} GiB (4**depth "
+            f"routing table alone would take {_gib_of_4_to(int(depth))} GiB (4**depth "
             f"bytes) and one minibatch's leaf probabilities far more. Depths above "
             f"{_MAX_NON_OBLIVIOUS_DEPTH} are not supported; use arch='oblivious' for deep trees."
         )
+    if name != "non_oblivious":
+        entries = ((1 << int(depth)) * int(depth) if name == "oblivious" and int(depth) <= 64
+                   else (int(depth) + 1) * int(depth) if name != "oblivious" else None)
+        if entries is None or entries > _MAX_ROUTING_TABLE_BYTES:
+            raise ValueError(
+                f"arch={name!r} with depth={depth} is not supported: its routing table "
+                f"would have more than {_MAX_ROUTING_TABLE_BYTES:,} int8 entries (256 MiB; "
+                f"{'depth * 2**depth' if name == 'oblivious' else '(depth + 1) * depth'} "
+                f"entries). Use a smaller depth."
+            )
     if key not in _ARCH_CACHE:
         _ARCH_CACHE[key] = ARCHITECTURES[name](int(depth))
     return _ARCH_CACHE[key]

@@ -31,6 +31,8 @@ from __future__ import annotations
 import numpy as np
 import torch
 
+from ._architectures import MAX_LEAVES_PER_TREE
+
 __all__ = ["boosted_start", "grow_oblivious_trees", "grow_shared_trees", "oblivious_output",
            "BoostingSite", "LocalSites", "BOOSTING_ARCHITECTURES"]
 
@@ -55,6 +57,38 @@ BOOSTING_SLOPE = 200.0
 _BLOCK_ENTRIES = 1 << 22
 #: Architectures whose trees can hold an oblivious tree.
 BOOSTING_ARCHITECTURES = ("oblivious", "non_oblivious")
+
+
+def _as_int(name, value, minimum):
+    """``value`` as a Python int: NumPy integers (``np.uint8(2)``) become
+    ``int`` before any arithmetic, where their fixed width would overflow
+    (``1 << depth`` in uint8 arithmetic).
+
+    Parameters
+    ----------
+    name : str
+        The argument's name, for the error message.
+    value : int or numpy.integer
+        The value.
+    minimum : int
+        The smallest value allowed.
+
+    Returns
+    -------
+    int
+
+    Raises
+    ------
+    TypeError
+        If ``value`` is not an integer (a bool, a float, ...).
+    ValueError
+        If it is below ``minimum``.
+    """
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)):
+        raise TypeError(f"{name} must be an integer, got {type(value).__name__}: {value!r}.")
+    if value < minimum:
+        raise ValueError(f"{name} must be an integer >= {minimum}, got {value!r}.")
+    return int(value)
 
 
 def _gradients(kind, raw, target, weight):
@@ -107,12 +141,14 @@ def grow_oblivious_trees(X, target, weight, *, kind, n_trees, depth, n_outputs,
         of 1, so that the L2 penalty ``l2`` does not depend on their scale.
     kind : {"softmax", "squared"}
     n_trees, depth, n_outputs : int
+        Python or NumPy integers (converted to ``int`` first: a NumPy
+        integer's fixed width would overflow in ``2**depth``).
     mask : ndarray of bool of shape (n_trees, n_features) or None
         The features each tree may split on (None: all).
     learning_rate, l2 : float
         Shrinkage of the leaf values and their L2 penalty.
     max_bins : int
-        Thresholds per feature.
+        Thresholds per feature (an integer, as ``n_trees``).
     generator : torch.Generator or None
         Draws the rows the thresholds come from when there are more than
         :data:`BOOSTING_BIN_ROWS`.
@@ -133,7 +169,18 @@ def grow_oblivious_trees(X, target, weight, *, kind, n_trees, depth, n_outputs,
         A row goes right at a level when its value is above the threshold.
     leaves : ndarray of shape (n_trees, 2**depth, n_outputs)
         Leaf values; leaf ``sum_d right_d * 2**(depth - 1 - d)``.
+
+    Raises
+    ------
+    TypeError
+        If ``n_trees``, ``depth``, ``n_outputs`` or ``max_bins`` is not an
+        integer.
+    ValueError
+        If one of them is out of range (``n_outputs``, ``max_bins`` < 1;
+        ``n_trees``, ``depth`` < 0), or the trees would have more than
+        :data:`~sktree_lmc._architectures.MAX_LEAVES_PER_TREE` leaves.
     """
+    n_outputs = _as_int("n_outputs", n_outputs, 1)
     site = BoostingSite(X, target, weight, kind=kind, n_outputs=n_outputs,
                         validation=validation, generator=generator)
     return grow_shared_trees(LocalSites([site]), kind=kind, n_trees=n_trees, depth=depth,
@@ -162,7 +209,8 @@ class BoostingSite:
     def __init__(self, X, target, weight, *, kind, n_outputs, validation=None,
                  generator=None):
         self.X = np.asarray(X, dtype=np.float64)
-        self.target, self.kind, self.n_outputs = target, kind, n_outputs
+        self.target, self.kind = target, kind
+        self.n_outputs = _as_int("n_outputs", n_outputs, 1)
         self.weight = np.asarray(weight, dtype=np.float64)
         self.generator = generator
         self.validation = None
@@ -377,7 +425,23 @@ def grow_shared_trees(sites, *, kind, n_trees, depth, n_outputs, mask=None,
     -------
     base, features, thresholds, leaves
         See :func:`grow_oblivious_trees`.
+
+    Raises
+    ------
+    TypeError, ValueError
+        See :func:`grow_oblivious_trees`.
     """
+    n_trees = _as_int("n_trees", n_trees, 0)
+    depth = _as_int("depth", depth, 0)
+    n_outputs = _as_int("n_outputs", n_outputs, 1)
+    max_bins = _as_int("max_bins", max_bins, 1)
+    if depth >= MAX_LEAVES_PER_TREE.bit_length():  # 2**depth > MAX_LEAVES_PER_TREE
+        raise ValueError(
+            f"depth={depth}: the boosted trees would have 2**{depth} leaves each, more than "
+            f"the limit of {MAX_LEAVES_PER_TREE:,} (MAX_LEAVES_PER_TREE; see "
+            f"sktree_lmc._architectures.check_model_size); their histograms alone would "
+            f"have 2**{depth - 1} nodes per level. Use a smaller depth."
+        )
     summaries = [r[0] for r in sites.call(("summary", (max_bins,)))]
     edges = _merge_thresholds(summaries, max_bins)
     F = len(edges)

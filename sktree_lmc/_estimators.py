@@ -24,7 +24,7 @@ from sklearn.utils.validation import (
     validate_data,
 )
 
-from ._architectures import ARCHITECTURES, get_architecture
+from ._architectures import ARCHITECTURES, check_model_size, get_architecture
 from ._boosting import boosted_start, grow_oblivious_trees, oblivious_output
 from ._device import DEVICE_CONSTRAINT, prediction_device, resolve_device
 from ._encoding import (
@@ -369,6 +369,8 @@ class _BaseSoftTreeEnsemble(BaseEstimator):
         X_raw = X
         X, y, target, sample_weight, n_outputs = self._prepare_fit_data(
             X, y, sample_weight, warm, plan)
+        check_model_size(self.arch, self.depth, self.n_estimators, self.encoder_.n_features_out_,
+                         n_outputs)  # a clear error, with the cost, before any allocation
         arch = get_architecture(self.arch, self.depth)
         device = resolve_device(self.device)
         generator = torch.Generator().manual_seed(
@@ -594,7 +596,7 @@ class _BaseSoftTreeEnsemble(BaseEstimator):
                 mask = FeatureMask.draw(generator, self.n_estimators, groups, k, device)
                 if mask is not None:
                     mask.apply(module)
-        steps_per_epoch = -(-n_train // self.batch_size)
+        steps_per_epoch = -(-n_train // int(self.batch_size))
         before, total = window or (0, recipe.max_epochs)
         scheduler = make_lr_scheduler(
             optimizer, recipe.lr_schedule, recipe.warmup_fraction, steps_per_epoch * total,

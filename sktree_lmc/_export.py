@@ -116,6 +116,12 @@ def _ndtri_portable(y):
     return torch.where((y < 0) | (y > 1) | torch.isnan(y), torch.full_like(y, float("nan")), out)
 
 
+def _is_tracing():
+    """Whether :func:`torch.jit.trace` is recording (False without TorchScript)."""
+    jit = getattr(torch, "jit", None)
+    return bool(getattr(jit, "is_tracing", lambda: False)())
+
+
 def _ndtri(p):
     if torch.onnx.is_in_onnx_export():
         return _ndtri_portable(p)
@@ -384,14 +390,66 @@ class _ExportedEnsemble(nn.Module):
                 np.asarray(estimator.y_mean_, dtype=np.float32)))
             self.squeeze = bool(estimator._y_1d)
 
+    def check_input(self, X):
+        """``X``, refused unless it is a 2-D tensor of ``n_features_in`` columns.
+
+        The number of dimensions and of columns are static in a graph
+        (:func:`torch.export.export` and ``torch.onnx.export`` make only the
+        rows dynamic), so the check is resolved while exporting and the
+        exported graph keeps a fixed number of columns. While
+        :func:`torch.jit.trace` records the module, sizes are traced values
+        that a Python comparison would freeze (with a ``TracerWarning``):
+        ``X`` is then reshaped to ``(rows, n_features_in)`` instead, which
+        fails in the traced graph on another number of columns.
+
+        Parameters
+        ----------
+        X : torch.Tensor of shape (n, n_features_in)
+            The raw columns.
+
+        Returns
+        -------
+        X : torch.Tensor of shape (n, n_features_in)
+            ``X`` itself (a view of it while tracing).
+
+        Raises
+        ------
+        TypeError
+            If ``X`` is not a :class:`torch.Tensor`.
+        ValueError
+            If ``X`` is not 2-D, or its number of columns is not the
+            estimator's ``n_features_in_``.
+        """
+        n = self.n_features_in
+        if not isinstance(X, torch.Tensor):
+            raise TypeError(
+                f"The exported module takes a torch.Tensor of shape (n_samples, {n}), got "
+                f"{type(X).__name__}; convert it first, e.g. torch.as_tensor(X).")
+        if X.dim() != 2:
+            raise ValueError(
+                f"The exported module takes a 2-D tensor of shape (n_samples, {n}), got "
+                f"{X.dim()} dimension(s), shape {tuple(X.shape)}.")
+        if _is_tracing():
+            return X.reshape(X.shape[0], n)
+        if X.shape[1] != n:
+            raise ValueError(
+                f"X has {X.shape[1]} column(s), but the exported module expects {n}: the "
+                f"estimator was fitted on n_features_in_={n} columns (shape (n_samples, {n})).")
+        return X
+
     def encode(self, X):
         """The encoded features (float32), as the estimator's ``encoder_``."""
+        return self._encode(self.check_input(X))
+
+    def _encode(self, X):
+        """:meth:`encode` of a checked ``X``."""
         X = X.to(torch.float64)
         blocks = [col(X[:, j]) for j, col in enumerate(self.columns)]
         return torch.cat(blocks, dim=1).to(torch.float32)
 
     def forward(self, X):
-        out = self.trees(self.encode(X))
+        X = self.check_input(X)
+        out = self.trees(self._encode(X))
         if self.additive is not None:
             out = out + self.additive(X.to(torch.float64))
         if self.kind == "binary":
@@ -460,7 +518,11 @@ def export_module(estimator):
         other value (e.g. ``-1``) for a category unseen in ``fit`` (encoded
         like one: the "infrequent" feature, or none). ``NaN`` is a missing
         value in any column. :func:`encode_categories` turns raw rows (a
-        DataFrame, an object array) into this array.
+        DataFrame, an object array) into this array. Another number of
+        columns (or dimensions) is a ValueError naming both counts, and an
+        input that is not a tensor a TypeError; both are checked on the
+        static shape, so the exported graphs keep the check as a fixed
+        number of columns.
 
     See Also
     --------

@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import functools
 import math
+import operator
 import os
 import weakref
 
@@ -44,6 +45,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from ._architectures import ARCHITECTURES, MAX_LEAVES_PER_TREE, check_model_size
 from ._params import TreeParams
 
 __all__ = [
@@ -235,6 +237,22 @@ def _routing_elements_per_row(arch, training):
     return 5 * N + 2 * L + 2 * n_inner if training else 3 * N + L + n_inner
 
 
+def _check_tree_size(arch, n_trees, n_features, n_outputs):
+    """Refuse trees of more than :data:`MAX_LEAVES_PER_TREE` leaves before their
+    routing schedule is built (which alone takes seconds past depth 17), with
+    the estimates of :func:`~sktree_lmc._architectures.check_model_size`."""
+    if arch.n_leaves <= MAX_LEAVES_PER_TREE:
+        return
+    name, depth = getattr(arch, "name", None), getattr(arch, "depth", None)
+    if name in ARCHITECTURES and isinstance(depth, (int, np.integer)):
+        check_model_size(name, depth, n_trees, n_features, n_outputs)  # raises
+    raise ValueError(
+        f"arch={name!r} with depth={depth} is not supported: its trees have "
+        f"{arch.n_leaves:,} leaves each, more than the limit of {MAX_LEAVES_PER_TREE:,} "
+        f"(MAX_LEAVES_PER_TREE). Use a smaller depth (and more trees)."
+    )
+
+
 @functools.lru_cache(maxsize=None)
 def _memory_of(kind, index):
     """Bytes of memory of a device: the GPU's for CUDA, else the machine's
@@ -279,9 +297,13 @@ def check_routing_memory(arch, n_trees, rows, device="cpu", itemsize=4, training
 
     Raises
     ------
+    TypeError
+        If ``n_trees``, ``rows`` or ``itemsize`` is not an integer.
     ValueError
         If ``rows`` rows need more bytes than the device's memory.
     """
+    # Python ints: a NumPy integer (n_estimators=np.int8(4)) would overflow
+    n_trees, rows, itemsize = (operator.index(v) for v in (n_trees, rows, itemsize))
     per_row = itemsize * n_trees * _routing_elements_per_row(arch, training)
     memory = _memory_bytes(device)
     if memory is None or rows * per_row <= memory:
@@ -596,6 +618,12 @@ class SoftTreeEnsembleModule(nn.Module):
     The estimators train this module; use it directly to put a soft tree
     ensemble into a PyTorch model of your own.
 
+    Trees of more than :data:`~sktree_lmc._architectures.MAX_LEAVES_PER_TREE`
+    leaves (depth 16; see :func:`~sktree_lmc._architectures.check_model_size`)
+    and routing buffers beyond the device's memory for one row
+    (:func:`check_routing_memory`) are a ValueError, before anything is
+    allocated.
+
     Examples
     --------
     >>> import torch
@@ -612,6 +640,10 @@ class SoftTreeEnsembleModule(nn.Module):
     def __init__(self, arch, n_trees, n_features, n_outputs, generator=None,
                  leaf_init="ensemble", split_init="fan_in", n_additive=0):
         super().__init__()
+        # Python ints: in a NumPy integer's fixed width (n_trees=np.uint8(200)) the
+        # fan-in L * n_trees would overflow and change the initialization
+        n_trees, n_features, n_outputs, n_additive = (
+            operator.index(v) for v in (n_trees, n_features, n_outputs, n_additive))
         N, L = arch.n_nodes, arch.n_free_leaves
         bound = split_init_bound(split_init, n_features)
         fan_in = {"tree": L, "ensemble": L * n_trees}.get(leaf_init)
@@ -622,7 +654,7 @@ class SoftTreeEnsembleModule(nn.Module):
         def uniform(shape, b):
             return (torch.rand(shape, generator=generator) * 2 - 1) * b
 
-        self._set_arch(arch, n_trees)
+        self._set_arch(arch, n_trees, n_features=n_features, n_outputs=n_outputs)
         self.split_weight = nn.Parameter(uniform((n_trees, N, n_features), bound))
         self.split_bias = nn.Parameter(uniform((n_trees, N), bound))
         self.leaf_value = nn.Parameter(uniform((n_trees, L, n_outputs), lbound))
@@ -631,8 +663,10 @@ class SoftTreeEnsembleModule(nn.Module):
         # a training-time reparametrization (see additive_term): None, or (K, 1)
         self.register_buffer("additive_scale", None)
 
-    def _set_arch(self, arch, n_trees, device="cpu"):
-        check_routing_memory(arch, n_trees, 1, device, training=True)  # before allocating
+    def _set_arch(self, arch, n_trees, device="cpu", n_features=0, n_outputs=1):
+        # before allocating: trees small enough to route, buffers that fit in memory
+        _check_tree_size(arch, n_trees, n_features, n_outputs)
+        check_routing_memory(arch, n_trees, 1, device, training=True)
         self.arch = arch
         self._steps = routing_plan(arch)
         self._train_elements = _routing_elements_per_row(arch, training=True)
@@ -828,7 +862,8 @@ class SoftTreeEnsembleModule(nn.Module):
         """
         module = cls.__new__(cls)
         nn.Module.__init__(module)
-        module._set_arch(arch, np.shape(params.split_weight)[0], device)
+        M, _, F = np.shape(params.split_weight)
+        module._set_arch(arch, M, device, n_features=F, n_outputs=np.shape(params.leaf_value)[2])
         module.split_weight = nn.Parameter(torch.from_numpy(np.array(params.split_weight)))
         module.split_bias = nn.Parameter(torch.from_numpy(np.array(params.split_bias)))
         module.leaf_value = nn.Parameter(torch.from_numpy(np.array(params.leaf_value)))

@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import dataclasses
 
+import torch
+
 from ._architectures import TreeArchitecture, get_architecture
 from ._encoding import TabularEncoder
 from ._params import TreeParams
@@ -28,6 +30,8 @@ PICKLE_FORMAT = 1
 FORMAT_KEY = "_sktree_lmc_pickle_format"
 #: The key marking an encoder stored as its dict.
 _ENCODER_KEY = "__tabular_encoder__"
+#: The key marking a ``device`` parameter given as a :class:`torch.device`.
+_DEVICE_KEY = "__torch_device__"
 
 
 def stamp(state):
@@ -91,6 +95,8 @@ def estimator_state(state):
     for key in ("encoder_", "encoder"):
         if isinstance(state.get(key), TabularEncoder):
             state[key] = encoder_as_dict(state[key])
+    if isinstance(state.get("device"), torch.device):  # skops would need it trusted
+        state["device"] = {_DEVICE_KEY: str(state["device"])}
     return stamp(state)
 
 
@@ -101,6 +107,9 @@ def restore_estimator_state(state, cls):
     for key in ("encoder_", "encoder"):
         if key in state:
             state[key] = encoder_from_dict(state[key])
+    device = state.get("device")
+    if isinstance(device, dict) and _DEVICE_KEY in device:
+        state["device"] = torch.device(str(device[_DEVICE_KEY]))
     arch = state.get("architecture_")
     if isinstance(arch, (tuple, list)):
         name, depth = arch

@@ -284,8 +284,8 @@ def test_teacher_targets_mix_the_labels_on_training_rows_only():
                                      max_epochs=1, random_state=0, device="cpu").fit(X, y)
     Xe = est._encoded_input(X)
     train_idx, val_idx = np.arange(0, 300, 2), np.arange(1, 300, 2)
-    soft = est._distilled_targets(Xe, y, np.ones(300, dtype=np.float32), train_idx, val_idx,
-                                  3, torch.Generator().manual_seed(0))
+    soft = est._distilled_targets(Xe, y, np.ones(300, dtype=np.float32), (train_idx, val_idx),
+                                  3, torch.Generator().manual_seed(0), est.teacher_weight)
     assert soft.shape == (300, 3) and soft.dtype == np.float32
     assert_allclose(soft.sum(axis=1), 1.0, rtol=1e-6)
     assert_array_equal(soft[val_idx], np.eye(3)[y[val_idx]])  # early stopping sees labels
@@ -304,8 +304,8 @@ def test_teacher_targets_of_a_regressor_mix_the_standardized_targets():
                                     random_state=0, device="cpu").fit(X, X[:, 0] > 0)
     target = ((X[:, :1] - X[:, :1].mean()) / X[:, :1].std()).astype(np.float32)
     train_idx = np.arange(150)
-    mixed = est._distilled_targets(est._encoded_input(X), target, np.ones(200), train_idx,
-                                   None, 1, None)
+    mixed = est._distilled_targets(est._encoded_input(X), target, np.ones(200),
+                                   (train_idx, None), 1, None, est.teacher_weight)
     assert_array_equal(mixed[150:], target[150:])  # validation rows: the targets
     teacher = 2 * mixed[:150, 0] - target[:150, 0]  # mixed = (target + teacher) / 2
     assert not np.allclose(teacher, target[:150, 0])
