@@ -32,6 +32,7 @@ import numpy as np
 import torch
 
 from ._architectures import MAX_LEAVES_PER_TREE
+from ._losses import as_loss
 
 __all__ = ["boosted_start", "grow_oblivious_trees", "grow_shared_trees", "oblivious_output",
            "BoostingSite", "LocalSites", "BOOSTING_ARCHITECTURES"]
@@ -91,40 +92,7 @@ def _as_int(name, value, minimum):
     return int(value)
 
 
-def _gradients(kind, raw, target, weight):
-    """Gradient and Hessian (per row and output) of the loss at ``raw``.
-
-    ``"softmax"``: cross-entropy of ``softmax(raw)`` with int targets; the
-    diagonal Hessian ``p (1 - p)`` is scaled by ``C / (C - 1)`` (Friedman's
-    factor; for two classes the leaves' logit difference then takes the exact
-    Newton step). ``"squared"``: ``(raw - target)**2 / 2`` per output.
-    """
-    if kind == "softmax":
-        z = raw - raw.max(axis=1, keepdims=True)
-        p = np.exp(z)
-        p /= p.sum(axis=1, keepdims=True)
-        C = raw.shape[1]
-        g = p.copy()
-        g[np.arange(len(target)), target] -= 1.0
-        h = p * (1.0 - p) * (C / max(C - 1, 1))
-    else:
-        g = raw - target
-        h = np.ones_like(raw)
-    return g * weight[:, None], np.maximum(h, 1e-6) * weight[:, None]
-
-
-def _loss(kind, raw, target, weight):
-    """Weighted mean loss of the raw outputs (cross-entropy or half squared error)."""
-    if kind == "softmax":
-        z = raw - raw.max(axis=1, keepdims=True)
-        logp = z - np.log(np.exp(z).sum(axis=1, keepdims=True))
-        per_row = -logp[np.arange(len(target)), target]
-    else:
-        per_row = 0.5 * ((raw - target) ** 2).sum(axis=1)
-    return float(np.average(per_row, weights=weight)) if weight.sum() > 0 else 0.0
-
-
-def grow_oblivious_trees(X, target, weight, *, kind, n_trees, depth, n_outputs,
+def grow_oblivious_trees(X, target, weight, *, loss, n_trees, depth, n_outputs,
                          mask=None, learning_rate=BOOSTING_LEARNING_RATE, l2=BOOSTING_L2,
                          max_bins=BOOSTING_MAX_BINS, generator=None, validation=None):
     """Grow ``n_trees`` oblivious trees of ``depth`` levels by gradient boosting.
@@ -134,12 +102,14 @@ def grow_oblivious_trees(X, target, weight, *, kind, n_trees, depth, n_outputs,
     X : ndarray of shape (n_samples, n_features)
         Encoded training rows.
     target : ndarray
-        Int class indices of shape (n_samples,) (``kind="softmax"``) or float
-        targets of shape (n_samples, n_outputs) (``kind="squared"``).
+        Int class indices of shape (n_samples,) (cross-entropy) or float
+        targets of shape (n_samples, n_outputs) (squared error).
     weight : ndarray of shape (n_samples,)
         Sample weights (nonnegative), relative: they are rescaled to a mean
         of 1, so that the L2 penalty ``l2`` does not depend on their scale.
-    kind : {"softmax", "squared"}
+    loss : Loss or {"softmax", "squared"}
+        The objective (:mod:`._losses`): its gradients and Hessians, initial
+        prediction and validation loss.
     n_trees, depth, n_outputs : int
         Python or NumPy integers (converted to ``int`` first: a NumPy
         integer's fixed width would overflow in ``2**depth``).
@@ -181,9 +151,9 @@ def grow_oblivious_trees(X, target, weight, *, kind, n_trees, depth, n_outputs,
         :data:`~sktree_lmc._architectures.MAX_LEAVES_PER_TREE` leaves.
     """
     n_outputs = _as_int("n_outputs", n_outputs, 1)
-    site = BoostingSite(X, target, weight, kind=kind, n_outputs=n_outputs,
+    site = BoostingSite(X, target, weight, loss=loss, n_outputs=n_outputs,
                         validation=validation, generator=generator)
-    return grow_shared_trees(LocalSites([site]), kind=kind, n_trees=n_trees, depth=depth,
+    return grow_shared_trees(LocalSites([site]), loss=loss, n_trees=n_trees, depth=depth,
                              n_outputs=n_outputs, mask=mask, learning_rate=learning_rate,
                              l2=l2, max_bins=max_bins)
 
@@ -197,7 +167,7 @@ class BoostingSite:
     ----------
     X, target, weight
         The site's training rows (see :func:`grow_oblivious_trees`).
-    kind : {"softmax", "squared"}
+    loss : Loss or {"softmax", "squared"}
     n_outputs : int
     validation : tuple or None
         ``(X_val, target_val, weight_val)``: the site's validation rows.
@@ -206,10 +176,10 @@ class BoostingSite:
         :data:`BOOSTING_BIN_ROWS`.
     """
 
-    def __init__(self, X, target, weight, *, kind, n_outputs, validation=None,
+    def __init__(self, X, target, weight, *, loss, n_outputs, validation=None,
                  generator=None):
         self.X = np.asarray(X, dtype=np.float64)
-        self.target, self.kind = target, kind
+        self.target, self.loss = target, as_loss(loss)
         self.n_outputs = _as_int("n_outputs", n_outputs, 1)
         self.weight = np.asarray(weight, dtype=np.float64)
         self.generator = generator
@@ -244,10 +214,7 @@ class BoostingSite:
 
     def base_sums(self):
         """``(sum, weight sum)`` of the class weights (softmax) or of the weighted targets."""
-        if self.kind == "softmax":
-            return (np.bincount(self.target, weights=self.weight, minlength=self.n_outputs),
-                    float(self.weight.sum()))
-        return ((self.weight[:, None] * self.target).sum(axis=0), float(self.weight.sum()))
+        return self.loss.target_sums(self.target, self.weight, self.n_outputs)
 
     def start(self, edges, base, weight_scale=1.0):
         """Bin the rows on the shared thresholds; every output starts at
@@ -275,12 +242,12 @@ class BoostingSite:
             if self.validation is not None:
                 self.raw_val += oblivious_output(self.validation[0], 0.0, features[None],
                                                  thresholds[None], leaves[None])
-        self.g, self.h = _gradients(self.kind, self.raw, self.target, self.weight)
+        self.g, self.h = self.loss.gradients(self.raw, self.target, self.weight)
         self.node = np.zeros(len(self.X), dtype=np.int64)
         if self.validation is None:
             return 0.0, 0.0
         _, target_val, weight_val = self.validation
-        loss = _loss(self.kind, self.raw_val, target_val, weight_val)
+        loss = self.loss.mean(self.raw_val, target_val, weight_val)
         return loss * float(weight_val.sum()), float(weight_val.sum())
 
     def histograms(self, lo, hi, n_nodes, left_only=False, n_sent=None):
@@ -397,7 +364,7 @@ def _merge_thresholds(summaries, max_bins):
     return edges
 
 
-def grow_shared_trees(sites, *, kind, n_trees, depth, n_outputs, mask=None,
+def grow_shared_trees(sites, *, loss, n_trees, depth, n_outputs, mask=None,
                       learning_rate=BOOSTING_LEARNING_RATE, l2=BOOSTING_L2,
                       max_bins=BOOSTING_MAX_BINS):
     """Gradient boosting of oblivious trees over the rows of several sites.
@@ -418,7 +385,7 @@ def grow_shared_trees(sites, *, kind, n_trees, depth, n_outputs, mask=None,
     ----------
     sites : LocalSites or a federated equivalent
         An object whose ``call(*calls)`` runs :func:`_site_call` on every site.
-    kind, n_trees, depth, n_outputs, mask, learning_rate, l2, max_bins
+    loss, n_trees, depth, n_outputs, mask, learning_rate, l2, max_bins
         See :func:`grow_oblivious_trees`.
 
     Returns
@@ -431,6 +398,7 @@ def grow_shared_trees(sites, *, kind, n_trees, depth, n_outputs, mask=None,
     TypeError, ValueError
         See :func:`grow_oblivious_trees`.
     """
+    loss = as_loss(loss)
     n_trees = _as_int("n_trees", n_trees, 0)
     depth = _as_int("depth", depth, 0)
     n_outputs = _as_int("n_outputs", n_outputs, 1)
@@ -456,11 +424,7 @@ def grow_shared_trees(sites, *, kind, n_trees, depth, n_outputs, mask=None,
     # rows keep weight 1. A weight of k counts as k repeated rows but for the
     # penalty's relative strength (exactly so with l2=0).
     weight_scale = sum(r[1][0] for r in out) / weight_sum
-    if kind == "softmax":
-        logp = np.log(np.maximum(total / weight_sum, 1e-12))
-        base = logp - logp.mean()
-    else:
-        base = total / weight_sum
+    base = loss.initial_prediction(total, weight_sum)
     # a split "after bin k" exists for k < len(edges[f]); others never win
     valid = np.arange(n_bins)[None, :] < np.array([len(e) for e in edges])[:, None]
     if mask is None:
@@ -480,7 +444,7 @@ def grow_shared_trees(sites, *, kind, n_trees, depth, n_outputs, mask=None,
     # below the root only the left children's histograms (a right child's is its
     # parent's minus its sibling's), and for two classes only the first output's
     # (the softmax gradients of the two are opposite, their Hessians equal).
-    n_sent = 1 if kind == "softmax" and n_outputs == 2 else n_outputs
+    n_sent = loss.histogram_outputs(n_outputs)
     best_loss = best_m = None
     tree = None
     for m in range(n_trees + 1):
@@ -585,7 +549,7 @@ def oblivious_output(X, base, features, thresholds, leaves):
     return base + leaves[np.arange(M)[None, :], leaf].sum(axis=1)
 
 
-def boosted_start(module, arch, X, target, weight, *, kind, mask=None, generator=None,
+def boosted_start(module, arch, X, target, weight, *, loss, mask=None, generator=None,
                   slope=BOOSTING_SLOPE, validation=None, trees=None):
     """Set ``module``'s splits and leaves to gradient-boosted oblivious trees.
 
@@ -598,7 +562,7 @@ def boosted_start(module, arch, X, target, weight, *, kind, mask=None, generator
         ``"oblivious"`` or ``"non_oblivious"``.
     X : ndarray of shape (n_samples, F_enc)
         Encoded training rows (the validation rows excluded).
-    target, weight, kind
+    target, weight, loss
         See :func:`grow_oblivious_trees`.
     mask : FeatureMask or None
         The features each tree may use.
@@ -631,7 +595,7 @@ def boosted_start(module, arch, X, target, weight, *, kind, mask=None, generator
     X = np.asarray(X, dtype=np.float64)
     if trees is None:
         trees = grow_oblivious_trees(
-            X, target, weight, kind=kind, n_trees=M, depth=arch.depth, n_outputs=C,
+            X, target, weight, loss=loss, n_trees=M, depth=arch.depth, n_outputs=C,
             mask=allowed, generator=generator, validation=validation)
     base, feats, thr, leaves = trees
     if feats.shape != (M, arch.depth) or leaves.shape != (M, 1 << arch.depth, C):

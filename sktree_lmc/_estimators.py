@@ -8,7 +8,6 @@ from numbers import Integral, Real
 
 import numpy as np
 import torch
-import torch.nn.functional as F
 from scipy.special import log_softmax, softmax
 from sklearn.base import BaseEstimator, ClassifierMixin, RegressorMixin, _fit_context
 from sklearn.metrics import check_scoring
@@ -35,6 +34,7 @@ from ._encoding import (
     to_columns,
 )
 from ._forward import SoftTreeEnsembleModule, predict_chunked, split_init_bound
+from ._losses import CrossEntropy, SquaredError
 from ._params import TreeParams, check_same_additive
 from ._persistence import estimator_state, restore_estimator_state
 from ._plan import FitPlan, Recipe
@@ -310,7 +310,11 @@ class _BaseSoftTreeEnsemble(BaseEstimator):
         (with ``warm``, in the encoding of the fitted model)."""
         raise NotImplementedError
 
-    def _loss(self, output, target):  # pragma: no cover - abstract
+    @property
+    def _loss(self):  # pragma: no cover - abstract
+        """The task's :class:`~sktree_lmc._losses.Loss`: the training loss
+        (``self._loss(output, target)``), the boosting's gradients, the
+        teacher's mixing."""
         raise NotImplementedError
 
     def _fitted_targets(self, y):  # pragma: no cover - abstract
@@ -447,7 +451,7 @@ class _BaseSoftTreeEnsemble(BaseEstimator):
         if boosted:
             start_trees = boosted_start(
                 module, arch, X[train_idx, :F_enc], target[train_idx], sw[train_idx],
-                kind=self._boosting_loss, mask=mask, generator=generator,
+                loss=self._loss, mask=mask, generator=generator,
                 validation=_boosting_validation(X, target, sw, val_idx, F_enc),
                 trees=self._shared_trees(plan.boosting_trees))
             if mask is not None and not bool((mask.mask > 0).all()):
@@ -499,7 +503,7 @@ class _BaseSoftTreeEnsemble(BaseEstimator):
         if trees is None:
             trees = grow_oblivious_trees(
                 Xe, target[train_idx], sample_weight[train_idx],
-                kind=self._boosting_loss, n_trees=self.n_estimators, depth=self.depth,
+                loss=self._loss, n_trees=self.n_estimators, depth=self.depth,
                 n_outputs=n_outputs, generator=generator,
                 validation=_boosting_validation(X, target, sample_weight, val_idx, F_enc))
         self.teacher_ = [tuple(np.asarray(a) for a in trees)]
@@ -521,10 +525,12 @@ class _BaseSoftTreeEnsemble(BaseEstimator):
         this fit's target units, or None."""
         return trees
 
-    def _mix_targets(self, target, teacher, train_idx, teacher_weight):  # pragma: no cover
-        """``target`` with the teacher's outputs mixed in on ``train_idx`` at
-        ``teacher_weight``."""
-        raise NotImplementedError
+    def _mix_targets(self, target, teacher, train_idx, teacher_weight):
+        """``target`` with the teacher's raw outputs ``teacher`` mixed in on
+        ``train_idx`` at ``teacher_weight`` (see the loss's ``mix``)."""
+        loss = self._loss
+        return loss.mix(target, loss.teacher_targets(teacher), train_idx, teacher_weight,
+                        teacher.shape[1])
 
     def _fit_summary(self, stopper, recipe):
         """The closing line of a verbose fit."""
@@ -1325,9 +1331,6 @@ class SoftTreeEnsembleClassifier(ClassifierMixin, _BaseSoftTreeEnsemble):
     True
     """
 
-    #: The loss of ``split_init="boosting"`` (see ``_boosting.py``).
-    _boosting_loss = "softmax"
-
     _parameter_constraints: dict = {
         **_BaseSoftTreeEnsemble._parameter_constraints,
         "class_weight": [dict, StrOptions({"balanced"}), None],
@@ -1458,21 +1461,6 @@ class SoftTreeEnsembleClassifier(ClassifierMixin, _BaseSoftTreeEnsemble):
     def _check_y(self, y):
         return _check_y(y, estimator=self)
 
-    def _mix_targets(self, target, teacher, train_idx, teacher_weight):
-        """Class probabilities: one-hot labels, mixed with the teacher's
-        ``softmax`` on the training rows (cross-entropy takes them as soft
-        targets)."""
-        return self._soft_targets(target, softmax(teacher, axis=1), train_idx,
-                                  teacher.shape[1], teacher_weight)
-
-    def _soft_targets(self, target, probs, rows, n_outputs, teacher_weight):
-        """One-hot labels, mixed on ``rows`` with the teacher probabilities
-        ``probs`` (one per row of ``rows``) at ``teacher_weight``."""
-        soft = np.eye(n_outputs, dtype=np.float32)[target]
-        tw = float(teacher_weight)
-        soft[rows] = (1 - tw) * soft[rows] + tw * probs
-        return soft
-
     def _refit_targets(self, X, y):
         """The targets ``refit_leaves`` fits the leaves to: the labels, mixed
         with the teachers' probabilities as in training when the model has
@@ -1484,14 +1472,14 @@ class SoftTreeEnsembleClassifier(ClassifierMixin, _BaseSoftTreeEnsemble):
         if not teachers or not self.teacher_weight > 0:
             return target
         Xe = np.asarray(X[:, : self.encoder_.n_features_out_], dtype=np.float64)
-        probs = np.mean([softmax(oblivious_output(Xe, *t), axis=1) for t in teachers], axis=0)
-        return self._soft_targets(target, probs, slice(None), self.n_outputs_,
-                                  self.teacher_weight)
+        loss = self._loss
+        probs = np.mean([loss.teacher_targets(oblivious_output(Xe, *t)) for t in teachers],
+                        axis=0)
+        return loss.mix(target, probs, slice(None), self.teacher_weight, self.n_outputs_)
 
-    def _loss(self, output, target):
-        return F.cross_entropy(
-            output, target, reduction="none", label_smoothing=float(self.label_smoothing)
-        )
+    @property
+    def _loss(self):
+        return CrossEntropy(self.label_smoothing)
 
     def partial_fit(self, X, y, classes=None, sample_weight=None):
         """One pass over the given rows, continuing from the previous calls.
@@ -1770,8 +1758,6 @@ class SoftTreeEnsembleRegressor(RegressorMixin, _BaseSoftTreeEnsemble):
     (2,)
     """
 
-    #: The loss of ``split_init="boosting"`` (see ``_boosting.py``).
-    _boosting_loss = "squared"
 
     #: Private fitted state (besides the public ``*_`` attributes), copied
     #: into estimators built from parameters (see ``_bridge.with_params``).
@@ -1825,16 +1811,9 @@ class SoftTreeEnsembleRegressor(RegressorMixin, _BaseSoftTreeEnsemble):
         shared trees)."""
         return np.asarray(target, dtype=np.float64) * self.y_scale_ + self.y_mean_
 
-    def _mix_targets(self, target, teacher, train_idx, teacher_weight):
-        """Standardized targets mixed with the teacher's predictions on the
-        training rows."""
-        mixed = np.array(target, dtype=np.float32, copy=True)
-        tw = float(teacher_weight)
-        mixed[train_idx] = (1 - tw) * mixed[train_idx] + tw * teacher
-        return mixed
-
-    def _loss(self, output, target):
-        return ((output - target) ** 2).mean(dim=1)
+    @property
+    def _loss(self):
+        return SquaredError()
 
     def partial_fit(self, X, y, sample_weight=None):
         """One pass over the given rows, continuing from the previous calls.

@@ -151,7 +151,7 @@ def _boosting_site(est, encoder, data, val):
             *part, warm=True, plan=val_plan)
         return X_val[:, :F], fitted._shared_units(target_val), w_val
 
-    return BoostingSite(X[:, :F], fitted._shared_units(target), w, kind=est._boosting_loss,
+    return BoostingSite(X[:, :F], fitted._shared_units(target), w, loss=est._loss,
                         n_outputs=n_outputs, validation=None if val is None else rows(val))
 
 

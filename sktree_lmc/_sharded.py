@@ -791,7 +791,7 @@ class ShardedSoftTreeEnsemble(MetaEstimatorMixin, BaseEstimator):
         sites = shards.boosting_sites(clone(base), encoder)
         n_outputs = sites.call(("shape", ()))[0][0][2]
         with torch_threads(base.n_threads):
-            trees = grow_shared_trees(sites, kind=base._boosting_loss,
+            trees = grow_shared_trees(sites, loss=base._loss,
                                       n_trees=base.n_estimators, depth=base.depth,
                                       n_outputs=n_outputs)
         self.boosting_bytes_ = sites.bytes_received

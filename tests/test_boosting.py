@@ -40,7 +40,7 @@ def _base_score(kind, target, weight, n_outputs):
 def _reference_trees(X, target, weight, kind, n_trees, depth, n_outputs, l2=1.0, lr=0.1):
     """The greedy search written plainly: every level, feature and threshold
     (the weights are relative: rescaled to a mean of 1 first)."""
-    from sktree_lmc._boosting import _gradients
+    from sktree_lmc._losses import as_loss
 
     weight = weight * (len(weight) / weight.sum())
     base = _base_score(kind, target, weight, n_outputs)
@@ -49,7 +49,7 @@ def _reference_trees(X, target, weight, kind, n_trees, depth, n_outputs, l2=1.0,
     out_f, out_t = np.full((n_trees, depth), -1), np.zeros((n_trees, depth))
     out_l = np.zeros((n_trees, 1 << depth, n_outputs))
     for m in range(n_trees):
-        g, h = _gradients(kind, raw, target, weight)
+        g, h = as_loss(kind).gradients(raw, target, weight)
         node = np.zeros(len(X), dtype=np.int64)
         for d in range(depth):
             best = (-np.inf, None, None)
@@ -82,7 +82,7 @@ def test_histogram_search_equals_the_plain_greedy_search(kind, seed):
         target, C = rng.integers(0, 3, size=80), 3
     else:
         target, C = rng.normal(size=(80, 2)), 2
-    got = grow_oblivious_trees(X, target, weight, kind=kind, n_trees=3, depth=2, n_outputs=C)
+    got = grow_oblivious_trees(X, target, weight, loss=kind, n_trees=3, depth=2, n_outputs=C)
     want = _reference_trees(X, target, weight, kind, 3, 2, C)
     assert_allclose(got[0], want[0])
     assert_array_equal(got[1], want[1])
@@ -103,7 +103,7 @@ def test_the_soft_start_computes_the_boosted_trees(arch_name, kind):
         target = np.column_stack([X[:, 0] * X[:, 1], X[:, 2] > 4, X[:, 3]])
     arch = get_architecture(arch_name, 3)
     module = SoftTreeEnsembleModule(arch, 16, 5, C, generator=torch.Generator().manual_seed(0))
-    trees = boosted_start(module, arch, X, target, np.ones(400), kind=kind)
+    trees = boosted_start(module, arch, X, target, np.ones(400), loss=kind)
     with torch.no_grad():
         soft = module(torch.as_tensor(X, dtype=torch.float32)).double().numpy()
     # the soft module and the hard trees, computed independently, agree
@@ -123,7 +123,7 @@ def test_weights_count_like_repeated_rows_without_the_penalty():
     """The weights are rescaled to a mean of 1, so a weight of k counts as k
     repeated rows exactly where the L2 penalty does not weigh in (l2=0)."""
     X, y, w = _weighted_rows()
-    kw = dict(kind="softmax", n_trees=4, depth=2, n_outputs=2, l2=0.0)
+    kw = dict(loss="softmax", n_trees=4, depth=2, n_outputs=2, l2=0.0)
     with np.errstate(invalid="ignore", divide="ignore"):  # empty bins: 0 / 0 without l2
         weighted = grow_oblivious_trees(X, y, w.astype(float), **kw)
         repeated = grow_oblivious_trees(np.repeat(X, w, axis=0), np.repeat(y, w),
@@ -137,7 +137,7 @@ def test_the_scale_of_the_weights_is_free(scale):
     """Only weight ratios matter, the L2 penalty included: weights summing to
     1 do not shrink the leaves to nothing, and huge ones do not overflow."""
     X, y, w = _weighted_rows()
-    kw = dict(kind="softmax", n_trees=4, depth=2, n_outputs=2)
+    kw = dict(loss="softmax", n_trees=4, depth=2, n_outputs=2)
     expected = grow_oblivious_trees(X, y, w.astype(float), **kw)
     with warnings.catch_warnings():
         warnings.simplefilter("error")
@@ -149,15 +149,16 @@ def test_the_scale_of_the_weights_is_free(scale):
 
 @pytest.mark.parametrize("kind", ["softmax", "squared"])
 def test_validation_rows_keep_the_prefix_of_trees_with_the_least_loss(kind):
-    from sktree_lmc._boosting import _loss
+    from sktree_lmc._losses import as_loss
 
+    _loss = lambda kind, *args: as_loss(kind).mean(*args)  # noqa: E731
     rng = np.random.default_rng(0)
     X = rng.normal(size=(300, 4))
     noisy = X[:, 0] + rng.normal(scale=2.0, size=300) > 0  # few trees generalize
     target = noisy.astype(np.int64) if kind == "softmax" else noisy[:, None] * 1.0
     w = np.ones(300)
     tr, va = slice(0, 200), slice(200, 300)
-    kw = dict(kind=kind, n_trees=40, depth=3, n_outputs=2 if kind == "softmax" else 1)
+    kw = dict(loss=kind, n_trees=40, depth=3, n_outputs=2 if kind == "softmax" else 1)
     full = grow_oblivious_trees(X[tr], target[tr], w[tr], **kw)
     kept = grow_oblivious_trees(X[tr], target[tr], w[tr], **kw,
                                 validation=(X[va], target[va], w[va]))
@@ -345,15 +346,15 @@ def test_trees_grown_over_sites_are_the_trees_of_their_union(kind):
     C = 2
     w = np.random.default_rng(1).uniform(0.5, 2.0, size=900)
     train, val = np.arange(0, 900) % 5 != 0, np.arange(0, 900) % 5 == 0
-    union = grow_oblivious_trees(X[train], target[train], w[train], kind=kind, n_trees=30,
+    union = grow_oblivious_trees(X[train], target[train], w[train], loss=kind, n_trees=30,
                                  depth=3, n_outputs=C,
                                  validation=(X[val], target[val], w[val]))
     sites = []
     for rows in np.array_split(np.arange(900), 3):  # three sites of 300 rows
         t, v = rows[train[rows]], rows[val[rows]]
-        sites.append(BoostingSite(X[t], target[t], w[t], kind=kind, n_outputs=C,
+        sites.append(BoostingSite(X[t], target[t], w[t], loss=kind, n_outputs=C,
                                   validation=(X[v], target[v], w[v])))
-    shared = grow_shared_trees(LocalSites(sites), kind=kind, n_trees=30, depth=3, n_outputs=C)
+    shared = grow_shared_trees(LocalSites(sites), loss=kind, n_trees=30, depth=3, n_outputs=C)
     assert_array_equal(shared[1], union[1])  # the same splits (and prefix)
     assert_allclose(shared[2], union[2])
     assert_allclose(shared[0], union[0], rtol=1e-12)
@@ -368,7 +369,7 @@ def test_merged_thresholds_follow_the_quantiles_of_the_union():
     # three sites with different distributions of one continuous feature
     parts = [rng.normal(0, 1, 3000), rng.normal(2, 0.5, 1000), rng.exponential(1, 6000)]
     sites = [BoostingSite(p[:, None], np.zeros(len(p), dtype=np.int64), np.ones(len(p)),
-                          kind="softmax", n_outputs=2).summary(255) for p in parts]
+                          loss="softmax", n_outputs=2).summary(255) for p in parts]
     edges = _merge_thresholds(sites, 255)[0]
     union = np.concatenate(parts)
     # the share of the rows below every threshold is within 0.3 % of its level
@@ -389,7 +390,7 @@ def test_no_feature_at_all_grows_constant_trees(kind):
     y = np.arange(30) % 2
     target = y if kind == "softmax" else y[:, None].astype(float)
     base, features, thresholds, leaves = grow_oblivious_trees(
-        X, target, np.ones(30), kind=kind, n_trees=3, depth=2, n_outputs=2 if kind == "softmax"
+        X, target, np.ones(30), loss=kind, n_trees=3, depth=2, n_outputs=2 if kind == "softmax"
         else 1)
     assert (features == -1).all()
     assert (leaves[:, 1:] == 0).all()  # every row in leaf 0
@@ -406,7 +407,7 @@ def test_a_site_sends_the_left_children_and_the_first_output_of_what_the_client_
     rng = np.random.default_rng(0)
     X = rng.normal(size=(200, 3))
     y = (X[:, 0] + rng.normal(size=200) > 0).astype(int)
-    site = BoostingSite(X, y, rng.uniform(0.5, 2, size=200), kind="softmax", n_outputs=2)
+    site = BoostingSite(X, y, rng.uniform(0.5, 2, size=200), loss="softmax", n_outputs=2)
     edges = [np.quantile(X[:, f], np.linspace(0, 1, 9)[1:-1]) for f in range(3)]
     site.start(edges, np.zeros(2))
     site.add_tree(None)

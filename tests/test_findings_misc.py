@@ -62,7 +62,7 @@ def test_numpy_integer_depth_and_trees_fit_like_ints(params):
 def test_boosting_converts_numpy_integers_and_refuses_other_types():
     X, y = _data()
     w = np.ones(len(X))
-    kw = dict(kind="softmax", n_outputs=2)
+    kw = dict(loss="softmax", n_outputs=2)
     ref = grow_oblivious_trees(X, y, w, n_trees=3, depth=2, max_bins=255, **kw)
     # np.uint8(255) + 2 wrapped around to 1 in the thresholds' quantile levels
     got = grow_oblivious_trees(X, y, w, n_trees=np.uint8(3), depth=np.uint8(2),

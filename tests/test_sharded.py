@@ -769,7 +769,7 @@ def test_sharded_boosting_is_grown_over_the_rows_of_all_shards(monkeypatch, para
     # the trees of all rows, as one fit on them would grow them (no validation rows:
     # early_stopping=False), with the same (shared) encoding
     Xe = est.encoder_.transform([X[:, j] for j in range(4)])
-    union = grow_oblivious_trees(Xe, y, np.ones(len(y)), kind="softmax", n_trees=16, depth=2,
+    union = grow_oblivious_trees(Xe, y, np.ones(len(y)), loss="softmax", n_trees=16, depth=2,
                                  n_outputs=2)
     assert_same = np.testing.assert_allclose
     np.testing.assert_array_equal(grown[0][1], union[1])
@@ -829,7 +829,7 @@ def test_sharded_regressor_teacher_in_the_targets_units():
 
     shard = clone(base).set_params(max_epochs=1).fit(Xr[:200], yr[:200] * 2.0)
     Xe = shard._encoded_input(Xr)[:, : shard.encoder_.n_features_out_]
-    trees = grow_oblivious_trees(Xe, yr[:, None], np.ones(600), kind="squared", n_trees=16,
+    trees = grow_oblivious_trees(Xe, yr[:, None], np.ones(600), loss="squared", n_trees=16,
                                  depth=2, n_outputs=1)
     in_units = oblivious_output(Xe, *shard._shared_trees(trees))
     np.testing.assert_allclose(in_units * shard.y_scale_ + shard.y_mean_,

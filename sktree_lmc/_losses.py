@@ -1,0 +1,198 @@
+"""The loss of each task, one object that serves every use of it.
+
+A :class:`Loss` is the one definition of a task's objective (the role of
+scikit-learn's ``_loss`` objects in ``HistGradientBoosting*``). It serves:
+
+- the torch training loss, per row (``loss(output, target)``): the epoch
+  loop, early stopping's validation loss, the leaf refit
+  (:func:`~sktree_lmc.refit_leaves`) and the federated rounds' losses;
+- the NumPy gradients and Hessians of the gradient-boosted trees (the
+  teacher and ``split_init="boosting"``, :mod:`._boosting`), their
+  initial prediction from the summed targets, and their validation loss;
+- the teacher's mixing into the training targets (``teacher_weight``) and
+  into the refit's targets.
+
+The NumPy objective of the boosting is the torch one without label smoothing
+and, for squared error, half the summed (not the mean) squared error per row:
+the same minimizer and the same Newton steps; ``tests/test_losses.py`` checks
+the gradients against torch's autograd of the training loss.
+
+Nothing here imports the estimators.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import torch.nn.functional as F
+from scipy.special import softmax
+
+__all__: list = []
+
+
+class Loss:
+    """The objective of one task (see the module docstring)."""
+
+    #: Name of the loss (what errors and docs call it).
+    name = None
+
+    def __call__(self, output, target):  # pragma: no cover - abstract
+        """Per-row training loss of the raw ``output`` (torch, differentiable)."""
+        raise NotImplementedError
+
+    def gradients(self, raw, target, weight):  # pragma: no cover - abstract
+        """NumPy gradient and (diagonal) Hessian per row and output at ``raw``,
+        times the row weights (the Hessian at least ``1e-6`` per row)."""
+        raise NotImplementedError
+
+    def mean(self, raw, target, weight):  # pragma: no cover - abstract
+        """Weighted mean NumPy loss of ``raw`` (0 for no weight)."""
+        raise NotImplementedError
+
+    def target_sums(self, target, weight, n_outputs):  # pragma: no cover - abstract
+        """``(sum, weight sum)`` of the weighted targets, the sufficient
+        statistics of :meth:`initial_prediction` (summed over sites)."""
+        raise NotImplementedError
+
+    def initial_prediction(self, total, weight_sum):  # pragma: no cover - abstract
+        """The constant raw output that minimizes the loss, from the sums of
+        :meth:`target_sums`."""
+        raise NotImplementedError
+
+    def histogram_outputs(self, n_outputs):
+        """Outputs whose gradient histograms a boosting site must send (the
+        others follow from them)."""
+        return n_outputs
+
+    def teacher_targets(self, raw):  # pragma: no cover - abstract
+        """What a teacher's raw outputs contribute to the training targets."""
+        raise NotImplementedError
+
+    def mix(self, target, teacher, rows, teacher_weight, n_outputs):  # pragma: no cover
+        """The training targets: ``target`` mixed on ``rows`` with the
+        teacher's :meth:`teacher_targets` ``teacher`` (one per row of
+        ``rows``) at ``teacher_weight``."""
+        raise NotImplementedError
+
+    def __repr__(self):
+        return f"{type(self).__name__}()"
+
+    def __eq__(self, other):
+        return type(self) is type(other) and vars(self) == vars(other)
+
+    def __hash__(self):
+        return hash((type(self), tuple(sorted(vars(self).items()))))
+
+
+class CrossEntropy(Loss):
+    """Cross-entropy of ``softmax(output)`` with class indices or class
+    probabilities (the teacher's soft targets), with ``label_smoothing``.
+
+    Parameters
+    ----------
+    label_smoothing : float, default=0.0
+        Smoothing of the training loss (torch's); the boosting's Newton
+        steps are of the unsmoothed loss.
+    """
+
+    name = "softmax"
+
+    def __init__(self, label_smoothing=0.0):
+        self.label_smoothing = float(label_smoothing)
+
+    def __call__(self, output, target):
+        return F.cross_entropy(output, target, reduction="none",
+                               label_smoothing=self.label_smoothing)
+
+    def gradients(self, raw, target, weight):
+        """``p - onehot`` and the diagonal Hessian ``p (1 - p)`` scaled by
+        ``C / (C - 1)`` (Friedman's factor; for two classes the leaves' logit
+        difference then takes the exact Newton step)."""
+        z = raw - raw.max(axis=1, keepdims=True)
+        p = np.exp(z)
+        p /= p.sum(axis=1, keepdims=True)
+        C = raw.shape[1]
+        g = p.copy()
+        g[np.arange(len(target)), target] -= 1.0
+        h = p * (1.0 - p) * (C / max(C - 1, 1))
+        return g * weight[:, None], np.maximum(h, 1e-6) * weight[:, None]
+
+    def mean(self, raw, target, weight):
+        z = raw - raw.max(axis=1, keepdims=True)
+        logp = z - np.log(np.exp(z).sum(axis=1, keepdims=True))
+        per_row = -logp[np.arange(len(target)), target]
+        return float(np.average(per_row, weights=weight)) if weight.sum() > 0 else 0.0
+
+    def target_sums(self, target, weight, n_outputs):
+        return (np.bincount(target, weights=weight, minlength=n_outputs), float(weight.sum()))
+
+    def initial_prediction(self, total, weight_sum):
+        """The centred log class frequencies."""
+        logp = np.log(np.maximum(total / weight_sum, 1e-12))
+        return logp - logp.mean()
+
+    def histogram_outputs(self, n_outputs):
+        """Two classes: the first output's (the two gradients are opposite,
+        the Hessians equal)."""
+        return 1 if n_outputs == 2 else n_outputs
+
+    def teacher_targets(self, raw):
+        """The teacher's class probabilities."""
+        return softmax(raw, axis=1)
+
+    def mix(self, target, teacher, rows, teacher_weight, n_outputs):
+        """One-hot labels, float32, mixed with the teacher's probabilities."""
+        soft = np.eye(n_outputs, dtype=np.float32)[target]
+        tw = float(teacher_weight)
+        soft[rows] = (1 - tw) * soft[rows] + tw * teacher
+        return soft
+
+
+class SquaredError(Loss):
+    """Squared error, averaged over the outputs of a row (training); the
+    boosting minimizes half the summed squared error, the same minimizer."""
+
+    name = "squared"
+
+    def __call__(self, output, target):
+        return ((output - target) ** 2).mean(dim=1)
+
+    def gradients(self, raw, target, weight):
+        g = raw - target
+        h = np.ones_like(raw)
+        return g * weight[:, None], np.maximum(h, 1e-6) * weight[:, None]
+
+    def mean(self, raw, target, weight):
+        per_row = 0.5 * ((raw - target) ** 2).sum(axis=1)
+        return float(np.average(per_row, weights=weight)) if weight.sum() > 0 else 0.0
+
+    def target_sums(self, target, weight, n_outputs):
+        return ((weight[:, None] * target).sum(axis=0), float(weight.sum()))
+
+    def initial_prediction(self, total, weight_sum):
+        """The weighted mean target."""
+        return total / weight_sum
+
+    def teacher_targets(self, raw):
+        """The teacher's predictions."""
+        return raw
+
+    def mix(self, target, teacher, rows, teacher_weight, n_outputs):
+        """The targets, float32, mixed with the teacher's predictions."""
+        mixed = np.array(target, dtype=np.float32, copy=True)
+        tw = float(teacher_weight)
+        mixed[rows] = (1 - tw) * mixed[rows] + tw * teacher
+        return mixed
+
+
+#: The losses by name.
+LOSSES = {cls.name: cls for cls in (CrossEntropy, SquaredError)}
+
+
+def as_loss(loss):
+    """A :class:`Loss` from itself or its name (``"softmax"``, ``"squared"``)."""
+    if isinstance(loss, Loss):
+        return loss
+    if isinstance(loss, str) and loss in LOSSES:
+        return LOSSES[loss]()
+    raise ValueError(f"loss must be a Loss or one of {sorted(LOSSES)}, got {loss!r}.")
+

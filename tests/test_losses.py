@@ -1,0 +1,90 @@
+"""Issue 44: one loss object per task, tested against each of its uses."""
+
+import numpy as np
+import pytest
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from numpy.testing import assert_allclose, assert_array_equal
+from scipy.special import softmax
+
+from sktree_lmc import SoftTreeEnsembleClassifier, SoftTreeEnsembleRegressor
+from sktree_lmc._losses import LOSSES, CrossEntropy, SquaredError, as_loss
+
+
+def _case(kind, seed, n=7, C=3):
+    rng = np.random.default_rng(seed)
+    raw = rng.normal(scale=3, size=(n, C))
+    if kind == "softmax":
+        target = rng.integers(0, C, size=n)
+    else:
+        target = rng.normal(size=(n, C))
+    return raw, target, rng.uniform(0.1, 2, size=n)
+
+
+@settings(max_examples=25, deadline=None)
+@given(seed=st.integers(0, 2**31 - 1), C=st.integers(1, 4))
+def test_numpy_gradients_are_torch_autograd_of_the_training_loss(seed, C):
+    """The boosting's NumPy gradient is the gradient of the training loss (cross-entropy
+    exactly; squared error up to its constant C / 2: the mean over outputs against half
+    the sum), and its mean is the weighted mean of the per-row loss (same constant)."""
+    for kind, factor in (("softmax", 1.0), ("squared", C / 2)):
+        if kind == "softmax" and C == 1:
+            continue
+        loss = as_loss(kind)
+        raw, target, w = _case(kind, seed, C=C)
+        out = torch.tensor(raw, requires_grad=True)
+        per_row = loss(out, torch.as_tensor(target))
+        (per_row * torch.as_tensor(w)).sum().backward()
+        g, h = loss.gradients(raw, target, w)
+        assert_allclose(g, out.grad.numpy() * factor, rtol=1e-10, atol=1e-12)
+        assert (h > 0).all()
+        assert loss.mean(raw, target, w) == pytest.approx(
+            float(np.average(per_row.detach().numpy(), weights=w)) * factor, rel=1e-10)
+
+
+@pytest.mark.parametrize("kind", ["softmax", "squared"])
+def test_initial_prediction_minimizes_the_loss(kind):
+    raw, target, w = _case(kind, 0, n=50, C=3)
+    loss = as_loss(kind)
+    base = loss.initial_prediction(*loss.target_sums(target, w, 3))
+    # the gradient of the weighted loss at the constant is zero
+    g, _ = loss.gradients(np.tile(base, (50, 1)), target, w)
+    assert_allclose(g.sum(axis=0), 0.0, atol=1e-9)
+
+
+def test_mix_and_teacher_targets():
+    ce = CrossEntropy()
+    teacher = np.array([[2.0, 0.0], [0.0, 1.0]])
+    probs = ce.teacher_targets(teacher)
+    assert_allclose(probs, softmax(teacher, axis=1))
+    mixed = ce.mix(np.array([0, 1, 1]), probs, np.array([0, 2]), 0.25, 2)
+    assert mixed.dtype == np.float32
+    assert_allclose(mixed[1], [0, 1])  # not a teacher row: the label
+    assert_allclose(mixed[0], 0.75 * np.array([1, 0]) + 0.25 * probs[0], rtol=1e-6)
+    se = SquaredError()
+    target = np.arange(6, dtype=np.float64).reshape(3, 2)
+    mixed = se.mix(target, np.ones((1, 2)), [1], 0.5, 2)
+    assert_array_equal(mixed, [[0, 1], [1.5, 2], [4, 5]])
+    assert_array_equal(target, np.arange(6).reshape(3, 2))  # not changed in place
+
+
+def test_the_estimators_train_on_their_loss():
+    """The classifier's loss carries its label smoothing; the one object serves the
+    training loss, the boosting and the teacher."""
+    clf = SoftTreeEnsembleClassifier(label_smoothing=0.1)
+    assert clf._loss == CrossEntropy(0.1) and clf._loss != CrossEntropy()
+    assert SoftTreeEnsembleRegressor()._loss == SquaredError()
+    out, target = torch.randn(5, 3), torch.tensor([0, 1, 2, 1, 0])
+    assert_allclose(clf._loss(out, target).numpy(),
+                    torch.nn.functional.cross_entropy(out, target, reduction="none",
+                                                      label_smoothing=0.1).numpy())
+
+
+def test_as_loss_names_and_errors():
+    assert set(LOSSES) == {"softmax", "squared"}
+    assert as_loss("squared") == SquaredError()
+    loss = CrossEntropy(0.2)
+    assert as_loss(loss) is loss
+    with pytest.raises(ValueError, match="loss must be a Loss or one of"):
+        as_loss("hinge")
