@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import copy
 import os
+import sys
 from numbers import Integral, Real
 
 import joblib
@@ -54,7 +55,7 @@ from ._persistence import check_format, encoder_as_dict, encoder_from_dict, stam
 from ._plan import FitPlan, Recipe
 from ._refit import refit_leaves
 from ._threads import torch_threads
-from ._training import ProgressLog
+from ._training import ProgressLog, writable
 
 __all__ = ["ShardedSoftTreeEnsemble", "make_shards"]
 
@@ -829,8 +830,9 @@ class ShardedSoftTreeEnsemble(MetaEstimatorMixin, BaseEstimator):
         sizes = np.array([len(idx) for idx in shards])
         weight_sums = None if sample_weight is None else [
             sample_weight[i].sum(dtype=np.float64) for i in shards]
+        # joblib's own progress (verbose >= 3) only where stderr takes it
         local = _LocalShards(X, y, sample_weight, shards, n_jobs=self.n_jobs,
-                             verbose=10 if self.verbose >= 3 else 0)
+                             verbose=10 if self.verbose >= 3 and writable(sys.stderr) else 0)
         return local, sizes, weight_sums, X, y, sample_weight, encoder
 
     def _make_encoder(self, base, columns, by_dtype, sample_weight=None):

@@ -515,6 +515,17 @@ def _is_terminal(stream):
         return False
 
 
+def writable(stream):
+    """Whether ``stream`` takes text (not None, not closed, has ``write``):
+    what a library that prints (joblib's progress) needs before it is given
+    ``verbose``."""
+    try:
+        stream.write("")
+    except (OSError, ValueError, AttributeError, TypeError):
+        return False
+    return True
+
+
 def _fmt_seconds(seconds):
     seconds = max(0.0, float(seconds))
     if seconds < 60:

@@ -234,7 +234,11 @@ HYPERPARAMETERS = {
                      [0, 0.0, 1.5, 10, "auto", True, -1]),
     "teacher_weight": ([0.0, 0.5, 0.999], [1.0, -0.1, np.nan, True, "0.5"]),
     "additive_bins": ([None, 2, 16, (2, 8), [16, 4]],
-                      [0, 1, 1.5, True, "64", -3, (), (4, 4), (4, 1), (4, "16")]),
+                      [0, 1, 1.5, True, "64", -3, (), (4, 4), (4, 1), (4, "16"), (2**40,)]),
+    # scorers of early stopping, including ones returning what is not a number
+    "scoring": (["loss", None],
+                [lambda est, X, y: np.nan, lambda est, X, y: None,
+                 lambda est, X, y: np.array([0.5, 0.6]), lambda est, X, y: "good", "nope"]),
 }
 
 #: Hyperparameters of the classifier only.
@@ -252,9 +256,13 @@ def hyperparameters(draw, classifier=False):
     return {name: draw(mostly(*pool[name])) for name in names}
 
 
-#: Kinds of DataFrame columns: numeric, categorical by dtype, with missing values.
+#: Kinds of DataFrame columns: numeric, categorical by dtype, with missing values;
+#: datetimes in several units, with NaT and a time zone, and object columns of
+#: dates, Periods and lists (issue 44).
 COLUMN_KINDS = ["float", "float_nan", "int", "nullable_int", "bool", "str", "str_none",
-                "category", "category_nan", "all_missing", "constant", "mixed", "datetime"]
+                "category", "category_nan", "all_missing", "constant", "mixed", "datetime",
+                "datetime_us", "datetime_nat", "datetime_tz", "timedelta", "object_date",
+                "period", "list"]
 
 
 def data_column(kind, n, rng):
@@ -297,7 +305,22 @@ def data_column(kind, n, rng):
         if n:
             values[0] = "x"
         return pd.Series(values)
-    return pd.Series(pd.date_range("2020-01-01", periods=n))
+    dates = pd.Series(pd.date_range("2020-01-01", periods=n, freq="37h"))
+    if kind == "datetime_us":
+        return dates.astype("datetime64[us]")
+    if kind == "datetime_nat":
+        return dates.where(rng.rand(n) < 0.7)
+    if kind == "datetime_tz":
+        return dates.dt.tz_localize("Europe/Paris")
+    if kind == "timedelta":
+        return dates - dates.min() if n else pd.Series(pd.to_timedelta([]))
+    if kind == "object_date":
+        return pd.Series([d.date() for d in dates], dtype=object)
+    if kind == "period":
+        return pd.Series(pd.period_range("2020-01", periods=n, freq="M"))
+    if kind == "list":
+        return pd.Series([[i, i + 1] for i in range(n)], dtype=object)
+    return dates
 
 
 @st.composite
@@ -336,7 +359,8 @@ def unseen_rows(X):
 def sample_weights(n):
     return mostly(
         [None, np.ones(n), np.arange(n) % 3 + 0.5, np.full(n, 3e38), np.full(n, 1e39),
-         np.full(n, 1e-40)],
+         np.full(n, 1e-40), np.arange(n) % 2 * 1.0, np.full(n, 1e-310),
+         np.r_[np.full(n // 2, 1e-310), np.ones(n - n // 2)]],
         [np.zeros(n), -np.ones(n), np.r_[np.nan, np.ones(max(n - 1, 0))],
          np.r_[np.inf, np.ones(max(n - 1, 0))], np.ones(n + 1), np.ones((n, 2)), "w"],
     )
@@ -674,3 +698,126 @@ def test_all_constant_columns_give_a_constant_model(classifier):
     assert (pred == pred[0]).all()
     merged = merge_estimators(a, b, X=X)
     assert finite(merged.predict(X).astype(float))
+
+
+# -- surfaces the first fuzz missed (issue 44) -----------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def checkpoint_file(tmp_path_factory):
+    """A checkpoint of 2 rounds, the meta-estimator's settings and its data."""
+    from sktree_lmc import ShardedSoftTreeEnsemble
+
+    rng = np.random.RandomState(0)
+    X = rng.normal(size=(40, N_FEATURES))
+    y = (X[:, 0] > 0).astype(int)
+    path = tmp_path_factory.mktemp("ckpt") / "rounds.ckpt"
+    params = dict(estimator=SoftTreeEnsembleClassifier(**BASE), n_shards=2, n_rounds=2,
+                  random_state=0)
+    ShardedSoftTreeEnsemble(**params, checkpoint=path).fit(X, y)
+    return path, params, X, y
+
+
+@FUZZ
+@given(how=st.sampled_from(["truncate", "flip", "append", "zero", "header"]),
+       where=st.floats(0, 1, exclude_max=True), change=st.sampled_from([{}, {"n_rounds": 3},
+                                                                       {"n_shards": 3}]))
+def test_fuzz_resume_from_damaged_or_other_checkpoints(checkpoint_file, tmp_path_factory, how,
+                                                       where, change):
+    """A damaged checkpoint file, or one of other settings, is a clear error naming what
+    is wrong; never a raw error nor a model of the wrong configuration."""
+    from sktree_lmc import ShardedSoftTreeEnsemble
+
+    path, params, X, y = checkpoint_file
+    raw = bytearray(path.read_bytes())
+    i = int(where * len(raw))
+    if how == "truncate":
+        raw = raw[:i]
+    elif how == "flip":
+        raw[i] ^= 1 << (i % 8)
+    elif how == "append":
+        raw += b"x"
+    elif how == "zero":
+        raw[i:i + 16] = bytes(len(raw[i:i + 16]))
+    else:
+        raw = raw.replace(b'"version": 1', b'"version": 2', 1)
+    damaged = tmp_path_factory.mktemp("damaged") / "rounds.ckpt"
+    damaged.write_bytes(bytes(raw))
+    est = ShardedSoftTreeEnsemble(**{**params, **change})
+    if bytes(raw) == path.read_bytes() and not change:  # no damage (zeros over zeros)
+        assert est.fit(X, y, resume_from=damaged).n_rounds_ == 2
+        return
+    with pytest.raises(ValueError, match="resume_from|n_shards"):
+        est.fit(X, y, resume_from=damaged)
+
+
+@FUZZ
+@given(data=st.data())
+def test_fuzz_teacher_and_no_teacher_merges_are_order_independent(models, data):
+    """A model trained with a teacher merged with one trained without (any order,
+    lam, refit or not): finite predictions that do not depend on the order."""
+    from sktree_lmc import refit_leaves
+
+    X, y = models["X"], models["y"]
+    teacher = data.draw(st.sampled_from([0.0, 0.5, 0.9]), label="teacher_weight")
+    other = SoftTreeEnsembleClassifier(**{**BASE, "teacher_weight": teacher,
+                                          "random_state": 1}).fit(X, y)
+    a = models["clf0"]
+    lam = data.draw(st.sampled_from([0.0, 0.3, 0.5, 1.0]), label="lam")
+    ab = outcome("merge", lambda: refit_leaves(
+        merge_estimators(a, other, lam=lam, aligner="naive"), X, y), check_fitted)
+    ba = outcome("merge", lambda: refit_leaves(
+        merge_estimators(other, a, lam=1 - lam, aligner="naive"), X, y), check_fitted)
+    if ab is not None and ba is not None:
+        np.testing.assert_allclose(ab.predict_proba(X), ba.predict_proba(X), atol=1e-5)
+
+
+class _Unwritable:
+    """A stream whose write or flush fails, or that has neither."""
+
+    def __init__(self, fails):
+        self.fails = fails
+
+    def write(self, text):
+        if self.fails == "write":
+            raise OSError("broken pipe")
+        return len(text)
+
+    def flush(self):
+        if self.fails == "flush":
+            raise ValueError("I/O operation on closed file")
+
+
+@FUZZ
+@given(stream=st.sampled_from(["closed", "write", "flush", "none", "object"]),
+       verbose=st.sampled_from([1, 2, 3]), sharded=st.booleans())
+def test_fuzz_verbose_on_odd_streams(models, monkeypatch_module, stream, verbose, sharded):
+    """verbose fits with a closed, failing, missing or not-a-stream stderr: the fit runs."""
+    import io
+    import sys
+
+    from sktree_lmc import ShardedSoftTreeEnsemble
+
+    if stream == "closed":
+        target = io.StringIO()
+        target.close()
+    elif stream in ("write", "flush"):
+        target = _Unwritable(stream)
+    else:
+        target = None if stream == "none" else object()
+    X, y = models["X"], models["y"]
+    est = SoftTreeEnsembleClassifier(**{**BASE, "verbose": verbose})
+    if sharded:
+        est = ShardedSoftTreeEnsemble(est, n_shards=2, random_state=0, verbose=verbose)
+    monkeypatch_module.setattr(sys, "stderr", target)
+    try:
+        fitted = outcome("fit", lambda: est.fit(X, y), lambda e: None)
+    finally:
+        monkeypatch_module.undo()
+    assert fitted is not None
+
+
+@pytest.fixture(scope="module")
+def monkeypatch_module():
+    with pytest.MonkeyPatch.context() as mp:
+        yield mp
