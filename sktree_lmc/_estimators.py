@@ -1308,8 +1308,12 @@ class SoftTreeEnsembleClassifier(ClassifierMixin, _BaseSoftTreeEnsemble):
         trees on the encoded features, about 100 kB for 256 trees of depth
         4), kept so that :func:`refit_leaves` solves the objective the model
         was trained on (labels mixed with the teacher's probabilities); a
-        merged model holds the distinct teachers of its models, and the
-        refit mixes in their mean probabilities. None without a teacher.
+        merged model holds the distinct teachers of its models that were
+        trained with one, and its ``teacher_weight`` (and
+        ``label_smoothing``) give the weighted mean of their refit
+        objectives when they differ (see :func:`merge_estimators`); the
+        refit mixes in the teachers' mean probabilities. None without a
+        teacher.
         It does not take part in prediction.
 
     See Also

@@ -372,10 +372,15 @@ class ShardedSoftTreeEnsemble(MetaEstimatorMixin, BaseEstimator):
         model and aligner, the shard models with their Adam states, the
         history, the server optimizer's and the round-level early stopping's
         state; for dask input the shard models are gathered from the
-        workers: parameters, no rows): written to this file with
-        :func:`joblib.dump` (atomically: a crash never leaves half a file),
-        or passed to this callable. ``fit(X, y, resume_from=...)`` continues
-        from it.
+        workers: parameters, no rows): written to this file (atomically: a
+        crash never leaves half a file; a versioned header with the SHA-256
+        of its payload, so that a truncated or altered file is refused), or
+        passed to this callable as a dict. ``fit(X, y, resume_from=...)``
+        continues from it, after checking that it was written by a fit of
+        the same settings (every difference is named; ``verbose``,
+        ``n_jobs``, ``worker_timeout``, ``checkpoint`` and the estimator's
+        ``verbose``, ``n_threads`` and ``device`` may change) and data (the
+        same input encoding).
     worker_timeout : float > 0, default=60.0
         Dask input only (not used for in-memory input, whose joblib backend
         handles its workers): the longest time, in seconds, that the fit
@@ -458,7 +463,8 @@ class ShardedSoftTreeEnsemble(MetaEstimatorMixin, BaseEstimator):
         where the rows live), ``validation_loss`` (on the held-out rows, or
         None without early stopping), ``bytes_sent`` and ``bytes_received``
         (bytes of the parameter arrays sent to the shards to start the round
-        and received from them after it; the losses need the merged
+        and received from them after it, :attr:`TreeParams.nbytes`: the
+        splits, the leaves and the additive table; the losses need the merged
         parameters at the shards too, which the next round sends anyway) and
         ``wall_time`` (seconds).
     classes_ : ndarray of shape (n_classes,)
