@@ -15,7 +15,7 @@ import hashlib
 import math
 
 import numpy as np
-from sklearn.base import BaseEstimator, clone, is_classifier
+from sklearn.base import BaseEstimator, is_classifier
 from sklearn.pipeline import Pipeline
 from sklearn.utils import _safe_indexing, check_random_state
 from sklearn.utils.validation import _num_features, _num_samples, check_is_fitted
@@ -280,18 +280,7 @@ def with_params(template, params, **overrides):
     template's, ``warm_start`` included: a warm-started ``fit`` of the new
     estimator continues from ``params`` with a fresh Adam.
     """
-    new = clone(template)
-    private = getattr(template, "_fitted_private_attrs", ())
-    for key, value in vars(template).items():
-        fitted = key.endswith("_") and not key.startswith("_")
-        if (fitted or key in private) and key not in ("tree_params_", "optimizer_state_"):
-            setattr(new, key, copy.deepcopy(value))
-    new.tree_params_ = params.copy()
-    if "optimizer_state_" in vars(template):
-        new.optimizer_state_ = None
-    for key, value in overrides.items():
-        setattr(new, key, value)
-    return new
+    return template._fitted_copy(params, **overrides)
 
 
 def target_scale(estimators, weights):

@@ -9,10 +9,10 @@ from numbers import Integral, Real
 import numpy as np
 import torch
 from scipy.special import log_softmax, softmax
-from sklearn.base import BaseEstimator, ClassifierMixin, RegressorMixin, _fit_context
+from sklearn.base import BaseEstimator, ClassifierMixin, RegressorMixin, _fit_context, clone
 from sklearn.metrics import check_scoring
-from sklearn.utils import _safe_indexing, check_random_state
-from sklearn.utils._param_validation import Interval, StrOptions
+from sklearn.utils import _safe_indexing
+from sklearn.utils._param_validation import StrOptions
 from sklearn.utils.class_weight import compute_sample_weight
 from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import (
@@ -24,7 +24,7 @@ from sklearn.utils.validation import (
 )
 
 from ._architectures import ARCHITECTURES, check_model_size, get_architecture
-from ._boosting import boosted_start, grow_oblivious_trees, oblivious_output
+from ._boosting import grow_oblivious_trees, oblivious_output
 from ._device import DEVICE_CONSTRAINT, prediction_device, resolve_device
 from ._encoding import (
     NUMERIC_ENCODINGS,
@@ -33,18 +33,35 @@ from ._encoding import (
     encoders_differ,
     to_columns,
 )
-from ._forward import SoftTreeEnsembleModule, predict_chunked, split_init_bound
+from ._forward import SoftTreeEnsembleModule, predict_chunked
 from ._losses import CrossEntropy, SquaredError
 from ._params import TreeParams, check_same_additive
 from ._persistence import estimator_state, restore_estimator_state
 from ._plan import FitPlan, Recipe
+from ._progress import ProgressLog
+from ._start import (
+    boosting_start,
+    boosting_validation,
+    data_start,
+    init_module,
+    start_from_params,
+)
 from ._threads import limit_threads
+from ._validation import (
+    _FLOAT32_MAX,
+    _MAX_SCALE,
+    _check_classes,
+    _check_float32_range,
+    _check_given_encoder,
+    _check_score,
+    _NumberInterval,
+    _torch_seed,
+)
 from ._training import (
     AVERAGING,
     LR_SCHEDULES,
     SWA_START,
     FeatureMask,
-    ProgressLog,
     TrainingHooks,
     DivergenceCheck,
     EarlyStoppingCallback,
@@ -57,136 +74,13 @@ from ._training import (
     _reference_loss,
     _validation_split,
     _warn_if_diverged,
-    init_splits_from_data,
     make_lr_scheduler,
     make_optimizer,
     resolve_max_features,
-    split_directions,
     train,
 )
 
 __all__ = ["SoftTreeEnsembleClassifier", "SoftTreeEnsembleRegressor"]
-
-class _NumberInterval(Interval):
-    """An :class:`~sklearn.utils._param_validation.Interval` that rejects
-    booleans: ``batch_size=True`` is a mistake, not ``batch_size=1``."""
-
-    def is_satisfied_by(self, val):
-        return not isinstance(val, (bool, np.bool_)) and super().is_satisfied_by(val)
-
-
-_FLOAT32_MAX = float(np.finfo(np.float32).max)
-#: Upper bound of ``learning_rate`` and ``split_init``: larger values overflow
-#: float32 in Adam's first step (``learning_rate / (1 - beta1)``) or in the
-#: initialization itself.
-_MAX_SCALE = 1e30
-
-
-def _check_float32_range(array, name):
-    """Raise a ValueError if ``array`` (finite, validated) holds values that
-    float32, the training precision, cannot represent (they would become
-    infinite and turn every parameter into NaN)."""
-    if array.size and np.abs(array).max() > _FLOAT32_MAX:
-        raise ValueError(
-            f"{name} contains values beyond the float32 range (largest magnitude "
-            f"{np.abs(array).max():.3g} > {_FLOAT32_MAX:.3g}); the model trains in float32. "
-            f"Rescale {name} first."
-        )
-
-
-def _torch_seed(random_state, offset=0):
-    """A seed for a private :class:`torch.Generator`, without touching global state.
-
-    An int or a ``RandomState`` instance gives a reproducible seed (sklearn's
-    convention); ``None`` draws fresh entropy from the operating system rather
-    than from NumPy's global generator, so that ``fit`` never advances
-    ``np.random``'s state (nor torch's: only private generators are used).
-    A nonzero ``offset`` (the epochs already run by a warm-started fit) mixes
-    into the seed, so that a continued fit does not replay the minibatch
-    order of the first one.
-    """
-    if random_state is None:
-        return int(np.random.SeedSequence().generate_state(1)[0])
-    rng = check_random_state(random_state)
-    seed = int(rng.randint(np.iinfo(np.int32).max))
-    if offset:
-        seed = int(np.random.SeedSequence([seed, int(offset)]).generate_state(1)[0])
-    return seed
-
-
-def _boosting_validation(X, target, sample_weight, val_idx, n_encoded):
-    """The validation rows that choose how many gradient-boosted trees to keep
-    (``split_init="boosting"`` and the teacher), or None without early stopping."""
-    if val_idx is None:
-        return None
-    return X[val_idx, :n_encoded], target[val_idx], sample_weight[val_idx]
-
-
-def _check_score(value, scoring):
-    """A validation score as a finite float, or a ValueError naming the scorer
-    (a scorer returning NaN, None, an array or a string would otherwise end
-    early stopping silently or in a raw error)."""
-    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (Real, np.ndarray)):
-        raise ValueError(
-            f"scoring={scoring!r} returned {value!r} ({type(value).__name__}); early "
-            "stopping needs a finite number."
-        )
-    array = np.asarray(value)
-    if array.ndim != 0 or not np.issubdtype(array.dtype, np.number):
-        raise ValueError(
-            f"scoring={scoring!r} returned an array of shape {array.shape}; early stopping "
-            "needs a single finite number."
-        )
-    if not np.isfinite(array):
-        raise ValueError(
-            f"scoring={scoring!r} returned {float(array)} on the validation rows; early "
-            "stopping needs a finite number (use a scorer defined on every split, or "
-            "scoring='loss')."
-        )
-    return float(array)
-
-
-def _check_classes(classes):
-    """``partial_fit``'s ``classes``: sorted unique labels, at least two, none
-    of them missing (NaN or None)."""
-    classes = np.asarray(classes)
-    if classes.ndim != 1:
-        raise ValueError(f"classes must be one-dimensional, got shape {classes.shape}.")
-    missing = [c for c in classes.tolist() if c is None or (isinstance(c, float) and c != c)]
-    if missing:
-        raise ValueError(f"classes contains a missing value ({missing[0]!r}); a class must "
-                         "be a label, not NaN or None.")
-    classes = np.unique(classes)
-    if len(classes) < 2:
-        raise ValueError(
-            f"Classifier can't train when only one class is present: classes={classes.tolist()}."
-        )
-    return classes
-
-
-def _check_given_encoder(encoder, columns, names):
-    """A fitted :class:`TabularEncoder` given to a fit (the ``encoder``
-    parameter, or a sharded fit's shared encoder), checked against the
-    training columns: their count, and their names when both have them."""
-    if not isinstance(encoder, TabularEncoder):
-        raise TypeError(f"encoder must be a fitted TabularEncoder, got {type(encoder).__name__}.")
-    if not hasattr(encoder, "n_features_in_"):
-        raise ValueError("encoder must be a fitted TabularEncoder (fit it, or build it with "
-                         "TabularEncoder.from_summaries); it is not fitted.")
-    if encoder.n_features_in_ != len(columns):
-        raise ValueError(
-            f"The encoder given expects {encoder.n_features_in_} columns, got {len(columns)}."
-        )
-    enc_names = getattr(encoder, "names_", None)
-    if names is not None and enc_names is not None and list(enc_names) != list(names):
-        differ = [str(a) for a, b in zip(names, enc_names) if a != b]
-        raise ValueError(
-            f"The encoder given was fitted on other columns: X's columns {differ[:5]} differ "
-            "from the encoder's feature names."
-        )
-    return encoder
-
-
 
 class _BaseSoftTreeEnsemble(BaseEstimator):
     """Shared fitting and prediction logic; see the public subclasses."""
@@ -439,23 +333,15 @@ class _BaseSoftTreeEnsemble(BaseEstimator):
         """The data-aware starts of a new model (``split_init="data"`` or
         ``"boosting"``) and the teacher's targets; returns whether the model
         starts from boosted trees, and the training targets."""
-        train_idx, val_idx = split
-        F_enc = self.encoder_.n_features_out_
         sw = np.asarray(sample_weight, dtype=np.float64)
         if self.split_init == "data" and not warm:
-            directions, groups = split_directions(self.encoder_)
-            init_splits_from_data(module, X[:, :F_enc], train_idx, directions, groups,
-                                  generator, mask)
+            data_start(module, X, split[0], self.encoder_, generator, mask)
         boosted = self.split_init == "boosting" and not warm
         start_trees = None
         if boosted:
-            start_trees = boosted_start(
-                module, arch, X[train_idx, :F_enc], target[train_idx], sw[train_idx],
-                loss=self._loss, mask=mask, generator=generator,
-                validation=_boosting_validation(X, target, sw, val_idx, F_enc),
-                trees=self._shared_trees(plan.boosting_trees))
-            if mask is not None and not bool((mask.mask > 0).all()):
-                start_trees = None  # grown on per-tree column subsets: not the teacher's
+            start_trees = boosting_start(
+                module, arch, X, target, sw, split, loss=self._loss, mask=mask,
+                generator=generator, trees=self._shared_trees(plan.boosting_trees))
         if recipe.teacher_weight > 0:
             # the teacher is the boosted start's trees when they were grown on every
             # column (the same boosting on the same rows): they are not grown twice
@@ -505,7 +391,7 @@ class _BaseSoftTreeEnsemble(BaseEstimator):
                 Xe, target[train_idx], sample_weight[train_idx],
                 loss=self._loss, n_trees=self.n_estimators, depth=self.depth,
                 n_outputs=n_outputs, generator=generator,
-                validation=_boosting_validation(X, target, sample_weight, val_idx, F_enc))
+                validation=boosting_validation(X, target, sample_weight, val_idx, F_enc))
         self.teacher_ = [tuple(np.asarray(a) for a in trees)]
         return self._mix_targets(target, oblivious_output(Xe, *trees), train_idx, teacher_weight)
 
@@ -720,71 +606,11 @@ class _BaseSoftTreeEnsemble(BaseEstimator):
 
     def _init_module(self, arch, n_outputs, generator, device, warm=False):
         """The module to train: the fitted parameters with ``warm``, else freshly
-        initialized (draws from ``generator``)."""
+        initialized (draws from ``generator``; see :mod:`._start`)."""
         if warm:
-            module = SoftTreeEnsembleModule.from_params(arch, self.tree_params_, device)
-        else:
-            module = SoftTreeEnsembleModule(
-                arch, self.n_estimators, self.encoder_.n_features_out_, n_outputs,
-                generator=generator, leaf_init=self.leaf_init,
-                split_init=self._uniform_split_init(),
-                n_additive=getattr(self.encoder_, "n_additive_", 0),
-            )
-            if self.encoder_.numeric_encoding == "piecewise_linear":
-                ramps = self.encoder_.ramp_directions()
-                if ramps is not None:
-                    self._ramp_init(module, ramps, generator)
-            module = module.to(device)
-        if module.additive is not None:
-            steps = self.encoder_.additive_row_steps()
-            if not np.all(steps == 1.0):
-                # several resolutions: each row's value moves by its resolution's step
-                # (Adam's step on additive, times the row's factor); the values kept
-                # (to_params) are additive * additive_scale
-                scale = torch.as_tensor(steps[:, None], dtype=module.additive.dtype,
-                                        device=module.additive.device)
-                with torch.no_grad():
-                    module.additive.div_(scale)
-                module.additive_scale = scale
-        return module
-
-    def _uniform_split_init(self):
-        """The bound of the uniform start of the splits (``"data"`` starts
-        from the ``"fan_in"`` one, see :func:`init_splits_from_data`)."""
-        return "fan_in" if self.split_init in ("data", "boosting") else self.split_init
-
-    def _ramp_init(self, module, ramps, generator):
-        """Start every piecewise-linear column's split weights on a linear ramp
-        over its knots, ``c * ramp`` with one coefficient ``c`` per (tree,
-        node, column): the initial split is then a threshold on a
-        quantile-like transform of each value (as with the quantile-normal
-        encoding), which training bends into any piecewise-linear function.
-        Independent random weights per knot instead start every split on a
-        random zigzag of each value: measured, 5 epochs on 2,000 rows of
-        ``make_classification`` scaled by 100 reached 58.4 % training
-        accuracy with them and 96.5 % with the ramps, and over the seven
-        Tabular-Benchmark datasets (seed 0, 10k rows, full fits) the ramps
-        gave +0.2 points of test accuracy on average (-0.2 to +0.5).
-
-        The bound ``c`` of ``split_init="fan_in"`` counts one direction per
-        piecewise-linear column and one per other feature;
-        ``ramps`` (F_enc,) holds the ramp value of every encoded feature of
-        such a column and NaN elsewhere."""
-        ramp_cols = torch.as_tensor(~np.isnan(ramps))
-        groups = torch.as_tensor(self.encoder_.feature_groups_, dtype=torch.long)
-        n_dirs = int((~ramp_cols).sum()) + len(torch.unique(groups[ramp_cols]))
-        uniform = self._uniform_split_init()
-        bound = 1.0 / max(1, n_dirs) ** 0.5 if uniform == "fan_in" else float(uniform)
-        M, N, _ = module.split_weight.shape
-        n_groups = self.encoder_.n_features_in_
-        coef = (torch.rand((M, N, n_groups), generator=generator) * 2 - 1) * bound
-        ramp = torch.as_tensor(np.nan_to_num(ramps), dtype=torch.float32)
-        old = split_init_bound(uniform, len(ramps))
-        with torch.no_grad():
-            w = module.split_weight
-            w[:, :, ~ramp_cols] *= bound / old
-            module.split_bias *= bound / old
-            w[:, :, ramp_cols] = (coef[:, :, groups] * ramp)[:, :, ramp_cols]
+            return start_from_params(arch, self.tree_params_, self.encoder_, device)
+        return init_module(arch, self.n_estimators, self.encoder_, n_outputs, generator, device,
+                           leaf_init=self.leaf_init, split_init=self.split_init)
 
     # -- input --------------------------------------------------------------------
     def _input_columns(self, X):
@@ -891,6 +717,25 @@ class _BaseSoftTreeEnsemble(BaseEstimator):
                 raise ValueError(f"params.{f.name} contains NaN or infinity.")
         self.tree_params_ = params.copy()
         return self
+
+    def _fitted_copy(self, params, **overrides):
+        """A new fitted estimator with this one's hyperparameters and fitted
+        metadata, the parameters ``params`` and the fitted attributes
+        ``overrides`` (see :func:`~sktree_lmc._bridge.with_params`): the
+        public fitted attributes and the private ones of
+        ``_fitted_private_attrs`` are copied, Adam's state is not."""
+        new = clone(self)
+        private = getattr(self, "_fitted_private_attrs", ())
+        for key, value in vars(self).items():
+            fitted = key.endswith("_") and not key.startswith("_")
+            if (fitted or key in private) and key not in ("tree_params_", "optimizer_state_"):
+                setattr(new, key, copy.deepcopy(value))
+        new.tree_params_ = params.copy()
+        if "optimizer_state_" in vars(self):
+            new.optimizer_state_ = None
+        for key, value in overrides.items():
+            setattr(new, key, value)
+        return new
 
     # -- persistence --------------------------------------------------------------
     def __getstate__(self):

@@ -14,7 +14,6 @@ import os
 import sys
 from numbers import Integral, Real
 
-import joblib
 import numpy as np
 from sklearn.base import BaseEstimator, MetaEstimatorMixin, _fit_context, clone
 from sklearn.metrics import accuracy_score, r2_score
@@ -42,12 +41,7 @@ from ._encoding import (
     encoders_differ,
     to_columns,
 )
-from ._estimators import (
-    SoftTreeEnsembleClassifier,
-    _BaseSoftTreeEnsemble,
-    _check_given_encoder,
-    _NumberInterval,
-)
+from ._estimators import SoftTreeEnsembleClassifier, _BaseSoftTreeEnsemble
 from ._federated import _DaskShards, _LocalShards, is_dask_collection, run_rounds
 from ._merge import ALIGNER_SHORTCUTS, ModelAligner, check_aligner
 from ._checkpoint import config_of, read_checkpoint, write_checkpoint
@@ -55,7 +49,8 @@ from ._persistence import check_format, encoder_as_dict, encoder_from_dict, stam
 from ._plan import FitPlan, Recipe
 from ._refit import refit_leaves
 from ._threads import torch_threads
-from ._training import ProgressLog, writable
+from ._validation import _check_given_encoder, _NumberInterval
+from ._progress import ProgressLog, writable
 
 __all__ = ["ShardedSoftTreeEnsemble", "make_shards"]
 

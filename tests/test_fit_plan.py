@@ -36,12 +36,35 @@ def clf(**kw):
 
 # -- explicit inputs ----------------------------------------------------------------------------
 def test_no_hidden_settings_between_layers():
-    """No module sets the old hooks (or any private attribute) on an estimator."""
+    """The old hooks are gone from the package."""
     source = "\n".join(p.read_text() for p in sorted(PACKAGE.glob("*.py")))
     for hook in ("_shared_encoder", "_shared_boosting", "_schedule_window", "_partial_classes"):
         assert hook not in source
-    # ``name._attr = ...`` where name is not self: a private attribute set from outside
-    outside = re.findall(r"^\s*(?!self\b)(\w+)\._\w+\s*=[^=]", source, flags=re.M)
+
+
+def test_no_module_sets_a_private_attribute_on_an_estimator(monkeypatch):
+    """Fits, partial fits, sharded rounds with a teacher and early stopping, merges and
+    refits: every private attribute of an estimator is set by its own class's code."""
+    from sktree_lmc import refit_leaves
+    from sktree_lmc._estimators import _BaseSoftTreeEnsemble
+
+    outside = []
+
+    def spy(self, name, value):
+        if name.startswith("_") and not name.startswith("__"):
+            where = Path(sys._getframe(1).f_code.co_filename).name
+            if where != "_estimators.py":
+                outside.append((name, where))
+        object.__setattr__(self, name, value)
+
+    monkeypatch.setattr(_BaseSoftTreeEnsemble, "__setattr__", spy)
+    a = clf(teacher_weight=0.5).fit(X, Y)
+    b = SoftTreeEnsembleRegressor(**FAST).fit(X, X[:, 0])
+    clf().partial_fit(X[:100], Y[:100], classes=[0, 1]).partial_fit(X[100:], Y[100:])
+    ShardedSoftTreeEnsemble(clf(early_stopping=True), n_shards=2, n_rounds=2,
+                            random_state=0).fit(X, Y)
+    refit_leaves(merge_estimators(a, clf(random_state=1).fit(X, Y)), X, Y)
+    merge_estimators(b, SoftTreeEnsembleRegressor(**{**FAST, "random_state": 1}).fit(X, X[:, 0]))
     assert outside == []
 
 
