@@ -55,6 +55,7 @@ from ._validation import (
     _check_given_encoder,
     _check_score,
     _NumberInterval,
+    _rescaled_weights,
     _torch_seed,
 )
 from ._training import (
@@ -553,7 +554,7 @@ class _BaseSoftTreeEnsemble(BaseEstimator):
         sample_weight = _check_sample_weight(
             sample_weight, columns[0] if columns else X, dtype=np.float64,
             ensure_non_negative=True)
-        sample_weight = sample_weight * self._target_weights(y)
+        sample_weight = _rescaled_weights(sample_weight * self._target_weights(y))
         if not sample_weight.sum() > 0:
             raise ValueError(
                 "sample_weight (times class_weight, for a classifier) sums to zero: "

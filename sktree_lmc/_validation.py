@@ -131,3 +131,22 @@ def _check_given_encoder(encoder, columns, names):
             "from the encoder's feature names."
         )
     return encoder
+
+
+#: Sample weights whose largest lies outside ``[2**-_WEIGHT_EXPONENT,
+#: 2**_WEIGHT_EXPONENT]`` are rescaled (see :func:`_rescaled_weights`).
+_WEIGHT_EXPONENT = 64
+
+
+def _rescaled_weights(sample_weight):
+    """``sample_weight`` (float64, non-negative) multiplied by a power of two
+    that brings its largest value into ``[0.5, 1)`` when that value is below
+    ``2**-64`` or above ``2**64``, else as it is. Only the ratios of the
+    weights matter, and a power of two keeps them exactly; subnormal weights
+    (``1e-310``) would otherwise overflow ``1 / sum`` in the gradient-boosted
+    teacher's rescaling and end the fit in a NaN loss."""
+    largest = float(sample_weight.max(initial=0.0))
+    if largest > 0 and not 2.0 ** -_WEIGHT_EXPONENT <= largest <= 2.0 ** _WEIGHT_EXPONENT:
+        exponent = np.frexp(largest)[1]
+        return np.ldexp(sample_weight, -exponent)
+    return sample_weight

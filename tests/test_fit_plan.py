@@ -241,3 +241,16 @@ def test_a_damaged_checkpoint_is_a_clear_error_naming_the_file(tmp_path, damage)
         path.unlink()
     with pytest.raises(ValueError, match=re.escape(str(path))):
         ShardedSoftTreeEnsemble(base, **params).fit(X, Y, resume_from=path)
+
+
+@pytest.mark.parametrize("scale", [1e-310, 5e-324, 1e-40, 1e300])
+@pytest.mark.parametrize("Est", [SoftTreeEnsembleClassifier, SoftTreeEnsembleRegressor])
+def test_extreme_sample_weights_fit_as_their_ratios(Est, scale):
+    """Issue 44: subnormal weights ended in a misleading "Training diverged" (the
+    teacher's rescaling overflowed); only the weights' ratios matter."""
+    y = Y if Est is SoftTreeEnsembleClassifier else X[:, 0]
+    kw = dict(FAST, early_stopping=False, teacher_weight=0.5)
+    ones = Est(**kw).fit(X, y)
+    tiny = Est(**kw).fit(X, y, sample_weight=np.full(len(y), scale))
+    # equal weights of any scale: the same model (up to the rounding of a weighted mean)
+    np.testing.assert_allclose(tiny.predict(X), ones.predict(X), rtol=1e-9, atol=1e-12)
