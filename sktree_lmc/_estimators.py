@@ -526,7 +526,7 @@ class _BaseSoftTreeEnsemble(BaseEstimator):
                 )
             return True
         fitted = (enc.numeric_encoding, enc.n_bins, enc.max_categories,
-                  getattr(enc, "additive_bins", None))
+                  enc.additive_bins)
         wanted = (self.numeric_encoding, self.n_bins, self.max_categories, self.additive_bins)
         if fitted != wanted:
             raise ValueError(
@@ -573,7 +573,7 @@ class _BaseSoftTreeEnsemble(BaseEstimator):
     def _with_codes(self, X, columns, start=0):
         """Encoded rows with the additive term's codes appended (as float32
         columns, after the trees' features) when the model has one."""
-        if not getattr(self.encoder_, "n_additive_", 0):
+        if not self.encoder_.n_additive_:
             return X
         codes = self.encoder_.additive_codes(columns, start, start + X.shape[0])
         return np.concatenate([X, codes], axis=1)
@@ -1318,7 +1318,7 @@ class SoftTreeEnsembleClassifier(ClassifierMixin, _BaseSoftTreeEnsemble):
         of models with different teachers), so that the refit solves the
         objective the model was trained on."""
         target = self._fitted_targets(y)
-        teachers = getattr(self, "teacher_", None)
+        teachers = self.teacher_
         if not teachers or not self.teacher_weight > 0:
             return target
         Xe = np.asarray(X[:, : self.encoder_.n_features_out_], dtype=np.float64)

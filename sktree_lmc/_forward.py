@@ -867,7 +867,7 @@ class SoftTreeEnsembleModule(nn.Module):
         module.split_weight = nn.Parameter(torch.from_numpy(np.array(params.split_weight)))
         module.split_bias = nn.Parameter(torch.from_numpy(np.array(params.split_bias)))
         module.leaf_value = nn.Parameter(torch.from_numpy(np.array(params.leaf_value)))
-        additive = getattr(params, "additive", None)
+        additive = params.additive
         module.additive = (None if additive is None
                            else nn.Parameter(torch.from_numpy(np.array(additive))))
         module.register_buffer("additive_scale", None)

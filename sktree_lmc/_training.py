@@ -66,7 +66,7 @@ def make_optimizer(module, learning_rate):
     and the additive table, when the module has one, in a second group at
     ``ADDITIVE_LR_FACTOR * learning_rate`` (a schedule scales both)."""
     groups = [{"params": [module.split_weight, module.split_bias, module.leaf_value]}]
-    if getattr(module, "additive", None) is not None:
+    if module.additive is not None:
         groups.append({"params": [module.additive],
                        "lr": ADDITIVE_LR_FACTOR * learning_rate})
     return torch.optim.Adam(groups, lr=learning_rate)
