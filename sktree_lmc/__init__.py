@@ -14,6 +14,7 @@ from ._architectures import (
     is_valid_op,
     random_ops,
 )
+from ._dask import WorkerLostError
 from ._encoding import TabularEncoder
 from ._estimators import SoftTreeEnsembleClassifier, SoftTreeEnsembleRegressor
 from ._export import encode_categories, export_module
@@ -52,6 +53,7 @@ __all__ = [
     "TabularEncoder",
     "TreeArchitecture",
     "TreeParams",
+    "WorkerLostError",
     "activation_matching",
     "best_ops_for_pairs",
     "encode_categories",

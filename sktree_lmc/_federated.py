@@ -17,6 +17,8 @@ The shards live in one of two places, behind one small interface:
   the workers and never gathered to the client. A shard's fitted estimator
   (with its optimizer state) stays on its worker as a future between rounds;
   the client sends the merged parameters and receives parameters only.
+  The dask plumbing (the partitions, the client, the one gather with the
+  worker timeout and :class:`WorkerLostError`) is :mod:`sktree_lmc._dask`'s.
 
 Both run the same shard-side functions (:func:`_shard_fit`,
 :func:`_shard_loss`, :func:`_boosting_site`), so the two paths give the same
@@ -32,8 +34,6 @@ loss sums, never rows.
 
 from __future__ import annotations
 
-import asyncio
-import concurrent.futures
 import copy
 import operator
 import time
@@ -45,26 +45,24 @@ from sklearn.utils import _safe_indexing
 from sklearn.utils.validation import _num_samples, check_array
 
 from ._boosting import BoostingSite, LocalSites, _site_call, result_nbytes
-from ._encoding import _is_dataframe, summarize, to_columns
-from ._params import TreeParams
 from ._checkpoint import RoundState
+from ._dask import (
+    POLL,
+    WORKER_TIMEOUT,
+    aligned_partitions,
+    compute_partitions,
+    gather_with_timeout,
+    running_client,
+    scatter_fresh,
+)
+# re-exported: ShardedSoftTreeEnsemble documents sktree_lmc._federated.WorkerLostError
+from ._dask import WorkerLostError, is_dask_collection  # noqa: F401
+from ._encoding import _is_dataframe, summarize, to_columns
+from ._matching import _align_optimizer_state, weight_matching
+from ._params import TreeParams
 from ._plan import FitPlan, Recipe, Start
 
 __all__: list = []
-
-
-class WorkerLostError(RuntimeError):
-    """The dask workers of a sharded fit were lost: the fit stopped.
-
-    Raised when the scheduler has had no worker for ``worker_timeout``
-    seconds while the fit waits on the shards, or when a shard's task was
-    lost with its workers (``distributed.KilledWorker``, a task cancelled for
-    lost dependencies). The message names the round, what was running and
-    the unfinished shards. A :class:`RuntimeError` (not a
-    :class:`TimeoutError`, which is an :class:`OSError`): what failed is the
-    cluster the fit runs on, not an operation of this process, and a lost
-    task is no timeout at all.
-    """
 
 
 def _named_error(exc, k, n_rows, stage):
@@ -80,20 +78,6 @@ def _named_error(exc, k, n_rows, stage):
 # ----------------------------------------------------------------------------
 # shard-side functions (run in a joblib worker or a dask worker)
 # ----------------------------------------------------------------------------
-
-
-def _align_optimizer_state(state, alignment):
-    """Adam moments of a model expressed in the basis given by ``alignment``.
-
-    First moments transform like the parameters (tree permutation, node
-    permutation and sign, leaf permutation); second moments are permuted the
-    same way but are invariant under sign flips.
-    """
-    exp_avg = alignment.apply(state["exp_avg"])
-    sq = alignment.apply(state["exp_avg_sq"])
-    exp_avg_sq = TreeParams(np.abs(sq.split_weight), np.abs(sq.split_bias), sq.leaf_value,
-                            sq.additive)
-    return {"step": state["step"], "exp_avg": exp_avg, "exp_avg_sq": exp_avg_sq}
 
 
 def _continue_plan(est, start):
@@ -236,49 +220,6 @@ class _LocalShards:
 # ----------------------------------------------------------------------------
 
 
-def is_dask_collection(obj):
-    """Whether ``obj`` is a dask collection (without importing dask otherwise)."""
-    try:
-        import dask
-    except ImportError:  # pragma: no cover - dask not installed
-        return False
-    return dask.is_dask_collection(obj)
-
-
-def _partitions(obj, name, n_rows_per_part=None):
-    """The delayed partitions (along rows) of a dask array, DataFrame or Series."""
-    import dask.array as da
-
-    if isinstance(obj, da.Array):
-        if obj.ndim > 1 and obj.numblocks[1] > 1:
-            obj = obj.rechunk({1: -1})
-        parts = list(obj.to_delayed().reshape(-1)) if obj.ndim > 1 else list(obj.to_delayed())
-        sizes = obj.chunks[0]
-    elif hasattr(obj, "to_delayed"):  # dask DataFrame / Series
-        parts = list(obj.to_delayed())
-        sizes = None
-    else:
-        raise TypeError(f"{name} must be a dask array or DataFrame when X is one, "
-                        f"got {type(obj).__name__}.")
-    return parts, sizes
-
-
-def aligned_partitions(X, y, sample_weight=None):
-    """The partitions of ``X``, ``y`` and ``sample_weight`` (``[]`` when None),
-    checked to be partitioned alike (a ValueError says how they differ)."""
-    X_parts, _ = _partitions(X, "X")
-    y_parts, _ = _partitions(y, "y")
-    w_parts = [] if sample_weight is None else _partitions(sample_weight, "sample_weight")[0]
-    P = len(X_parts)
-    if len(y_parts) != P or (w_parts and len(w_parts) != P):
-        raise ValueError(
-            f"X has {P} partitions but y has {len(y_parts)}"
-            + (f" and sample_weight {len(w_parts)}" if w_parts else "")
-            + "; they must be partitioned alike."
-        )
-    return X_parts, y_parts, w_parts
-
-
 def _concat_shard(k, is_classifier, n_parts, *parts):
     """Assemble shard ``k`` from its partitions (X parts, y parts, weight parts).
 
@@ -330,27 +271,15 @@ class _DaskShards:
     """Shards made of dask partitions; everything runs on the workers."""
 
     #: Seconds of one wait on the futures before the workers are counted.
-    poll = 0.5
+    poll = POLL
 
-    def __init__(self, X, y, sample_weight, n_shards, is_classifier, worker_timeout=60.0):
-        try:
-            from distributed import get_client
-        except ImportError as exc:  # pragma: no cover - extra not installed
-            raise ImportError(
-                "Fitting on dask collections needs dask.distributed "
-                "(pip install 'sktree_lmc[distributed]')."
-            ) from exc
-        try:
-            self.client = get_client()
-        except ValueError as exc:
-            raise ValueError(
-                "X is a dask collection but no dask.distributed Client is running: create "
-                "one (e.g. Client(LocalCluster())) before calling fit."
-            ) from exc
+    def __init__(self, X, y, sample_weight, n_shards, is_classifier,
+                 worker_timeout=WORKER_TIMEOUT):
+        self.client = running_client("fit", "Fitting")
         self.worker_timeout = float(worker_timeout)
         self.round = self.n_rounds = None  # set by run_rounds (1-based), for the errors
-        X_parts, y_parts, w_parts = aligned_partitions(X, y, sample_weight)
-        P = len(X_parts)
+        parts = aligned_partitions(X, y, sample_weight)
+        P = len(parts[0])
         if n_shards > P:
             raise ValueError(
                 f"n_shards={n_shards} but X has only {P} partitions: with dask input every "
@@ -360,15 +289,14 @@ class _DaskShards:
         groups = np.array_split(np.arange(P), n_shards)
         # Partitions are computed on the workers; each shard is assembled where the
         # scheduler puts it (next to its partitions) and stays there.
-        futures = self.client.compute(X_parts + y_parts + w_parts)
-        xf, yf, wf = futures[:P], futures[P : 2 * P], futures[2 * P :]
+        xf, yf, wf = compute_partitions(self.client, parts)
         self.data = [
             self.client.submit(_concat_shard, k, is_classifier, len(g),
                                *[xf[i] for i in g], *[yf[i] for i in g],
                                *[wf[i] for i in g if wf], pure=False)
             for k, g in enumerate(groups)
         ]
-        del futures, xf, yf, wf
+        del parts, xf, yf, wf
         self.summaries = self._gather(
             [self.client.submit(_shard_summary, d, is_classifier, pure=False)
              for d in self.data],
@@ -408,15 +336,15 @@ class _DaskShards:
         return self._gather(list(handles), "gathering the shard models for the checkpoint")
 
     def loss(self, merged, validation=False):
-        # hash=False: a fresh key per call. With the content hash, the training and
-        # validation losses of one round scatter the same model under one key, and
-        # the release of the first call's future can drop the data the second uses
-        # ("lost dependencies").
-        merged_f = self.client.scatter(merged, broadcast=True, hash=False)
+        what = f"computing the merged model's {'validation' if validation else 'training'} loss"
+        # a fresh key per call: the training and validation losses of one round
+        # scatter the same model
+        merged_f = scatter_fresh(self.client, merged, self._message(what),
+                                 worker_timeout=self.worker_timeout,
+                                 names=range(len(self.data)))
         parts = self._gather(
             [self.client.submit(_shard_loss, merged_f, d, pure=False)
-             for d in (self.val if validation else self.data)],
-            f"computing the merged model's {'validation' if validation else 'training'} loss")
+             for d in (self.val if validation else self.data)], what)
         return sum(p[0] for p in parts) / sum(p[1] for p in parts)
 
     def boosting_sites(self, est, encoder):
@@ -429,57 +357,25 @@ class _DaskShards:
 
     def _gather(self, futures, what, shards=None):
         """The results of ``futures`` (one per shard: of shards ``shards``, by
-        default ``0, 1, ...`` in order), waited for
-        in slices of :attr:`poll` seconds, counting the scheduler's workers
-        between slices: after ``worker_timeout`` seconds without any worker the
-        futures are cancelled and a :class:`WorkerLostError` names the round,
-        ``what`` was running and the unfinished shards. A task lost with its
-        workers (``KilledWorker``, cancelled) is a :class:`WorkerLostError` too;
-        a shard's own error (its data, its fit) is raised as it is."""
-        from distributed import KilledWorker, wait
+        default ``0, 1, ...`` in order), through
+        :func:`~sktree_lmc._dask.gather_with_timeout` (waits of :attr:`poll`
+        seconds, ``worker_timeout``): when the workers are lost, a
+        :class:`WorkerLostError` names the round, ``what`` was running and the
+        unfinished shards; a shard's own error (its data, its fit) is raised
+        as it is."""
+        return gather_with_timeout(self.client, futures, self._message(what),
+                                   worker_timeout=self.worker_timeout, names=shards,
+                                   unit="shard", poll=self.poll)
 
-        def lost(f):
-            return f.cancelled() or (f.status == "error"
-                                     and isinstance(f.exception(), KilledWorker))
-
-        futures = list(futures)
-        names = list(range(len(futures)) if shards is None else shards)
+    def _message(self, what):
+        """The message builder of :func:`~sktree_lmc._dask.gather_with_timeout`
+        while ``what`` runs: ``message(unfinished, why)``."""
         n_shards = len(self.data)
-        no_worker_since = None
-        while True:
-            try:
-                wait(futures, timeout=self.poll)
-                break
-            except concurrent.futures.CancelledError:  # statuses looked at below
-                break
-            except (TimeoutError, asyncio.TimeoutError):
-                pass
-            if any(lost(f) for f in futures if f.done()):
-                break  # no need to wait for the other shards
-            if self.client.nthreads():
-                no_worker_since = None
-                continue
-            now = time.monotonic()
-            if no_worker_since is None:
-                no_worker_since = now
-            elif now - no_worker_since >= self.worker_timeout:
-                unfinished = [names[i] for i, f in enumerate(futures) if not f.done()]
-                self.client.cancel(futures)
-                raise WorkerLostError(self._lost_message(
-                    what, unfinished, n_shards,
-                    f"the scheduler has had no worker for {now - no_worker_since:.1f} s "
-                    f"(worker_timeout={self.worker_timeout:g})"))
-        reasons = {names[i]: "cancelled" if f.cancelled() else f"KilledWorker: {f.exception()}"
-                   for i, f in enumerate(futures) if f.done() and lost(f)}
-        if reasons:
-            unfinished = [names[i] for i, f in enumerate(futures)
-                          if names[i] in reasons or not f.done()]
-            self.client.cancel(futures)
-            raise WorkerLostError(self._lost_message(
-                what, unfinished, n_shards,
-                f"the tasks of shard(s) {sorted(reasons)} were lost with their workers ("
-                + "; ".join(sorted(set(reasons.values()))) + ")"))
-        return self.client.gather(futures)
+
+        def message(unfinished, why):
+            return self._lost_message(what, unfinished, n_shards, why)
+
+        return message
 
     def _lost_message(self, what, shards, n_shards, why):
         where = ("Setting up the shards (before round 1)" if self.round is None
@@ -498,8 +394,9 @@ class _DaskShards:
 class _DaskSites:
     """The boosting sites of dask shards: every call runs on the sites'
     workers (:func:`_site_call`), the updated sites stay there as futures,
-    and only the results (histograms, sums) are gathered, with the lost-worker
-    handling of :meth:`_DaskShards._gather`."""
+    and only the results (histograms, sums) are gathered, through
+    :meth:`_DaskShards._gather` (:func:`~sktree_lmc._dask.gather_with_timeout`:
+    the worker timeout and the lost-worker errors of the rounds)."""
 
     def __init__(self, shards, sites):
         self.shards, self.sites = shards, sites
@@ -528,8 +425,6 @@ def _server_step(merged_params, previous, velocity, momentum, learning_rate, arc
     Returns the new parameters, the new velocity and the alignment applied
     to ``merged``.
     """
-    from ._matching import weight_matching
-
     alignment = weight_matching(previous, merged_params, arch)
     delta = alignment.apply(merged_params).astype(np.float64) - previous
     velocity = delta if velocity is None else momentum * velocity + delta

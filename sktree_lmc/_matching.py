@@ -40,7 +40,7 @@ from scipy.optimize import linear_sum_assignment
 from ._architectures import SymmetryOps, _ops_from_node_ops
 from ._device import resolve_device
 from ._oblivious import exhaustive_cost, exhaustive_search, oblivious_search
-from ._params import check_finite_params
+from ._params import TreeParams, check_finite_params
 
 __all__ = [
     "Alignment",
@@ -121,6 +121,33 @@ class Alignment:
             The same function, with trees permuted and transformed to match ``a``.
         """
         return params.permute_trees(self.tree_perm).apply_ops(self.ops)
+
+
+def _align_optimizer_state(state, alignment):
+    """Adam moments of a model expressed in the basis given by ``alignment``.
+
+    First moments transform like the parameters (tree permutation, node
+    permutation and sign, leaf permutation); second moments are permuted the
+    same way but are invariant under sign flips.
+
+    Parameters
+    ----------
+    state : dict
+        An ``optimizer_state_``: ``step``, ``exp_avg`` and ``exp_avg_sq``
+        (:class:`TreeParams`).
+    alignment : Alignment
+        Or anything with its ``apply(params)`` (a chain of alignments).
+
+    Returns
+    -------
+    dict
+        The same keys, the moments in the aligned basis.
+    """
+    exp_avg = alignment.apply(state["exp_avg"])
+    sq = alignment.apply(state["exp_avg_sq"])
+    exp_avg_sq = TreeParams(np.abs(sq.split_weight), np.abs(sq.split_bias), sq.leaf_value,
+                            sq.additive)
+    return {"step": state["step"], "exp_avg": exp_avg, "exp_avg_sq": exp_avg_sq}
 
 
 def _check_invariances(invariances):

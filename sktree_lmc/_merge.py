@@ -34,8 +34,7 @@ from ._bridge import (
 )
 from ._device import DEVICE_CONSTRAINT, resolve_device
 from ._estimators import _NumberInterval
-from ._federated import _align_optimizer_state
-from ._matching import INVARIANCES, dp_cost
+from ._matching import INVARIANCES, _align_optimizer_state, dp_cost
 from ._nway import _check_weights, align_many
 from ._training import ProgressLog
 

@@ -54,7 +54,15 @@ from ._estimators import (
     _check_float32_range,
     _NumberInterval,
 )
-from ._federated import is_dask_collection
+from ._dask import (
+    WORKER_TIMEOUT,
+    aligned_partitions,
+    compute_partitions,
+    gather_with_timeout,
+    is_dask_collection,
+    running_client,
+    scatter_fresh,
+)
 from ._forward import SoftTreeEnsembleModule
 from ._params import TreeParams
 from ._training import ProgressLog, _as_tensor
@@ -297,52 +305,73 @@ def _rows_terms(rows, theta_flat):
 class _FederatedLeafObjective(_LeafObjective):
     """:class:`_LeafObjective` on dask partitions: the model is sent to the
     workers once; every evaluation sends the leaf values to each partition's
-    worker and receives its loss, gradient and weight sums."""
+    worker and receives its loss, gradient and weight sums.
 
-    def __init__(self, estimator, head, X, y, sample_weight, alpha, cache_bytes):
-        from ._federated import aligned_partitions
+    Every result is waited for by
+    :func:`~sktree_lmc._dask.gather_with_timeout`: after ``worker_timeout``
+    seconds without any worker, or when a partition's task is lost with its
+    workers, a :class:`~sktree_lmc._dask.WorkerLostError` names
+    ``refit_leaves``, what was running and the unfinished partitions.
+    """
 
-        try:
-            from distributed import get_client
-        except ImportError as exc:  # pragma: no cover - extra not installed
-            raise ImportError("refit_leaves on dask collections needs dask.distributed "
-                              "(pip install 'sktree_lmc[distributed]').") from exc
-        try:
-            self.client = client = get_client()
-        except ValueError as exc:
-            raise ValueError(
-                "X is a dask collection but no dask.distributed Client is running: create "
-                "one (e.g. Client(LocalCluster())) before calling refit_leaves."
-            ) from exc
+    def __init__(self, estimator, head, X, y, sample_weight, alpha, cache_bytes,
+                 worker_timeout=WORKER_TIMEOUT):
+        self.client = client = running_client("refit_leaves")
         self.alpha = float(alpha)
-        X_parts, y_parts, w_parts = aligned_partitions(X, y, sample_weight)
-        P = len(X_parts)
-        # The model travels once (hash=False: a fresh key, never shared with
-        # another call's data); the partitions are computed on the workers and
-        # every partition's rows are encoded and kept there.
-        model = client.scatter((estimator, head), broadcast=True, hash=False)
-        futures = client.compute(X_parts + y_parts + w_parts)
-        xf, yf, wf = futures[:P], futures[P : 2 * P], futures[2 * P :]
+        self.worker_timeout = float(worker_timeout)
+        parts = aligned_partitions(X, y, sample_weight)
+        self.n_parts = P = len(parts[0])
+        # The model travels once (a fresh key, never shared with another call's
+        # data); the partitions are computed on the workers and every partition's
+        # rows are encoded and kept there.
+        model = scatter_fresh(client, (estimator, head),
+                              self._message("sending the model to the workers"),
+                              worker_timeout=self.worker_timeout, names=range(P))
+        xf, yf, wf = compute_partitions(client, parts)
         rows = [client.submit(_partition_rows, k, model, xf[k], yf[k],
                               wf[k] if wf else None, cache_bytes, pure=False)
                 for k in range(P)]
-        del futures, xf, yf, wf
-        w_max = max(client.gather([client.submit(_rows_max_weight, r, pure=False)
-                                   for r in rows]))
+        del parts, xf, yf, wf
+        w_max = max(self._gather([client.submit(_rows_max_weight, r, pure=False)
+                                  for r in rows],
+                                 "encoding the partitions on the workers"), default=0.0)
         if not w_max > 0:
             raise ValueError("sample_weight sums to zero: there is nothing to fit.")
         # only ratios matter; no overflow (as for rows held here)
         self.parts = [client.submit(_rows_scaled, r, w_max, pure=False) for r in rows]
-        del rows, model
+        # The model stays on the workers until close(): scattered data has no task
+        # to recompute it from, and without it the rows of a partition lost with its
+        # worker could not be recomputed elsewhere (their tasks would be cancelled).
+        self.model = model
+        del rows
+
+    def _message(self, what):
+        """``message(unfinished, why)``: the message of the
+        :class:`~sktree_lmc._dask.WorkerLostError` raised while ``what`` runs."""
+        P = self.n_parts
+
+        def message(unfinished, why):
+            return (f"refit_leaves stopped while {what}: {why}; partition(s) {unfinished} "
+                    f"of {P} did not finish. The leaves were not refitted: call "
+                    "refit_leaves again when the cluster has workers.")
+
+        return message
+
+    def _gather(self, futures, what):
+        """The results of ``futures`` (one per partition, in order), or a
+        :class:`~sktree_lmc._dask.WorkerLostError` naming ``what`` was running."""
+        return gather_with_timeout(self.client, futures, self._message(what),
+                                   worker_timeout=self.worker_timeout, unit="partition")
 
     def _terms(self, theta_flat):
         submit = self.client.submit
-        return self.client.gather([submit(_rows_terms, r, theta_flat, pure=False)
-                                   for r in self.parts])
+        return self._gather([submit(_rows_terms, r, theta_flat, pure=False)
+                             for r in self.parts],
+                            "computing the loss and gradient sums of the partitions")
 
     def close(self):
         self.client.cancel(self.parts)
-        self.parts = []
+        self.parts, self.model = [], None
 
 
 @validate_params(
@@ -357,11 +386,12 @@ class _FederatedLeafObjective(_LeafObjective):
         "cache_size": [_NumberInterval(Real, 0, None, closed="left")],
         "return_info": ["boolean"],
         "verbose": ["verbose"],
+        "worker_timeout": [_NumberInterval(Real, 0, None, closed="neither")],
     },
     prefer_skip_nested_validation=True,
 )
 def refit_leaves(estimator, X, y, sample_weight=None, *, alpha=1e-4, max_iter=500, tol=1e-7,
-                 cache_size=256, return_info=False, verbose=0):
+                 cache_size=256, return_info=False, verbose=0, worker_timeout=WORKER_TIMEOUT):
     """Re-solve the leaf values of a fitted ensemble, with its splits frozen.
 
     The ensemble's output is linear in the leaf values, so with the splits
@@ -398,7 +428,12 @@ def refit_leaves(estimator, X, y, sample_weight=None, *, alpha=1e-4, max_iter=50
     its number of rows. The client adds them up and runs the same L-BFGS-B;
     the result equals the refit on the same rows in memory up to the order
     of float64 sums. Each partition keeps its features up to ``cache_size``
-    MiB on its worker.
+    MiB on its worker. Workers that die and come back only cost what dask
+    recomputes; after ``worker_timeout`` seconds without any worker (or when
+    a partition's task is lost with its workers) the refit stops with a
+    ``WorkerLostError`` (a :class:`RuntimeError`, that of
+    :class:`ShardedSoftTreeEnsemble`) naming ``refit_leaves``, what was
+    running and the unfinished partitions, instead of waiting forever.
 
     Parameters
     ----------
@@ -449,6 +484,12 @@ def refit_leaves(estimator, X, y, sample_weight=None, *, alpha=1e-4, max_iter=50
         ``1``: progress over the solver's iterations (a bar with the time left
         on a terminal, else one line per iteration with the objective) and a
         closing line; ``2``: lines even on a terminal.
+    worker_timeout : float > 0, default=60.0
+        Dask input only: the longest time, in seconds, that the refit waits
+        on the partitions while the scheduler has no worker alive (as
+        :class:`ShardedSoftTreeEnsemble`'s ``worker_timeout``, which its
+        ``refit_leaves=True`` passes on). Long tasks on live workers are
+        never timed out.
 
     Returns
     -------
@@ -480,16 +521,18 @@ def refit_leaves(estimator, X, y, sample_weight=None, *, alpha=1e-4, max_iter=50
         (final,), head = split_pipelines([estimator])
         if is_dask_collection(X):  # the head transforms each partition on its worker
             refitted = _refit(final, X, y, sample_weight, head, alpha=alpha, max_iter=max_iter,
-                              tol=tol, cache_size=cache_size, verbose=verbose)
+                              tol=tol, cache_size=cache_size, verbose=verbose,
+                              worker_timeout=worker_timeout)
         else:
             refitted = _refit(final, transform_rows(head, X), y, sample_weight, None,
                               alpha=alpha, max_iter=max_iter, tol=tol, cache_size=cache_size,
-                              verbose=verbose)
+                              verbose=verbose, worker_timeout=worker_timeout)
         if return_info:
             return rewrap(estimator, refitted[0]), refitted[1]
         return rewrap(estimator, refitted[0])
     refitted, info = _refit(estimator, X, y, sample_weight, None, alpha=alpha,
-                            max_iter=max_iter, tol=tol, cache_size=cache_size, verbose=verbose)
+                            max_iter=max_iter, tol=tol, cache_size=cache_size, verbose=verbose,
+                            worker_timeout=worker_timeout)
     return (refitted, info) if return_info else refitted
 
 
@@ -509,9 +552,11 @@ def _local_objective(estimator, X, y, sample_weight, alpha, cache_bytes):
     return _LeafObjective(estimator, X, target, sample_weight, alpha, device, cache_bytes)
 
 
-def _refit(estimator, X, y, sample_weight, head, *, alpha, max_iter, tol, cache_size, verbose):
+def _refit(estimator, X, y, sample_weight, head, *, alpha, max_iter, tol, cache_size, verbose,
+           worker_timeout=WORKER_TIMEOUT):
     """:func:`refit_leaves` of a soft tree ensemble (``head``: a pipeline's
-    preprocessing, applied on the workers; dask input only)."""
+    preprocessing, applied on the workers, and ``worker_timeout``: dask input
+    only)."""
     check_is_fitted(estimator, "tree_params_")
     cache_bytes = int(cache_size * 2**20)
     if is_dask_collection(X):
@@ -520,7 +565,7 @@ def _refit(estimator, X, y, sample_weight, head, *, alpha, max_iter, tol, cache_
                 raise TypeError(f"X is a dask collection, so {name} must be one too (partitioned "
                                 f"like X), got {type(value).__name__}.")
         objective = _FederatedLeafObjective(estimator, head, X, y, sample_weight, alpha,
-                                            cache_bytes)
+                                            cache_bytes, worker_timeout=worker_timeout)
     else:
         objective = _local_objective(estimator, X, y, sample_weight, alpha, cache_bytes)
     try:

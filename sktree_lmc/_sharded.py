@@ -42,7 +42,8 @@ from ._encoding import (
     to_columns,
 )
 from ._estimators import SoftTreeEnsembleClassifier, _BaseSoftTreeEnsemble
-from ._federated import _DaskShards, _LocalShards, is_dask_collection, run_rounds
+from ._dask import is_dask_collection
+from ._federated import _DaskShards, _LocalShards, run_rounds
 from ._merge import ALIGNER_SHORTCUTS, ModelAligner, check_aligner
 from ._checkpoint import config_of, read_checkpoint, write_checkpoint
 from ._persistence import check_format, encoder_as_dict, encoder_from_dict, stamp
@@ -385,13 +386,14 @@ class ShardedSoftTreeEnsemble(MetaEstimatorMixin, BaseEstimator):
         (a nanny restarting them, an autoscaler) cost only the tasks dask
         recomputes, and the round goes on. After ``worker_timeout`` seconds
         without any worker, the waiting tasks are cancelled and
-        :class:`~sktree_lmc._federated.WorkerLostError` (a
+        :class:`~sktree_lmc.WorkerLostError` (a
         :class:`RuntimeError`) names the round, what was running
         (fitting, a loss, the checkpoint's gather, ...) and the unfinished
         shards; so does a task lost with its workers
         (``distributed.KilledWorker`` after too many worker deaths). With
         ``checkpoint`` set, ``fit(X, y, resume_from=...)`` continues from the
         last completed round. Long tasks on live workers are never timed out.
+        The federated leaf refit (``refit_leaves=True``) waits as long.
     n_jobs : int, default=None
         Passed to :class:`joblib.Parallel` (not 0; negative values count back
         from the CPUs, as in joblib); None uses the active backend's
@@ -764,7 +766,8 @@ class ShardedSoftTreeEnsemble(MetaEstimatorMixin, BaseEstimator):
             # dask input: the federated refit (the rows stay on the workers; only
             # the leaf values and gradient sums travel per evaluation)
             X_refit = X if X_site is None else X_site
-            self.merged_ = refit_leaves(self.merged_, X_refit, y, sample_weight)
+            self.merged_ = refit_leaves(self.merged_, X_refit, y, sample_weight,
+                                        worker_timeout=self.worker_timeout)
         self.history_, self.n_rounds_ = result["history"], result["n_rounds"]
         self.weights_ = self.aligner_.weights_
         self.n_iter_ = self.n_rounds_

@@ -97,22 +97,41 @@ def test_cycle_finder_finds_a_cycle():
         ("sktree_lmc._nway", "sktree_lmc._merge"),
         ("sktree_lmc._merge", "sktree_lmc._sharded"),
         ("sktree_lmc._merge", "sktree_lmc._metrics"),
+        # one dask layer, below the federated rounds and the federated refit
+        ("sktree_lmc._dask", "sktree_lmc._federated"),
+        ("sktree_lmc._dask", "sktree_lmc._refit"),
+        ("sktree_lmc._matching", "sktree_lmc._federated"),
     ],
 )
 def test_layers_import_downward(low, high):
     graph = _graph()
+    assert low in _reachable(graph, high)
+    assert high not in _reachable(graph, low)
 
-    def reachable(start):
-        seen, todo = set(), [start]
-        while todo:
-            for nxt in graph[todo.pop()]:
-                if nxt not in seen:
-                    seen.add(nxt)
-                    todo.append(nxt)
-        return seen
 
-    assert low in reachable(high)
-    assert high not in reachable(low)
+def _reachable(graph, start):
+    """The modules that ``start`` imports, directly or not. The package
+    ``__init__`` is the top, as in :func:`test_no_import_cycle`: a module
+    that reads a name of it (``from . import __version__``, in a function)
+    does not import the layers above it."""
+    seen, todo = set(), [start]
+    while todo:
+        for nxt in graph[todo.pop()] - {"sktree_lmc"}:
+            if nxt not in seen:
+                seen.add(nxt)
+                todo.append(nxt)
+    return seen
+
+
+@pytest.mark.parametrize("module", ["sktree_lmc._merge", "sktree_lmc._refit"])
+def test_merge_and_refit_do_not_reach_the_federated_rounds(module):
+    """The merge and the (federated) leaf refit sit below the rounds that use
+    them: what they share with the rounds is in ``_matching`` and ``_dask``."""
+    assert "sktree_lmc._federated" not in _reachable(_graph(), module)
+
+
+def test_the_dask_layer_imports_no_other_module():
+    assert _graph()["sktree_lmc._dask"] == set()
 
 
 def test_benchmarks_use_only_public_names():

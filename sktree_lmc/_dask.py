@@ -1,0 +1,327 @@
+"""The dask layer: what the sharded fit and the federated leaf refit share.
+
+Both the federated rounds (:class:`~sktree_lmc._federated._DaskShards`, with
+the boosting sites of :class:`~sktree_lmc._federated._DaskSites`) and the
+federated :func:`~sktree_lmc.refit_leaves`
+(:class:`~sktree_lmc._refit._FederatedLeafObjective`) run on dask partitions
+that are computed on the workers and never gathered to the client. They share:
+
+- :func:`is_dask_collection`, the partitions of the inputs
+  (:func:`aligned_partitions`, computed on the workers by
+  :func:`compute_partitions`), the running client (:func:`running_client`,
+  with a clear error when there is none) and :func:`scatter_fresh`, which
+  sends a model to the workers;
+- :func:`gather_with_timeout`, the only place where their results are
+  waited for: in slices of :data:`POLL` seconds, counting the scheduler's
+  workers between slices, so that a cluster without workers (or a task lost
+  with its workers) ends in a :class:`WorkerLostError` that names what was
+  running, instead of a wait that never ends (:func:`scatter_fresh` gives up
+  after the same ``worker_timeout`` with the same error).
+
+Nothing here imports dask at module level (dask is an optional extra), and
+nothing here imports another module of the package: this is the bottom of
+the dask code.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import time
+
+__all__: list = []
+
+#: Seconds of one wait on the futures before the scheduler's workers are counted.
+POLL = 0.5
+
+#: Default ``worker_timeout`` (seconds without any worker before the wait gives
+#: up), as ``ShardedSoftTreeEnsemble(worker_timeout=60.0)``.
+WORKER_TIMEOUT = 60.0
+
+
+class WorkerLostError(RuntimeError):
+    """The dask workers of a sharded fit were lost: the fit stopped.
+
+    Raised when the scheduler has had no worker for ``worker_timeout``
+    seconds while the fit waits on the shards, or when a shard's task was
+    lost with its workers (``distributed.KilledWorker``, a task cancelled for
+    lost dependencies). The message names the round, what was running and
+    the unfinished shards (for the federated :func:`~sktree_lmc.refit_leaves`:
+    ``refit_leaves``, what was running and the unfinished partitions). A
+    :class:`RuntimeError` (not a :class:`TimeoutError`, which is an
+    :class:`OSError`): what failed is the cluster the fit runs on, not an
+    operation of this process, and a lost task is no timeout at all.
+    """
+
+
+def is_dask_collection(obj):
+    """Whether ``obj`` is a dask collection (without importing dask otherwise).
+
+    Parameters
+    ----------
+    obj : object
+        Anything.
+
+    Returns
+    -------
+    bool
+        False when dask is not installed.
+    """
+    try:
+        import dask
+    except ImportError:  # pragma: no cover - dask not installed
+        return False
+    return dask.is_dask_collection(obj)
+
+
+def _partitions(obj, name):
+    """The delayed partitions (along rows) of a dask array, DataFrame or Series,
+    and the row counts of the partitions of an array (None for a DataFrame)."""
+    import dask.array as da
+
+    if isinstance(obj, da.Array):
+        if obj.ndim > 1 and obj.numblocks[1] > 1:
+            obj = obj.rechunk({1: -1})
+        parts = list(obj.to_delayed().reshape(-1)) if obj.ndim > 1 else list(obj.to_delayed())
+        sizes = obj.chunks[0]
+    elif hasattr(obj, "to_delayed"):  # dask DataFrame / Series
+        parts = list(obj.to_delayed())
+        sizes = None
+    else:
+        raise TypeError(f"{name} must be a dask array or DataFrame when X is one, "
+                        f"got {type(obj).__name__}.")
+    return parts, sizes
+
+
+def aligned_partitions(X, y, sample_weight=None):
+    """The delayed partitions of ``X``, ``y`` and ``sample_weight``, checked to
+    be partitioned alike.
+
+    Parameters
+    ----------
+    X, y : dask array, DataFrame or Series
+        The inputs and the targets.
+    sample_weight : dask array or Series, default=None
+        The sample weights, or None.
+
+    Returns
+    -------
+    X_parts, y_parts, w_parts : list of dask.delayed.Delayed
+        One item per partition (``w_parts`` is ``[]`` when ``sample_weight``
+        is None).
+
+    Raises
+    ------
+    TypeError
+        When one of them is no dask collection.
+    ValueError
+        When their numbers of partitions differ (the message says how).
+    """
+    X_parts, _ = _partitions(X, "X")
+    y_parts, _ = _partitions(y, "y")
+    w_parts = [] if sample_weight is None else _partitions(sample_weight, "sample_weight")[0]
+    P = len(X_parts)
+    if len(y_parts) != P or (w_parts and len(w_parts) != P):
+        raise ValueError(
+            f"X has {P} partitions but y has {len(y_parts)}"
+            + (f" and sample_weight {len(w_parts)}" if w_parts else "")
+            + "; they must be partitioned alike."
+        )
+    return X_parts, y_parts, w_parts
+
+
+def compute_partitions(client, parts):
+    """The partitions of :func:`aligned_partitions` computed on the workers:
+    futures, never gathered to the client.
+
+    Parameters
+    ----------
+    client : distributed.Client
+        The running client.
+    parts : tuple of 3 lists
+        ``(X_parts, y_parts, w_parts)`` as :func:`aligned_partitions` returns
+        them.
+
+    Returns
+    -------
+    X_futures, y_futures, w_futures : list of distributed.Future
+        One future per partition (``w_futures`` is ``[]`` without sample
+        weights). Drop them once the tasks that use them are submitted, so
+        that the workers can release what those tasks no longer need.
+    """
+    X_parts, y_parts, w_parts = parts
+    P = len(X_parts)
+    futures = client.compute(X_parts + y_parts + w_parts)
+    return futures[:P], futures[P : 2 * P], futures[2 * P :]
+
+
+def running_client(call, subject=None):
+    """The running ``dask.distributed`` client.
+
+    Parameters
+    ----------
+    call : str
+        What needs it, as the error names it: ``"fit"``, ``"refit_leaves"``.
+    subject : str, default=None
+        The subject of the error when ``distributed`` is not installed
+        (``"Fitting"``: "Fitting on dask collections needs ..."); ``call``
+        when None.
+
+    Returns
+    -------
+    distributed.Client
+
+    Raises
+    ------
+    ImportError
+        When ``distributed`` is not installed.
+    ValueError
+        When no client is running.
+    """
+    try:
+        from distributed import get_client
+    except ImportError as exc:  # pragma: no cover - extra not installed
+        raise ImportError(
+            f"{subject or call} on dask collections needs dask.distributed "
+            "(pip install 'sktree_lmc[distributed]')."
+        ) from exc
+    try:
+        return get_client()
+    except ValueError as exc:
+        raise ValueError(
+            "X is a dask collection but no dask.distributed Client is running: create "
+            f"one (e.g. Client(LocalCluster())) before calling {call}."
+        ) from exc
+
+
+def scatter_fresh(client, obj, message, *, worker_timeout=WORKER_TIMEOUT, names=()):
+    """``obj`` sent to every worker once, under a fresh key.
+
+    ``hash=False``: with the content hash, two calls that scatter the same
+    object (the training and validation losses of one round, two refits of
+    one model) share one key, and the release of the first call's future can
+    drop the data the second uses ("lost dependencies").
+
+    Parameters
+    ----------
+    client : distributed.Client
+        The running client.
+    obj : object
+        What to send (a model, parameters).
+    message : callable
+        ``message(unfinished, why) -> str``, as for
+        :func:`gather_with_timeout`; ``unfinished`` is ``list(names)``.
+    worker_timeout : float, default=60.0
+        Seconds that the scatter waits for a worker when the scheduler has
+        none (dask's scatter waits for workers, then raises a
+        :class:`TimeoutError`).
+    names : iterable, default=()
+        The units (shards, partitions) that wait for ``obj``.
+
+    Returns
+    -------
+    distributed.Future
+
+    Raises
+    ------
+    WorkerLostError
+        When the scheduler had no worker for ``worker_timeout`` seconds.
+    """
+    try:
+        return client.scatter(obj, broadcast=True, hash=False, timeout=worker_timeout)
+    except (TimeoutError, asyncio.TimeoutError) as exc:
+        raise WorkerLostError(message(
+            list(names),
+            f"the scheduler has had no worker for {worker_timeout:.1f} s "
+            f"(worker_timeout={worker_timeout:g}; {exc})")) from exc
+
+
+def gather_with_timeout(client, futures, message, *, worker_timeout=WORKER_TIMEOUT,
+                        names=None, unit="shard", poll=POLL):
+    """The results of ``futures``, or a :class:`WorkerLostError` when the
+    workers are lost.
+
+    The futures are waited for in slices of ``poll`` seconds, and the
+    scheduler's workers are counted between slices: after ``worker_timeout``
+    seconds without any worker the futures are cancelled and a
+    :class:`WorkerLostError` is raised. A task lost with its workers
+    (``distributed.KilledWorker``, or cancelled, e.g. for lost dependencies)
+    raises it too, without waiting for the other tasks. Workers that die and
+    come back (a nanny, an autoscaler) only cost what dask recomputes, and
+    long tasks on live workers are never timed out. A task's own error (its
+    data, its fit) is raised as it is.
+
+    Parameters
+    ----------
+    client : distributed.Client
+        The client of the futures.
+    futures : iterable of distributed.Future
+        One future per unit (shard, partition).
+    message : callable
+        ``message(unfinished, why) -> str``, the error's message:
+        ``unfinished`` is the list of the names of the units whose tasks did
+        not finish (or were lost), ``why`` a sentence fragment ("the
+        scheduler has had no worker for 3.1 s (worker_timeout=3)", "the tasks
+        of shard(s) [1] were lost with their workers (KilledWorker: ...)").
+    worker_timeout : float, default=60.0
+        Seconds without any worker before the wait gives up.
+    names : list, default=None
+        The names of the units of ``futures``, in order (``0, 1, ...`` when
+        None).
+    unit : str, default="shard"
+        What a future is, as ``why`` names it (``"shard"``, ``"partition"``).
+    poll : float, default=0.5
+        Seconds of one wait before the workers are counted.
+
+    Returns
+    -------
+    list
+        The results, in the order of ``futures``.
+
+    Raises
+    ------
+    WorkerLostError
+        When the workers were lost (see above).
+    """
+    from distributed import KilledWorker, wait
+
+    def lost(f):
+        return f.cancelled() or (f.status == "error" and isinstance(f.exception(), KilledWorker))
+
+    futures = list(futures)
+    names = list(range(len(futures)) if names is None else names)
+    no_worker_since = None
+    while True:
+        try:
+            wait(futures, timeout=poll)
+            break
+        except concurrent.futures.CancelledError:  # statuses looked at below
+            break
+        except (TimeoutError, asyncio.TimeoutError):
+            pass
+        if any(lost(f) for f in futures if f.done()):
+            break  # no need to wait for the other tasks
+        if client.nthreads():
+            no_worker_since = None
+            continue
+        now = time.monotonic()
+        if no_worker_since is None:
+            no_worker_since = now
+        elif now - no_worker_since >= worker_timeout:
+            unfinished = [names[i] for i, f in enumerate(futures) if not f.done()]
+            client.cancel(futures)
+            raise WorkerLostError(message(
+                unfinished,
+                f"the scheduler has had no worker for {now - no_worker_since:.1f} s "
+                f"(worker_timeout={worker_timeout:g})"))
+    reasons = {names[i]: "cancelled" if f.cancelled() else f"KilledWorker: {f.exception()}"
+               for i, f in enumerate(futures) if f.done() and lost(f)}
+    if reasons:
+        unfinished = [names[i] for i, f in enumerate(futures)
+                      if names[i] in reasons or not f.done()]
+        client.cancel(futures)
+        raise WorkerLostError(message(
+            unfinished,
+            f"the tasks of {unit}(s) {sorted(reasons)} were lost with their workers ("
+            + "; ".join(sorted(set(reasons.values()))) + ")"))
+    return client.gather(futures)
