@@ -33,10 +33,10 @@ from ._bridge import (
     with_params,
 )
 from ._device import DEVICE_CONSTRAINT, resolve_device
-from ._estimators import _NumberInterval
 from ._matching import INVARIANCES, _align_optimizer_state, dp_cost
 from ._nway import _check_weights, align_many
-from ._training import ProgressLog
+from ._progress import ProgressLog
+from ._validation import _NumberInterval
 
 __all__ = ["ALIGNER_SHORTCUTS", "ModelAligner", "check_aligner", "fit_aligner",
            "merge_estimators"]

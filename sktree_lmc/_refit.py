@@ -48,12 +48,7 @@ from sklearn.utils.validation import (
 
 from ._bridge import rewrap, split_pipelines, transform_rows, with_params
 from ._device import prediction_device
-from ._estimators import (
-    _MAX_SCALE,
-    _BaseSoftTreeEnsemble,
-    _check_float32_range,
-    _NumberInterval,
-)
+from ._estimators import _BaseSoftTreeEnsemble
 from ._dask import (
     WORKER_TIMEOUT,
     aligned_partitions,
@@ -65,7 +60,9 @@ from ._dask import (
 )
 from ._forward import SoftTreeEnsembleModule
 from ._params import TreeParams
-from ._training import ProgressLog, _as_tensor
+from ._progress import ProgressLog
+from ._training import _as_tensor
+from ._validation import _MAX_SCALE, _check_float32_range, _NumberInterval
 
 __all__ = ["refit_leaves"]
 

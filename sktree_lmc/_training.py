@@ -33,7 +33,6 @@ import torch
 from sklearn.exceptions import ConvergenceWarning
 
 from ._params import TreeParams
-from ._progress import ProgressLog, writable  # noqa: F401 - re-exported for the loops
 
 #: Values of ``lr_schedule``.
 LR_SCHEDULES = ("constant", "cosine")

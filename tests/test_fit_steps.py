@@ -12,8 +12,8 @@ from hypothesis import strategies as st
 
 from sktree_lmc._architectures import get_architecture
 from sktree_lmc._forward import SoftTreeEnsembleModule
+from sktree_lmc._progress import ProgressLog
 from sktree_lmc._training import (
-    ProgressLog,
     _EarlyStopping,
     _evaluate_loss,
     _FitTensors,
