@@ -120,6 +120,8 @@ numpydoc_validation_exclude = {
     r"\.__init__$",
     # dunders (dataclass-generated ones have no numpydoc docstring)
     r"\.__\w+__$",
+    # inherited from BaseException, documented by Python
+    r"\.WorkerLostError\.(add_note|with_traceback)$",
     # TabularEncoder's methods take the column arrays the estimators pass it
     # (it is fitted and applied inside fit and predict); their docstrings
     # document that, with no example of their own (the class has one).

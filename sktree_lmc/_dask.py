@@ -51,6 +51,16 @@ class WorkerLostError(RuntimeError):
     :class:`RuntimeError` (not a :class:`TimeoutError`, which is an
     :class:`OSError`): what failed is the cluster the fit runs on, not an
     operation of this process, and a lost task is no timeout at all.
+
+    See Also
+    --------
+    ShardedSoftTreeEnsemble : Its ``worker_timeout`` and ``checkpoint``.
+
+    Examples
+    --------
+    >>> from sktree_lmc import WorkerLostError
+    >>> issubclass(WorkerLostError, RuntimeError)
+    True
     """
 
 

@@ -74,23 +74,51 @@ the parts' piecewise-linear quantile functions (a few thousandths of a
 quantile level off for 1,001-level sketches, see the tests). Rows of zero
 ``sample_weight`` are left out of the fit and of the summaries; the other rows
 count once each.
+
+**Structure.** The encoder holds two things. Its split features are the
+per-column encodings: one stateless object per kind (``NUMERIC_ENCODINGS``,
+keyed by ``numeric_encoding``, and the one-hot encoding of the categorical
+columns, in :mod:`._column_encodings`), whose methods :class:`TabularEncoder`
+calls column by column with the column's fitted state (its entries of
+``knots_``, ``center_``, ``scale_``, ``categories_``, ``has_infrequent_``,
+``quantile_transformers_``). The additive term's bins are an
+:class:`~._additive_bins.AdditiveBins` with its own fitted state, to which the
+encoder's ``additive_*`` attributes and methods delegate. :meth:`TabularEncoder.to_dict`
+flattens both into one plain dict.
 """
 
 from __future__ import annotations
 
 import copy
-import datetime
-import math
 
 import numpy as np
-from sklearn.preprocessing import QuantileTransformer
 from sklearn.utils.validation import check_array
+
+# the per-column encodings and the additive term's bins live in their own modules; the
+# private helpers imported here are also imported from this module by others and the tests
+from ._additive_bins import (  # noqa: F401
+    MAX_ADDITIVE_BINS,
+    AdditiveBins,
+    _additive_edges,
+    _coarser_codes,
+    _same_additive_bins,
+    additive_levels,
+)
+from ._column_encodings import (  # noqa: F401
+    CATEGORICAL,
+    NUMERIC_ENCODINGS,
+    _check_hashable,
+    _column_name,
+    _hat_features,
+    _knots,
+    _missing_mask,
+    _numeric,
+    _time_seconds,
+    empty_column_state,
+)
 
 __all__ = ["NUMERIC_ENCODINGS", "SKETCH_SIZE", "TabularEncoder", "check_categorical_features",
            "encoders_differ", "summarize", "to_columns", "union_additive_bins"]
-
-#: The values of ``numeric_encoding``.
-NUMERIC_ENCODINGS = ("piecewise_linear", "quantile_normal", "standard", "none")
 
 #: Rows encoded at once by :meth:`TabularEncoder.transform_chunks`: the encoded
 #: chunk (rows x features, float32) then stays in the order of 10-100 MB.
@@ -100,140 +128,13 @@ ENCODE_CHUNK_ROWS = 16384
 #: part with at most this many present values sends them instead).
 SKETCH_SIZE = 1001
 
-#: The largest ``additive_bins`` (bins per numeric column and resolution), as
-#: the estimators' constraint on a single int.
-MAX_ADDITIVE_BINS = 2**16
-
-#: Values of an object column that are not numbers although ``float()`` of
-#: some of them succeeds (a NumPy datetime64 gives a count of its unit): a
-#: numeric column holding them is an error, not a silent conversion.
-_NOT_NUMBERS = (datetime.date, datetime.time, datetime.timedelta, np.datetime64,
-                np.timedelta64)
-
-#: Sub-second units of datetime64 and timedelta64 and their ticks per second.
-_TICKS_PER_SECOND = {"ms": 10**3, "us": 10**6, "ns": 10**9, "ps": 10**12, "fs": 10**15,
-                     "as": 10**18}
-
 
 def _is_dataframe(X):
     return hasattr(X, "columns") and hasattr(X, "dtypes") and hasattr(X, "iloc")
 
 
-def _missing_mask(values):
-    """Missing entries of an object array: None, float NaN, pd.NA, pd.NaT."""
-    try:
-        import pandas as pd
-    except ImportError:  # pragma: no cover - pandas is optional
-        pass
-    else:
-        return np.asarray(pd.isna(values), dtype=bool)
-    mask = np.zeros(len(values), dtype=bool)
-    for i, v in enumerate(values):  # pragma: no cover - without pandas
-        mask[i] = v is None or (isinstance(v, float) and v != v)
-    return mask
-
-
 def _is_string_like(v):
     return isinstance(v, (str, bytes, np.str_))
-
-
-def _time_seconds(values, name):
-    """A datetime64 or timedelta64 array as float64 seconds, NaT as NaN.
-
-    Datetimes become seconds since the epoch (1970-01-01T00:00:00), time
-    deltas seconds. The result does not depend on the array's unit: the
-    whole seconds are exact integers and the rest is ``ticks / ticks per
-    second``, one correctly rounded division of the same real number in
-    every unit (``[ns]`` and ``[us]`` of the same instants give equal
-    floats).
-
-    Parameters
-    ----------
-    values : ndarray of datetime64 or timedelta64
-    name : str
-        The column, for error messages.
-
-    Returns
-    -------
-    seconds : ndarray of float64
-
-    Raises
-    ------
-    ValueError
-        For time deltas in months or years (no fixed length in seconds) or
-        without a unit.
-    """
-    values = np.asarray(values)
-    kind = values.dtype.kind
-    out = np.full(len(values), np.nan)
-    present = ~np.isnat(values)
-    if not present.any():
-        return out
-    unit, count = np.datetime_data(values.dtype)
-    if unit == "generic" or (kind == "m" and unit in ("Y", "M")):
-        what = "no unit" if unit == "generic" else f"unit {unit!r}, which has no fixed length"
-        raise ValueError(
-            f"Column {name} holds timedelta64 values with {what}; convert it to a unit of "
-            "days or shorter (e.g. timedelta64[s])."
-        )
-    v = values[present]
-    per_second = _TICKS_PER_SECOND.get(unit)
-    if per_second is None:  # a second or coarser: whole seconds, exactly
-        out[present] = v.astype(f"{'datetime64' if kind == 'M' else 'timedelta64'}[s]").view(
-            np.int64).astype(np.float64)
-    elif per_second % count:  # an odd multiple of a sub-second unit
-        out[present] = v.view(np.int64).astype(np.float64) * (count / per_second)
-    else:
-        seconds, rest = np.divmod(v.view(np.int64), per_second // count)
-        out[present] = seconds.astype(np.float64) + rest / float(per_second // count)
-    return out
-
-
-def _first_non_number(values):
-    """The first of ``values`` (a list, none missing) that is not a number, or None."""
-    for v in values:
-        if isinstance(v, _NOT_NUMBERS) or np.ndim(v) != 0:
-            return v
-        try:
-            float(v)
-        except (TypeError, ValueError):
-            return v
-    return None
-
-
-def _object_numeric(values, name):
-    """A numeric column held in an object array as float64, missing values as
-    NaN; a value that is not a number (a string, a date, a list...) is a
-    ``ValueError`` naming the column, the value and its type."""
-    missing = _missing_mask(values)
-    out = np.full(len(values), np.nan)
-    if missing.all():
-        return out
-    present = values[~missing].tolist()
-    converted = None
-    # float() of a NumPy datetime64 succeeds, in its unit: look for such values first
-    if not any(issubclass(t, _NOT_NUMBERS) for t in set(map(type, present))):
-        try:
-            converted = np.asarray(present, dtype=np.float64)
-        except (TypeError, ValueError):
-            converted = None
-    if converted is None or converted.shape != (len(present),):
-        bad = _first_non_number(present)
-        what = (f"{bad!r}, of type {type(bad).__name__}" if bad is not None
-                else "a value that does not convert to one float")
-        if bad is not None and np.ndim(bad) != 0:
-            hint = "every value of a column must be one scalar, not a sequence."
-        elif isinstance(bad, _NOT_NUMBERS) or type(bad).__name__ == "Period":
-            hint = ("convert dates and times to datetime64 (pandas.to_datetime, or "
-                    "Series.dt.to_timestamp() for periods), which is encoded as seconds since "
-                    "the epoch, or declare the column in categorical_features.")
-        else:
-            hint = "declare it in categorical_features if it is categorical."
-        raise ValueError(
-            f"Column {name} is numeric but holds a value that is not a number ({what}); {hint}"
-        )
-    out[~missing] = converted
-    return out
 
 
 def to_columns(X):
@@ -315,25 +216,6 @@ def to_columns(X):
     return columns, categorical
 
 
-def _numeric(values, name):
-    """A column as float64 with missing values (NaN, None, NaT...) as NaN; a
-    datetime64 or timedelta64 column as seconds (:func:`_time_seconds`);
-    infinity and values that are not numbers are errors."""
-    if values.dtype != np.float64:
-        if values.dtype.kind in "Mm":
-            values = _time_seconds(values, name)
-        elif values.dtype == object:
-            values = _object_numeric(values, name)
-        else:
-            values = values.astype(np.float64)
-    if np.isinf(values).any():
-        raise ValueError(
-            f"Input contains infinity in column {name}; missing values (NaN) are accepted, "
-            "infinite ones are not."
-        )
-    return values
-
-
 def check_categorical_features(categorical_features, n_features, feature_names, by_dtype):
     """The boolean mask of categorical columns, HistGradientBoosting-style.
 
@@ -402,78 +284,6 @@ def check_categorical_features(categorical_features, n_features, feature_names, 
     )
 
 
-def _hat_features(x, knots):
-    """Degree-1 B-spline basis on ``knots`` (unique, sorted) of ``x`` (no NaN),
-    shape ``(len(x), len(knots))``; a single knot gives no feature."""
-    T = len(knots)
-    if T < 2:
-        return np.zeros((len(x), 0), dtype=np.float32)
-    xc = np.clip(x, knots[0], knots[-1])
-    # the interval [k_i, k_{i+1}] that holds each value (the last one closed)
-    i = np.clip(np.searchsorted(knots, xc, side="right") - 1, 0, T - 2)
-    t = (xc - knots[i]) / (knots[i + 1] - knots[i])
-    out = np.zeros((len(x), T), dtype=np.float32)
-    rows = np.arange(len(x))
-    out[rows, i] = 1.0 - t
-    out[rows, i + 1] += t
-    return out
-
-
-def _knots(x, n_bins):
-    """Knots of the piecewise-linear encoding of the finite values ``x``: its
-    distinct values when there are at most ``n_bins + 1`` (a discrete column
-    keeps every value, however rare), else the distinct quantiles at
-    ``n_bins + 1`` evenly spaced levels."""
-    if x.size == 0:
-        return np.zeros(0)
-    distinct = np.unique(x)
-    if len(distinct) <= n_bins + 1:
-        return distinct
-    q = np.quantile(x, np.linspace(0.0, 1.0, n_bins + 1), method="linear")
-    return np.unique(q)
-
-
-def _column_name(names, j):
-    if names is not None and j < len(names):
-        return f"{str(names[j])!r}"
-    return f"{j}"
-
-
-def _uncomparable(name, exc):
-    """The error for a categorical column whose values cannot be sorted."""
-    return TypeError(
-        f"Categorical column {name} mixes values that cannot be compared "
-        f"({type(exc).__name__}: {exc}); give it one type of scalar (e.g. strings)."
-    )
-
-
-def _check_hashable(keys, name):
-    """A ``TypeError`` naming the column unless every category is hashable
-    (a list, an array or a dict cannot be a category)."""
-    for key in keys:
-        try:
-            hash(key)
-        except TypeError:
-            raise TypeError(
-                f"Categorical column {name} holds a value that cannot be a category "
-                f"({key!r}, of type {type(key).__name__}, is not hashable); every value of a "
-                "column must be one scalar."
-            ) from None
-
-
-def _category_counts(present, name):
-    """Sorted distinct categories of ``present`` and their counts."""
-    if present.size == 0:
-        return np.empty(0, dtype=object), np.zeros(0, dtype=np.int64)
-    try:
-        keys, counts = np.unique(present, return_counts=True)
-    except (TypeError, ValueError) as exc:  # ValueError: arrays as values, periods
-        _check_hashable(present.tolist(), name)
-        raise _uncomparable(name, exc) from exc
-    _check_hashable(keys.tolist(), name)
-    return keys.astype(object), counts.astype(np.int64)
-
-
 def summarize(columns, categorical, *, numeric_encoding="piecewise_linear", n_bins=16,
               sketch_size=None, names=None, additive_bins=None, sample_weight=None):
     """What :meth:`TabularEncoder.from_summaries` needs of some rows' columns.
@@ -531,52 +341,21 @@ def summarize(columns, categorical, *, numeric_encoding="piecewise_linear", n_bi
         hashable (lists, arrays).
     """
     if numeric_encoding not in NUMERIC_ENCODINGS:
-        raise ValueError(f"numeric_encoding must be one of {NUMERIC_ENCODINGS}, got "
+        raise ValueError(f"numeric_encoding must be one of {tuple(NUMERIC_ENCODINGS)}, got "
                          f"{numeric_encoding!r}.")
     if sketch_size is not None and sketch_size < 2:
         raise ValueError(f"sketch_size must be at least 2, got {sketch_size}.")
-    levels = additive_levels(additive_bins)
+    additive_levels(additive_bins)  # its errors
+    bins = AdditiveBins(additive_bins)
     categorical = np.asarray(categorical, dtype=bool)
     if len(categorical) != len(columns):
         raise ValueError(f"categorical has {len(categorical)} entries for {len(columns)} "
                          "columns.")
     columns = _rows_of_positive_weight(columns, sample_weight, allow_none=True)
-    out = []
-    for j, col in enumerate(columns):
-        name = _column_name(names, j)
-        if categorical[j]:
-            values = np.asarray(col, dtype=object)
-            missing = _missing_mask(values)
-            present = values[~missing]
-            keys, counts = _category_counts(present, name)
-            out.append({"kind": "categorical", "has_missing": bool(missing.any()),
-                        "count": int(present.size), "keys": keys, "counts": counts})
-            continue
-        x = _numeric(np.asarray(col), name)
-        missing = np.isnan(x)
-        present = x[~missing] if missing.any() else x
-        entry = {"kind": "numeric", "has_missing": bool(missing.any()),
-                 "count": int(present.size)}
-        if numeric_encoding == "standard":
-            mean = float(present.mean()) if present.size else 0.0
-            entry["mean"] = mean
-            entry["m2"] = float(((present - mean) ** 2).sum()) if present.size else 0.0
-        # one sketch of the column serves every quantile-based part of the
-        # encoding: the quantile transform, the knots and the additive bins
-        if numeric_encoding in ("quantile_normal", "piecewise_linear") or (
-                additive_bins is not None):
-            if sketch_size is None or present.size <= sketch_size:
-                entry["values"] = present
-            else:  # the quantiles come from the merged sketches
-                entry["quantiles"] = np.quantile(present, np.linspace(0.0, 1.0, sketch_size),
-                                                 method="linear")
-        if numeric_encoding == "piecewise_linear" and "quantiles" in entry:
-            # more than n_bins + 1 distinct quantiles: more distinct values
-            few = len(np.unique(entry["quantiles"])) <= n_bins + 1
-            distinct = np.unique(present) if few else None
-            entry["distinct"] = (distinct if distinct is not None
-                                 and len(distinct) <= n_bins + 1 else None)
-        out.append(entry)
+    numeric = NUMERIC_ENCODINGS[numeric_encoding]
+    out = [(CATEGORICAL if categorical[j] else numeric).summarize(
+        col, _column_name(names, j), n_bins=n_bins, sketch_size=sketch_size,
+        sketch=bins.sketched) for j, col in enumerate(columns)]
     return {"n_rows": len(columns[0]) if columns else 0, "numeric_encoding": numeric_encoding,
             "n_bins": n_bins, "additive_bins": additive_bins, "columns": out}
 
@@ -615,220 +394,6 @@ def _rows_of_positive_weight(columns, sample_weight, allow_none=False):
         raise ValueError("sample_weight is zero for every row: there is no row to fit the "
                          "encoder on.")
     return [np.asarray(col)[keep] for col in columns]
-
-
-def _merge_counts(parts, name):
-    """Categories and summed counts over the parts' category counts."""
-    keys = [part["keys"] for part in parts if len(part["keys"])]
-    if not keys:
-        return np.empty(0, dtype=object), np.zeros(0, dtype=np.int64)
-    if len(keys) == 1:
-        part = next(p for p in parts if len(p["keys"]))
-        return part["keys"], part["counts"]
-    counts = np.concatenate([part["counts"] for part in parts if len(part["keys"])])
-    try:
-        merged, inverse = np.unique(np.concatenate(keys), return_inverse=True)
-    except (TypeError, ValueError) as exc:
-        raise _uncomparable(name, exc) from exc
-    summed = np.bincount(inverse.ravel(), weights=counts, minlength=len(merged))
-    return merged.astype(object), summed.astype(np.int64)
-
-
-def _categories_from_counts(keys, counts, max_categories):
-    """The ``max_categories`` most frequent of the sorted ``keys`` (ties by
-    sorted order), sorted, and whether others were left out."""
-    order = np.argsort(-counts, kind="stable")
-    kept = np.sort(keys[order[:max_categories]])
-    return kept.astype(object), bool(len(keys) > len(kept))
-
-
-def _merged_moments(parts):
-    """Mean and scale (standard deviation, 1 when 0 or not finite) of the
-    union of the parts, from their counts, means and sums of squared
-    deviations (Chan et al.'s pairwise update; one part: its own values)."""
-    n = mean = m2 = 0
-    for part in parts:
-        nb = part["count"]
-        if nb == 0:
-            continue
-        if n == 0:
-            n, mean, m2 = nb, part["mean"], part["m2"]
-            continue
-        total = n + nb
-        delta = part["mean"] - mean
-        mean = mean + delta * nb / total
-        m2 = m2 + part["m2"] + delta * delta * n * nb / total
-        n = total
-    if n == 0:
-        return 0.0, 1.0
-    sd = float(np.sqrt(m2 / n))
-    return float(mean), (sd if sd > 0 and np.isfinite(sd) else 1.0)
-
-
-def _sketch_cdf(q, p, x, right):
-    """The piecewise-linear CDF through the points ``(q_i, p_i)`` (``q``
-    sorted, ties are jumps) at ``x``: right-continuous values, or left limits."""
-    i = np.searchsorted(q, x, side="right" if right else "left") - 1
-    last = len(q) - 1
-    out = np.where(i < 0, 0.0, 1.0)
-    mid = (i >= 0) & (i < last)
-    if mid.any():
-        k = i[mid]
-        t = (x[mid] - q[k]) / (q[k + 1] - q[k])
-        out[mid] = p[k] + t * (p[k + 1] - p[k])
-    return out
-
-
-def _mixture_quantiles(parts, levels):
-    """Quantiles at ``levels`` of the count-weighted mixture of the parts'
-    piecewise-linear quantile functions ``(count, values at evenly spaced
-    levels)``: the inverse of the mixture's CDF, interpolated."""
-    total = float(sum(n for n, _ in parts))
-    xs = np.unique(np.concatenate([q for _, q in parts]))
-    left = np.zeros(len(xs))
-    right = np.zeros(len(xs))
-    for n, q in parts:
-        p = np.linspace(0.0, 1.0, len(q))
-        left += n / total * _sketch_cdf(q, p, xs, right=False)
-        right += n / total * _sketch_cdf(q, p, xs, right=True)
-    # the CDF curve: at every breakpoint its left limit, then its value (a jump)
-    curve_x = np.repeat(xs, 2)
-    curve_p = np.maximum.accumulate(np.column_stack([left, right]).ravel())
-    curve_p[-1] = 1.0
-    idx = np.clip(np.searchsorted(curve_p, levels, side="left"), 1, len(curve_p) - 1)
-    p0, p1 = curve_p[idx - 1], curve_p[idx]
-    t = np.where(p1 > p0, (levels - p0) / np.where(p1 > p0, p1 - p0, 1.0), 1.0)
-    out = curve_x[idx - 1] + np.clip(t, 0.0, 1.0) * (curve_x[idx] - curve_x[idx - 1])
-    out[levels <= 0] = xs[0]
-    out[levels >= 1] = xs[-1]
-    return out
-
-
-def _sketches(parts):
-    """``(count, sorted sample of the quantile function)`` of every part, for
-    :func:`_mixture_quantiles`: its values, or its sketched quantiles."""
-    return [(part["count"], np.sort(part["values"]) if part.get("values") is not None
-             else part["quantiles"]) for part in parts]
-
-
-def _merged_knots(parts, n_bins):
-    """Knots of the piecewise-linear encoding of a numeric column from its
-    parts' summaries: :func:`_knots` of the pooled values when every part
-    sent them, the union of the distinct values when every part has few and
-    they are at most ``n_bins + 1``, else the distinct quantiles of the
-    merged sketch at ``n_bins + 1`` evenly spaced levels."""
-    parts = [part for part in parts if part["count"] > 0]
-    if not parts:
-        return np.zeros(0)
-    if all(part.get("values") is not None for part in parts):
-        return _knots(np.concatenate([part["values"] for part in parts]), n_bins)
-    distinct = []
-    for part in parts:
-        d = np.unique(part["values"]) if part.get("values") is not None else part["distinct"]
-        if d is None or len(d) > n_bins + 1:
-            distinct = None
-            break
-        distinct.append(d)
-    if distinct is not None:
-        union = np.unique(np.concatenate(distinct))
-        if len(union) <= n_bins + 1:
-            return union
-    return np.unique(_mixture_quantiles(_sketches(parts), np.linspace(0.0, 1.0, n_bins + 1)))
-
-
-def _coarser_codes(coarse, fine, fine_codes):
-    """``np.searchsorted(coarse, x, side="right")`` from
-    ``fine_codes = np.searchsorted(fine, x, side="right")``, exactly, when
-    every edge of ``coarse`` is an edge of ``fine``: the coarse edges at or
-    below ``x`` are the coarse edges among the ``fine_codes`` fine edges at
-    or below it."""
-    lookup = np.concatenate([[0], np.searchsorted(coarse, fine, side="right")])
-    return lookup[fine_codes]
-
-
-def _additive_edges(parts, additive_bins):
-    """Inner quantile edges of the additive term's bins of a numeric column from
-    its parts' summaries: of the pooled values when every part sent them (what
-    :meth:`TabularEncoder.fit` computes), else of the count-weighted mixture of
-    the parts' sketches; distinct, sorted. Quantiles interpolate between
-    neighbouring values, so a column with few distinct values gets many edges
-    (a 5-valued column 285 at 4,096 bins), most of its bins empty: empty bins
-    are never trained and cost only table rows."""
-    levels = np.linspace(0.0, 1.0, int(additive_bins) + 1)[1:-1]
-    parts = [part for part in parts if part["count"] > 0]
-    if not parts:
-        return np.zeros(0)
-    if all(part.get("values") is not None for part in parts):
-        edges = np.unique(np.quantile(np.concatenate([part["values"] for part in parts]),
-                                      levels))
-    else:
-        edges = np.unique(_mixture_quantiles(_sketches(parts), levels))
-    return edges
-
-
-def additive_levels(additive_bins):
-    """The resolutions of an additive term: ``additive_bins`` as a sorted
-    tuple of bins per numeric column (``()`` for None, one entry for an int).
-
-    The order in which a sequence lists the resolutions does not matter: the
-    sorted tuple lays out the table (coarsest resolution first; categorical
-    columns at the coarsest, with its step, 1), so that ``(16, 64, 256)`` and
-    ``(256, 64, 16)`` give the same encoder and model.
-
-    Parameters
-    ----------
-    additive_bins : int, sequence of int or None
-
-    Returns
-    -------
-    levels : tuple of int
-        Sorted ascending.
-
-    Raises
-    ------
-    ValueError
-        Unless ``additive_bins`` is None, an int in [2, 65536] or a non-empty
-        sequence of distinct such ints; the message names the bad value.
-    """
-    if additive_bins is None:
-        return ()
-    single = not isinstance(additive_bins, (tuple, list))
-    levels = (additive_bins,) if single else tuple(additive_bins)
-    expected = ("additive_bins must be an int >= 2, a non-empty sequence of distinct ints >= 2, "
-                f"or None (at most {MAX_ADDITIVE_BINS} bins each), got {additive_bins!r}")
-    if not levels:
-        raise ValueError(f"{expected}: an empty sequence.")
-    for b in levels:
-        if isinstance(b, bool) or not isinstance(b, (int, np.integer)):
-            raise ValueError(f"{expected}: {b!r} is not an int.")
-        if not 2 <= b <= MAX_ADDITIVE_BINS:
-            raise ValueError(f"{expected}: {b!r} is outside [2, {MAX_ADDITIVE_BINS}].")
-    if len(set(levels)) != len(levels):
-        raise ValueError(f"{expected}: it repeats a value.")
-    return tuple(sorted(int(b) for b in levels))
-
-
-def _same_additive_bins(a, b):
-    """Whether two ``additive_bins`` are the same resolutions (in any order)."""
-    try:
-        return additive_levels(a) == additive_levels(b)
-    except ValueError:
-        return a == b
-
-
-def _merged_quantile_points(parts):
-    """The values a quantile transform of a numeric column is fitted on, from
-    its parts' summaries: the pooled values when every part sent them (the
-    exact fit), else the merged sketch's quantiles at ``min(1000, count)``
-    evenly spaced levels, which are the quantiles the exact fit would store,
-    up to the sketch's error."""
-    parts = [part for part in parts if part["count"] > 0]
-    if not parts:
-        return np.zeros(0)
-    if all(part.get("values") is not None for part in parts):
-        return np.concatenate([part["values"] for part in parts])
-    total = sum(part["count"] for part in parts)
-    return _mixture_quantiles(_sketches(parts), np.linspace(0.0, 1.0, min(1000, total)))
 
 
 class TabularEncoder:
@@ -988,13 +553,47 @@ class TabularEncoder:
     >>> merged.knots_[0].tolist() == enc.knots_[0].tolist() == [0.0, 1.5, 3.0]
     True
     """
-
     def __init__(self, numeric_encoding="piecewise_linear", n_bins=16, max_categories=32,
                  additive_bins=None):
         self.numeric_encoding = numeric_encoding
         self.n_bins = n_bins
         self.max_categories = max_categories
-        self.additive_bins = additive_bins
+        self._additive = AdditiveBins(additive_bins)
+
+    # -- the additive term's bins (AdditiveBins), delegated -------------------------
+    @property
+    def additive_bins(self):
+        """The additive term's setting ``additive_bins``, as given (int, sequence or None)."""
+        return self._additive.additive_bins
+
+    @additive_bins.setter
+    def additive_bins(self, value):
+        self._additive.additive_bins = value
+
+    @property
+    def additive_edges_(self):
+        """The additive bins' inner edges per code column (None: categorical)."""
+        return self._additive.edges_
+
+    @property
+    def additive_sources_(self):
+        """The input column of every code column of the additive term."""
+        return self._additive.sources_
+
+    @property
+    def additive_steps_(self):
+        """The relative training step of every code column of the additive term."""
+        return self._additive.steps_
+
+    @property
+    def additive_offsets_(self):
+        """The first additive table row of every code column, then the table's size."""
+        return self._additive.offsets_
+
+    @property
+    def n_additive_(self):
+        """The number of rows of the additive table (0 without ``additive_bins``)."""
+        return self._additive.n_additive_
 
     # -- fitting ------------------------------------------------------------------
     def fit(self, columns, categorical, names=None, sample_weight=None):
@@ -1044,42 +643,6 @@ class TabularEncoder:
     def _check_additive_bins(self):
         additive_levels(self.additive_bins)
 
-    def _fit_additive(self, summaries):
-        """The additive term's bins (``additive_edges_``) and table layout.
-
-        Every resolution of ``additive_bins`` gives every numeric column a
-        code column (the first resolution also every categorical column): a
-        numeric code column with edges ``e`` has ``len(e) + 2`` rows, its
-        bins then one for missing values. A categorical column has one row
-        per category with a one-hot feature, one for the infrequent ones
-        (when there are), one for missing values and one for categories
-        unseen in ``fit`` (a row no training value reaches, which stays at
-        its zero start: an unseen category adds nothing, as in the one-hot
-        features).
-        """
-        levels = additive_levels(self.additive_bins)  # sorted: the coarsest first
-        edges, sizes, sources, steps = [], [], [], []
-        for level, bins in enumerate(levels):
-            for j in range(self.n_features_in_):
-                if self.categorical_[j]:
-                    if level:
-                        continue
-                    edges.append(None)
-                    sizes.append(len(self.categories_[j]) + int(self.has_infrequent_[j]) + 2)
-                else:
-                    parts = [summary["columns"][j] for summary in summaries]
-                    e = _additive_edges(parts, bins)
-                    edges.append(e)
-                    sizes.append(len(e) + 2)
-                sources.append(j)
-                # finer bins hold fewer rows each: their gradients are noisier
-                steps.append(math.sqrt(min(levels) / bins))
-        self.additive_edges_ = edges
-        self.additive_sources_ = np.asarray(sources, dtype=np.int64)
-        self.additive_steps_ = np.asarray(steps, dtype=np.float64)
-        self.additive_offsets_ = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
-        self.n_additive_ = int(self.additive_offsets_[-1])
-
     def additive_row_steps(self):
         """The relative training step of every row of the additive table.
 
@@ -1090,10 +653,7 @@ class TabularEncoder:
             resolution; with several, ``sqrt(min(additive_bins) / bins)`` of
             the row's resolution.
         """
-        steps = getattr(self, "additive_steps_", None)
-        if steps is None:
-            return np.ones(self.n_additive_)
-        return np.repeat(steps, np.diff(self.additive_offsets_))
+        return self._additive.row_steps()
 
     @classmethod
     def from_summaries(cls, summaries, categorical, names=None, *,
@@ -1149,7 +709,7 @@ class TabularEncoder:
         for i, summary in enumerate(summaries):
             for key, value in (("numeric_encoding", self.numeric_encoding),
                                ("n_bins", self.n_bins),
-                               ("additive_bins", getattr(self, "additive_bins", None))):
+                               ("additive_bins", self.additive_bins)):
                 if (not _same_additive_bins(summary.get(key), value) if key == "additive_bins"
                         else summary.get(key) != value):
                     raise ValueError(
@@ -1168,57 +728,43 @@ class TabularEncoder:
         self.categorical_ = categorical
         self.names_ = None if names is None else [str(n) for n in names]
         self.has_missing_ = np.zeros(n_columns, dtype=bool)
-        self.has_infrequent_ = np.zeros(n_columns, dtype=bool)
-        self.knots_, self.center_, self.scale_, self.categories_ = [], [], [], []
-        self.quantile_transformers_ = {}
-        self.additive_edges_, self.additive_offsets_, self.n_additive_ = None, None, 0
-        self.additive_sources_ = self.additive_steps_ = None
-        for j in range(n_columns):
+        self.__dict__.update(empty_column_state(n_columns))
+        for j, kind in enumerate(self._kinds()):
             parts = [summary["columns"][j] for summary in summaries]
-            knots = center = scale = cats = None
-            if categorical[j]:
-                keys, counts = _merge_counts(parts, self._name(j))
-                cats, self.has_infrequent_[j] = _categories_from_counts(
-                    keys, counts, self.max_categories)
-            elif self.numeric_encoding == "piecewise_linear":
-                knots = _merged_knots(parts, self.n_bins)
-            elif self.numeric_encoding == "standard":
-                center, scale = _merged_moments(parts)
-            elif self.numeric_encoding == "quantile_normal":
-                present = _merged_quantile_points(parts)
-                if present.size:
-                    qt = QuantileTransformer(
-                        output_distribution="normal", n_quantiles=min(1000, present.size),
-                        subsample=None,
-                    )
-                    self.quantile_transformers_[j] = qt.fit(present.reshape(-1, 1))
+            kind.store(self, j, kind.fit(parts, name=self._name(j), n_bins=self.n_bins,
+                                         max_categories=self.max_categories))
             self.has_missing_[j] = any(part["has_missing"] for part in parts)
-            self.knots_.append(knots)
-            self.center_.append(center)
-            self.scale_.append(scale)
-            self.categories_.append(cats)
         self._set_layout()
-        if getattr(self, "additive_bins", None) is not None:
-            self._fit_additive(summaries)
+        self._additive.fit(summaries, self._category_rows())
         return self
+
+    def _kinds(self):
+        """The :class:`~._column_encodings.ColumnEncoding` of every input column."""
+        numeric = NUMERIC_ENCODINGS[self.numeric_encoding]
+        return [CATEGORICAL if c else numeric for c in self.categorical_]
+
+    def _state(self, kind, j):
+        """The fitted state of column ``j``, of kind ``kind``."""
+        return kind.state(self, j)
+
+    def _category_rows(self):
+        """Per column, None (numeric) or its number of one-hot features, for
+        the additive table's layout."""
+        return [kind.width(self._state(kind, j)) if kind is CATEGORICAL else None
+                for j, kind in enumerate(self._kinds())]
+
+    def _category_codes(self, values, j):
+        """The one-hot feature of every value of categorical column ``j`` (-1:
+        unseen, without an infrequent feature)."""
+        return CATEGORICAL.codes(self._state(CATEGORICAL, j), values, self._name(j))
 
     def _name(self, j):
         return _column_name(self.names_, j)
 
     def _set_layout(self):
         """Output width per input column, and the feature groups."""
-        widths = []
-        for j in range(self.n_features_in_):
-            if self.categorical_[j]:
-                w = len(self.categories_[j]) + int(self.has_infrequent_[j])
-            elif self.numeric_encoding == "piecewise_linear":
-                k = len(self.knots_[j])
-                w = k if k >= 2 else 0
-            elif self.numeric_encoding == "quantile_normal":
-                w = 1 if j in self.quantile_transformers_ else 0
-            else:
-                w = 1
-            widths.append(w + int(self.has_missing_[j]))
+        widths = [kind.width(self._state(kind, j)) + int(self.has_missing_[j])
+                  for j, kind in enumerate(self._kinds())]
         self.widths_ = np.asarray(widths, dtype=np.int64)
         self.n_features_out_ = int(self.widths_.sum())
         self.feature_groups_ = np.repeat(np.arange(self.n_features_in_), self.widths_)
@@ -1227,7 +773,8 @@ class TabularEncoder:
     def identity(cls, n_features):
         """Build the fitted identity encoder of ``n_features`` numeric columns.
 
-        It is the encoding of models pickled before encoders existed.
+        ``numeric_encoding="none"``, no missing value and no additive term:
+        the encoded rows are the input rows.
 
         Parameters
         ----------
@@ -1244,15 +791,8 @@ class TabularEncoder:
         enc.categorical_ = np.zeros(n_features, dtype=bool)
         enc.names_ = None
         enc.has_missing_ = np.zeros(n_features, dtype=bool)
-        enc.has_infrequent_ = np.zeros(n_features, dtype=bool)
-        enc.knots_ = [None] * n_features
-        enc.center_ = [None] * n_features
-        enc.scale_ = [None] * n_features
-        enc.categories_ = [None] * n_features
-        enc.quantile_transformers_ = {}
-        enc.additive_bins = None
-        enc.additive_edges_, enc.additive_offsets_, enc.n_additive_ = None, None, 0
-        enc.additive_sources_ = enc.additive_steps_ = None
+        enc.__dict__.update(empty_column_state(n_features))
+        enc._additive.fit([], [None] * n_features)
         enc._set_layout()
         return enc
 
@@ -1265,9 +805,12 @@ class TabularEncoder:
         Returns
         -------
         state : dict
-            The encoder's attributes.
+            The encoder's attributes (the additive term's under their
+            ``additive_*`` and ``n_additive_`` names).
         """
-        return dict(vars(self))
+        state = {key: value for key, value in vars(self).items() if key != "_additive"}
+        state.update(self._additive.to_dict())
+        return state
 
     @classmethod
     def from_dict(cls, state):
@@ -1283,21 +826,12 @@ class TabularEncoder:
         encoder : TabularEncoder
             The encoder.
         """
+        state = dict(state)
+        additive = {key: state.pop(key) for key in AdditiveBins.STATE_KEYS if key in state}
         enc = cls.__new__(cls)
-        enc.__setstate__(dict(state))
+        enc.__dict__.update(state)
+        enc._additive = AdditiveBins.from_dict(additive)
         return enc
-
-    def __setstate__(self, state):
-        """Restore a pickled state, filling what older versions did not have."""
-        # encoders pickled before the additive term had none
-        self.__dict__.update({"additive_bins": None, "additive_edges_": None,
-                              "additive_offsets_": None, "n_additive_": 0,
-                              "additive_sources_": None, "additive_steps_": None})
-        self.__dict__.update(state)
-        if self.additive_offsets_ is not None and self.additive_sources_ is None:
-            # one resolution, before the code columns were named: one per input column
-            self.additive_sources_ = np.arange(self.n_features_in_, dtype=np.int64)
-            self.additive_steps_ = np.ones(self.n_features_in_)
 
     def ramp_directions(self):
         """Return the linear ramp over the knots of every piecewise-linear column.
@@ -1313,18 +847,20 @@ class TabularEncoder:
             for every other feature; None when there is no piecewise-linear
             feature.
         """
-        if self.numeric_encoding != "piecewise_linear":
-            return None
         out = np.full(self.n_features_out_, np.nan)
         offset = 0
-        for j in range(self.n_features_in_):
-            width = int(self.widths_[j])
-            if not self.categorical_[j]:
-                k = width - int(self.has_missing_[j])
-                if k >= 2:
-                    out[offset : offset + k] = np.linspace(-1.0, 1.0, k)
-            offset += width
+        for j, kind in enumerate(self._kinds()):
+            ramp = kind.ramp(self._state(kind, j))
+            if ramp is not None:
+                out[offset : offset + len(ramp)] = ramp
+            offset += int(self.widths_[j])
         return None if np.isnan(out).all() else out
+
+    def _column_export(self, j):
+        """How the exported torch module encodes column ``j``: ``(form, args)``
+        of :meth:`~._column_encodings.ColumnEncoding.export_form`."""
+        kind = self._kinds()[j]
+        return kind.export_form(self._state(kind, j))
 
     @property
     def is_identity(self):
@@ -1333,8 +869,8 @@ class TabularEncoder:
         True for ``numeric_encoding="none"`` without categorical columns and
         without missing values in ``fit``.
         """
-        return (self.numeric_encoding == "none" and not self.categorical_.any()
-                and not self.has_missing_.any())
+        return (NUMERIC_ENCODINGS[self.numeric_encoding].identity
+                and not self.categorical_.any() and not self.has_missing_.any())
 
     # -- transforming ---------------------------------------------------------------
     def transform_columns(self, columns, start=0, stop=None):
@@ -1356,63 +892,19 @@ class TabularEncoder:
         n = len(columns[0]) if columns else 0
         stop = n if stop is None else min(stop, n)
         out = np.zeros((stop - start, self.n_features_out_), dtype=np.float32)
+        kinds = self._kinds()
         offset = 0
         for j, col in enumerate(columns):
             width = int(self.widths_[j])
             block = out[:, offset : offset + width]
             offset += width
-            values = col[start:stop]
-            if self.categorical_[j]:
-                values = np.asarray(values, dtype=object)
-                missing = _missing_mask(values)
-                self._encode_categories(values, missing, j, block)
-            else:
-                x = _numeric(np.asarray(values), self._name(j))
-                missing = np.isnan(x)
-                self._encode_numeric(x, missing, j, block)
-            if self.has_missing_[j]:
+            has_missing = bool(self.has_missing_[j])
+            kind = kinds[j]
+            missing = kind.transform(self._state(kind, j), col[start:stop], self._name(j),
+                                     block[:, : width - int(has_missing)])
+            if has_missing:
                 block[:, -1] = missing
         return out
-
-    def _encode_numeric(self, x, missing, j, block):
-        width = block.shape[1] - int(self.has_missing_[j])
-        if width == 0:
-            return
-        present = ~missing
-        xp = x[present]
-        if xp.size == 0:  # all missing (at predict time): zeros, as any missing value
-            return
-        if self.numeric_encoding == "piecewise_linear":
-            block[present, :width] = _hat_features(xp, self.knots_[j])
-        elif self.numeric_encoding == "quantile_normal":
-            qt = self.quantile_transformers_[j]
-            block[present, 0] = qt.transform(xp.reshape(-1, 1))[:, 0]
-        elif self.numeric_encoding == "standard":
-            block[present, 0] = (xp - self.center_[j]) / self.scale_[j]
-        else:
-            block[present, 0] = xp
-
-    def _category_index(self, values, j, fallback):
-        """Index of every value (object array) in column ``j``'s categories;
-        ``fallback`` for the others."""
-        lookup = {c: i for i, c in enumerate(self.categories_[j].tolist())}
-        values = values.tolist()
-        try:
-            return np.fromiter((lookup.get(v, fallback) for v in values), dtype=np.int64,
-                               count=len(values))
-        except TypeError:  # an unhashable value, unseen in fit
-            _check_hashable(values, self._name(j))
-            raise
-
-    def _encode_categories(self, values, missing, j, block):
-        n_cats = len(self.categories_[j])
-        present = np.flatnonzero(~missing)
-        if present.size == 0 or (n_cats == 0 and not self.has_infrequent_[j]):
-            return
-        fallback = n_cats if self.has_infrequent_[j] else -1
-        idx = self._category_index(values[present], j, fallback)
-        hit = idx >= 0
-        block[present[hit], idx[hit]] = 1.0
 
     def additive_codes(self, columns, start=0, stop=None):
         """The additive table's row of every value of rows ``start:stop``.
@@ -1438,61 +930,13 @@ class TabularEncoder:
         ValueError
             If the encoder has no additive term.
         """
-        if self.additive_offsets_ is None:
-            raise ValueError("This encoder has no additive term (additive_bins=None).")
-        n = len(columns[0]) if columns else 0
-        stop = n if stop is None else min(stop, n)
-        out = np.empty((stop - start, len(self.additive_sources_)), dtype=np.float32)
-        numeric = {}  # each numeric column checked once, whatever its resolutions
-        finest, fine_codes = self._finest_additive_columns(), {}
-        for c, j in enumerate(self.additive_sources_):
-            first, end = self.additive_offsets_[c], self.additive_offsets_[c + 1]
-            values = columns[j][start:stop]
-            if self.categorical_[j]:
-                values = np.asarray(values, dtype=object)
-                missing = _missing_mask(values)
-                n_cats = len(self.categories_[j])
-                unseen = n_cats if self.has_infrequent_[j] else end - first - 1
-                idx = self._category_index(values, j, unseen)
-                idx[missing] = end - first - 2
-            else:
-                if j not in numeric:
-                    x = _numeric(np.asarray(values), self._name(j))
-                    numeric[j] = x, np.isnan(x)
-                x, missing = numeric[j]
-                fine = finest.get(j)
-                if fine is None:
-                    idx = np.searchsorted(self.additive_edges_[c], x, side="right")
-                else:  # one binary search per column, at its finest resolution
-                    if j not in fine_codes:
-                        fine_codes[j] = np.searchsorted(self.additive_edges_[fine], x,
-                                                        side="right")
-                    idx = (fine_codes[j].copy() if c == fine else _coarser_codes(
-                        self.additive_edges_[c], self.additive_edges_[fine], fine_codes[j]))
-                idx[missing] = end - first - 1
-            out[:, c] = first + idx
-        return out
+        return self._additive.codes(columns, start, stop, category_codes=self._category_codes,
+                                    names=self.names_)
 
     def _finest_additive_columns(self):
-        """``{column: code column}``: for every numeric column with several
-        resolutions whose coarser edges are all among its finest edges (so
-        that a coarser bin is a union of finest bins), the code column of its
-        finest bins: :meth:`additive_codes` finds those bins with one binary
-        search, and the coarser codes follow from them by a lookup
-        (:func:`_coarser_codes`) instead of a binary search each."""
-        by_column = {}
-        for c, j in enumerate(self.additive_sources_):
-            if self.additive_edges_[c] is not None:
-                by_column.setdefault(int(j), []).append(c)
-        finest = {}
-        for j, cols in by_column.items():
-            if len(cols) < 2:
-                continue
-            fine = max(cols, key=lambda c: len(self.additive_edges_[c]))
-            edges = self.additive_edges_[fine]
-            if all(np.isin(self.additive_edges_[c], edges).all() for c in cols):
-                finest[j] = fine
-        return finest
+        """``{column: code column}`` of the columns whose additive bins nest
+        (:meth:`AdditiveBins.finest <._additive_bins.AdditiveBins.finest>`)."""
+        return self._additive.finest()
 
     def transform(self, columns):
         """Encode all rows of the column arrays.
@@ -1547,49 +991,27 @@ def encoders_differ(a, b, additive=True):
         return "one model encodes its inputs and the other does not"
     if a is None:
         return None
+    kind = NUMERIC_ENCODINGS.get(a.numeric_encoding)
+    binned = kind is not None and kind.uses_n_bins
     for attr in ("numeric_encoding", "n_bins", "max_categories", "n_features_in_",
                  "additive_bins"):
-        if attr == "n_bins" and a.numeric_encoding != "piecewise_linear":
+        if attr == "n_bins" and not binned:
             continue  # only the piecewise-linear encoding has bins
         if attr == "additive_bins":  # the resolutions, in any order
-            if not _same_additive_bins(getattr(a, attr, None), getattr(b, attr, None)):
-                return (f"{attr} differs: {getattr(a, attr, None)!r} vs "
-                        f"{getattr(b, attr, None)!r}")
+            if not _same_additive_bins(a.additive_bins, b.additive_bins):
+                return f"{attr} differs: {a.additive_bins!r} vs {b.additive_bins!r}"
         elif getattr(a, attr, None) != getattr(b, attr, None):
             return f"{attr} differs: {getattr(a, attr, None)!r} vs {getattr(b, attr, None)!r}"
     for attr in ("categorical_", "has_missing_", "has_infrequent_", "widths_"):
         if not np.array_equal(getattr(a, attr), getattr(b, attr)):
             cols = np.flatnonzero(np.asarray(getattr(a, attr)) != np.asarray(getattr(b, attr)))
             return f"{attr.rstrip('_')} differs in column(s) {cols.tolist()}"
-    for j in range(a.n_features_in_):
-        for attr in ("knots_", "center_", "scale_"):
-            x, y = getattr(a, attr)[j], getattr(b, attr)[j]
-            if (x is None) != (y is None) or (
-                x is not None and not np.array_equal(np.asarray(x), np.asarray(y))
-            ):
-                what = {"knots_": "quantile knots", "center_": "mean", "scale_": "scale"}[attr]
-                return (f"the {what} of column {a._name(j)} differ (encoders fitted on "
-                        "different rows)")
-        ca, cb = a.categories_[j], b.categories_[j]
-        if (ca is None) != (cb is None) or (
-            ca is not None and (len(ca) != len(cb) or list(ca) != list(cb))
-        ):
-            return f"the categories of column {a._name(j)} differ"
-        qa, qb = a.quantile_transformers_.get(j), b.quantile_transformers_.get(j)
-        if (qa is None) != (qb is None) or (
-            qa is not None and not np.array_equal(qa.quantiles_, qb.quantiles_)
-        ):
-            return (f"the quantiles of column {a._name(j)} differ (encoders fitted on "
-                    "different rows)")
+    for j, kind in enumerate(a._kinds()):
+        sentence = kind.difference(a._state(kind, j), b._state(kind, j), a._name(j))
+        if sentence is not None:
+            return sentence
     # last: the trees' features first, then the additive term's bins
-    edges_a = getattr(a, "additive_edges_", None) or []
-    edges_b = getattr(b, "additive_edges_", None) or []
-    if additive and len(edges_a) == len(edges_b):  # else additive_bins differs
-        for c, (ea, eb) in enumerate(zip(edges_a, edges_b)):
-            if (ea is None) != (eb is None) or (ea is not None and not np.array_equal(ea, eb)):
-                return (f"the additive bins of column {a._name(a.additive_sources_[c])} "
-                        "differ (encoders fitted on different rows)")
-    return None
+    return a._additive.difference(b._additive, a.names_) if additive else None
 
 
 def union_additive_bins(encoders):
@@ -1620,32 +1042,6 @@ def union_additive_bins(encoders):
         union's bins (the missing-value row maps to the missing-value row,
         categorical columns map one to one).
     """
-    ref = encoders[0]
-    union = copy.deepcopy(ref)
-    edges, sizes = [], []
-    for j in range(len(ref.additive_edges_)):  # code columns
-        if ref.additive_edges_[j] is None:
-            edges.append(None)
-            sizes.append(int(ref.additive_offsets_[j + 1] - ref.additive_offsets_[j]))
-            continue
-        e = np.unique(np.concatenate([enc.additive_edges_[j] for enc in encoders]))
-        edges.append(e)
-        sizes.append(len(e) + 2)
-    union.additive_edges_ = edges
-    union.additive_offsets_ = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
-    union.n_additive_ = int(union.additive_offsets_[-1])
-    rows = []
-    for enc in encoders:
-        r = np.empty(union.n_additive_, dtype=np.int64)
-        for j, e in enumerate(edges):
-            u0, u1 = union.additive_offsets_[j], union.additive_offsets_[j + 1]
-            o0, o1 = enc.additive_offsets_[j], enc.additive_offsets_[j + 1]
-            if e is None:
-                r[u0:u1] = np.arange(o0, o1)
-                continue
-            # union bin i >= 1 holds [e[i-1], e[i]): the encoder's bin of e[i-1] (codes use
-            # searchsorted(side="right")); bin 0 is below every edge; the last row: missing
-            own = np.searchsorted(enc.additive_edges_[j], e, side="right")
-            r[u0:u1] = o0 + np.concatenate([[0], own, [o1 - o0 - 1]])
-        rows.append(r)
+    union = copy.deepcopy(encoders[0])
+    union._additive, rows = AdditiveBins.union([enc._additive for enc in encoders])
     return union, rows

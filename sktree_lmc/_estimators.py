@@ -1106,6 +1106,7 @@ class SoftTreeEnsembleClassifier(ClassifierMixin, _BaseSoftTreeEnsemble):
         ``max_categories`` and ``additive_bins`` are then unused. It must
         have been fitted on ``X``'s columns (the same count, and names when
         it has them). ``clone`` copies it with its fitted state.
+
     Attributes
     ----------
     classes_ : ndarray of shape (n_classes,)

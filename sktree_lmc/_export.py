@@ -275,24 +275,14 @@ class _CategoryColumn(_Column):
 
 
 def _column_encoders(encoder):
+    # the module of each form of ColumnEncoding.export_form (sktree_lmc/_column_encodings.py):
+    # it takes the form's arguments, then whether the column has a missing indicator
+    forms = {"empty": _EmptyColumn, "one_hot": _CategoryColumn, "hat": _HatColumn,
+             "quantile_normal": _QuantileNormalColumn, "affine": _AffineColumn}
     cols = []
     for j in range(encoder.n_features_in_):
-        missing = bool(encoder.has_missing_[j])
-        width = int(encoder.widths_[j]) - int(missing)
-        if encoder.categorical_[j]:
-            col = _CategoryColumn(len(encoder.categories_[j]), encoder.has_infrequent_[j],
-                                  missing)
-        elif width == 0:
-            col = _EmptyColumn(missing)
-        elif encoder.numeric_encoding == "piecewise_linear":
-            col = _HatColumn(encoder.knots_[j], missing)
-        elif encoder.numeric_encoding == "quantile_normal":
-            col = _QuantileNormalColumn(encoder.quantile_transformers_[j], missing)
-        elif encoder.numeric_encoding == "standard":
-            col = _AffineColumn(encoder.center_[j], encoder.scale_[j], missing)
-        else:
-            col = _AffineColumn(0.0, 1.0, missing)
-        cols.append(col)
+        form, args = encoder._column_export(j)
+        cols.append(forms[form](*args, bool(encoder.has_missing_[j])))
     return nn.ModuleList(cols)
 
 

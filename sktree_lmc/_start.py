@@ -42,10 +42,9 @@ def init_module(arch, n_trees, encoder, n_outputs, generator, device, *, leaf_in
         leaf_init=leaf_init, split_init=uniform_split_init(split_init),
         n_additive=encoder.n_additive_,
     )
-    if encoder.numeric_encoding == "piecewise_linear":
-        ramps = encoder.ramp_directions()
-        if ramps is not None:
-            ramp_init(module, encoder, ramps, generator, split_init)
+    ramps = encoder.ramp_directions()  # None unless a column has a piecewise-linear ramp
+    if ramps is not None:
+        ramp_init(module, encoder, ramps, generator, split_init)
     return scale_additive(module.to(device), encoder)
 
 

@@ -1,0 +1,421 @@
+"""The additive term's bins: every value's row of the additive table.
+
+With ``additive_bins``, the estimators add to the trees' output a table
+lookup per input column and resolution: a numeric value's row is its
+quantile bin (one row per bin, and one for missing values), a categorical
+value's row its category's (one per category with a one-hot feature, one
+for the infrequent ones when there are, one for missing values and one for
+categories unseen in ``fit``). :class:`AdditiveBins` holds the setting, the
+bins fitted from the parts' summaries and the table's layout;
+:class:`~sktree_lmc._encoding.TabularEncoder` owns one and delegates its
+``additive_*`` attributes and methods to it.
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+
+import numpy as np
+
+from ._column_encodings import _column_name, _missing_mask, _mixture_quantiles, _numeric, _sketches
+
+__all__ = ["MAX_ADDITIVE_BINS", "AdditiveBins", "additive_levels"]
+
+
+#: The largest ``additive_bins`` (bins per numeric column and resolution), as
+#: the estimators' constraint on a single int.
+MAX_ADDITIVE_BINS = 2**16
+
+def _coarser_codes(coarse, fine, fine_codes):
+    """``np.searchsorted(coarse, x, side="right")`` from
+    ``fine_codes = np.searchsorted(fine, x, side="right")``, exactly, when
+    every edge of ``coarse`` is an edge of ``fine``: the coarse edges at or
+    below ``x`` are the coarse edges among the ``fine_codes`` fine edges at
+    or below it."""
+    lookup = np.concatenate([[0], np.searchsorted(coarse, fine, side="right")])
+    return lookup[fine_codes]
+
+
+def _additive_edges(parts, additive_bins):
+    """Inner quantile edges of the additive term's bins of a numeric column from
+    its parts' summaries: of the pooled values when every part sent them (what
+    :meth:`TabularEncoder.fit` computes), else of the count-weighted mixture of
+    the parts' sketches; distinct, sorted. Quantiles interpolate between
+    neighbouring values, so a column with few distinct values gets many edges
+    (a 5-valued column 285 at 4,096 bins), most of its bins empty: empty bins
+    are never trained and cost only table rows."""
+    levels = np.linspace(0.0, 1.0, int(additive_bins) + 1)[1:-1]
+    parts = [part for part in parts if part["count"] > 0]
+    if not parts:
+        return np.zeros(0)
+    if all(part.get("values") is not None for part in parts):
+        edges = np.unique(np.quantile(np.concatenate([part["values"] for part in parts]),
+                                      levels))
+    else:
+        edges = np.unique(_mixture_quantiles(_sketches(parts), levels))
+    return edges
+
+
+def additive_levels(additive_bins):
+    """The resolutions of an additive term: ``additive_bins`` as a sorted
+    tuple of bins per numeric column (``()`` for None, one entry for an int).
+
+    The order in which a sequence lists the resolutions does not matter: the
+    sorted tuple lays out the table (coarsest resolution first; categorical
+    columns at the coarsest, with its step, 1), so that ``(16, 64, 256)`` and
+    ``(256, 64, 16)`` give the same encoder and model.
+
+    Parameters
+    ----------
+    additive_bins : int, sequence of int or None
+
+    Returns
+    -------
+    levels : tuple of int
+        Sorted ascending.
+
+    Raises
+    ------
+    ValueError
+        Unless ``additive_bins`` is None, an int in [2, 65536] or a non-empty
+        sequence of distinct such ints; the message names the bad value.
+    """
+    if additive_bins is None:
+        return ()
+    single = not isinstance(additive_bins, (tuple, list))
+    levels = (additive_bins,) if single else tuple(additive_bins)
+    expected = ("additive_bins must be an int >= 2, a non-empty sequence of distinct ints >= 2, "
+                f"or None (at most {MAX_ADDITIVE_BINS} bins each), got {additive_bins!r}")
+    if not levels:
+        raise ValueError(f"{expected}: an empty sequence.")
+    for b in levels:
+        if isinstance(b, bool) or not isinstance(b, (int, np.integer)):
+            raise ValueError(f"{expected}: {b!r} is not an int.")
+        if not 2 <= b <= MAX_ADDITIVE_BINS:
+            raise ValueError(f"{expected}: {b!r} is outside [2, {MAX_ADDITIVE_BINS}].")
+    if len(set(levels)) != len(levels):
+        raise ValueError(f"{expected}: it repeats a value.")
+    return tuple(sorted(int(b) for b in levels))
+
+
+def _same_additive_bins(a, b):
+    """Whether two ``additive_bins`` are the same resolutions (in any order)."""
+    try:
+        return additive_levels(a) == additive_levels(b)
+    except ValueError:
+        return a == b
+
+
+
+
+class AdditiveBins:
+    """The additive term's bins and the layout of its table.
+
+    Every resolution of ``additive_bins`` gives every numeric column a code
+    column (the coarsest also every categorical column): a numeric code
+    column with edges ``e`` has ``len(e) + 2`` rows, its bins then one for
+    missing values. A categorical column has one row per category with a
+    one-hot feature, one for the infrequent ones (when there are), one for
+    missing values and one for categories unseen in ``fit`` (a row no
+    training value reaches, which stays at its zero start: an unseen
+    category adds nothing, as in the one-hot features).
+
+    Parameters
+    ----------
+    additive_bins : int in [2, 65536], sequence of int or None, default=None
+        Quantile bins per numeric column, one resolution per entry, in
+        ascending order whatever the sequence's order (see
+        :func:`additive_levels`). None: no additive term. Stored as given.
+
+    Attributes
+    ----------
+    edges_ : list of (ndarray or None) or None
+        Per code column, the distinct inner quantile edges of its bins (a
+        value's bin is the number of edges ``<= value``); None for
+        categorical columns. None without ``additive_bins``.
+    sources_ : ndarray of int or None
+        The input column of every code column.
+    steps_ : ndarray of float or None
+        Every code column's relative training step,
+        ``sqrt(min(additive_bins) / bins)`` of its resolution.
+    offsets_ : ndarray of int of shape (J + 1,) or None
+        The first table row of every code column, and the table's size last.
+    n_additive_ : int
+        Rows of the table (0 without ``additive_bins``).
+
+    See Also
+    --------
+    additive_levels : The resolutions of ``additive_bins``.
+    """
+
+    #: The entries of ``TabularEncoder.to_dict`` that are the bins' state,
+    #: and the attribute of each.
+    STATE_KEYS = {"additive_bins": "additive_bins", "additive_edges_": "edges_",
+                  "additive_offsets_": "offsets_", "n_additive_": "n_additive_",
+                  "additive_sources_": "sources_", "additive_steps_": "steps_"}
+
+    def __init__(self, additive_bins=None):
+        self.additive_bins = additive_bins
+
+    def __repr__(self):
+        return f"AdditiveBins({self.additive_bins!r})"
+
+    @property
+    def levels(self):
+        """tuple of int: The resolutions, sorted (:func:`additive_levels`)."""
+        return additive_levels(self.additive_bins)
+
+    @property
+    def sketched(self):
+        """bool: Whether the summaries must send the numeric columns'
+        values or sketches (``values`` or ``quantiles``) for the bins."""
+        return self.additive_bins is not None
+
+    def fit(self, summaries, category_rows):
+        """Fit the bins and the table's layout.
+
+        Parameters
+        ----------
+        summaries : list of dict
+            The summaries of the parts of the rows (see ``summarize``).
+        category_rows : list of (int or None)
+            Per input column, None for a numeric one, else the number of its
+            one-hot features (categories, and the infrequent one).
+
+        Returns
+        -------
+        self : AdditiveBins
+            Fitted: without ``additive_bins``, no table (``offsets_`` None
+            and ``n_additive_`` 0).
+        """
+        self.edges_, self.offsets_, self.n_additive_ = None, None, 0
+        self.sources_ = self.steps_ = None
+        if self.additive_bins is None:
+            return self
+        levels = additive_levels(self.additive_bins)  # sorted: the coarsest first
+        edges, sizes, sources, steps = [], [], [], []
+        for level, bins in enumerate(levels):
+            for j, rows in enumerate(category_rows):
+                if rows is not None:
+                    if level:
+                        continue
+                    edges.append(None)
+                    sizes.append(rows + 2)
+                else:
+                    parts = [summary["columns"][j] for summary in summaries]
+                    e = _additive_edges(parts, bins)
+                    edges.append(e)
+                    sizes.append(len(e) + 2)
+                sources.append(j)
+                # finer bins hold fewer rows each: their gradients are noisier
+                steps.append(math.sqrt(min(levels) / bins))
+        self.edges_ = edges
+        self.sources_ = np.asarray(sources, dtype=np.int64)
+        self.steps_ = np.asarray(steps, dtype=np.float64)
+        self.offsets_ = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
+        self.n_additive_ = int(self.offsets_[-1])
+        return self
+
+    def row_steps(self):
+        """Return the relative training step of every row of the table.
+
+        Returns
+        -------
+        steps : ndarray of shape (`n_additive_`,)
+            ``steps_`` of each row's code column.
+        """
+        if self.steps_ is None:
+            return np.ones(self.n_additive_)
+        return np.repeat(self.steps_, np.diff(self.offsets_))
+
+    def codes(self, columns, start=0, stop=None, *, category_codes, names=None):
+        """Return the table's row of every value of rows ``start:stop``.
+
+        Parameters
+        ----------
+        columns : list of ndarray
+            The input's columns.
+        start, stop : int, default=0 and None
+            The rows (``stop=None``: to the end).
+        category_codes : callable
+            ``category_codes(values, j)``: the one-hot feature of every
+            value (an object array) of categorical column ``j``, -1 for an
+            unseen category without an infrequent feature.
+        names : list of str, default=None
+            Column names, for error messages.
+
+        Returns
+        -------
+        codes : ndarray of shape (stop - start, J), dtype float32
+            Table rows, one column per code column.
+
+        Raises
+        ------
+        ValueError
+            Without an additive term.
+        """
+        if self.offsets_ is None:
+            raise ValueError("This encoder has no additive term (additive_bins=None).")
+        n = len(columns[0]) if columns else 0
+        stop = n if stop is None else min(stop, n)
+        out = np.empty((stop - start, len(self.sources_)), dtype=np.float32)
+        numeric = {}  # each numeric column checked once, whatever its resolutions
+        finest, fine_codes = self.finest(), {}
+        for c, j in enumerate(self.sources_):
+            first, end = self.offsets_[c], self.offsets_[c + 1]
+            values = columns[j][start:stop]
+            if self.edges_[c] is None:  # a categorical column
+                values = np.asarray(values, dtype=object)
+                missing = _missing_mask(values)
+                idx = category_codes(values, j)
+                idx[idx < 0] = end - first - 1  # unseen, without an infrequent row
+                idx[missing] = end - first - 2
+            else:
+                if j not in numeric:
+                    x = _numeric(np.asarray(values), _column_name(names, j))
+                    numeric[j] = x, np.isnan(x)
+                x, missing = numeric[j]
+                fine = finest.get(j)
+                if fine is None:
+                    idx = np.searchsorted(self.edges_[c], x, side="right")
+                else:  # one binary search per column, at its finest resolution
+                    if j not in fine_codes:
+                        fine_codes[j] = np.searchsorted(self.edges_[fine], x, side="right")
+                    idx = (fine_codes[j].copy() if c == fine else _coarser_codes(
+                        self.edges_[c], self.edges_[fine], fine_codes[j]))
+                idx[missing] = end - first - 1
+            out[:, c] = first + idx
+        return out
+
+    def finest(self):
+        """Return the finest code column of the columns whose bins nest.
+
+        Returns
+        -------
+        finest : dict of int to int
+            For every numeric column with several resolutions whose coarser
+            edges are all among its finest edges (so that a coarser bin is a
+            union of finest bins), the code column of its finest bins:
+            :meth:`codes` finds those bins with one binary search, and the
+            coarser codes follow from them by a lookup
+            (:func:`_coarser_codes`) instead of a binary search each.
+        """
+        by_column = {}
+        for c, j in enumerate(self.sources_):
+            if self.edges_[c] is not None:
+                by_column.setdefault(int(j), []).append(c)
+        finest = {}
+        for j, cols in by_column.items():
+            if len(cols) < 2:
+                continue
+            fine = max(cols, key=lambda c: len(self.edges_[c]))
+            edges = self.edges_[fine]
+            if all(np.isin(self.edges_[c], edges).all() for c in cols):
+                finest[j] = fine
+        return finest
+
+    def difference(self, other, names=None):
+        """Return a sentence saying how the edges of two fitted bins differ.
+
+        Parameters
+        ----------
+        other : AdditiveBins
+            Fitted bins of an encoder with the same settings.
+        names : list of str, default=None
+            Column names, for the sentence.
+
+        Returns
+        -------
+        sentence : str or None
+            None when the edges are equal, or their code columns differ in
+            number (then ``additive_bins`` differs).
+        """
+        edges_a, edges_b = self.edges_ or [], other.edges_ or []
+        if len(edges_a) != len(edges_b):
+            return None
+        for c, (ea, eb) in enumerate(zip(edges_a, edges_b)):
+            if (ea is None) != (eb is None) or (ea is not None and not np.array_equal(ea, eb)):
+                return (f"the additive bins of column {_column_name(names, self.sources_[c])} "
+                        "differ (encoders fitted on different rows)")
+        return None
+
+    @classmethod
+    def union(cls, bins):
+        """Return common bins for fitted bins that differ only in their edges.
+
+        Parameters
+        ----------
+        bins : list of AdditiveBins
+            Fitted bins of the same code columns.
+
+        Returns
+        -------
+        union : AdditiveBins
+            A copy of the first whose numeric code columns' edges are the
+            sorted union of all edges.
+        rows : list of ndarray of int
+            For each of ``bins``, the row of its table that every row of the
+            union's table takes (see ``union_additive_bins``).
+        """
+        ref = bins[0]
+        union = copy.deepcopy(ref)
+        edges, sizes = [], []
+        for j in range(len(ref.edges_)):  # code columns
+            if ref.edges_[j] is None:
+                edges.append(None)
+                sizes.append(int(ref.offsets_[j + 1] - ref.offsets_[j]))
+                continue
+            e = np.unique(np.concatenate([b.edges_[j] for b in bins]))
+            edges.append(e)
+            sizes.append(len(e) + 2)
+        union.edges_ = edges
+        union.offsets_ = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
+        union.n_additive_ = int(union.offsets_[-1])
+        rows = []
+        for b in bins:
+            r = np.empty(union.n_additive_, dtype=np.int64)
+            for j, e in enumerate(edges):
+                u0, u1 = union.offsets_[j], union.offsets_[j + 1]
+                o0, o1 = b.offsets_[j], b.offsets_[j + 1]
+                if e is None:
+                    r[u0:u1] = np.arange(o0, o1)
+                    continue
+                # union bin i >= 1 holds [e[i-1], e[i]): the bins' bin of e[i-1] (codes use
+                # searchsorted(side="right")); bin 0 is below every edge; the last row: missing
+                own = np.searchsorted(b.edges_[j], e, side="right")
+                r[u0:u1] = o0 + np.concatenate([[0], own, [o1 - o0 - 1]])
+            rows.append(r)
+        return union, rows
+
+    def to_dict(self):
+        """Return the setting and fitted state as ``TabularEncoder.to_dict`` entries.
+
+        Returns
+        -------
+        state : dict
+            ``additive_bins`` and, when fitted, ``additive_edges_``,
+            ``additive_offsets_``, ``n_additive_``, ``additive_sources_``
+            and ``additive_steps_``.
+        """
+        return {key: getattr(self, attr) for key, attr in self.STATE_KEYS.items()
+                if hasattr(self, attr)}
+
+    @classmethod
+    def from_dict(cls, state):
+        """Rebuild bins from :meth:`to_dict` (the fitted entries when present).
+
+        Parameters
+        ----------
+        state : dict
+            The output of :meth:`to_dict`.
+
+        Returns
+        -------
+        bins : AdditiveBins
+        """
+        bins = cls.__new__(cls)
+        for key, attr in cls.STATE_KEYS.items():
+            if key in state:
+                setattr(bins, attr, state[key])
+        return bins
