@@ -120,6 +120,8 @@ numpydoc_validation_exclude = {
     r"\.__init__$",
     # dunders (dataclass-generated ones have no numpydoc docstring)
     r"\.__\w+__$",
+    # a class-level default of a fitted attribute, documented in the class docstring
+    r"\.TabularEncoder\.column_kinds_$",
     # inherited from BaseException, documented by Python
     r"\.WorkerLostError\.(add_note|with_traceback)$",
     # TabularEncoder's methods take the column arrays the estimators pass it

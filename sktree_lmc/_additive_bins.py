@@ -341,13 +341,20 @@ class AdditiveBins:
         return None
 
     @classmethod
-    def union(cls, bins):
+    def union(cls, bins, category_rows=None):
         """Return common bins for fitted bins that differ only in their edges.
 
         Parameters
         ----------
         bins : list of AdditiveBins
             Fitted bins of the same code columns.
+        category_rows : dict of int to list of ndarray, default=None
+            For a categorical code column whose categories differ between
+            the bins (a union of encoders' categories), its union rows: per
+            one of ``bins``, the row of that bins' block (counted from the
+            block's first row) that every row of the union's block takes;
+            the union's block has as many rows. None, and for the other
+            categorical code columns: the blocks map one to one.
 
         Returns
         -------
@@ -361,10 +368,12 @@ class AdditiveBins:
         ref = bins[0]
         union = copy.deepcopy(ref)
         edges, sizes = [], []
+        category_rows = {} if category_rows is None else category_rows
         for j in range(len(ref.edges_)):  # code columns
             if ref.edges_[j] is None:
                 edges.append(None)
-                sizes.append(int(ref.offsets_[j + 1] - ref.offsets_[j]))
+                sizes.append(len(category_rows[j][0]) if j in category_rows
+                             else int(ref.offsets_[j + 1] - ref.offsets_[j]))
                 continue
             e = np.unique(np.concatenate([b.edges_[j] for b in bins]))
             edges.append(e)
@@ -373,11 +382,14 @@ class AdditiveBins:
         union.offsets_ = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
         union.n_additive_ = int(union.offsets_[-1])
         rows = []
-        for b in bins:
+        for k, b in enumerate(bins):
             r = np.empty(union.n_additive_, dtype=np.int64)
             for j, e in enumerate(edges):
                 u0, u1 = union.offsets_[j], union.offsets_[j + 1]
                 o0, o1 = b.offsets_[j], b.offsets_[j + 1]
+                if e is None and j in category_rows:
+                    r[u0:u1] = o0 + np.asarray(category_rows[j][k], dtype=np.int64)
+                    continue
                 if e is None:
                     r[u0:u1] = np.arange(o0, o1)
                     continue

@@ -20,13 +20,27 @@ from sklearn.pipeline import Pipeline
 from sklearn.utils import _safe_indexing, check_random_state
 from sklearn.utils.validation import _num_features, _num_samples, check_is_fitted
 
-from ._encoding import encoders_differ, union_additive_bins
+from ._common_encoding import common_encoder
+from ._encoding import encoders_differ
 from ._estimators import _BaseSoftTreeEnsemble
 from ._params import TreeParams, check_finite_params
 
-__all__ = ["check_compatible", "combine", "common_additive_bins", "fingerprint",
+__all__ = ["check_compatible", "combine", "common_encoding", "fingerprint",
            "refit_objective", "rewrap", "sample_rows", "scale_leaves", "split_pipelines",
            "target_scale", "with_params"]
+
+
+def _same_value(a, b):
+    """Equality of two elements of an object array, a missing value (NaN,
+    None, ``pd.NA``) equal to the same kind of missing value."""
+    if a is b:
+        return True
+    if isinstance(a, float) and isinstance(b, float) and math.isnan(a) and math.isnan(b):
+        return True
+    try:
+        return bool(a == b)
+    except (TypeError, ValueError):  # pd.NA == x is ambiguous
+        return False
 
 
 def _same_state(x, y):
@@ -40,6 +54,8 @@ def _same_state(x, y):
             return False
         if x.dtype.kind in "fc":
             return bool(np.array_equal(x, y, equal_nan=True))
+        if x.dtype.kind == "O":  # e.g. a OneHotEncoder's categories, NaN among them
+            return all(_same_value(a, b) for a, b in zip(x.ravel().tolist(), y.ravel().tolist()))
         return bool(np.array_equal(x, y))
     if isinstance(x, dict):
         return x.keys() == y.keys() and all(_same_state(x[k], y[k]) for k in x)
@@ -62,7 +78,7 @@ def split_pipelines(estimators):
 
     Plain estimators are returned as they are, with ``None``, except that
     models whose additive bins alone differ come back on common bins
-    (:func:`common_additive_bins`: the same functions). Pipelines must
+    (:func:`common_encoding`: the same functions). Pipelines must
     all end with a soft tree ensemble and have equal preprocessing steps
     (same names, types, parameters and fitted state, as for the same
     preprocessing fitted on the same rows): then the final steps are returned
@@ -80,7 +96,7 @@ def split_pipelines(estimators):
     """
     estimators = list(estimators)
     if not any(isinstance(est, Pipeline) for est in estimators):
-        return common_additive_bins(estimators), None
+        return common_encoding(estimators), None
     ref = estimators[0]
     finals = []
     for i, est in enumerate(estimators):
@@ -109,43 +125,45 @@ def split_pipelines(estimators):
                     "or let the estimator encode raw inputs itself."
                 )
         finals.append(final)
-    return common_additive_bins(finals), ref[:-1]
+    return common_encoding(finals), ref[:-1]
 
 
-def common_additive_bins(estimators):
-    """``estimators`` with their additive terms on common bins, where only those differ.
+def common_encoding(estimators):
+    """``estimators`` re-expressed on one input encoding, when only their encodings differ.
 
-    The additive term's bins are fitted on the training rows, so models
-    fitted on different rows have different bins even when their trees see
-    the same features (``numeric_encoding="none"`` on inputs preprocessed
-    identically). Such models are returned as new fitted estimators that
-    compute exactly the same functions, with one encoder whose bins are the
-    union of theirs and their tables on those bins
-    (:func:`~sktree_lmc._encoding.union_additive_bins`), so that they align,
-    merge and interpolate as models with equal encoders do. Anything else
-    (equal encoders, other differences, objects that are not fitted soft tree
+    Models fitted on different rows (other shards, sites, days) fit
+    different encoders: other quantiles, knots, categories, missing-value
+    indicators and additive bins. Such models are returned as new fitted
+    estimators that compute exactly the same functions, on one encoder on
+    which every model's features are exact linear functions of the common
+    ones (:func:`~sktree_lmc._common_encoding.common_encoder`: the union of
+    the knots, categories, indicators and bins; the quantile-normal columns
+    of the models side by side), so that they align, merge and interpolate as
+    models with equal encoders do. Anything else (equal encoders, encoders
+    that no common encoding expresses, objects that are not fitted soft tree
     ensembles) is returned unchanged, and :func:`check_compatible` names what
     differs.
     """
     if len(estimators) < 2 or not all(
         isinstance(est, _BaseSoftTreeEnsemble) and hasattr(est, "tree_params_")
-        and getattr(est, "encoder_", None) is not None
-        and getattr(est.encoder_, "additive_offsets_", None) is not None
-        and est.tree_params_.additive is not None
-        and len(est.tree_params_.additive) == est.encoder_.n_additive_
-        for est in estimators
+        and getattr(est, "encoder_", None) is not None for est in estimators
     ):
         return estimators
     encoders = [est.encoder_ for est in estimators]
-    if all(encoders_differ(encoders[0], enc) is None for enc in encoders[1:]) or any(
-        encoders_differ(encoders[0], enc, additive=False) is not None for enc in encoders[1:]
-    ):
+    if all(encoders_differ(encoders[0], enc) is None for enc in encoders[1:]):
         return estimators
-    union, rows = union_additive_bins(encoders)
+    try:
+        union, translations = common_encoder(encoders)
+    except ValueError:
+        return estimators  # check_compatible names the difference
     out = []
-    for est, r in zip(estimators, rows):
+    for est, translation in zip(estimators, translations):
         p = est.tree_params_
-        params = TreeParams(p.split_weight, p.split_bias, p.leaf_value, p.additive[r])
+        W, b = translation.weights(p.split_weight, p.split_bias)
+        rows = translation.additive_rows
+        additive = p.additive if rows is None or p.additive is None else p.additive[rows]
+        params = TreeParams(np.asarray(W, dtype=np.float32), np.asarray(b, dtype=np.float32),
+                            p.leaf_value, additive)
         out.append(with_params(est, params, encoder_=copy.deepcopy(union)))
     return out
 
@@ -200,38 +218,46 @@ def check_compatible(estimators):
             raise ValueError(
                 f"Cannot merge a {type(ref).__name__} with a {type(est).__name__}."
             )
-        checks = [
-            ("architecture", ref.architecture_.name, est.architecture_.name),
-            ("depth", ref.architecture_.depth, est.architecture_.depth),
-            ("number of trees", ref.tree_params_.n_trees, est.tree_params_.n_trees),
-            ("number of features", ref.n_features_in_, est.n_features_in_),
-            ("number of outputs", ref.n_outputs_, est.n_outputs_),
-        ]
-        for what, x, y in checks:
-            if x != y:
-                raise ValueError(f"Models differ in {what}: {x!r} (model 0) vs {y!r} (model {i}).")
+    differences = []
+    for i, est in enumerate(estimators[1:], start=1):
+        differences += [f"{what}: {x!r} (model 0) vs {y!r} (model {i})"
+                        for what, x, y in _compared(ref, est) if not _equal(x, y)]
         differ = encoders_differ(ref.encoder_, est.encoder_)
         if differ is not None:
-            raise ValueError(
-                f"Models 0 and {i} differ in their input encoding: {differ}. Aligned trees "
-                "must see the same features: fit the models on the same rows (the encoder "
-                "is fitted on them), or fit them with numeric_encoding='none' on inputs "
-                "preprocessed identically."
-            )
-        if is_classifier(ref) and not np.array_equal(ref.classes_, est.classes_):
-            raise ValueError(
-                f"Models differ in classes: {ref.classes_!r} (model 0) vs {est.classes_!r} "
-                f"(model {i})."
-            )
-        shape_a, shape_b = getattr(ref, "_y_1d", None), getattr(est, "_y_1d", None)
-        if shape_a != shape_b:  # the merged model would predict model 0's shape
-            what = {True: "1-D y", False: "2-D y", None: "unknown targets"}
-            raise ValueError(
-                f"Models differ in the shape of their targets: {what[shape_a]} (model 0) vs "
-                f"{what[shape_b]} (model {i}); they predict arrays of different shapes. Fit "
-                "them on y of the same shape."
-            )
+            differences.append(f"input encoding of models 0 and {i}: {differ}")
+    if differences:
+        raise ValueError(
+            "The models cannot be aligned or merged; they differ in "
+            + "; ".join(differences) + ". Merged models need one architecture, depth and "
+            "number of trees, the same input columns, classes and outputs."
+        )
+    for i, est in enumerate(estimators):
         check_finite_params(est.tree_params_, f"Estimator {i}")
+
+
+def _compared(a, b):
+    """What two models must share to be aligned: (what, a's, b's)."""
+    what = {True: "1-D y", False: "2-D y", None: "unknown targets"}
+    out = [
+        ("architecture", a.architecture_.name, b.architecture_.name),
+        ("depth", a.architecture_.depth, b.architecture_.depth),
+        ("number of trees", a.tree_params_.n_trees, b.tree_params_.n_trees),
+        ("number of features", a.n_features_in_, b.n_features_in_),
+        ("feature names", getattr(a, "feature_names_in_", None),
+         getattr(b, "feature_names_in_", None)),
+        ("number of outputs", a.n_outputs_, b.n_outputs_),
+        ("the shape of their targets", what[getattr(a, "_y_1d", None)],
+         what[getattr(b, "_y_1d", None)]),
+    ]
+    if is_classifier(a):
+        out.append(("classes", a.classes_, b.classes_))
+    return out
+
+
+def _equal(x, y):
+    if x is None or y is None:
+        return x is y
+    return bool(np.array_equal(np.asarray(x, dtype=object), np.asarray(y, dtype=object)))
 
 
 def fingerprint(params):

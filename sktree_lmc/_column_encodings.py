@@ -20,6 +20,11 @@ per-column attributes the kind owns, ``state_keys``: e.g. ``knots_[j]``):
   :meth:`~ColumnEncoding.difference`: what the estimators' start on ramps,
   the exported torch module and the comparison of two encoders need.
 
+A union of encoders fitted on different rows
+(:func:`~sktree_lmc._common_encoding.common_encoder`) may also hold a
+:class:`StackedColumns` column: several numeric encodings of the column
+side by side. Every kind is in :data:`COLUMN_KINDS`, by name.
+
 The encoder loops over its columns and calls each column's kind; the kinds
 keep the fitted state where :meth:`TabularEncoder.to_dict` has always had it
 (per-column lists ``knots_``, ``center_``, ``scale_``, ``categories_``, the
@@ -40,9 +45,9 @@ from collections import OrderedDict
 import numpy as np
 from sklearn.preprocessing import QuantileTransformer
 
-__all__ = ["CATEGORICAL", "NUMERIC_ENCODINGS", "ColumnEncoding", "NoneColumns",
-           "OneHotColumns", "PiecewiseLinearColumns", "QuantileNormalColumns",
-           "StandardColumns", "empty_column_state", "sketch_entries"]
+__all__ = ["CATEGORICAL", "COLUMN_KINDS", "NUMERIC_ENCODINGS", "STACKED", "ColumnEncoding",
+           "NoneColumns", "OneHotColumns", "PiecewiseLinearColumns", "QuantileNormalColumns",
+           "StackedColumns", "StandardColumns", "empty_column_state", "sketch_entries"]
 
 
 #: Values of an object column that are not numbers although ``float()`` of
@@ -194,17 +199,18 @@ def _numeric(values, name):
     return values
 
 
-def _hat_features(x, knots):
+def _hat_features(x, knots, dtype=np.float32):
     """Degree-1 B-spline basis on ``knots`` (unique, sorted) of ``x`` (no NaN),
-    shape ``(len(x), len(knots))``; a single knot gives no feature."""
+    shape ``(len(x), len(knots))``, of ``dtype``; a single knot gives no
+    feature."""
     T = len(knots)
     if T < 2:
-        return np.zeros((len(x), 0), dtype=np.float32)
+        return np.zeros((len(x), 0), dtype=dtype)
     xc = np.clip(x, knots[0], knots[-1])
     # the interval [k_i, k_{i+1}] that holds each value (the last one closed)
     i = np.clip(np.searchsorted(knots, xc, side="right") - 1, 0, T - 2)
     t = (xc - knots[i]) / (knots[i + 1] - knots[i])
-    out = np.zeros((len(x), T), dtype=np.float32)
+    out = np.zeros((len(x), T), dtype=dtype)
     rows = np.arange(len(x))
     out[rows, i] = 1.0 - t
     out[rows, i + 1] += t
@@ -637,12 +643,14 @@ class ColumnEncoding:
 
         Returns
         -------
-        form : {"empty", "one_hot", "hat", "quantile_normal", "affine"}
+        form : {"empty", "one_hot", "hat", "quantile_normal", "affine", "stack"}
             The exported column's kind.
         args : tuple
             Its arguments before ``has_missing``: none, the number of
             categories and whether there is an infrequent feature, the
-            knots, the ``QuantileTransformer``, or the center and scale.
+            knots, the ``QuantileTransformer``, the center and scale, or
+            the list of the ``(form, args)`` of a stacked column's
+            sub-encodings (those with features).
         """
         raise NotImplementedError
 
@@ -976,3 +984,90 @@ NUMERIC_ENCODINGS = OrderedDict((kind.name, kind) for kind in (
 
 #: The encoding of the categorical columns.
 CATEGORICAL = OneHotColumns()
+
+
+class StackedColumns(_NumericColumns):
+    """Several numeric encodings of one column side by side (a union encoder's).
+
+    The column's features are the concatenation of its sub-encodings'
+    features, each of another kind or fitted on other rows: e.g. the
+    quantile transforms of two encoders fitted apart (no exact union of two
+    quantile transforms exists, see :mod:`._common_encoding`), or the
+    ``"standard"`` and ``"piecewise_linear"`` encodings of two models with
+    different ``numeric_encoding``. A missing value gives zeros in every
+    sub-block (and the column's one missing indicator, after them). Only
+    :func:`~sktree_lmc._common_encoding.common_encoder` builds such columns:
+    they are not fitted from data.
+
+    The state is ``stacked_[j]``: the list of the sub-encodings, each a
+    pair ``(kind name, state)`` of a numeric kind of :data:`COLUMN_KINDS`
+    and its fitted state (the dict its ``state_keys`` name). The encoder has
+    the attribute ``stacked_`` (a dict by column index) only when it has a
+    stacked column.
+
+    See Also
+    --------
+    QuantileNormalColumns : The usual sub-encoding.
+    """
+
+    name = "stacked"
+    state_keys = ("stacked_",)
+
+    def state(self, encoder, j):
+        return {"stacked_": getattr(encoder, "stacked_", {}).get(j, [])}
+
+    def store(self, encoder, j, state):
+        if "stacked_" not in vars(encoder):
+            encoder.stacked_ = {}
+        encoder.stacked_[j] = [(str(kind), dict(sub)) for kind, sub in state["stacked_"]]
+
+    @staticmethod
+    def parts(state):
+        """Return the sub-encodings of a stacked column.
+
+        Parameters
+        ----------
+        state : dict
+            The column's fitted state.
+
+        Returns
+        -------
+        parts : list of (ColumnEncoding, dict)
+            Every sub-encoding's kind and state, in the order of its block.
+        """
+        return [(COLUMN_KINDS[kind], sub) for kind, sub in state["stacked_"]]
+
+    def summarize(self, values, name, *, n_bins, sketch_size, sketch=False):
+        raise ValueError(f"Column {name} is a union of encodings; it is not fitted from data.")
+
+    def fit(self, parts, *, name, n_bins, max_categories):
+        raise ValueError(f"Column {name} is a union of encodings; it is not fitted from data.")
+
+    def width(self, state):
+        return sum(kind.width(sub) for kind, sub in self.parts(state))
+
+    def features(self, state, xp):
+        blocks = [kind.features(sub, xp) for kind, sub in self.parts(state) if kind.width(sub)]
+        return np.concatenate([np.asarray(b, dtype=np.float64) for b in blocks], axis=1)
+
+    def _export_form(self, state):
+        forms = [kind.export_form(sub) for kind, sub in self.parts(state)]
+        return "stack", ([form for form in forms if form[0] != "empty"],)
+
+    def difference(self, a, b, name):
+        pa, pb = self.parts(a), self.parts(b)
+        if [k.name for k, _ in pa] != [k.name for k, _ in pb] or any(
+            ka.difference(sa, sb, name) is not None for (ka, sa), (_, sb) in zip(pa, pb)
+        ):
+            return f"the stacked encodings of column {name} differ"
+        return None
+
+
+#: The encodings of a stacked column (:class:`StackedColumns`).
+STACKED = StackedColumns()
+
+#: Every kind of column by name: the numeric encodings, the categorical one
+#: (``"one_hot"``) and the stacked one, for an encoder's per-column kinds
+#: (``TabularEncoder.column_kinds_``) and a stacked column's sub-encodings.
+COLUMN_KINDS = OrderedDict(
+    [*NUMERIC_ENCODINGS.items(), (CATEGORICAL.name, CATEGORICAL), (STACKED.name, STACKED)])

@@ -85,6 +85,14 @@ calls column by column with the column's fitted state (its entries of
 :class:`~._additive_bins.AdditiveBins` with its own fitted state, to which the
 encoder's ``additive_*`` attributes and methods delegate. :meth:`TabularEncoder.to_dict`
 flattens both into one plain dict.
+
+**Unions.** Encoders fitted on different rows differ; their union
+(:func:`~._common_encoding.common_encoder`) is an encoder on which each of
+them is an affine function of the union's features. Where no exact union
+exists (two quantile transforms, two numeric kinds) its column is a
+``"stacked"`` one, several encodings side by side; such an encoder names
+the kind of every column in ``column_kinds_`` (absent from a fitted
+encoder and its :meth:`TabularEncoder.to_dict`).
 """
 
 from __future__ import annotations
@@ -106,6 +114,7 @@ from ._additive_bins import (  # noqa: F401
 )
 from ._column_encodings import (  # noqa: F401
     CATEGORICAL,
+    COLUMN_KINDS,
     NUMERIC_ENCODINGS,
     _check_hashable,
     _column_name,
@@ -492,6 +501,16 @@ class TabularEncoder:
         the table's size, ``n_additive_``, last).
     n_additive_ : int
         Rows of the additive table (0 without ``additive_bins``).
+    column_kinds_ : list of str or None
+        Per column, the name of its kind in
+        :data:`~._column_encodings.COLUMN_KINDS` when it is not the one
+        that ``numeric_encoding`` and ``categorical_`` give (a union of
+        encoders, :func:`~._common_encoding.common_encoder`); None (a class
+        attribute, absent from :meth:`to_dict`) for a fitted encoder.
+    stacked_ : dict of int to list
+        Only with a ``"stacked"`` column: its sub-encodings, pairs of a
+        numeric kind's name and its state
+        (:class:`~._column_encodings.StackedColumns`).
 
     See Also
     --------
@@ -553,6 +572,11 @@ class TabularEncoder:
     >>> merged.knots_[0].tolist() == enc.knots_[0].tolist() == [0.0, 1.5, 3.0]
     True
     """
+    #: Per-column kinds overriding ``numeric_encoding`` (a union encoder's); see
+    #: the class docstring. A class attribute, so that a fitted encoder's
+    #: ``vars`` (and :meth:`to_dict`) do not hold it.
+    column_kinds_ = None
+
     def __init__(self, numeric_encoding="piecewise_linear", n_bins=16, max_categories=32,
                  additive_bins=None):
         self.numeric_encoding = numeric_encoding
@@ -724,6 +748,8 @@ class TabularEncoder:
                     "are categorical differ)."
                 )
         n_columns = len(categorical)
+        for key in ("column_kinds_", "stacked_"):  # a union's kinds: a fit makes its own
+            self.__dict__.pop(key, None)
         self.n_features_in_ = n_columns
         self.categorical_ = categorical
         self.names_ = None if names is None else [str(n) for n in names]
@@ -740,6 +766,8 @@ class TabularEncoder:
 
     def _kinds(self):
         """The :class:`~._column_encodings.ColumnEncoding` of every input column."""
+        if self.column_kinds_ is not None:
+            return [COLUMN_KINDS[name] for name in self.column_kinds_]
         numeric = NUMERIC_ENCODINGS[self.numeric_encoding]
         return [CATEGORICAL if c else numeric for c in self.categorical_]
 
@@ -867,8 +895,12 @@ class TabularEncoder:
         """bool: Whether the encoding returns its inputs unchanged.
 
         True for ``numeric_encoding="none"`` without categorical columns and
-        without missing values in ``fit``.
+        without missing values in ``fit`` (with ``column_kinds_``: every
+        column of kind ``"none"``, without missing indicator).
         """
+        if self.column_kinds_ is not None:
+            return (all(kind.identity for kind in self._kinds())
+                    and not self.has_missing_.any())
         return (NUMERIC_ENCODINGS[self.numeric_encoding].identity
                 and not self.categorical_.any() and not self.has_missing_.any())
 
@@ -1006,6 +1038,12 @@ def encoders_differ(a, b, additive=True):
         if not np.array_equal(getattr(a, attr), getattr(b, attr)):
             cols = np.flatnonzero(np.asarray(getattr(a, attr)) != np.asarray(getattr(b, attr)))
             return f"{attr.rstrip('_')} differs in column(s) {cols.tolist()}"
+    if a.column_kinds_ is not None or b.column_kinds_ is not None:
+        kinds_a = [kind.name for kind in a._kinds()]
+        kinds_b = [kind.name for kind in b._kinds()]
+        if kinds_a != kinds_b:
+            cols = [j for j, (x, y) in enumerate(zip(kinds_a, kinds_b)) if x != y]
+            return f"the encoding differs in column(s) {cols}"
     for j, kind in enumerate(a._kinds()):
         sentence = kind.difference(a._state(kind, j), b._state(kind, j), a._name(j))
         if sentence is not None:

@@ -33,6 +33,9 @@ operations of the estimators' inference kernel
   the module: ONNX has no such operator, and the module then uses
   :func:`_ndtri_portable`, the same Cephes rational approximations written
   with elementary operations.
+- a stacked column (a union encoder's, see :mod:`._common_encoding`): the
+  ``"stack"`` form, its sub-encodings' features side by side, then its one
+  missing indicator. :func:`export_encoder` exports an encoder alone.
 """
 
 from __future__ import annotations
@@ -46,7 +49,7 @@ from torch import nn
 from ._encoding import _missing_mask, _numeric
 from ._forward import routing_plan
 
-__all__ = ["encode_categories", "export_module"]
+__all__ = ["encode_categories", "encoder_inputs", "export_encoder", "export_module"]
 
 #: scikit-learn's ``BOUNDS_THRESHOLD`` (``sklearn.preprocessing._data``).
 BOUNDS_THRESHOLD = 1e-7
@@ -274,16 +277,118 @@ class _CategoryColumn(_Column):
         return out
 
 
+class _StackColumn(_Column):
+    """A stacked column (a union encoder's): its sub-encodings' features side
+    by side, then the column's one missing indicator."""
+
+    def __init__(self, forms, has_missing):
+        super().__init__(has_missing)
+        self.parts = nn.ModuleList([_FORMS[form](*args, False) for form, args in forms])
+
+    def features(self, x, missing):
+        blocks = [part.features(x, missing) for part in self.parts]
+        blocks = [block for block in blocks if block is not None]
+        if not blocks:
+            return None
+        return torch.cat(blocks, dim=1) if len(blocks) > 1 else blocks[0]
+
+
+#: The module of each form of ColumnEncoding.export_form (sktree_lmc/_column_encodings.py):
+#: it takes the form's arguments, then whether the column has a missing indicator.
+_FORMS = {"empty": _EmptyColumn, "one_hot": _CategoryColumn, "hat": _HatColumn,
+          "quantile_normal": _QuantileNormalColumn, "affine": _AffineColumn,
+          "stack": _StackColumn}
+
+
 def _column_encoders(encoder):
-    # the module of each form of ColumnEncoding.export_form (sktree_lmc/_column_encodings.py):
-    # it takes the form's arguments, then whether the column has a missing indicator
-    forms = {"empty": _EmptyColumn, "one_hot": _CategoryColumn, "hat": _HatColumn,
-             "quantile_normal": _QuantileNormalColumn, "affine": _AffineColumn}
     cols = []
     for j in range(encoder.n_features_in_):
         form, args = encoder._column_export(j)
-        cols.append(forms[form](*args, bool(encoder.has_missing_[j])))
+        cols.append(_FORMS[form](*args, bool(encoder.has_missing_[j])))
     return nn.ModuleList(cols)
+
+
+class _ExportedEncoder(nn.Module):
+    """Raw columns ``(n, n_features_in_)`` -> an encoder's float32 features."""
+
+    def __init__(self, encoder):
+        super().__init__()
+        self.n_features_in = int(encoder.n_features_in_)
+        self.columns = _column_encoders(encoder)
+
+    def forward(self, X):
+        X = X.reshape(X.shape[0], self.n_features_in).to(torch.float64)
+        blocks = [col(X[:, j]) for j, col in enumerate(self.columns)]
+        return torch.cat(blocks, dim=1).to(torch.float32)
+
+
+def export_encoder(encoder):
+    """Return a fitted encoder alone as a self-contained PyTorch module.
+
+    The input encoding of :func:`export_module`, without the trees: for an
+    encoder that no estimator holds yet, such as the union of several
+    models' encoders (:func:`~sktree_lmc._common_encoding.common_encoder`,
+    whose stacked columns export as their sub-encodings side by side).
+
+    Parameters
+    ----------
+    encoder : TabularEncoder
+        A fitted encoder.
+
+    Returns
+    -------
+    module : torch.nn.Module
+        In eval mode. It maps a float tensor of shape
+        ``(n, n_features_in_)`` (numeric values, categorical columns as
+        category codes, see :func:`encoder_inputs`; NaN for a missing
+        value) to the float32 features ``encoder.transform`` gives, shape
+        ``(n, n_features_out_)``.
+
+    See Also
+    --------
+    export_module : The whole estimator.
+    encoder_inputs : Column arrays to the module's input.
+    """
+    module = _ExportedEncoder(encoder)
+    module.requires_grad_(False)
+    return module.eval()
+
+
+def encoder_inputs(encoder, columns):
+    """Column arrays as the float input of the modules of an encoder.
+
+    Numeric columns keep their values (missing values as NaN); categorical
+    columns become the index of the value in ``encoder.categories_[j]``,
+    ``-1`` for another category and NaN for a missing value.
+
+    Parameters
+    ----------
+    encoder : TabularEncoder
+        A fitted encoder.
+    columns : list of ndarray
+        The input's columns (see ``TabularEncoder.transform_columns``).
+
+    Returns
+    -------
+    codes : ndarray of float64 of shape (n_samples, n_features_in_)
+        The input of :func:`export_encoder`'s module (and of
+        :func:`export_module`'s for an estimator holding ``encoder``).
+    """
+    enc = encoder
+    n = len(columns[0]) if columns else 0
+    out = np.empty((n, enc.n_features_in_), dtype=np.float64)
+    for j, col in enumerate(columns):
+        if not enc.categorical_[j]:
+            out[:, j] = _numeric(np.asarray(col), enc._name(j))
+            continue
+        values = np.asarray(col, dtype=object)
+        missing = _missing_mask(values)
+        lookup = {c: i for i, c in enumerate(enc.categories_[j].tolist())}
+        codes = np.full(n, np.nan)
+        present = np.flatnonzero(~missing)
+        codes[present] = [lookup.get(v, -1) for v in values[present].tolist()]
+        out[:, j] = codes
+    return out
 
 
 # -- the trees ---------------------------------------------------------------------------
@@ -625,19 +730,4 @@ def encode_categories(estimator, X):
            [ 2., -1.]])
     """
     est = _fitted_ensemble(estimator)
-    enc = est.encoder_
-    columns = est._input_columns(X)
-    n = len(columns[0]) if columns else 0
-    out = np.empty((n, enc.n_features_in_), dtype=np.float64)
-    for j, col in enumerate(columns):
-        if not enc.categorical_[j]:
-            out[:, j] = _numeric(np.asarray(col), enc._name(j))
-            continue
-        values = np.asarray(col, dtype=object)
-        missing = _missing_mask(values)
-        lookup = {c: i for i, c in enumerate(enc.categories_[j].tolist())}
-        codes = np.full(n, np.nan)
-        present = np.flatnonzero(~missing)
-        codes[present] = [lookup.get(v, -1) for v in values[present].tolist()]
-        out[:, j] = codes
-    return out
+    return encoder_inputs(est.encoder_, est._input_columns(X))

@@ -11,6 +11,7 @@ and turns it into an aligner with :func:`check_aligner`.
 
 from __future__ import annotations
 
+import dataclasses
 import re
 import sys
 from numbers import Integral, Real
@@ -32,6 +33,7 @@ from ._bridge import (
     transform_rows,
     with_params,
 )
+from ._common_encoding import matching_view
 from ._device import DEVICE_CONSTRAINT, resolve_device
 from ._matching import INVARIANCES, _align_optimizer_state, dp_cost
 from ._nway import _check_weights, align_many
@@ -244,7 +246,7 @@ class ModelAligner(BaseEstimator):
             )
         w = _check_weights(weights, K)
         ref = estimators[self.reference]
-        params = [est.tree_params_ for est in estimators]
+        params = [_matching_params(est) for est in estimators]
         scale = target_scale(estimators, w)
         if scale is not None:  # compare regressors in one target standardization
             params = [scale_leaves(p, f) for p, f in zip(params, scale[2])]
@@ -378,6 +380,22 @@ def _aligned_state(est, alignment):
     if state is None:
         return {}
     return {"optimizer_state_": _align_optimizer_state(state, alignment)}
+
+
+def _matching_params(est):
+    """The parameters weight matching compares: ``tree_params_``, with the
+    split weights of side-by-side blocks of a common encoding (the models'
+    own quantile-normal features of one column, see
+    :func:`~sktree_lmc._common_encoding.matching_view`) summed into one block,
+    so that the models' weights on their own features of a column meet. The
+    alignment found applies to the full parameters (it permutes trees, nodes
+    and leaves, never features)."""
+    params = est.tree_params_
+    view = matching_view(est.encoder_)
+    if view is None or view.shape[0] == view.shape[1]:
+        return params
+    return dataclasses.replace(params, split_weight=np.ascontiguousarray(
+        params.split_weight @ view.astype(params.split_weight.dtype)))
 
 
 def _search_estimate(aligner, arch, ref):

@@ -446,8 +446,8 @@ class ShardedSoftTreeEnsemble(MetaEstimatorMixin, BaseEstimator):
         (``aligner_.n_iter_``; this was ``n_iter_`` before version 0.1).
     encoder_ : TabularEncoder
         The input encoding of every shard model and of the merged model,
-        fitted once before the shards train (models with different encoders
-        cannot be merged): on all training rows, or for dask input from
+        fitted once before the shards train (so that the shard models share
+        their features and merge with no common-encoding cost): on all training rows, or for dask input from
         summaries of the partitions computed on the workers (category
         counts, means and variances, 1,001-level quantile sketches; see
         :meth:`TabularEncoder.from_summaries`).

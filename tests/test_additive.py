@@ -330,11 +330,11 @@ def test_models_fitted_on_different_rows_merge_on_the_union_of_their_bins():
     assert merge_estimators([a, b, c]).predict(X).shape == (600,)
     refitted = refit_leaves(mid, X, y, max_iter=5)
     assert refitted.encoder_.n_additive_ == mid.encoder_.n_additive_
-    # the trees' features must still be equal: other encodings fitted on other rows are not
+    # other encodings fitted on other rows merge too, on their common encoding (issue 41)
     q_a = _small().fit(X[:300], y[:300])
     q_b = _small(random_state=1).fit(X[300:], y[300:])
-    with pytest.raises(ValueError, match="the quantiles of column 0 differ"):
-        merge_estimators(q_a, q_b)
+    np.testing.assert_allclose(merge_estimators(q_a, q_b, lam=0.0).predict_proba(X),
+                               q_a.predict_proba(X), atol=1e-6)
 
 
 def test_regressors_merge_in_one_target_scale():

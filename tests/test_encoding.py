@@ -249,27 +249,32 @@ def test_models_fitted_on_the_same_rows_merge(mixed):
     assert refitted.predict(X).shape == (len(X),)
 
 
-def test_models_with_different_encoders_do_not_merge(mixed):
+def test_models_with_different_encoders_merge_on_their_common_encoding(mixed):
+    """Issue 41: encoders fitted on other rows, or with other settings, no longer stop a
+    merge: the models are re-expressed on a common encoding, exactly (the endpoints are
+    the models). Only a different n_bins / max_categories setting of the same rows too."""
     X, y = mixed
     a = clf(random_state=1).fit(X, y)
-    b = clf(random_state=2).fit(X.iloc[:200], y[:200])
-    with pytest.raises(ValueError, match="differ in their input encoding: the quantiles "
-                                         "of column 'x0' differ"):
-        merge_estimators(a, b)
-    ple = clf(random_state=1, numeric_encoding="piecewise_linear").fit(X, y)
-    b = clf(random_state=2, numeric_encoding="piecewise_linear").fit(X.iloc[:200], y[:200])
-    with pytest.raises(ValueError, match="differ in their input encoding: the quantile knots "
-                                         "of column 'x0' differ"):
-        merge_estimators(ple, b)
-    c = clf(random_state=2, numeric_encoding="piecewise_linear", n_bins=8).fit(X, y)
-    with pytest.raises(ValueError, match="n_bins differs: 16 vs 8"):
-        merge_estimators(ple, c)
+    pairs = [
+        (a, clf(random_state=2).fit(X.iloc[:200], y[:200])),  # other quantiles
+        (clf(random_state=1, numeric_encoding="piecewise_linear").fit(X, y),
+         clf(random_state=2, numeric_encoding="piecewise_linear").fit(X.iloc[:200], y[:200])),
+        (clf(random_state=1, numeric_encoding="piecewise_linear").fit(X, y),
+         clf(random_state=2, numeric_encoding="piecewise_linear", n_bins=8).fit(X, y)),
+        (a, clf(random_state=2, max_categories=2).fit(X, y)),  # other categories
+        (a, clf(random_state=2, numeric_encoding="standard").fit(X, y)),  # other kinds
+    ]
+    for first, second in pairs:
+        assert encoders_differ(first.encoder_, second.encoder_) is not None
+        for lam, ref in ((0.0, first), (1.0, second)):
+            assert_array_equal(merge_estimators(first, second, lam=lam).predict(X),
+                               ref.predict(X))
     # n_bins is a setting of the piecewise-linear encoding only
     a8 = clf(random_state=2, n_bins=8).fit(X, y)
     assert encoders_differ(a.encoder_, a8.encoder_) is None
-    d = clf(random_state=2, max_categories=2).fit(X, y)
-    with pytest.raises(ValueError, match="input encoding"):
-        ModelAligner().fit([a, d])
+    # what no common encoding expresses is still an error
+    with pytest.raises(ValueError, match="number of features"):
+        ModelAligner().fit([a, clf(random_state=2).fit(X.iloc[:, :-1], y)])
 
 
 def _pipe(seed, scaler=None, **kw):

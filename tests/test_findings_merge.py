@@ -255,8 +255,8 @@ def test_regressors_fitted_on_1d_and_2d_targets_are_not_merged():
     kw = dict(TINY, additive_bins=None)
     flat = SoftTreeEnsembleRegressor(**kw, random_state=0).fit(X, y)
     column = SoftTreeEnsembleRegressor(**kw, random_state=1).fit(X, y.reshape(-1, 1))
-    for models, match in (((flat, column), r"1-D y \(model 0\) vs 2-D y \(model 1\)"),
-                          ((column, flat), r"2-D y \(model 0\) vs 1-D y \(model 1\)")):
+    for models, match in (((flat, column), r"1-D y'? \(model 0\) vs '?2-D y'? \(model 1\)"),
+                          ((column, flat), r"2-D y'? \(model 0\) vs '?1-D y'? \(model 1\)")):
         with pytest.raises(ValueError, match=match):
             merge_estimators(*models, aligner="naive")
 

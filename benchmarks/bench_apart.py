@@ -1,0 +1,252 @@
+"""Models trained apart, merged: the paper's split-data experiment under the default model.
+
+The question a user with data at several sites asks: if every site fits the package's default
+``SoftTreeEnsembleClassifier(random_state=s)`` on its own RAW rows (its own input encoder:
+quantiles, categories, missing-value indicators, additive bins), does merging the models give
+a model better than the sites' own, and how close to the one fitted on all rows?
+
+For each dataset and seed (the 10,000 / 10,000 split of ``benchmarks.bench_accuracy``):
+
+* ``full``: one default model on all training rows;
+* for each split of the training rows into ``K`` sites (``iid2``, ``label2``, ``feature2``,
+  ``iid4``, ``iid8``, ``label4``, ``label8``, ``feature4``; ``label``: each site dominated by a
+  class, as :func:`sktree_lmc.make_shards` ``"class_skewed"``; ``feature``: each site
+  dominated by a quantile range of the first column, skew 0.8), one default model per site,
+  under two protocols:
+
+  - ``apart``: every site fits its own encoder (the real case: no shared preprocessing); the
+    models are merged on the common encoding of their encoders (:func:`merge_estimators`);
+  - ``shared``: every site encodes with the full model's encoder (``encoder=``), as
+    :class:`~sktree_lmc.ShardedSoftTreeEnsemble` does; the upper bound of the first;
+
+* the merges (weights: the sites' row counts): ``naive`` (no alignment), ``wm`` and ``am``
+  (weight and activation matching, every invariance), and ``wm_refit`` (the WM merge with
+  :func:`refit_leaves` on all training rows, ``--refit-iter`` iterations: the rows are pooled
+  here, a federated refit computes the same on dask);
+* ``recovery``: ``(merged - site_mean) / (full - site_mean)``, the share of the gap between the
+  sites' mean and the full model that the merge closes (reported where the gap is at least
+  half a point);
+* for two sites, the test-accuracy barrier of the WM, AM and naive interpolation curves.
+
+CSV rows are appended as they are measured (``<out>/apart.csv``) and fitted models cached with
+joblib, so an interrupted run resumes. Run from the repository root (``SKTREE_LMC_DATA``
+pointing to the Tabular-Benchmark folder)::
+
+    python -m benchmarks.bench_apart --datasets electricity --seeds 0 --splits iid4
+    python -m benchmarks.bench_apart --report
+    python -m benchmarks.bench_apart --smoke        # seconds, for the tests
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import time
+from pathlib import Path
+
+import joblib
+import numpy as np
+from sklearn.base import clone
+
+from benchmarks.bench_accuracy import load, split
+from sktree_lmc import (
+    SoftTreeEnsembleClassifier,
+    interpolation_curve,
+    make_shards,
+    merge_estimators,
+    refit_leaves,
+)
+from sktree_lmc.datasets import TABULAR_BENCHMARK
+
+ROOT = Path(__file__).resolve().parent.parent
+RESULTS = ROOT / "benchmarks" / "results" / "apart"
+SPLITS = {"iid2": ("iid", 2), "label2": ("label", 2), "feature2": ("feature", 2),
+          "iid4": ("iid", 4), "iid8": ("iid", 8), "label4": ("label", 4),
+          "label8": ("label", 8), "feature4": ("feature", 4)}
+FIELDS = ("dataset", "seed", "split", "K", "protocol", "recipe", "full", "site_mean",
+          "site_min", "site_max", "naive", "wm", "am", "wm_refit", "recovery_wm",
+          "recovery_am", "recovery_wm_refit", "barrier_wm", "barrier_am", "barrier_naive",
+          "n_features_sites", "n_features_merged", "merge_s", "fit_s")
+SMOKE_PARAMS = dict(n_estimators=8, max_epochs=3)
+#: Recipes: the default, and variants measured against it (issue 41's candidates).
+RECIPES = {
+    "default": {},
+    "constant_swa": dict(lr_schedule="constant", averaging="swa"),
+    "cosine_fixed": dict(early_stopping=False, max_epochs=60),
+}
+
+
+def feature_skewed(x, K, skew, rng):
+    """Site indices: the rows of each of ``K`` quantile ranges of ``x`` go to their own site
+    with probability ``skew``, else to another site at random."""
+    bins = np.searchsorted(np.quantile(x, np.linspace(0, 1, K + 1)[1:-1]), x, side="right")
+    other = (bins + rng.randint(1, K, size=len(x))) % K
+    site = np.where(rng.rand(len(x)) < skew, bins, other)
+    return [np.flatnonzero(site == k) for k in range(K)]
+
+
+def sites(kind, K, X, y, seed):
+    rng = np.random.RandomState(seed)
+    if kind == "feature":
+        return feature_skewed(X[:, 0], K, 0.8, rng)
+    return make_shards(y, K, "class_skewed" if kind == "label" else "iid", random_state=rng)
+
+
+def _append(path, rows):
+    new = not path.exists()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "a", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=FIELDS, extrasaction="ignore")
+        if new:
+            writer.writeheader()
+        writer.writerows(rows)
+
+
+def _read(path):
+    if not path.exists():
+        return []
+    with open(path, newline="") as f:
+        return list(csv.DictReader(f))
+
+
+def _cached(path, make):
+    if path.exists():
+        return joblib.load(path)
+    model = make()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    joblib.dump(model, path)
+    return model
+
+
+def _recovery(merged, site_mean, full):
+    gap = full - site_mean
+    return "" if gap < 0.5 else round((merged - site_mean) / gap, 4)
+
+
+def run(out, datasets, seeds, split_names, protocols, recipes, *, n_train=10_000,
+        n_test=10_000, refit_iter=100, smoke=False):
+    """Measure every configuration not yet in ``<out>/apart.csv``."""
+    path = out / "apart.csv"
+    done = {(r["dataset"], r["seed"], r["split"], r["protocol"], r["recipe"])
+            for r in _read(path)}
+    extra = SMOKE_PARAMS if smoke else {}
+    for name in datasets:
+        X_all, y_all = load("raw", name)
+        for seed in seeds:
+            X, X_test, y, y_test = split(X_all, y_all, n_train, n_test, seed, False)
+            for recipe in recipes:
+                params = {**RECIPES[recipe], **extra}
+
+                def make(s):
+                    return SoftTreeEnsembleClassifier(random_state=s, device="cpu", **params)
+
+                tag = f"{name}_{seed}_{recipe}_{n_train}" + ("_smoke" if smoke else "")
+                t0 = time.process_time()
+                full = _cached(out / "cache" / f"{tag}_full.joblib",
+                               lambda: make(seed).fit(X, y))
+                full_acc = 100 * full.score(X_test, y_test)
+                for split_name in split_names:
+                    kind, K = SPLITS[split_name]
+                    parts = sites(kind, K, X, y, seed)
+                    for protocol in protocols:
+                        key = (name, str(seed), split_name, protocol, recipe)
+                        if key in done:
+                            continue
+                        shared = {"encoder": full.encoder_} if protocol == "shared" else {}
+                        models = [
+                            _cached(out / "cache" / f"{tag}_{split_name}_{protocol}_{k}.joblib",
+                                    lambda k=k, idx=idx: clone(make(1000 * seed + k)).set_params(
+                                        **shared).fit(X[idx], y[idx]))
+                            for k, idx in enumerate(parts)]
+                        fit_s = time.process_time() - t0
+                        row = _measure(models, [len(i) for i in parts], X, y, X_test, y_test,
+                                       full_acc, refit_iter)
+                        row.update(dataset=name, seed=seed, split=split_name, K=K,
+                                   protocol=protocol, recipe=recipe, fit_s=round(fit_s, 1))
+                        _append(path, [row])
+                        print(f"{name} seed {seed} {split_name} {protocol} {recipe}: full "
+                              f"{row['full']:.2f} sites {row['site_mean']:.2f} naive "
+                              f"{row['naive']:.2f} wm {row['wm']:.2f} am {row['am']:.2f} "
+                              f"refit {row['wm_refit']:.2f} recovery {row['recovery_wm']}",
+                              flush=True)
+    return path
+
+
+def _measure(models, sizes, X, y, X_test, y_test, full_acc, refit_iter):
+    accs = [100 * m.score(X_test, y_test) for m in models]
+    site_mean = float(np.mean(accs))
+    row = {"full": round(full_acc, 4), "site_mean": round(site_mean, 4),
+           "site_min": round(min(accs), 4), "site_max": round(max(accs), 4),
+           "n_features_sites": int(np.mean([m.encoder_.n_features_out_ for m in models]))}
+    t0 = time.perf_counter()
+    merged = {how: merge_estimators(models, weights=sizes, aligner=how, X=X)
+              for how in ("naive", "wm", "am")}
+    row["merge_s"] = round(time.perf_counter() - t0, 2)
+    row["n_features_merged"] = merged["wm"].encoder_.n_features_out_
+    for how, model in merged.items():
+        row[how] = round(100 * model.score(X_test, y_test), 4)
+    refitted = refit_leaves(merged["wm"], X, y, max_iter=refit_iter)
+    row["wm_refit"] = round(100 * refitted.score(X_test, y_test), 4)
+    for how in ("wm", "am", "wm_refit"):
+        row[f"recovery_{how}"] = _recovery(row[how], site_mean, full_acc)
+    if len(models) == 2:
+        for how in ("wm", "am", "naive"):
+            curve = interpolation_curve(models[0], models[1], X_test, y_test, lambdas=11,
+                                        aligner=how, X_align=X)
+            row[f"barrier_{how}"] = round(float(curve.barrier("accuracy")), 4)
+    return row
+
+
+def report(path):
+    """A markdown table of the means over datasets and seeds, per split and protocol."""
+    rows = _read(path)
+    if not rows:
+        return "No rows."
+    groups = {}
+    for r in rows:
+        groups.setdefault((r["recipe"], r["split"], r["protocol"]), []).append(r)
+
+    def mean(rs, col):
+        values = [float(r[col]) for r in rs if r[col] not in ("", None)]
+        return f"{np.mean(values):.2f}" if values else "-"
+
+    cols = ("full", "site_mean", "naive", "wm", "am", "wm_refit", "recovery_wm",
+            "recovery_wm_refit", "barrier_wm")
+    lines = ["| recipe | split | protocol | runs | " + " | ".join(cols) + " |",
+             "|" + "---|" * (4 + len(cols))]
+    for (recipe, split_name, protocol), rs in sorted(groups.items()):
+        lines.append(f"| {recipe} | {split_name} | {protocol} | {len(rs)} | "
+                     + " | ".join(mean(rs, c) for c in cols) + " |")
+    return "\n".join(lines)
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--datasets", nargs="+", default=sorted(TABULAR_BENCHMARK))
+    parser.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2])
+    parser.add_argument("--splits", nargs="+", default=list(SPLITS), choices=list(SPLITS))
+    parser.add_argument("--protocols", nargs="+", default=["apart", "shared"],
+                        choices=["apart", "shared"])
+    parser.add_argument("--recipes", nargs="+", default=["default"], choices=list(RECIPES))
+    parser.add_argument("--n-train", type=int, default=10_000)
+    parser.add_argument("--refit-iter", type=int, default=100)
+    parser.add_argument("--out", type=Path, default=RESULTS)
+    parser.add_argument("--smoke", action="store_true",
+                        help="MagicTelescope, 600 rows, tiny models: seconds")
+    parser.add_argument("--report", action="store_true", help="print the table and exit")
+    args = parser.parse_args(argv)
+    if args.report:
+        print(report(args.out / "apart.csv"))
+        return None
+    if args.smoke:
+        path = run(args.out, ["MagicTelescope"], [0], ["iid2", "feature2"], args.protocols,
+                   ["default"], n_train=300, n_test=300, refit_iter=5, smoke=True)
+    else:
+        path = run(args.out, args.datasets, args.seeds, args.splits, args.protocols,
+                   args.recipes, n_train=args.n_train, refit_iter=args.refit_iter)
+    print(report(path))
+    return path
+
+
+if __name__ == "__main__":
+    main()

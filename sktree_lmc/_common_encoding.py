@@ -1,0 +1,595 @@
+"""One input encoding for models fitted apart: the union of their encoders.
+
+Every estimator fits its own encoder (``encoder_``, a
+:class:`~sktree_lmc._encoding.TabularEncoder`) on its own rows, so models
+fitted on different rows split on different features and cannot be merged
+as they are. The trees use their features linearly (a split's
+pre-activation is ``W[m, n] @ f(x) + b[m, n]``), so a model stays the same
+function on another encoding ``f_U`` whenever its own features are an affine
+function of ``f_U`` on every input: ``f_i(x) = T_i f_U(x) + t_i`` gives
+``W @ f_i(x) + b = (W @ T_i) @ f_U(x) + (b + W @ t_i)``.
+:func:`common_encoder` builds such a union ``f_U`` of several encoders and,
+per encoder, its translation ``(T_i, t_i)``, so that models fitted apart
+become models on one encoding, to be matched and merged there.
+
+The union is built column by column and, within a column, per kind of
+encoding, by the kind's entry of :data:`UNIONS` (a kind's encodings of the
+column in every encoder in, the union's encodings of that kind and every
+encoder's map into them out):
+
+=====================  ==========================================================
+kind                   union, and the map of encoder ``i``
+=====================  ==========================================================
+``"none"``             the value itself; the identity
+``"standard"``         one center and scale (the parents' common value, else
+                       their mean): ``(x - m_i) / s_i = (s_U / s_i) u +
+                       (m_U - m_i) / s_i``, the shift taken back on a missing
+                       row through the union's missing indicator (which the
+                       union then has)
+``"piecewise_linear"`` the union of the knots: encoder ``i``'s hat functions
+                       are piecewise linear with knots among the union's, so
+                       exactly their interpolants on the union's hat basis
+                       (both clamp outside their knots: below the union's first
+                       knot both are at their first knot's values)
+``"quantile_normal"``  no exact union (``Phi^-1(F_i(x))`` is no linear function
+                       of ``Phi^-1(F_k(x))``): the distinct transforms side by
+                       side, a ``"stacked"`` column
+                       (:class:`~._column_encodings.StackedColumns`); encoder
+                       ``i``'s feature is its own sub-block's
+``"one_hot"``          the union of the categories, with an infrequent feature
+                       when an encoder has one: a union category's feature is
+                       encoder ``i``'s feature of the category, else its
+                       infrequent feature, else nothing; the union's infrequent
+                       feature is encoder ``i``'s, or nothing
+=====================  ==========================================================
+
+Columns of different numeric kinds in different encoders (``"standard"`` in
+one, ``"piecewise_linear"`` in another) are stacked the same way: each
+kind's union is a sub-block. A column's missing indicator is in the union
+when an encoder has one or a shift needs it; an encoder without one weighs
+it 0 (after the shift's correction). The additive term's bins are the union
+of the edges (:meth:`~._additive_bins.AdditiveBins.union`; a categorical
+column's rows follow its union categories as its one-hot features do).
+
+Everything is exact: the translated weights give the same pre-activations
+on every input (present and missing values, categories unseen by one
+encoder or by all, values beyond the fitted ranges), up to float32
+rounding of the features. Only a column count, column names, a column
+categorical in one encoder and numeric in another, or different additive
+resolutions cannot be united: :func:`common_encoder` raises one
+``ValueError`` listing every such difference.
+
+:func:`matching_view` sums the sub-blocks of every stacked column, so that
+weights of models whose features sit in different sub-blocks can be
+compared (to match their trees, approximately).
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import numpy as np
+
+from ._additive_bins import AdditiveBins, _same_additive_bins
+from ._column_encodings import (
+    CATEGORICAL,
+    COLUMN_KINDS,
+    STACKED,
+    _hat_features,
+    _uncomparable,
+    empty_column_state,
+)
+from ._encoding import TabularEncoder, encoders_differ
+
+__all__ = ["UNIONS", "EncodingTranslation", "common_encoder", "matching_view"]
+
+
+class _Map(NamedTuple):
+    """How one encoding of a column (in one encoder) reads the union's.
+
+    ``features = matrix @ union_sub_block + offset + indicator * missing``:
+    ``sub`` is the union's sub-encoding (of the same kind) whose block it
+    reads, ``matrix`` of shape ``(width, union width)``, ``offset`` and
+    ``indicator`` (the coefficient of the union's missing indicator) of
+    shape ``(width,)``.
+    """
+
+    sub: int
+    matrix: np.ndarray
+    offset: np.ndarray
+    indicator: np.ndarray
+
+
+def _plain_map(sub, matrix):
+    """A :class:`_Map` without offset nor indicator."""
+    width = matrix.shape[0]
+    return _Map(sub, matrix, np.zeros(width), np.zeros(width))
+
+
+def _common(values):
+    """The parents' common value, else their mean (a union's center or scale)."""
+    values = [float(v) for v in values]
+    if all(v == values[0] for v in values):
+        return values[0]
+    return float(np.mean(values))
+
+
+def _union_identity(kind):
+    """The union of a kind without state, one feature: the identity."""
+    def union(states, name):
+        return [{}], [_plain_map(0, np.eye(kind.width({}))) for _ in states]
+    return union
+
+
+def _union_standard(states, name):
+    """``"standard"``: one center and scale; a weight factor and a shift."""
+    center = _common(s["center_"] for s in states)
+    scale = _common(s["scale_"] for s in states)
+    maps = []
+    for s in states:
+        shift = (center - s["center_"]) / s["scale_"]
+        maps.append(_Map(0, np.array([[scale / s["scale_"]]]), np.array([shift]),
+                         np.array([-shift])))
+    return [{"center_": center, "scale_": scale}], maps
+
+
+def _union_knots(states, name):
+    """``"piecewise_linear"``: the union of the knots, each hat function its
+    interpolant on the union's hat basis."""
+    kind = COLUMN_KINDS["piecewise_linear"]
+    used = [np.asarray(s["knots_"]) for s in states if kind.width(s)]
+    if used:
+        knots = np.unique(np.concatenate(used))
+    else:  # no encoder has features: the first one's knots (none or one)
+        knots = states[0]["knots_"]
+    union = {"knots_": knots}
+    width = kind.width(union)
+    maps = []
+    for s in states:
+        if not kind.width(s):
+            maps.append(_plain_map(0, np.zeros((0, width))))
+            continue
+        # hat_t(x) = sum_u hat_t(k_u) hatU_u(x): row t holds hat_t at the union's knots
+        maps.append(_plain_map(0, _hat_features(knots, s["knots_"], np.float64).T.copy()))
+    return [union], maps
+
+
+def _union_distinct(kind):
+    """A kind without exact union: its distinct encodings side by side (the
+    first of equal ones), each encoding read from its own."""
+    def union(states, name):
+        distinct, maps = [], []
+        for s in states:
+            width = kind.width(s)
+            if not width:
+                maps.append(None)
+                continue
+            for k, d in enumerate(distinct):
+                if kind.difference(d, s, name) is None:
+                    break
+            else:
+                k = len(distinct)
+                distinct.append(s)
+            maps.append(_plain_map(k, np.eye(width)))
+        if not distinct:  # no encoding has features
+            distinct = [states[0]]
+        width = kind.width(distinct[0])
+        maps = [_plain_map(0, np.zeros((0, width))) if m is None else m for m in maps]
+        return distinct, maps
+    return union
+
+
+def _union_categories(states, name):
+    """``"one_hot"``: the union of the categories, an infrequent feature
+    when an encoder has one."""
+    arrays = [np.asarray(s["categories_"], dtype=object) for s in states]
+    try:
+        categories = (np.unique(np.concatenate(arrays)).astype(object) if arrays
+                      else np.empty(0, dtype=object))
+    except (TypeError, ValueError) as exc:
+        raise _uncomparable(name, exc) from exc
+    infrequent = any(bool(s["has_infrequent_"]) for s in states)
+    union = {"categories_": categories, "has_infrequent_": infrequent}
+    width = CATEGORICAL.width(union)
+    maps = []
+    for s in states:
+        matrix = np.zeros((CATEGORICAL.width(s), width))
+        own = {c: i for i, c in enumerate(np.asarray(s["categories_"]).tolist())}
+        fallback = len(own) if s["has_infrequent_"] else -1
+        for u, c in enumerate(categories.tolist()):
+            i = own.get(c, fallback)
+            if i >= 0:
+                matrix[i, u] = 1.0
+        if infrequent and fallback >= 0:
+            matrix[fallback, len(categories)] = 1.0
+        maps.append(_plain_map(0, matrix))
+    return [union], maps
+
+
+#: The union of each kind of encoding, by name: ``union(states, name)`` takes
+#: the fitted states of one column's encodings of that kind (one per encoder,
+#: more for an encoder whose column is already stacked) and the column's name
+#: (for error messages), and returns the
+#: union's states of that kind (its sub-encodings of the column: one when
+#: the union is exact) and, per given state, its :class:`_Map`.
+UNIONS = {
+    "none": _union_identity(COLUMN_KINDS["none"]),
+    "standard": _union_standard,
+    "piecewise_linear": _union_knots,
+    "quantile_normal": _union_distinct(COLUMN_KINDS["quantile_normal"]),
+    "one_hot": _union_categories,
+}
+
+
+def _column_parts(encoder, j):
+    """Column ``j``'s encodings in ``encoder``: ``[(kind, state)]``, the
+    sub-encodings of a stacked column."""
+    kind = encoder._kinds()[j]
+    state = encoder._state(kind, j)
+    return STACKED.parts(state) if kind is STACKED else [(kind, state)]
+
+
+def _union_column(encoders, j):
+    """The union of column ``j`` of every encoder.
+
+    Returns
+    -------
+    kind, state : ColumnEncoding, dict
+        The union's encoding of the column.
+    has_missing : bool
+        Whether the union's column has a missing indicator.
+    blocks : list of (ndarray, ndarray)
+        Per encoder, ``(T, t)`` of its column: its column's features are
+        ``T @ union column features + t``.
+    """
+    parts = [_column_parts(enc, j) for enc in encoders]
+    groups = {}  # kind name -> [(encoder, part)], in order of first appearance
+    for i, encoder_parts in enumerate(parts):
+        for p, (kind, _) in enumerate(encoder_parts):
+            groups.setdefault(kind.name, []).append((i, p))
+    union_parts, maps = [], {}
+    for name, members in groups.items():
+        states, maps_of = UNIONS[name]([parts[i][p][1] for i, p in members],
+                                       encoders[0]._name(j))
+        for (i, p), m in zip(members, maps_of):
+            maps[i, p] = m._replace(sub=len(union_parts) + m.sub)
+        union_parts.extend((COLUMN_KINDS[name], s) for s in states)
+    widths = [kind.width(s) for kind, s in union_parts]
+    starts = np.concatenate([[0], np.cumsum(widths)]).astype(int)
+    has_missing = bool(any(enc.has_missing_[j] for enc in encoders)
+                       or any(np.any(m.indicator != 0) for m in maps.values()))
+    width = int(starts[-1]) + int(has_missing)
+    blocks = []
+    for i, enc in enumerate(encoders):
+        own = [kind.width(s) for kind, s in parts[i]]
+        own_starts = np.concatenate([[0], np.cumsum(own)]).astype(int)
+        T = np.zeros((int(own_starts[-1]) + int(enc.has_missing_[j]), width))
+        t = np.zeros(T.shape[0])
+        for p in range(len(parts[i])):
+            m = maps[i, p]
+            rows = slice(own_starts[p], own_starts[p + 1])
+            T[rows, starts[m.sub]:starts[m.sub + 1]] = m.matrix
+            t[rows] = m.offset
+            if has_missing:
+                T[rows, -1] = m.indicator
+        if enc.has_missing_[j]:
+            T[-1, -1] = 1.0
+        blocks.append((T, t))
+    if len(union_parts) == 1:
+        kind, state = union_parts[0]
+    else:
+        kind, state = STACKED, {"stacked_": [(k.name, s) for k, s in union_parts]}
+    return kind, state, has_missing, blocks
+
+
+def _category_rows(union_state, state):
+    """The additive rows of a categorical column: per row of the union's
+    block (its categories, its infrequent row, the missing row, the unseen
+    row), the row of an encoder's block (of ``state``) that its values
+    reach there."""
+    own = {c: i for i, c in enumerate(np.asarray(state["categories_"]).tolist())}
+    n_own = len(own)
+    size = n_own + int(state["has_infrequent_"]) + 2
+    fallback = n_own if state["has_infrequent_"] else size - 1  # else: unseen
+    rows = [own.get(c, fallback) for c in union_state["categories_"].tolist()]
+    if union_state["has_infrequent_"]:
+        rows.append(fallback)
+    rows += [size - 2, size - 1]  # missing, unseen
+    return np.asarray(rows, dtype=np.int64)
+
+
+def _incompatibilities(encoders):
+    """Every difference between the encoders that no union can express."""
+    problems = []
+    ref = encoders[0]
+    for i, enc in enumerate(encoders[1:], 1):
+        if enc.n_features_in_ != ref.n_features_in_:
+            problems.append(f"encoder {i} has {enc.n_features_in_} input columns, encoder 0 "
+                            f"has {ref.n_features_in_}")
+            continue
+        if (enc.names_ is None) != (ref.names_ is None) or (
+                enc.names_ is not None and list(enc.names_) != list(ref.names_)):
+            problems.append(f"the column names of encoder {i} ({enc.names_}) are not those of "
+                            f"encoder 0 ({ref.names_})")
+        cols = np.flatnonzero(np.asarray(enc.categorical_) != np.asarray(ref.categorical_))
+        for j in cols.tolist():
+            kinds = ["categorical" if e.categorical_[j] else "numeric" for e in (ref, enc)]
+            problems.append(f"column {ref._name(j)} is {kinds[0]} in encoder 0 and "
+                            f"{kinds[1]} in encoder {i}")
+        if not _same_additive_bins(enc.additive_bins, ref.additive_bins):
+            problems.append(f"additive_bins is {enc.additive_bins!r} in encoder {i} and "
+                            f"{ref.additive_bins!r} in encoder 0")
+    return problems
+
+
+class EncodingTranslation:
+    """One encoder's features as an affine function of a union's.
+
+    ``f_i(x) = matrix @ f_U(x) + offset`` for every input row, where
+    ``f_i`` is the encoder's ``transform`` and ``f_U`` the union's (up to
+    float32 rounding of both). Built by :func:`common_encoder`.
+
+    Parameters
+    ----------
+    matrix : ndarray of shape (F_i, F_U) or None
+        None: the identity (the union is the encoder itself).
+    offset : ndarray of shape (F_i,) or None
+        None: zeros.
+    additive_rows : ndarray of int of shape (n_additive_U,) or None
+        See the attribute.
+
+    Attributes
+    ----------
+    matrix : ndarray of shape (F_i, F_U) or None
+        Block diagonal by input column (an input column's features depend
+        only on the same column's union features); None for the identity.
+    offset : ndarray of shape (F_i,) or None
+        Nonzero only for ``"standard"`` columns whose center differs from
+        the union's; None for zeros.
+    additive_rows : ndarray of int of shape (n_additive_U,) or None
+        The row of the encoder's additive table that every row of the
+        union's takes: ``table_i[additive_rows]`` indexed by the union's
+        :meth:`~TabularEncoder.additive_codes` gives the encoder's additive
+        output exactly. None without an additive term.
+    is_identity : bool
+        Whether :meth:`weights` returns its arguments unchanged.
+    """
+
+    def __init__(self, matrix, offset=None, additive_rows=None):
+        self.matrix = None if matrix is None else np.asarray(matrix, dtype=np.float64)
+        self.offset = (None if offset is None or not np.any(offset)
+                       else np.asarray(offset, dtype=np.float64))
+        self.additive_rows = additive_rows
+
+    def __repr__(self):
+        shape = "identity" if self.matrix is None else f"{self.matrix.shape}"
+        return f"EncodingTranslation({shape})"
+
+    @property
+    def is_identity(self):
+        """bool: Whether :meth:`weights` returns its arguments unchanged."""
+        return self.matrix is None and self.offset is None
+
+    def weights(self, W, b):
+        """Return split weights and biases re-expressed on the union's features.
+
+        Parameters
+        ----------
+        W : ndarray or torch.Tensor of shape (..., F_i)
+            Split weights on the encoder's features (e.g. ``(M, N, F_i)``).
+        b : ndarray or torch.Tensor of shape (...)
+            The split biases (e.g. ``(M, N)``).
+
+        Returns
+        -------
+        W_U : ndarray or torch.Tensor of shape (..., F_U)
+            ``W @ matrix``, computed in float64, of ``W``'s dtype (and
+            device, for a tensor).
+        b_U : ndarray or torch.Tensor of shape (...)
+            ``b + W @ offset``, of ``b``'s dtype: ``b`` itself when there
+            is no offset. ``W_U @ f_U(x) + b_U == W @ f_i(x) + b`` for
+            every input row, up to float32 rounding. The identity returns
+            ``W`` and ``b`` themselves.
+        """
+        if self.is_identity:
+            return W, b
+        if hasattr(W, "detach"):  # a torch tensor: through NumPy, back to its dtype/device
+            import torch
+
+            w_np, b_np = W.detach().cpu().numpy(), b.detach().cpu().numpy()
+            W_U, b_U = self.weights(w_np, b_np)
+            return (torch.as_tensor(W_U, device=W.device),
+                    b if b_U is b_np else torch.as_tensor(b_U, device=b.device))
+        W = np.asarray(W)
+        W64 = W.astype(np.float64)
+        W_U = W64 @ self.matrix if self.matrix is not None else W64
+        b_U = b if self.offset is None else (
+            np.asarray(b, dtype=np.float64) + W64 @ self.offset).astype(np.asarray(b).dtype)
+        return W_U.astype(W.dtype), b_U
+
+    def features(self, encoded):
+        """Return the encoder's features from the union's.
+
+        Parameters
+        ----------
+        encoded : ndarray of shape (n, F_U)
+            The union's ``transform`` of some rows.
+
+        Returns
+        -------
+        features : ndarray of float64 of shape (n, F_i)
+            The encoder's ``transform`` of the same rows, up to float32
+            rounding.
+        """
+        encoded = np.asarray(encoded, dtype=np.float64)
+        out = encoded if self.matrix is None else encoded @ self.matrix.T
+        return out if self.offset is None else out + self.offset
+
+
+def common_encoder(encoders):
+    """Return the union of fitted encoders and every encoder's translation.
+
+    Parameters
+    ----------
+    encoders : list of TabularEncoder
+        Fitted encoders of the same input columns (number, names, which are
+        categorical, and additive resolutions), e.g. the ``encoder_`` of
+        models fitted on different rows or with different
+        ``numeric_encoding``.
+
+    Returns
+    -------
+    union : TabularEncoder
+        A fitted encoder of the same input columns, built per column as in
+        the module docstring (its ``numeric_encoding``, ``n_bins`` and
+        ``max_categories`` are the first encoder's settings; a column whose
+        union is not of the kind they give is in ``column_kinds_``). When
+        the encoders are all equal (:func:`~._encoding.encoders_differ`),
+        the first encoder itself.
+    translations : list of EncodingTranslation
+        Per encoder, its features as an affine function of the union's:
+        :meth:`EncodingTranslation.weights` re-expresses a model's split
+        weights and biases on the union's features, and
+        ``additive_rows`` its additive table on the union's bins. The
+        identity for equal encoders.
+
+    Raises
+    ------
+    ValueError
+        If the encoders differ in what no union can express: the number of
+        input columns, the column names, a column categorical in one and
+        numeric in another, or ``additive_bins``; the message lists every
+        such difference. Also for an empty list, or a None among encoders
+        (a model without encoder) unless all are None.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from sktree_lmc import TabularEncoder
+    >>> rng = np.random.RandomState(0)
+    >>> x = rng.standard_normal(200)
+    >>> a = TabularEncoder("piecewise_linear", n_bins=4).fit([x[:100]], [False])
+    >>> b = TabularEncoder("piecewise_linear", n_bins=4).fit([x[100:]], [False])
+    >>> union, (ta, tb) = common_encoder([a, b])
+    >>> a.n_features_out_, b.n_features_out_, union.n_features_out_
+    (5, 5, 10)
+    >>> W, bias = rng.standard_normal((2, 3, 5)), rng.standard_normal((2, 3))
+    >>> W_U, b_U = ta.weights(W, bias)
+    >>> x_new = [np.array([-9.0, 0.1, 2.0])]
+    >>> bool(np.allclose(union.transform(x_new) @ W_U[0, 0] + b_U[0, 0],
+    ...                  a.transform(x_new) @ W[0, 0] + bias[0, 0]))
+    True
+    """
+    encoders = list(encoders)
+    if not encoders:
+        raise ValueError("common_encoder needs at least one encoder.")
+    if any(enc is None for enc in encoders):
+        if all(enc is None for enc in encoders):
+            return None, [EncodingTranslation(None) for _ in encoders]
+        raise ValueError("The encoders cannot be brought to a common encoding: some models "
+                         "encode their inputs and others do not.")
+    problems = _incompatibilities(encoders)
+    if problems:
+        raise ValueError("The encoders cannot be brought to a common encoding: "
+                         + "; ".join(problems) + ".")
+    ref = encoders[0]
+    if all(encoders_differ(ref, enc) is None for enc in encoders[1:]):
+        rows = None if ref.additive_offsets_ is None else np.arange(ref.n_additive_)
+        return ref, [EncodingTranslation(None, None, rows) for _ in encoders]
+    n = ref.n_features_in_
+    union = TabularEncoder(ref.numeric_encoding, ref.n_bins, ref.max_categories,
+                           ref.additive_bins)
+    union.n_features_in_ = n
+    union.categorical_ = np.asarray(ref.categorical_, dtype=bool).copy()
+    union.names_ = None if ref.names_ is None else list(ref.names_)
+    union.has_missing_ = np.zeros(n, dtype=bool)
+    union.__dict__.update(empty_column_state(n))
+    kinds, blocks = [], []
+    for j in range(n):
+        kind, state, has_missing, column_blocks = _union_column(encoders, j)
+        kind.store(union, j, state)
+        union.has_missing_[j] = has_missing
+        kinds.append(kind.name)
+        blocks.append(column_blocks)
+    if kinds != [kind.name for kind in union._kinds()]:
+        union.column_kinds_ = kinds
+    union._set_layout()
+    rows = _union_additive(union, encoders)
+    translations = []
+    for i, enc in enumerate(encoders):
+        matrix = np.zeros((enc.n_features_out_, union.n_features_out_))
+        offset = np.zeros(enc.n_features_out_)
+        r = c = 0
+        for j in range(n):
+            T, t = blocks[j][i]
+            matrix[r:r + T.shape[0], c:c + T.shape[1]] = T
+            offset[r:r + T.shape[0]] = t
+            r, c = r + T.shape[0], c + T.shape[1]
+        if matrix.shape[0] == matrix.shape[1] and np.array_equal(
+                matrix, np.eye(matrix.shape[0])):
+            matrix = None  # the encoder's features are the union's: no cost
+        translations.append(EncodingTranslation(matrix, offset,
+                                                None if rows is None else rows[i]))
+    return union, translations
+
+
+def _union_additive(union, encoders):
+    """Give ``union`` the union of the encoders' additive bins; every
+    encoder's ``additive_rows`` (None without an additive term)."""
+    if union.additive_bins is None:
+        union._additive = AdditiveBins(None).fit([], [None] * union.n_features_in_)
+        return None
+    category_rows = {}
+    ref = encoders[0]._additive
+    for c, j in enumerate(int(v) for v in ref.sources_):
+        if union.categorical_[j]:
+            state = union._state(CATEGORICAL, j)
+            category_rows[c] = [_category_rows(state, enc._state(CATEGORICAL, j))
+                                for enc in encoders]
+    union._additive, rows = AdditiveBins.union([enc._additive for enc in encoders],
+                                               category_rows)
+    return rows
+
+
+def matching_view(encoder):
+    """Return the matrix that sums the sub-blocks of every stacked column.
+
+    In a union encoder (:func:`common_encoder`) the models' weights on a
+    stacked column (e.g. the quantile transforms of encoders fitted apart)
+    sit in different sub-blocks: model ``a``'s on its own transform, model
+    ``b``'s on another. ``W_U @ P`` adds the sub-blocks of every stacked
+    column into one block (sub-block feature ``t`` to view feature ``t``:
+    the block is as wide as the widest sub-block), so that the models'
+    weights are comparable there, approximately (the sub-encodings are
+    different functions of the value), e.g. to match their trees. The
+    other features (and every missing indicator) are kept.
+
+    Parameters
+    ----------
+    encoder : TabularEncoder
+        A fitted encoder.
+
+    Returns
+    -------
+    P : ndarray of float64 of shape (`n_features_out_`, F_view)
+        A 0/1 matrix with one 1 per row; the identity for an encoder
+        without a stacked column.
+    """
+    cols, start = [], 0
+    for j, kind in enumerate(encoder._kinds()):
+        state = encoder._state(kind, j)
+        if kind is STACKED:
+            widths = [k.width(s) for k, s in STACKED.parts(state)]
+            width = max(widths, default=0)
+            for w in widths:
+                cols.extend(range(start, start + w))
+        else:
+            width = kind.width(state)
+            cols.extend(range(start, start + width))
+        if encoder.has_missing_[j]:
+            cols.append(start + width)
+            width += 1
+        start += width
+    P = np.zeros((encoder.n_features_out_, start))
+    P[np.arange(len(cols)), cols] = 1.0
+    return P
