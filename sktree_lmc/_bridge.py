@@ -164,7 +164,10 @@ def common_encoding(estimators):
         additive = p.additive if rows is None or p.additive is None else p.additive[rows]
         params = TreeParams(np.asarray(W, dtype=np.float32), np.asarray(b, dtype=np.float32),
                             p.leaf_value, additive)
-        out.append(with_params(est, params, encoder_=copy.deepcopy(union)))
+        # a teacher's trees split on the model's own encoded features, which the common
+        # encoding does not keep: the re-expressed model has none, and the refit of a
+        # merge of such models fits the labels (see refit_objective)
+        out.append(with_params(est, params, encoder_=copy.deepcopy(union), teacher_=None))
     return out
 
 

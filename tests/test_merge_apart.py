@@ -7,6 +7,7 @@ import pandas as pd
 import pytest
 import torch
 from numpy.testing import assert_allclose
+from sklearn.metrics import log_loss
 
 from sktree_lmc import (
     SoftTreeEnsembleClassifier,
@@ -68,6 +69,10 @@ def test_models_of_other_rows_merge_and_reproduce_their_endpoints(encoding, how)
     assert_allclose(back.predict_proba(X_new), proba, atol=1e-12)
     refit = refit_leaves(mid, X, y, max_iter=5)
     assert np.isfinite(refit.predict_proba(X_new)).all()
+    # the parents' teachers split on their own features: dropped, and the refit fits the
+    # labels (with the teachers evaluated on the common features it lost 20 points)
+    assert mid.teacher_ is None
+    assert log_loss(y, refit.predict_proba(X)) <= log_loss(y, mid.predict_proba(X)) + 1e-3
 
 
 def test_merged_model_of_different_encoders_exports():
