@@ -203,7 +203,7 @@ def encode(model, X_tr, X_te, y_tr, seed):
         if additive and len(additive) == 3:  # pair tables on the coarse codes
             pairs, n_codes = pair_codes(X_tr, X, additive[2], n_codes)
             codes = np.hstack([codes, pairs])
-        out.append((encoder.transform([X[:, j] for j in range(X.shape[1])]), codes))
+        out.append((encoder.transform_columns([X[:, j] for j in range(X.shape[1])]), codes))
     return classes, y_idx, out[0], out[1], n_codes
 
 

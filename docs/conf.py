@@ -124,11 +124,14 @@ numpydoc_validation_exclude = {
     r"\.TabularEncoder\.column_kinds_$",
     # inherited from BaseException, documented by Python
     r"\.WorkerLostError\.(add_note|with_traceback)$",
-    # TabularEncoder's methods take the column arrays the estimators pass it
-    # (it is fitted and applied inside fit and predict); their docstrings
-    # document that, with no example of their own (the class has one).
-    r"\.TabularEncoder\.(fit|transform|transform_columns|transform_chunks|identity|to_dict"
-    r"|from_dict|is_identity|ramp_directions|from_summaries)$",
+    # TabularEncoder's column-list methods, used inside fit and predict (the public
+    # fit/transform are scikit-learn's and validated); their docstrings say so, with no
+    # example of their own (the class has one)
+    r"\.TabularEncoder\.(transform_columns|transform_chunks|identity|to_dict|from_dict"
+    r"|is_identity|ramp_directions|from_summaries)$",
+    # inherited from scikit-learn's TransformerMixin
+    r"\.fit_transform$",
+    r"\.set_output$",
 }
 numpydoc_validation_overrides = {
     # TreeArchitecture's private ``_cache`` field shows in its dataclass signature.

@@ -468,14 +468,14 @@ def common_encoder(encoders):
     >>> from sktree_lmc import TabularEncoder
     >>> rng = np.random.RandomState(0)
     >>> x = rng.standard_normal(200)
-    >>> a = TabularEncoder("piecewise_linear", n_bins=4).fit([x[:100]], [False])
-    >>> b = TabularEncoder("piecewise_linear", n_bins=4).fit([x[100:]], [False])
+    >>> a = TabularEncoder("piecewise_linear", n_bins=4).fit(x[:100, None])
+    >>> b = TabularEncoder("piecewise_linear", n_bins=4).fit(x[100:, None])
     >>> union, (ta, tb) = common_encoder([a, b])
     >>> a.n_features_out_, b.n_features_out_, union.n_features_out_
     (5, 5, 10)
     >>> W, bias = rng.standard_normal((2, 3, 5)), rng.standard_normal((2, 3))
     >>> W_U, b_U = ta.weights(W, bias)
-    >>> x_new = [np.array([-9.0, 0.1, 2.0])]
+    >>> x_new = np.array([[-9.0], [0.1], [2.0]])
     >>> bool(np.allclose(union.transform(x_new) @ W_U[0, 0] + b_U[0, 0],
     ...                  a.transform(x_new) @ W[0, 0] + bias[0, 0]))
     True

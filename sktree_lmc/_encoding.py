@@ -98,9 +98,18 @@ encoder and its :meth:`TabularEncoder.to_dict`).
 from __future__ import annotations
 
 import copy
+from numbers import Integral
 
 import numpy as np
-from sklearn.utils.validation import check_array
+from sklearn.base import BaseEstimator, TransformerMixin, _fit_context
+from sklearn.utils._param_validation import Interval, StrOptions
+from sklearn.utils.validation import (
+    _check_feature_names_in,
+    _get_feature_names,
+    check_array,
+    check_is_fitted,
+    validate_data,
+)
 
 # the per-column encodings and the additive term's bins live in their own modules; the
 # private helpers imported here are also imported from this module by others and the tests
@@ -144,6 +153,10 @@ def _is_dataframe(X):
 
 def _is_string_like(v):
     return isinstance(v, (str, bytes, np.str_))
+
+
+def _is_from_dtype(categorical_features):
+    return isinstance(categorical_features, str) and categorical_features == "from_dtype"
 
 
 def to_columns(X):
@@ -405,19 +418,73 @@ def _rows_of_positive_weight(columns, sample_weight, allow_none=False):
     return [np.asarray(col)[keep] for col in columns]
 
 
-class TabularEncoder:
+class _Count(Interval):
+    """An :class:`~sklearn.utils._param_validation.Interval` that rejects
+    booleans, as the estimators' constraints do (``n_bins=True`` is a mistake)."""
+
+    def is_satisfied_by(self, val):
+        return not isinstance(val, (bool, np.bool_)) and super().is_satisfied_by(val)
+
+
+#: Per numeric kind, the suffix of its one feature in a stacked column's names.
+_STACKED_TAGS = {"quantile_normal": "q", "standard": "std", "none": "value"}
+
+
+def _kind_feature_names(kind, state, name, stacked=False):
+    """The names of the features of one column of kind ``kind`` (no missing
+    indicator), for :meth:`TabularEncoder.get_feature_names_out`."""
+    width = kind.width(state)
+    if kind is CATEGORICAL:
+        names = [f"{name}={c}" for c in state["categories_"]]
+        return names + [f"{name}=infrequent"] * int(bool(state["has_infrequent_"]))
+    if kind.name == "stacked":  # each sub-block's names, suffixed by its index
+        return [f"{sub_name}_{i}" for i, (sub_kind, sub) in enumerate(kind.parts(state))
+                for sub_name in _kind_feature_names(sub_kind, sub, name, stacked=True)]
+    if kind.name == "piecewise_linear":
+        return [f"{name}_knot{t}" for t in range(width)]
+    if width == 1:
+        return [f"{name}_{_STACKED_TAGS.get(kind.name, kind.name)}" if stacked else name]
+    return [f"{name}_{kind.name}{t}" for t in range(width)]  # pragma: no cover - no such kind
+
+
+def _unique_names(names):
+    """``names`` with every repeated one but the first suffixed ``__1``,
+    ``__2``... (never a name of the list)."""
+    used = set(names)
+    seen, out = set(), []
+    for name in names:
+        if name in seen:
+            k = 1
+            while f"{name}__{k}" in used:
+                k += 1
+            name = f"{name}__{k}"
+            used.add(name)
+        seen.add(name)
+        out.append(name)
+    return out
+
+
+class TabularEncoder(TransformerMixin, BaseEstimator):
     """Input encoding of the soft tree ensembles: raw tabular columns to float32 features.
 
-    The estimators fit one in ``fit`` (their ``encoder_`` attribute, built
-    from ``numeric_encoding``, ``n_bins``, ``categorical_features`` and
-    ``max_categories``) and apply it in every prediction method, so that raw
-    data, DataFrames with string or categorical columns and missing values
-    included, needs no preprocessing. Numeric columns are encoded by
-    ``numeric_encoding``; categorical columns are one-hot encoded, with an
-    "infrequent" feature beyond ``max_categories`` categories; a column that
-    had missing values in ``fit`` gets a missing-indicator feature (details
-    in the module docstring and in the user guide, "Input encoding and the
-    training recipe").
+    A scikit-learn transformer: :meth:`fit` takes an array or a DataFrame as
+    the estimators do (numbers, strings, pandas categories, datetimes,
+    missing values), :meth:`transform` returns the float32 features the
+    trees split on. The estimators fit one in ``fit`` (their ``encoder_``
+    attribute, built from their ``numeric_encoding``, ``n_bins``,
+    ``categorical_features``, ``max_categories`` and ``additive_bins``) and
+    apply it in every prediction method, so that raw data needs no
+    preprocessing. Fitted once and given to several estimators as their
+    ``encoder`` parameter, it is their shared encoding: models fitted on
+    different rows then encode alike and merge at no extra feature cost
+    (:func:`~sktree_lmc.merge_estimators`). It is also a Pipeline step.
+
+    Numeric columns are encoded by ``numeric_encoding``; categorical columns
+    are one-hot encoded, with an "infrequent" feature beyond
+    ``max_categories`` categories; a column that had missing values in
+    ``fit`` gets a missing-indicator feature (details in the module
+    docstring and in the user guide, "Input encoding and the training
+    recipe").
 
     Every input column owns a contiguous range of the output features
     (``feature_groups_``), which is how ``max_features`` draws whole input
@@ -425,6 +492,9 @@ class TabularEncoder:
     can be checked for equal encodings before they are merged: models fitted
     on the same rows with the same settings have equal encoders; models whose
     encoders differ cannot be merged (a ``ValueError`` names what differs).
+    :func:`~sklearn.base.clone` of a fitted encoder is a copy that stays
+    fitted (so that cloning an estimator keeps its ``encoder``); of an
+    unfitted one, an unfitted encoder with the same parameters.
 
     Parameters
     ----------
@@ -451,11 +521,24 @@ class TabularEncoder:
         ascending order of bins whatever the sequence's order (categorical
         columns at the coarsest only), so that the order does not change the
         model. None: no additive term. Stored as given.
+    categorical_features : "from_dtype", None, or array-like of int, bool or str, \
+            default="from_dtype"
+        The categorical columns of :meth:`fit`'s ``X``, as the estimators'
+        parameter: ``"from_dtype"``, the pandas ``category``, string and
+        object columns holding strings (in a NumPy object array, the columns
+        holding strings); None, none; else indices, a boolean mask of length
+        ``n_features_in_``, or column names (``X`` a DataFrame). Encoders
+        fitted from a mask (inside the estimators' ``fit``, or by
+        :meth:`from_summaries`) keep the default; ``categorical_`` says which
+        columns are categorical.
 
     Attributes
     ----------
     n_features_in_ : int
         Number of input columns.
+    feature_names_in_ : ndarray of str of shape (`n_features_in_`,)
+        Names of the input columns, when fitted on a DataFrame whose column
+        names are all strings (``names_`` as an array; absent otherwise).
     categorical_ : ndarray of bool of shape (`n_features_in_`,)
         Which input columns are categorical.
     names_ : list of str or None
@@ -481,7 +564,8 @@ class TabularEncoder:
         Number of output features of each input column.
     n_features_out_ : int
         Number of output features: the ``F`` of the estimators'
-        ``tree_params_.split_weight``.
+        ``tree_params_.split_weight``, and the length of
+        :meth:`get_feature_names_out`.
     feature_groups_ : ndarray of int of shape (`n_features_out_`,)
         The input column of each output feature.
     additive_edges_ : list of (ndarray or None) or None
@@ -514,28 +598,25 @@ class TabularEncoder:
 
     See Also
     --------
-    SoftTreeEnsembleClassifier : Fits one in ``fit``, as ``encoder_``.
-    SoftTreeEnsembleRegressor : Fits one in ``fit``, as ``encoder_``.
+    SoftTreeEnsembleClassifier : Fits one in ``fit``, as ``encoder_``, or takes a
+        fitted one as ``encoder``.
+    SoftTreeEnsembleRegressor : Fits one in ``fit``, as ``encoder_``, or takes a
+        fitted one as ``encoder``.
 
     Examples
     --------
-    A classifier fitted on a DataFrame with a numeric column, a string
-    column and missing values holds its encoder in ``encoder_``:
+    An encoder fitted on a DataFrame with a numeric column, a string column
+    and missing values:
 
     >>> import numpy as np
     >>> import pandas as pd
-    >>> from sktree_lmc import SoftTreeEnsembleClassifier, TabularEncoder
+    >>> from sktree_lmc import SoftTreeEnsembleClassifier, TabularEncoder, merge_estimators
     >>> X = pd.DataFrame({
     ...     "size": [1.0, 2.5, np.nan, 4.0, 5.5, 6.0, 7.5, 9.0],
     ...     "color": ["red", "blue", "red", None, "green", "blue", "red", "green"],
     ... })
-    >>> y = [0, 0, 0, 1, 1, 1, 1, 0]
-    >>> clf = SoftTreeEnsembleClassifier(n_estimators=4, max_epochs=2,
-    ...                                  numeric_encoding="piecewise_linear",
-    ...                                  random_state=0).fit(X, y)
-    >>> enc = clf.encoder_
-    >>> isinstance(enc, TabularEncoder)
-    True
+    >>> y = np.array([0, 0, 0, 1, 1, 1, 1, 0])
+    >>> enc = TabularEncoder().fit(X)
     >>> enc.categorical_.tolist(), enc.has_missing_.tolist()
     ([False, True], [True, True])
     >>> enc.categories_[1].tolist()
@@ -549,23 +630,38 @@ class TabularEncoder:
     ([8, 4], 12)
     >>> enc.feature_groups_.tolist()
     [0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1]
-    >>> clf.get_tree_params().split_weight.shape  # (trees, splits, features)
-    (4, 4, 12)
+    >>> enc.get_feature_names_out()[6:].tolist()
+    ['size_knot6', 'size_missing', 'color=blue', 'color=green', 'color=red', 'color_missing']
+    >>> enc.transform(X).shape
+    (8, 12)
 
-    A missing value or a category unseen in ``fit`` is accepted at
-    prediction time:
+    Fitted once, it is the encoding of every model given it as ``encoder``:
+    models fitted on different rows (different sites) then encode alike and
+    merge without extra features. A missing value or a category unseen in
+    ``fit`` is accepted at prediction time:
 
+    >>> a = SoftTreeEnsembleClassifier(n_estimators=4, max_epochs=2, encoder=enc,
+    ...                                random_state=0).fit(X[:4], y[:4])
+    >>> b = SoftTreeEnsembleClassifier(n_estimators=4, max_epochs=2, encoder=enc,
+    ...                                random_state=1).fit(X[4:], y[4:])
+    >>> a.encoder_ is enc, b.get_tree_params().split_weight.shape  # (trees, splits, features)
+    (True, (4, 4, 12))
+    >>> merged = merge_estimators(a, b)
+    >>> merged.encoder_.n_features_out_
+    12
     >>> X_new = pd.DataFrame({"size": [np.nan, 3.0], "color": ["purple", "red"]})
-    >>> clf.predict(X_new).shape
+    >>> merged.predict(X_new).shape
     (2,)
 
-    The same encoder from summaries of parts of the rows (dask partitions,
-    summarized where they live, as :class:`ShardedSoftTreeEnsemble` does):
+    The same encoder from summaries of parts of the rows (sites or dask
+    partitions, summarized where they live, as
+    :class:`ShardedSoftTreeEnsemble` does), from the column arrays of
+    ``to_columns``:
 
     >>> from sktree_lmc._encoding import summarize, to_columns
     >>> Xn = np.array([[0.0, 1.0], [1.0, np.nan], [2.0, 3.0], [3.0, 4.0]])
+    >>> enc = TabularEncoder(n_bins=2).fit(Xn)
     >>> columns, categorical = to_columns(Xn)
-    >>> enc = TabularEncoder(n_bins=2).fit(columns, categorical)
     >>> parts = [summarize([c[:2] for c in columns], categorical, n_bins=2, sketch_size=1001),
     ...          summarize([c[2:] for c in columns], categorical, n_bins=2, sketch_size=1001)]
     >>> merged = TabularEncoder.from_summaries(parts, categorical, n_bins=2)
@@ -577,12 +673,22 @@ class TabularEncoder:
     #: ``vars`` (and :meth:`to_dict`) do not hold it.
     column_kinds_ = None
 
+    _parameter_constraints: dict = {
+        "numeric_encoding": [StrOptions(set(NUMERIC_ENCODINGS))],
+        "n_bins": [_Count(Integral, 1, 1024, closed="both")],
+        "max_categories": [_Count(Integral, 1, None, closed="left")],
+        "additive_bins": [_Count(Integral, 2, MAX_ADDITIVE_BINS, closed="both"), tuple, list,
+                          None],
+        "categorical_features": [StrOptions({"from_dtype"}), "array-like", None],
+    }
+
     def __init__(self, numeric_encoding="piecewise_linear", n_bins=16, max_categories=32,
-                 additive_bins=None):
+                 additive_bins=None, categorical_features="from_dtype"):
         self.numeric_encoding = numeric_encoding
         self.n_bins = n_bins
         self.max_categories = max_categories
         self._additive = AdditiveBins(additive_bins)
+        self.categorical_features = categorical_features
 
     # -- the additive term's bins (AdditiveBins), delegated -------------------------
     @property
@@ -619,12 +725,148 @@ class TabularEncoder:
         """The number of rows of the additive table (0 without ``additive_bins``)."""
         return self._additive.n_additive_
 
-    # -- fitting ------------------------------------------------------------------
-    def fit(self, columns, categorical, names=None, sample_weight=None):
+    # -- scikit-learn's API ---------------------------------------------------------
+    @_fit_context(prefer_skip_nested_validation=True)
+    def fit(self, X, y=None, sample_weight=None):
+        """Fit the encoding on ``X``.
+
+        ``X`` is what the estimators take: an array or a pandas DataFrame
+        of numbers, strings, pandas categories, datetimes and time deltas,
+        with missing values (``NaN``, ``None``, ``pd.NA``, ``NaT``). The
+        categorical columns are those of ``categorical_features``.
+
+        Parameters
+        ----------
+        X : array-like or pandas DataFrame of shape (n_samples, n_features)
+            The training input.
+        y : None
+            Ignored.
+        sample_weight : array-like of shape (n_samples,), default=None
+            The rows' weights. Rows of zero weight are left out of every
+            fitted statistic (quantiles and knots, moments, categories,
+            missing-value indicators, additive bins); the rows of positive
+            weight count once each (the fit is unweighted: with all weights
+            positive it equals the fit without weights).
+
+        Returns
+        -------
+        self : TabularEncoder
+            The fitted encoder.
+
+        Raises
+        ------
+        ValueError
+            For an invalid setting or ``categorical_features``, a value that
+            is not a number (or is infinite) in a numeric column, an invalid
+            ``sample_weight`` or a weight of zero for every row.
+        TypeError
+            For a categorical column whose values cannot be sorted or are not
+            hashable.
+        """
+        columns, by_dtype = to_columns(X)  # first: scikit-learn's errors for a 1-D X
+        names = _get_feature_names(X)  # as validate_data sets feature_names_in_
+        categorical = check_categorical_features(self.categorical_features, len(columns),
+                                                 names, by_dtype)
+        return self._fit_columns(columns, categorical, names, sample_weight=sample_weight)
+
+    def transform(self, X):
+        """Encode ``X`` into the features the trees see.
+
+        Parameters
+        ----------
+        X : array-like or pandas DataFrame of shape (n_samples, `n_features_in_`)
+            The input, with the columns of :meth:`fit`'s (their names too,
+            for a DataFrame). A missing value or a category unseen in ``fit``
+            is accepted.
+
+        Returns
+        -------
+        X_out : ndarray of shape (n_samples, `n_features_out_`), dtype float32
+            The encoded features, named by :meth:`get_feature_names_out`.
+
+        Raises
+        ------
+        ValueError
+            If ``X`` has another number of columns or other column names
+            than in ``fit``, or a value that is not a number (or is infinite)
+            in a numeric column.
+        """
+        check_is_fitted(self)
+        columns = to_columns(X)[0]  # first: scikit-learn's errors for a 1-D X
+        validate_data(self, X, reset=False, skip_check_array=True)
+        return self.transform_columns(columns)
+
+    def get_feature_names_out(self, input_features=None):
+        """Get the names of the encoded features.
+
+        A numeric column ``x`` gives ``x`` (one feature: ``"standard"``,
+        ``"quantile_normal"``, ``"none"``) or ``x_knot0``, ``x_knot1``...
+        (``"piecewise_linear"``); a categorical one ``x=category`` per
+        category and ``x=infrequent``; a missing indicator is ``x_missing``.
+        A stacked column of a union encoder suffixes each sub-encoding's
+        features with its index (``x_q_0``, ``x_q_1``). A name that would
+        repeat another is suffixed ``__1``, ``__2``...
+
+        Parameters
+        ----------
+        input_features : array-like of str or None, default=None
+            The input columns' names: None, ``feature_names_in_`` when
+            defined, else ``x0``, ``x1``...; an array-like must match
+            ``feature_names_in_`` when it is defined, else have
+            `n_features_in_` names.
+
+        Returns
+        -------
+        feature_names_out : ndarray of str objects of shape (`n_features_out_`,)
+            One unique name per encoded feature, in the order of
+            :meth:`transform`'s columns.
+        """
+        check_is_fitted(self)
+        input_features = _check_feature_names_in(self, input_features)
+        names = []
+        for j, kind in enumerate(self._kinds()):
+            name = str(input_features[j])
+            names += _kind_feature_names(kind, self._state(kind, j), name)
+            if self.has_missing_[j]:
+                names.append(f"{name}_missing")
+        return np.asarray(_unique_names(names), dtype=object)
+
+    @property
+    def feature_names_in_(self):
+        """The input columns' names (``names_`` as an array), when fitted with names."""
+        names = getattr(self, "names_", None)
+        if names is None:
+            raise AttributeError("'TabularEncoder' object has no attribute 'feature_names_in_' "
+                                 "(it was fitted without column names).")
+        return np.asarray(names, dtype=object)
+
+    def __sklearn_is_fitted__(self):
+        return hasattr(self, "n_features_in_")
+
+    def __sklearn_clone__(self):
+        # a fitted encoder given to an estimator as ``encoder`` is a fitted
+        # setting: clone(estimator) keeps it fitted (a copy)
+        if self.__sklearn_is_fitted__():
+            return copy.deepcopy(self)
+        return super().__sklearn_clone__()
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        # NaN is a missing value. Categorical columns (strings, pandas category)
+        # are accepted too, but, as for the estimators, the ``categorical`` tag is
+        # not set: in scikit-learn it marks estimators that take integer-coded
+        # categories only, and makes the common checks feed such data.
+        tags.input_tags.allow_nan = True
+        tags.transformer_tags.preserves_dtype = ["float32"]  # the output is float32
+        return tags
+
+    # -- fitting on column arrays (the package's callers) ----------------------------
+    def _fit_columns(self, columns, categorical, names=None, sample_weight=None):
         """Fit the encoding on the input's column arrays.
 
         The same computation as :meth:`from_summaries` of the one exact
-        :func:`summarize` of ``columns``.
+        :func:`summarize` of ``columns``; :meth:`fit` of ``X`` is this fit of
+        ``to_columns(X)``.
 
         Parameters
         ----------
@@ -635,13 +877,9 @@ class TabularEncoder:
         categorical : ndarray of bool
             Which columns are categorical.
         names : sequence of str, default=None
-            Column names, for error messages.
+            Column names, for error messages (and ``feature_names_in_``).
         sample_weight : array-like of shape (n_samples,), default=None
-            The rows' weights. Rows of zero weight are left out of every
-            fitted statistic (quantiles and knots, moments, categories,
-            missing-value indicators, additive bins); the rows of positive
-            weight count once each (the fit is unweighted: with all weights
-            positive it equals the fit without weights).
+            See :meth:`fit`.
 
         Returns
         -------
@@ -834,9 +1072,13 @@ class TabularEncoder:
         -------
         state : dict
             The encoder's attributes (the additive term's under their
-            ``additive_*`` and ``n_additive_`` names).
+            ``additive_*`` and ``n_additive_`` names; ``categorical_features``
+            only when it is not the default ``"from_dtype"``, so that the
+            estimators' encoders keep the layout of their pickles).
         """
         state = {key: value for key, value in vars(self).items() if key != "_additive"}
+        if _is_from_dtype(state.get("categorical_features", "from_dtype")):
+            state.pop("categorical_features", None)
         state.update(self._additive.to_dict())
         return state
 
@@ -856,6 +1098,7 @@ class TabularEncoder:
         """
         state = dict(state)
         additive = {key: state.pop(key) for key in AdditiveBins.STATE_KEYS if key in state}
+        state.setdefault("categorical_features", "from_dtype")  # left out when the default
         enc = cls.__new__(cls)
         enc.__dict__.update(state)
         enc._additive = AdditiveBins.from_dict(additive)
@@ -969,21 +1212,6 @@ class TabularEncoder:
         """``{column: code column}`` of the columns whose additive bins nest
         (:meth:`AdditiveBins.finest <._additive_bins.AdditiveBins.finest>`)."""
         return self._additive.finest()
-
-    def transform(self, columns):
-        """Encode all rows of the column arrays.
-
-        Parameters
-        ----------
-        columns : list of ndarray
-            The input's columns (see :meth:`transform_columns`).
-
-        Returns
-        -------
-        encoded : ndarray of shape (n_samples, `n_features_out_`), dtype float32
-            The features the trees see.
-        """
-        return self.transform_columns(columns)
 
     def transform_chunks(self, columns, chunk_rows=ENCODE_CHUNK_ROWS):
         """Encode the column arrays chunk by chunk.

@@ -563,7 +563,8 @@ class _BaseSoftTreeEnsemble(BaseEstimator):
         if not warm:  # rows of zero weight do not shape the encoder
             self.encoder_ = self._make_encoder(columns, by_dtype, getattr(
                 self, "feature_names_in_", None), plan.encoder, sample_weight)
-        X = self._with_codes(self._check_encoded(self.encoder_.transform(columns)), columns)
+        X = self._with_codes(
+            self._check_encoded(self.encoder_.transform_columns(columns)), columns)
         # float64 and unscaled: the gradient-boosted trees (split_init="boosting", the
         # teacher) rescale them to a mean of 1 over the rows of all shards (a rescaling
         # here would differ per shard), and _FitTensors to a largest weight of 1.
@@ -592,7 +593,7 @@ class _BaseSoftTreeEnsemble(BaseEstimator):
         )
         encoder = TabularEncoder(self.numeric_encoding, self.n_bins, self.max_categories,
                                  self.additive_bins)
-        return encoder.fit(columns, categorical, names, sample_weight=sample_weight)
+        return encoder._fit_columns(columns, categorical, names, sample_weight=sample_weight)
 
     @staticmethod
     def _check_encoded(X):
@@ -628,7 +629,8 @@ class _BaseSoftTreeEnsemble(BaseEstimator):
         additive term's codes when the model has one (held whole; prediction
         encodes in chunks instead)."""
         columns = self._input_columns(X)
-        return self._with_codes(self._check_encoded(self.encoder_.transform(columns)), columns)
+        return self._with_codes(
+            self._check_encoded(self.encoder_.transform_columns(columns)), columns)
 
     # -- prediction ---------------------------------------------------------------
     @limit_threads

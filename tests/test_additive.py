@@ -47,7 +47,7 @@ def _small(cls=SoftTreeEnsembleClassifier, **params):
 def test_codes_bins_missing_categories_and_unseen():
     X, _ = _frame()
     columns, by_dtype = to_columns(X)
-    enc = TabularEncoder("quantile_normal", additive_bins=4, max_categories=2).fit(
+    enc = TabularEncoder("quantile_normal", additive_bins=4, max_categories=2)._fit_columns(
         columns, np.array([False, False, True]), list(X.columns))
     # numeric: 3 inner quantile edges -> 4 bins + a missing row; categorical: 2 kept
     # categories, the infrequent row, a missing row and an unseen row
@@ -64,7 +64,7 @@ def test_codes_bins_missing_categories_and_unseen():
 
 def test_unseen_category_without_infrequent_gets_a_row_of_its_own():
     columns = [np.array(["a", "b", "a", None], dtype=object)]
-    enc = TabularEncoder(additive_bins=4).fit(columns, np.array([True]))
+    enc = TabularEncoder(additive_bins=4)._fit_columns(columns, np.array([True]))
     assert enc.additive_offsets_.tolist() == [0, 4]  # a, b, missing, unseen
     codes = enc.additive_codes([np.array(["b", "zzz", None], dtype=object)])
     assert codes[:, 0].tolist() == [1, 3, 2]
@@ -74,23 +74,23 @@ def test_encoders_differ_names_the_additive_bins():
     X, _ = _frame()
     columns, _ = to_columns(X)
     cat = np.array([False, False, True])
-    a = TabularEncoder(additive_bins=8).fit(columns, cat)
-    assert encoders_differ(a, TabularEncoder(additive_bins=8).fit(columns, cat)) is None
-    assert "additive_bins" in encoders_differ(a, TabularEncoder().fit(columns, cat))
+    a = TabularEncoder(additive_bins=8)._fit_columns(columns, cat)
+    assert encoders_differ(a, TabularEncoder(additive_bins=8)._fit_columns(columns, cat)) is None
+    assert "additive_bins" in encoders_differ(a, TabularEncoder()._fit_columns(columns, cat))
     # the same encoding of the values ("none"), other rows: only the bins differ
-    a = TabularEncoder("none", additive_bins=8).fit(columns, cat)
-    other = TabularEncoder("none", additive_bins=8).fit([c[:200] for c in columns], cat)
+    a = TabularEncoder("none", additive_bins=8)._fit_columns(columns, cat)
+    other = TabularEncoder("none", additive_bins=8)._fit_columns([c[:200] for c in columns], cat)
     assert "additive bins of column 0" in encoders_differ(a, other)
 
 
 def test_encoder_without_additive_term_refuses_codes():
     columns = [np.arange(5.0)]
-    enc = TabularEncoder().fit(columns, np.array([False]))
+    enc = TabularEncoder()._fit_columns(columns, np.array([False]))
     with pytest.raises(ValueError, match="no additive term"):
         enc.additive_codes(columns)
     assert TabularEncoder.from_dict(enc.to_dict()).n_additive_ == 0
     with pytest.raises(ValueError, match="additive_bins must be an int >= 2"):
-        TabularEncoder(additive_bins=1).fit(columns, np.array([False]))
+        TabularEncoder(additive_bins=1)._fit_columns(columns, np.array([False]))
 
 
 # -- parameters ----------------------------------------------------------------------------------
@@ -177,7 +177,7 @@ def test_resolutions_give_code_columns_rows_and_steps():
     X, _ = _frame()
     columns, _ = to_columns(X)
     cat = np.array([False, False, True])
-    enc = TabularEncoder(additive_bins=(4, 16), max_categories=2).fit(columns, cat)
+    enc = TabularEncoder(additive_bins=(4, 16), max_categories=2)._fit_columns(columns, cat)
     # every column at the first resolution, the numeric ones at the second too
     np.testing.assert_array_equal(enc.additive_sources_, [0, 1, 2, 0, 1])
     np.testing.assert_allclose(enc.additive_steps_, [1, 1, 1, 0.5, 0.5])
@@ -186,11 +186,11 @@ def test_resolutions_give_code_columns_rows_and_steps():
     np.testing.assert_array_equal(enc.additive_row_steps(), np.repeat([1, 1, 1, .5, .5], sizes))
     codes = enc.additive_codes(columns)
     assert codes.shape == (len(X), 5)
-    one = TabularEncoder(additive_bins=4, max_categories=2).fit(columns, cat)
+    one = TabularEncoder(additive_bins=4, max_categories=2)._fit_columns(columns, cat)
     np.testing.assert_array_equal(codes[:, :3], one.additive_codes(columns))
     np.testing.assert_array_equal(one.additive_row_steps(), np.ones(one.n_additive_))
     with pytest.raises(ValueError, match="distinct ints >= 2"):
-        TabularEncoder(additive_bins=(4, 4)).fit(columns, cat)
+        TabularEncoder(additive_bins=(4, 4))._fit_columns(columns, cat)
 
 
 @settings(max_examples=60, deadline=None)
@@ -210,7 +210,8 @@ def test_coarser_codes_from_the_finest_bins_equal_their_own_search(seed, n, leve
         x = np.round(x * 2) / 2
     x[rng.rand(n) < 0.1] = np.nan
     columns = [x, rng.uniform(size=n)]
-    enc = TabularEncoder("none", additive_bins=tuple(levels)).fit(columns, np.array([False] * 2))
+    enc = TabularEncoder("none", additive_bins=tuple(levels))._fit_columns(
+        columns, np.array([False] * 2))
     if perturb:  # a coarse edge that is no fine edge: that column takes the search per resolution
         c = int(np.argmin([len(e) for e in enc.additive_edges_]))
         enc.additive_edges_[c] = np.sort(enc.additive_edges_[c] + 1e-3)
@@ -290,8 +291,8 @@ def test_union_bins_keep_every_table_function(seed, n_a, n_b, bins, resolutions)
     rng = np.random.RandomState(seed)
     bins = (bins, 2 * bins + 1) if resolutions else bins
     cat = np.array([False, False, True])
-    encs = [TabularEncoder("none", additive_bins=bins).fit(_rows_with_ties_and_missing(n, rng),
-                                                          cat) for n in (n_a, n_b)]
+    encs = [TabularEncoder("none", additive_bins=bins)._fit_columns(
+        _rows_with_ties_and_missing(n, rng), cat) for n in (n_a, n_b)]
     assert encoders_differ(encs[0], encs[1], additive=False) is None
     union, rows = union_additive_bins(encs)
     # queries on and next to every edge, inside and outside the data, missing, unseen
@@ -368,7 +369,7 @@ def test_bins_from_summaries_equal_fit_or_come_close_with_sketches():
     X, _ = _frame(n=3000)
     columns, _ = to_columns(X)
     cat = np.array([False, False, True])
-    fitted = TabularEncoder(additive_bins=16).fit(columns, cat)
+    fitted = TabularEncoder(additive_bins=16)._fit_columns(columns, cat)
     halves = [[c[:1000] for c in columns], [c[1000:] for c in columns]]
     for sketch, exact in ((None, True), (101, False)):
         parts = [summarize(h, cat, numeric_encoding="piecewise_linear", sketch_size=sketch,
@@ -387,7 +388,7 @@ def test_bins_from_summaries_equal_fit_or_come_close_with_sketches():
     parts = [summarize(h, cat, numeric_encoding="none", additive_bins=(4, 16)) for h in halves]
     merged = TabularEncoder.from_summaries(parts, cat, numeric_encoding="none",
                                            additive_bins=(4, 16))
-    fitted = TabularEncoder("none", additive_bins=(4, 16)).fit(columns, cat)
+    fitted = TabularEncoder("none", additive_bins=(4, 16))._fit_columns(columns, cat)
     assert encoders_differ(merged, fitted) is None
 
 

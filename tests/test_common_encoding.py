@@ -69,16 +69,16 @@ def _test_rows(rng, columns):
 
 def _fit(parts, kinds, *, n_bins=8, max_categories=(4, 32), additive_bins=(4, 16)):
     return [TabularEncoder(kind, n_bins=n_bins, max_categories=max_categories[i % 2],
-                           additive_bins=additive_bins).fit(part, CATEGORICAL)
+                           additive_bins=additive_bins)._fit_columns(part, CATEGORICAL)
             for i, (part, kind) in enumerate(zip(parts, kinds))]
 
 
 def _check_exact(encoders, union, translations, rows, rng):
     """The pre-activation identity with random weights, and the additive one."""
-    fu = union.transform(rows).astype(np.float64)
+    fu = union.transform_columns(rows).astype(np.float64)
     assert fu.shape == (len(rows[0]), union.n_features_out_)
     for enc, tr in zip(encoders, translations):
-        fi = enc.transform(rows).astype(np.float64)
+        fi = enc.transform_columns(rows).astype(np.float64)
         W = rng.standard_normal((3, 5, enc.n_features_out_)).astype(np.float32)
         b = rng.standard_normal((3, 5)).astype(np.float32)
         W_U, b_U = tr.weights(W, b)
@@ -244,10 +244,10 @@ def test_dict_round_trip_and_encoder_methods():
     assert state["column_kinds_"] == union.column_kinds_ and "stacked_" in state
     back = TabularEncoder.from_dict(copy.deepcopy(state))
     assert encoders_differ(back, union) is None
-    assert_array_equal(back.transform(rows), union.transform(rows))
+    assert_array_equal(back.transform_columns(rows), union.transform_columns(rows))
     assert_array_equal(back.additive_codes(rows), union.additive_codes(rows))
     chunks = np.concatenate([c for _, c in union.transform_chunks(rows, chunk_rows=7)])
-    assert_array_equal(chunks, union.transform(rows))
+    assert_array_equal(chunks, union.transform_columns(rows))
     assert encoders_differ(union, encoders[0]) is not None
     assert encoders_differ(encoders[0], union) is not None
     assert not union.is_identity
@@ -255,7 +255,7 @@ def test_dict_round_trip_and_encoder_methods():
     assert "column_kinds_" not in encoders[0].to_dict()
     assert isinstance(COLUMN_KINDS["stacked"], StackedColumns)
     # refitting a union's settings gives a plain encoder again
-    refit = copy.deepcopy(union).fit(columns, CATEGORICAL)
+    refit = copy.deepcopy(union)._fit_columns(columns, CATEGORICAL)
     assert refit.column_kinds_ is None and "stacked_" not in vars(refit)
 
 
@@ -272,7 +272,7 @@ def test_export_of_a_union_encoder():
     with torch.no_grad():
         got = module(X).numpy()
     assert got.dtype == np.float32
-    assert_allclose(got, union.transform(rows), rtol=1e-6, atol=1e-6)
+    assert_allclose(got, union.transform_columns(rows), rtol=1e-6, atol=1e-6)
     program = torch.export.export(module, (X[:16],),
                                   dynamic_shapes=({0: torch.export.Dim("batch")},))
     with torch.no_grad():
@@ -308,7 +308,7 @@ def test_onnx_export_of_a_union_encoder(tmp_path):
                           input_names=["X"], output_names=["F"], dynamo=dynamo, **kwargs)
     session = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
     (out,) = session.run(None, {"X": X})
-    expected = union.transform(rows)
+    expected = union.transform_columns(rows)
     assert np.all(np.abs(out - expected) <= 2e-7 * np.maximum(np.abs(expected), 1))
 
 
@@ -376,10 +376,10 @@ def test_incompatible_encoders():
     rng = np.random.RandomState(10)
     columns = _data(rng, 200)
     enc = _fit([columns], ["standard"])[0]
-    fewer = TabularEncoder("standard").fit(columns[:3], CATEGORICAL[:3])
+    fewer = TabularEncoder("standard")._fit_columns(columns[:3], CATEGORICAL[:3])
     with pytest.raises(ValueError, match="encoder 1 has 3 input columns, encoder 0 has 4"):
         common_encoder([enc, fewer])
-    flipped = TabularEncoder("standard", additive_bins=8).fit(
+    flipped = TabularEncoder("standard", additive_bins=8)._fit_columns(
         [columns[0], columns[1], columns[2], np.arange(200.0)], np.zeros(4, dtype=bool),
         names=["a", "b", "c", "d"])
     with pytest.raises(ValueError) as info:

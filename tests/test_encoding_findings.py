@@ -26,8 +26,8 @@ _NS_RANGE = (-2208988800 * 10**9, 4102444800 * 10**9)
 
 
 def _fit_transform(columns, categorical, **params):
-    enc = TabularEncoder(**params).fit(columns, np.asarray(categorical))
-    out = enc.transform(columns)
+    enc = TabularEncoder(**params)._fit_columns(columns, np.asarray(categorical))
+    out = enc.transform_columns(columns)
     if enc.n_additive_:
         out = np.concatenate([out, enc.additive_codes(columns)], axis=1)
     return enc, out
@@ -62,9 +62,9 @@ def test_nat_is_a_missing_value_of_a_datetime_column(source):
         assert_array_equal(out, _fit_transform([secs], [False], numeric_encoding=encoding,
                                                n_bins=4)[1])
     # NaT passed to the encoder directly, at fit and at prediction time
-    enc = TabularEncoder("standard").fit([stamps], np.array([False]))
+    enc = TabularEncoder("standard")._fit_columns([stamps], np.array([False]))
     assert enc.has_missing_.tolist() == [True]
-    assert_array_equal(enc.transform([stamps[[1]]]), [[0.0, 1.0]])
+    assert_array_equal(enc.transform_columns([stamps[[1]]]), [[0.0, 1.0]])
 
 
 def test_timedelta_columns_are_seconds_with_nat_missing():
@@ -73,7 +73,7 @@ def test_timedelta_columns_are_seconds_with_nat_missing():
         x = to_columns(X)[0][0]
         assert_array_equal(x, [1.0, np.nan, 90.0, 3600.0])
     with pytest.raises(ValueError, match="Column 0 holds timedelta64 values with unit 'M'"):
-        TabularEncoder().fit([np.array([1, 2], dtype="timedelta64[M]")], np.array([False]))
+        TabularEncoder()._fit_columns([np.array([1, 2], dtype="timedelta64[M]")], np.array([False]))
 
 
 # -- 2. the unit of a datetime column does not matter -------------------------------------------
@@ -148,15 +148,16 @@ def test_values_that_are_not_numbers_in_a_numeric_column_name_it(values, what):
     assert X["when"].dtype.kind == "O"
     columns, categorical = to_columns(X)
     with pytest.raises((ValueError, TypeError), match=f"Column 'when' is numeric but holds .*{what}"):
-        TabularEncoder().fit(columns, np.array([False, False]), list(X.columns))
+        TabularEncoder()._fit_columns(columns, np.array([False, False]), list(X.columns))
     rows = np.empty((3, 2), dtype=object)
     rows[:, 0], rows[:, 1] = 1.0, list(X["when"])
     with pytest.raises((ValueError, TypeError), match=f"Column 1 is numeric but holds .*{what}"):
-        TabularEncoder().fit(to_columns(rows)[0], np.array([False, False]))
+        TabularEncoder()._fit_columns(to_columns(rows)[0], np.array([False, False]))
     # at prediction time too
-    enc = TabularEncoder().fit([np.arange(3.0)] * 2, np.array([False, False]), ["x", "when"])
+    enc = TabularEncoder()._fit_columns([np.arange(3.0)] * 2, np.array([False, False]),
+                                        ["x", "when"])
     with pytest.raises((ValueError, TypeError), match=f"Column 'when' is numeric but holds .*{what}"):
-        enc.transform(columns)
+        enc.transform_columns(columns)
 
 
 def test_lists_in_a_categorical_column_name_it():
@@ -165,20 +166,20 @@ def test_lists_in_a_categorical_column_name_it():
     cat = np.array([False, True])
     with pytest.raises(TypeError, match="Categorical column 'tags' holds a value that cannot "
                                         r"be a category \(\['a'\], of type list"):
-        TabularEncoder().fit(columns, cat, ["x", "tags"])
+        TabularEncoder()._fit_columns(columns, cat, ["x", "tags"])
     with pytest.raises(TypeError, match="Categorical column 'tags' .*of type list"):
         summarize(columns, cat, names=["x", "tags"], sketch_size=2)
     # a list unseen in fit, at prediction time
-    enc = TabularEncoder(additive_bins=4).fit(
+    enc = TabularEncoder(additive_bins=4)._fit_columns(
         [np.arange(3.0), np.array(["a", "b", None], dtype=object)], cat, ["x", "tags"])
-    for method in (enc.transform, enc.additive_codes):
+    for method in (enc.transform_columns, enc.additive_codes):
         with pytest.raises(TypeError, match="Categorical column 'tags' .*of type list"):
             method(columns)
     # dates and periods are categories when declared so
     for values in ([datetime.date(2020, 1, 1), datetime.date(2021, 1, 1), None],
                    pd.period_range("2020-01", periods=3, freq="M")):
         frame = pd.DataFrame({"x": [1.0, 2.0, 3.0], "when": pd.Series(values)})
-        enc = TabularEncoder().fit(to_columns(frame)[0], cat, ["x", "when"])
+        enc = TabularEncoder()._fit_columns(to_columns(frame)[0], cat, ["x", "when"])
         assert len(enc.categories_[1]) in (2, 3)
 
 
@@ -191,7 +192,7 @@ def test_the_order_of_additive_bins_does_not_change_the_encoder(orders):
     columns = [rng.normal(size=n), rng.choice(["a", "b", "c"], size=n).astype(object),
                np.round(rng.exponential(size=n) * 3)]
     cat = np.array([False, True, False])
-    encs = [TabularEncoder(additive_bins=bins).fit(columns, cat) for bins in orders]
+    encs = [TabularEncoder(additive_bins=bins)._fit_columns(columns, cat) for bins in orders]
     ref = encs[0]
     for enc, bins in zip(encs, orders):
         assert enc.additive_bins == bins  # stored as given
@@ -222,7 +223,7 @@ def test_additive_edges_are_the_distinct_quantiles(seed, n, k, bins):
     rng = np.random.RandomState(seed)
     x = rng.choice(rng.normal(size=k) * 10, size=n) if k < 40 else rng.normal(size=n)
     x[rng.rand(n) < 0.1] = np.nan
-    enc = TabularEncoder(additive_bins=bins).fit([x], np.array([False]))
+    enc = TabularEncoder(additive_bins=bins)._fit_columns([x], np.array([False]))
     present = x[~np.isnan(x)]
     levels = np.linspace(0.0, 1.0, bins + 1)[1:-1]
     expected = np.unique(np.quantile(present, levels)) if len(present) else np.zeros(0)
@@ -243,13 +244,14 @@ def test_additive_edges_are_the_distinct_quantiles(seed, n, k, bins):
 def test_every_element_of_additive_bins_is_checked(bins, bad):
     columns, cat = [np.arange(10.0)], np.array([False])
     with pytest.raises(ValueError, match=f"additive_bins must be .*{bad}"):
-        TabularEncoder(additive_bins=bins).fit(columns, cat)
+        TabularEncoder(additive_bins=bins)._fit_columns(columns, cat)
     with pytest.raises(ValueError, match=f"additive_bins must be .*{bad}"):
         summarize(columns, cat, additive_bins=bins)
 
 
 def test_the_largest_additive_bins_is_accepted():
-    enc = TabularEncoder(additive_bins=(2**16, 2)).fit([np.arange(10.0)], np.array([False]))
+    enc = TabularEncoder(additive_bins=(2**16, 2))._fit_columns([np.arange(10.0)],
+                                                                np.array([False]))
     assert enc.additive_bins == (2**16, 2) and len(enc.additive_edges_) == 2
 
 
@@ -273,12 +275,12 @@ def test_rows_of_zero_weight_do_not_shape_the_encoder(encoding):
     weight = np.r_[rng.uniform(0.1, 3.0, size=300), np.zeros(3)]
     settings_ = dict(numeric_encoding=encoding, n_bins=8, max_categories=8,
                      additive_bins=(4, 16))
-    clean = TabularEncoder(**settings_).fit(columns, cat)
-    weighted = TabularEncoder(**settings_).fit(full, cat, sample_weight=weight)
+    clean = TabularEncoder(**settings_)._fit_columns(columns, cat)
+    weighted = TabularEncoder(**settings_)._fit_columns(full, cat, sample_weight=weight)
     assert encoders_differ(weighted, clean) is None
     assert weighted.has_missing_.tolist() == [True, False, False]
     assert "lima" not in weighted.categories_[1].tolist()
-    assert_array_equal(weighted.transform(full), clean.transform(full))
+    assert_array_equal(weighted.transform_columns(full), clean.transform_columns(full))
     assert_array_equal(weighted.additive_codes(full), clean.additive_codes(full))
     # the per-site path: summaries with the weights of their rows
     parts = [summarize([c[:150] for c in full], cat, numeric_encoding=encoding, n_bins=8,
@@ -309,11 +311,11 @@ def test_positive_weights_leave_the_fit_unweighted(seed, n):
     columns, cat = _weighted_data(rng, n)
     weight = rng.uniform(1e-6, 10.0, size=n)
     for encoding in NUMERIC_ENCODINGS:
-        a = TabularEncoder(encoding, 8, additive_bins=(4, 64)).fit(columns, cat)
-        b = TabularEncoder(encoding, 8, additive_bins=(4, 64)).fit(columns, cat,
+        a = TabularEncoder(encoding, 8, additive_bins=(4, 64))._fit_columns(columns, cat)
+        b = TabularEncoder(encoding, 8, additive_bins=(4, 64))._fit_columns(columns, cat,
                                                                   sample_weight=weight)
         assert encoders_differ(a, b) is None
-        assert_array_equal(a.transform(columns), b.transform(columns))
+        assert_array_equal(a.transform_columns(columns), b.transform_columns(columns))
         assert_array_equal(a.additive_codes(columns), b.additive_codes(columns))
 
 
@@ -325,4 +327,4 @@ def test_positive_weights_leave_the_fit_unweighted(seed, n):
 ])
 def test_invalid_sample_weight_is_an_error(weight, message):
     with pytest.raises(ValueError, match=f"sample_weight .*{message}|{message}"):
-        TabularEncoder().fit([np.arange(5.0)], np.array([False]), sample_weight=weight)
+        TabularEncoder()._fit_columns([np.arange(5.0)], np.array([False]), sample_weight=weight)

@@ -81,7 +81,7 @@ STATE_KEYS = sorted(["additive_bins", "additive_edges_", "additive_offsets_",
 def _fit(encoding, X=TRAIN, additive_bins=(4, 2), **kw):
     columns, cat = to_columns(X)
     kw = {"n_bins": 3, "max_categories": 2, **kw}
-    return TabularEncoder(encoding, additive_bins=additive_bins, **kw).fit(
+    return TabularEncoder(encoding, additive_bins=additive_bins, **kw)._fit_columns(
         columns, cat, list(X.columns)), columns
 
 
@@ -103,7 +103,7 @@ def test_outputs_are_those_before_the_split(encoding):
     new, _ = to_columns(NEW)
     expected = PINNED[encoding]
     assert enc.widths_.tolist() == expected["widths"]
-    out = enc.transform(new)
+    out = enc.transform_columns(new)
     assert out.dtype == np.float32
     if encoding == "quantile_normal":  # scikit-learn's transform, not ours
         assert_allclose(out, expected["transform"], rtol=1e-6)
@@ -127,7 +127,7 @@ def test_the_encoder_loops_over_its_columns_kinds(encoding):
     kind's width plus the missing indicator, its export form the kind's."""
     enc, _ = _fit(encoding)
     new, _ = to_columns(NEW)
-    out = enc.transform(new)
+    out = enc.transform_columns(new)
     offset = 0
     for j, kind in enumerate(enc._kinds()):
         assert kind is (CATEGORICAL if enc.categorical_[j] else NUMERIC_ENCODINGS[encoding])
@@ -174,7 +174,7 @@ def test_state_round_trips_through_plain_dicts():
     assert not any(isinstance(v, AdditiveBins) for v in state.values())
     back = TabularEncoder.from_dict(state)
     assert encoders_differ(enc, back) is None
-    assert_array_equal(back.transform(columns), enc.transform(columns))
+    assert_array_equal(back.transform_columns(columns), enc.transform_columns(columns))
     assert_array_equal(back.additive_codes(columns), enc.additive_codes(columns))
     loaded = pickle.loads(pickle.dumps(enc))
     assert_array_equal(loaded.additive_codes(columns), enc.additive_codes(columns))
@@ -219,8 +219,8 @@ def test_features_follow_the_kinds_formulas(seed, n, encoding, n_bins, max_categ
     x[rng.rand(n) < 0.2] = nan
     cats = rng.choice(np.array(["p", "q", "r", "s", "t", None], dtype=object), size=n)
     columns, cat = [x, cats], np.array([False, True])
-    enc = TabularEncoder(encoding, n_bins, max_categories).fit(columns, cat)
-    out = enc.transform(columns)
+    enc = TabularEncoder(encoding, n_bins, max_categories)._fit_columns(columns, cat)
+    out = enc.transform_columns(columns)
     present = ~np.isnan(x)
     xp = x[present]
     num = out[:, : enc.widths_[0] - int(enc.has_missing_[0])]

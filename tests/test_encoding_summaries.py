@@ -52,12 +52,12 @@ def _mixed_frame(n, rng):
 def test_one_exact_summary_is_fit(encoding):
     rng = np.random.RandomState(0)
     columns, categorical = to_columns(_mixed_frame(500, rng))
-    fitted = TabularEncoder(encoding, 8, 3).fit(columns, categorical)
+    fitted = TabularEncoder(encoding, 8, 3)._fit_columns(columns, categorical)
     summary = summarize(columns, categorical, numeric_encoding=encoding, n_bins=8)
     merged = TabularEncoder.from_summaries([summary], categorical, numeric_encoding=encoding,
                                            n_bins=8, max_categories=3)
     assert encoders_differ(fitted, merged) is None
-    assert_array_equal(fitted.transform(columns), merged.transform(columns))
+    assert_array_equal(fitted.transform_columns(columns), merged.transform_columns(columns))
 
 
 @pytest.mark.parametrize("encoding", ["piecewise_linear", "standard", "none"])
@@ -68,7 +68,7 @@ def test_summaries_of_small_parts_give_the_exact_encoder(encoding):
     frame = _mixed_frame(2400, rng)
     frame.loc[:100, "lognormal"] = np.nan  # missing in the first part only
     columns, categorical = to_columns(frame)
-    exact = TabularEncoder(encoding, 16, 3).fit(columns, categorical)
+    exact = TabularEncoder(encoding, 16, 3)._fit_columns(columns, categorical)
     merged = _from_parts(columns, categorical, _parts(columns, 3, rng, sort_by=0),
                          numeric_encoding=encoding, n_bins=16, max_categories=3)
     assert_array_equal(merged.has_missing_, [True, False, True, False, True])
@@ -109,7 +109,7 @@ def test_sketched_knots_are_close_to_the_exact_ones():
     for sort_by in (None, 0):
         parts = _parts(columns, 7, rng, sort_by=sort_by)
         for n_bins in (16, 64):
-            exact = TabularEncoder("piecewise_linear", n_bins).fit(columns, categorical)
+            exact = TabularEncoder("piecewise_linear", n_bins)._fit_columns(columns, categorical)
             merged = _from_parts(columns, categorical, parts, n_bins=n_bins)
             assert_array_equal(merged.has_missing_, exact.has_missing_)
             for j, name in enumerate(data):
@@ -163,13 +163,13 @@ def test_quantile_normal_from_sketches_is_close_to_the_exact_transform():
     rng = np.random.RandomState(0)
     x = np.r_[rng.lognormal(size=30000), rng.normal(5, 1, size=20000)]
     parts = [x[:20000], x[20000:35000], x[35000:]]
-    exact = TabularEncoder("quantile_normal").fit([x], np.array([False]))
+    exact = TabularEncoder("quantile_normal")._fit_columns([x], np.array([False]))
     summaries = [summarize([p], np.array([False]), numeric_encoding="quantile_normal",
                            sketch_size=SKETCH_SIZE) for p in parts]
     assert all("values" not in s["columns"][0] for s in summaries)  # sketches only
     merged = TabularEncoder.from_summaries(summaries, np.array([False]),
                                            numeric_encoding="quantile_normal")
     probe = np.quantile(x, np.linspace(0.001, 0.999, 500))
-    a = merged.transform([probe])[:, 0]
-    b = exact.transform([probe])[:, 0]
+    a = merged.transform_columns([probe])[:, 0]
+    b = exact.transform_columns([probe])[:, 0]
     assert 0 < np.max(np.abs(a - b)) < 0.02

@@ -80,7 +80,7 @@ def test_module_encodes_like_the_encoder():
         clf = SoftTreeEnsembleClassifier(**SETTINGS, numeric_encoding=encoding).fit(X, y)
         with torch.no_grad():
             features = export_module(clf).encode(torch.tensor(X_test)).numpy()
-        expected = clf.encoder_.transform([X_test[:, j] for j in range(X.shape[1])])
+        expected = clf.encoder_.transform_columns([X_test[:, j] for j in range(X.shape[1])])
         assert features.dtype == np.float32
         assert_array_equal(features, expected)
 

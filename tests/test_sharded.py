@@ -547,13 +547,13 @@ def test_a_dataframe_with_strings_and_missing_values_shares_one_encoder(monkeypa
     frame.loc[::9, "f0"] = np.nan
     frame.loc[::13, "color"] = None
     fits = []
-    fit = TabularEncoder.fit
+    fit = TabularEncoder._fit_columns
 
     def counted(self, *args, **kwargs):
         fits.append(self)
         return fit(self, *args, **kwargs)
 
-    monkeypatch.setattr(TabularEncoder, "fit", counted)
+    monkeypatch.setattr(TabularEncoder, "_fit_columns", counted)
     est = ShardedSoftTreeEnsemble(_base(), n_shards=3, random_state=0).fit(frame, Y)
     assert len(fits) == 1 and fits[0] is est.encoder_
     enc = est.encoder_
@@ -768,7 +768,7 @@ def test_sharded_boosting_is_grown_over_the_rows_of_all_shards(monkeypatch, para
     assert len(grown) == 1
     # the trees of all rows, as one fit on them would grow them (no validation rows:
     # early_stopping=False), with the same (shared) encoding
-    Xe = est.encoder_.transform([X[:, j] for j in range(4)])
+    Xe = est.encoder_.transform_columns([X[:, j] for j in range(4)])
     union = grow_oblivious_trees(Xe, y, np.ones(len(y)), loss="softmax", n_trees=16, depth=2,
                                  n_outputs=2)
     assert_same = np.testing.assert_allclose
