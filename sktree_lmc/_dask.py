@@ -193,7 +193,7 @@ def running_client(call, subject=None):
     except ImportError as exc:  # pragma: no cover - extra not installed
         raise ImportError(
             f"{subject or call} on dask collections needs dask.distributed "
-            "(pip install 'sktree_lmc[distributed]')."
+            "(pip install 'dask[distributed]', or the project's 'distributed' extra)."
         ) from exc
     try:
         return get_client()

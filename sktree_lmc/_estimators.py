@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import functools
+import warnings
 from numbers import Integral, Real
 
 import numpy as np
@@ -37,8 +39,9 @@ from ._forward import SoftTreeEnsembleModule, predict_chunked
 from ._losses import CrossEntropy, SquaredError
 from ._params import TreeParams, check_same_additive
 from ._persistence import estimator_state, restore_estimator_state
-from ._plan import FitPlan, Recipe
-from ._progress import ProgressLog
+from ._dask import is_dask_collection
+from ._plan import FitPlan, Recipe, Validation
+from ._progress import ProgressLog, Stopwatch
 from ._start import (
     boosting_start,
     boosting_validation,
@@ -73,6 +76,7 @@ from ._training import (
     _FitTensors,
     _load_adam_state,
     _reference_loss,
+    _user_stacklevel,
     _validation_split,
     _warn_if_diverged,
     make_lr_scheduler,
@@ -82,6 +86,111 @@ from ._training import (
 )
 
 __all__ = ["SoftTreeEnsembleClassifier", "SoftTreeEnsembleRegressor"]
+
+
+# -- prediction on dask collections ------------------------------------------------------------
+def _is_dask(X):
+    """Whether ``X`` is a dask collection (dask is imported only for objects of
+    dask's own types, so that plain input never imports it)."""
+    return (type(X).__module__.partition(".")[0] in ("dask", "dask_expr")
+            and is_dask_collection(X))
+
+
+def _predict_partition(part, estimator, method):
+    """``estimator.method`` on one partition (a NumPy block or a pandas frame)."""
+    return getattr(estimator, method)(part)
+
+
+def lazy_prediction(model, X, method):
+    """``model.method(X)`` for a dask array or DataFrame ``X``: a lazy dask
+    array, computed partition by partition where the partitions live
+    (``map_blocks`` / ``map_partitions``, as dask-ml's ``ParallelPostFit``);
+    the model travels with the tasks, the rows never reach the client.
+    ``.compute()`` gives the NumPy result."""
+    check_is_fitted(model, "tree_params_")
+    frame = hasattr(X, "map_partitions") and hasattr(X, "columns")
+    if getattr(X, "ndim", None) != 2 or not (frame or hasattr(X, "map_blocks")):
+        raise TypeError(
+            f"{method} takes a 2-D dask array or a dask DataFrame, got a {type(X).__name__} "
+            f"of {getattr(X, 'ndim', 'no')} dimensions. Call .compute() first, or wrap the "
+            "estimator in dask_ml.wrappers.ParallelPostFit.")
+    n_columns = len(X.columns) if frame else X.shape[1]
+    if n_columns != model.n_features_in_:
+        raise ValueError(f"X has {n_columns} features, but {type(model).__name__} is expecting "
+                         f"{model.n_features_in_} features as input.")
+    meta = model._prediction_meta(method)
+    if frame:  # pandas partitions keep the column names and dtypes
+        return X.map_partitions(_predict_partition, model, method, meta=meta)
+    X = X.rechunk({1: -1})  # every block holds whole rows
+    if meta.ndim == 1:
+        return X.map_blocks(_predict_partition, model, method, drop_axis=1,
+                            dtype=meta.dtype, meta=meta)
+    return X.map_blocks(_predict_partition, model, method, chunks=(X.chunks[0], meta.shape[1:]),
+                        dtype=meta.dtype, meta=meta)
+
+
+def _lazy_on_dask(method):
+    """Decorator of a prediction method ``method(self, X)``: on a dask array or
+    DataFrame it returns a lazy dask array (:func:`lazy_prediction` of the
+    fitted model ``self._prediction_model()``) instead of computing."""
+    name = method.__name__
+
+    @functools.wraps(method)
+    def predict(self, X):
+        if _is_dask(X):
+            return lazy_prediction(self._prediction_model(), X, name)
+        return method(self, X)
+
+    return predict
+
+
+# -- feature importances ---------------------------------------------------------------------
+def _mean_abs_difference(values):
+    """``mean |v_i - v_j|`` over all pairs ``(i, j)`` of the rows of
+    ``values`` (n, C), summed over the columns (Gini's mean difference)."""
+    n = values.shape[0]
+    if n < 2:
+        return 0.0
+    ordered = np.sort(values, axis=0)
+    ranks = 2.0 * np.arange(1, n + 1) - n - 1
+    return float((ranks @ ordered).sum() * 2.0 / n**2)
+
+
+def feature_importances(params, arch, encoder, centered):
+    """Per input column, the share of the model's output spread that passes
+    through it (see ``feature_importances_``): trees and additive term, summed
+    and normalized to 1 (zeros when the model is constant). ``centered``:
+    leaves and table rows are centered over the outputs first (a classifier's
+    logits, which a shift common to all classes leaves unchanged)."""
+    n_columns = encoder.n_features_in_
+    M, _, C = params.leaf_value.shape
+    leaves = np.zeros((M, arch.n_leaves, C))
+    leaves[:, arch.free_leaves] = params.leaf_value
+    if centered:
+        leaves -= leaves.mean(axis=2, keepdims=True)
+    left, right = (arch.code == 1).astype(np.float64), (arch.code == -1).astype(np.float64)
+    # each node: the difference of the mean leaf on its two sides (L1 over the outputs),
+    # halved (two rows fall on different sides of an even split half the time), times
+    # the share of the rows that reach it (the node weights of weight matching)
+    mean_left = np.einsum("ln,mlc->mnc", left, leaves) / left.sum(axis=0)[None, :, None]
+    mean_right = np.einsum("ln,mlc->mnc", right, leaves) / right.sum(axis=0)[None, :, None]
+    node = (np.abs(mean_left - mean_right).sum(axis=2) / 2.0
+            * arch.node_weights / arch.n_leaves)  # (M, N)
+    groups = np.zeros((encoder.n_features_out_, n_columns))
+    groups[np.arange(encoder.n_features_out_), encoder.feature_groups_] = 1.0
+    per_column = np.square(params.split_weight.astype(np.float64)) @ groups  # (M, N, columns)
+    total = per_column.sum(axis=2, keepdims=True)
+    share = np.divide(per_column, total, out=np.zeros_like(per_column), where=total > 0)
+    importance = np.einsum("mn,mnj->j", node, share)
+    if params.additive is not None:
+        table = params.additive.astype(np.float64)
+        if centered:
+            table = table - table.mean(axis=1, keepdims=True)
+        offsets = encoder.additive_offsets_
+        for c, column in enumerate(encoder.additive_sources_):
+            importance[column] += _mean_abs_difference(table[offsets[c]:offsets[c + 1]])
+    total = importance.sum()
+    return importance / total if total > 0 else importance
 
 class _BaseSoftTreeEnsemble(BaseEstimator):
     """Shared fitting and prediction logic; see the public subclasses."""
@@ -227,7 +336,7 @@ class _BaseSoftTreeEnsemble(BaseEstimator):
         return 1.0
 
     # -- fitting ------------------------------------------------------------------
-    def fit(self, X, y, sample_weight=None):
+    def fit(self, X, y, sample_weight=None, *, X_val=None, y_val=None, sample_weight_val=None):
         """Fit the input encoding, then the ensemble with Adam on minibatches.
 
         Parameters
@@ -242,6 +351,23 @@ class _BaseSoftTreeEnsemble(BaseEstimator):
             Per-sample weights of the loss (multiplied by the classifier's
             ``class_weight``); only their ratios matter. Rows of zero weight
             are also left out of the input encoder's fit.
+        X_val : array-like or pandas DataFrame of shape (n_val, n_features), default=None
+            Validation rows of your own for early stopping, as in
+            :class:`~sklearn.ensemble.HistGradientBoostingClassifier`: early
+            stopping (and the teacher's choice of how many boosted trees to
+            keep) monitors them instead of holding out
+            ``validation_fraction`` of ``X``, and every row of ``X`` trains.
+            They are encoded with the encoder fitted on ``X`` (they do not
+            shape it). Needs ``early_stopping=True``. In a
+            :class:`~sklearn.pipeline.Pipeline`, pass it as
+            ``<step>__X_val``; with metadata routing enabled,
+            ``Pipeline(..., transform_input=["X_val"])`` also applies the
+            preprocessing steps to it.
+        y_val : array-like of shape (n_val,) or (n_val, n_targets), default=None
+            Labels or targets of ``X_val`` (a classifier's among the classes of ``y``).
+        sample_weight_val : array-like of shape (n_val,), default=None
+            Weights of the validation rows (times ``class_weight``, with the
+            weights of the classes in ``y``).
 
         Returns
         -------
@@ -251,11 +377,13 @@ class _BaseSoftTreeEnsemble(BaseEstimator):
         Raises
         ------
         ValueError
-            For invalid data or hyperparameters, and when training diverges:
-            an epoch that ends with a non-finite loss or parameter stops the
-            fit with an error naming the epoch.
+            For invalid data or hyperparameters, for ``X_val`` without
+            ``y_val`` (or the reverse) or with ``early_stopping=False``, and
+            when training diverges: an epoch that ends with a non-finite loss
+            or parameter stops the fit with an error naming the epoch.
         """
-        return self._fit(X, y, sample_weight, FitPlan())
+        validation = Validation.from_fit_params(X_val, y_val, sample_weight_val)
+        return self._fit(X, y, sample_weight, FitPlan(validation=validation))
 
     @_fit_context(prefer_skip_nested_validation=True)
     @limit_threads
@@ -263,8 +391,9 @@ class _BaseSoftTreeEnsemble(BaseEstimator):
         """The one training entry point of ``fit``, ``partial_fit``, the shard
         fits and the federated rounds: what is not a hyperparameter comes in
         ``plan`` (a :class:`~sktree_lmc._plan.FitPlan`)."""
+        clock = Stopwatch()  # the steps before the first epoch, for verbose
         recipe = plan.recipe or Recipe.from_estimator(self)
-        warm = self._begin_fit(plan)
+        warm = self._begin_fit(plan, recipe)
         X_raw = X
         X, y, target, sample_weight, n_outputs = self._prepare_fit_data(
             X, y, sample_weight, warm, plan)
@@ -274,9 +403,9 @@ class _BaseSoftTreeEnsemble(BaseEstimator):
         device = resolve_device(self.device)
         generator = torch.Generator().manual_seed(
             _torch_seed(self.random_state, self.n_epochs_ if warm else 0))
-        train_idx, val_idx = _validation_split(
-            X.shape[0], self.validation_fraction if recipe.early_stopping else None, generator,
-            sample_weight)
+        X, target, sample_weight, (train_idx, val_idx), scored = self._fit_rows(
+            X_raw, y, X, target, sample_weight, generator, recipe, plan)
+        clock.lap(self._encoding_note(len(train_idx), len(X) - len(train_idx), plan))
         module = self._init_module(arch, n_outputs, generator, device, warm)
         optimizer = make_optimizer(module, self.learning_rate)
         if warm and getattr(self, "optimizer_state_", None) is not None:
@@ -285,10 +414,11 @@ class _BaseSoftTreeEnsemble(BaseEstimator):
                                      recipe, plan.schedule_window)
         boosted, target = self._start(module, arch, X, target, sample_weight, (train_idx, val_idx),
                                       n_outputs, generator, hooks.mask, warm, recipe, plan)
+        clock.lap(self._start_note(warm, recipe, plan))
         data = _FitTensors.from_arrays(X, target, sample_weight, device)
         reference_loss = _reference_loss(module, self._loss, data, train_idx, self.batch_size,
                                          n_outputs)
-        callbacks, stopper = self._callbacks(X_raw, y, data, val_idx, arch, warm, recipe, boosted)
+        callbacks, stopper = self._callbacks(scored, data, val_idx, arch, recipe, boosted, clock)
         first_epoch = self.n_epochs_
         model, self.n_iter_ = train(
             module, optimizer, self._loss, data, train_idx, batch_size=self.batch_size,
@@ -296,20 +426,118 @@ class _BaseSoftTreeEnsemble(BaseEstimator):
             n_members=self.n_members, callbacks=callbacks, loss_curve=self.loss_curve_)
         self.n_epochs_ = first_epoch + self.n_iter_
         _warn_if_diverged(self.loss_curve_, reference_loss, self.learning_rate)
+        self._end_fit(model, optimizer, stopper, recipe, callbacks[-1].log)
+        self.architecture_, self.device_, self.n_outputs_ = arch, str(device), n_outputs
+        return self
+
+    def _end_fit(self, model, optimizer, stopper, recipe, log):
+        """The fitted state of a finished fit (the kept epoch, the parameters,
+        Adam's state) and the closing line of a verbose fit."""
         self.best_epoch_ = self.n_iter_
         if stopper is not None and stopper.best_epoch is not None:
             self.best_epoch_ = stopper.best_epoch
-        callbacks[-1].log.close(self._fit_summary(stopper, recipe))
-        self.architecture_, self.device_, self.n_outputs_ = arch, str(device), n_outputs
+        log.close(self._fit_summary(stopper, recipe))
         self.tree_params_ = model.to_params()
         self.optimizer_state_ = (_export_adam_state(optimizer) if recipe.keep_optimizer_state
                                  else None)
-        return self
 
-    def _begin_fit(self, plan):
+    def _fit_rows(self, X_raw, y, X, target, sample_weight, generator, recipe, plan):
+        """The rows of this fit and their roles: ``(X, target, sample_weight,
+        (train_idx, val_idx), scored)``. Without ``plan.validation``, early
+        stopping holds out ``validation_fraction`` of the training rows (one
+        draw from ``generator``); with it, the user's validation rows, encoded
+        with the fitted encoder, are appended after the training rows, which
+        all train. ``scored``: a function that returns the raw validation rows
+        ``(X, y, sample_weight)`` a ``scoring`` other than ``"loss"`` is
+        computed on."""
+        validation = plan.validation
+        if validation is None:
+            train_idx, val_idx = _validation_split(
+                X.shape[0], self.validation_fraction if recipe.early_stopping else None,
+                generator, sample_weight)
+
+            def scored():  # indexed only when a scorer needs the raw rows
+                return _safe_indexing(X_raw, val_idx), _safe_indexing(y, val_idx), None
+
+            return X, target, sample_weight, (train_idx, val_idx), scored
+        X_val, y_val, target_val, weight_val = self._validation_rows(y, target, validation)
+        n, n_val = X.shape[0], X_val.shape[0]
+        # the validation weights on the training weights' scale: the largest weight
+        # over all rows (which _FitTensors divides by) is the training rows' own
+        weight_val = weight_val * (sample_weight.max() / weight_val.max())
+        return (np.concatenate([X, X_val]), np.concatenate([target, target_val]),
+                np.concatenate([sample_weight, weight_val]),
+                (np.arange(n), np.arange(n, n + n_val)),
+                lambda: (validation.X, y_val, validation.sample_weight))
+
+    def _validation_rows(self, y, target, validation):
+        """The user's validation rows checked against the fit (features,
+        labels or targets) and encoded: ``(X_val, y_val, target_val,
+        sample_weight_val)``, the targets in the encoding of ``target``."""
+        columns = to_columns(validation.X)[0]
+        validate_data(self, validation.X, reset=False, skip_check_array=True)
+        X_val = self._with_codes(
+            self._check_encoded(self.encoder_.transform_columns(columns)), columns)
+        y_val = self._check_y(validation.y)
+        check_consistent_length(X_val, y_val)
+        target_val = np.asarray(self._fitted_targets(y_val), dtype=target.dtype)
+        try:
+            weight = _check_sample_weight(validation.sample_weight, X_val, dtype=np.float64,
+                                          ensure_non_negative=True)
+        except ValueError as exc:  # scikit-learn's message names sample_weight
+            raise ValueError(f"sample_weight_val: {exc}") from None
+        weight = _rescaled_weights(weight * self._validation_target_weights(y, y_val))
+        if not weight.sum() > 0:
+            raise ValueError(
+                "sample_weight_val (times class_weight, for a classifier) sums to zero: "
+                "there is nothing to validate on."
+            )
+        return X_val, y_val, target_val, weight
+
+    def _validation_target_weights(self, y, y_val):
+        """Per-row weight factors of the validation rows that depend on their
+        target (the classifier's ``class_weight``, as fitted on ``y``)."""
+        return 1.0
+
+    def _encoding_note(self, n_train, n_val, plan):
+        """What the encoding did, for the line a verbose fit shows before its
+        first epoch (``n_val``: the validation rows, held out or the user's)."""
+        if plan.validation is not None:
+            rows = f"{n_train} training rows and {n_val} validation rows"
+        elif n_val:
+            rows = f"{n_train + n_val} rows ({n_val} held out for early stopping)"
+        else:
+            rows = f"{n_train} rows"
+        return (f"encoded {rows} of {self.n_features_in_} columns into "
+                f"{self.encoder_.n_features_out_} features")
+
+    def _start_note(self, warm, recipe, plan):
+        """What the start did (the boosted start, the teacher), or None."""
+        notes = []
+        if self.split_init == "boosting" and not warm:
+            notes.append("boosted start")
+        if recipe.teacher_weight > 0 and self.teacher_:
+            kept = len(self.teacher_[0][1])
+            if plan.boosting_trees is not None:
+                notes.append(f"the shards' shared teacher: {kept} boosted trees")
+            else:
+                notes.append(f"grew the teacher: {kept} boosted trees of depth {self.depth}"
+                             + (f" (the first {kept} of {self.n_estimators} kept on the "
+                                "validation rows)" if kept < self.n_estimators else ""))
+        elif self.split_init == "data" and not warm:
+            notes.append("data-aware start of the splits")
+        return "; ".join(notes) or None
+
+    def _begin_fit(self, plan, recipe):
         """Whether this fit continues a fitted model (the estimator's own with
         ``warm_start``, or ``plan.start``'s, installed here); checks that the
-        hyperparameters still describe it, and resets the history of a new fit."""
+        hyperparameters still describe it (and that validation rows of the
+        user's own come with early stopping), and resets the history of a new fit."""
+        if plan.validation is not None and not recipe.early_stopping:
+            raise ValueError(
+                "X_val and y_val are passed to fit while early_stopping is False. When passing "
+                "X_val and y_val to fit, set early_stopping=True."
+            )
         if plan.start is not None:
             self.tree_params_ = plan.start.params.copy()
             self.optimizer_state_ = plan.start.optimizer_state
@@ -352,9 +580,13 @@ class _BaseSoftTreeEnsemble(BaseEstimator):
                 else self._shared_trees(plan.boosting_trees))
         return boosted, target
 
-    def _callbacks(self, X_raw, y, data, val_idx, arch, warm, recipe, boosted):
+    def _callbacks(self, scored, data, val_idx, arch, recipe, boosted, clock=None):
         """The callbacks of the epoch loop (validation loss, divergence check,
-        early stopping, progress) and the early-stopping one, or None."""
+        early stopping, progress) and the early-stopping one, or None.
+        ``scored``: the raw validation rows of a ``scoring`` other than
+        ``"loss"``; ``clock``: the steps before the loop (a
+        :class:`~sktree_lmc._progress.Stopwatch`), which the progress shows
+        first and counts in its elapsed time."""
         early = recipe.early_stopping
         if early and self.validation_loss_curve_ is None:
             self.validation_loss_curve_, self.validation_score_ = [], []
@@ -365,12 +597,12 @@ class _BaseSoftTreeEnsemble(BaseEstimator):
                                             self.validation_loss_curve_))
         callbacks.append(DivergenceCheck(self.learning_rate))
         if early:
-            score = self._validation_scorer(X_raw, y, val_idx, arch)
+            score = self._validation_scorer(scored, arch)
             stopper = EarlyStoppingCallback(
                 self.tol, self.n_iter_no_change, self.validation_score_, score,
                 score_start=boosted).start_on(self._loss, data, val_idx)
             callbacks.append(stopper)
-        log = ProgressLog(type(self).__name__, recipe.max_epochs, self.verbose)
+        log = ProgressLog(type(self).__name__, recipe.max_epochs, self.verbose, clock=clock)
         callbacks.append(ProgressCallback(log, show_score=early and self.scoring != "loss"))
         return callbacks, stopper
 
@@ -432,23 +664,24 @@ class _BaseSoftTreeEnsemble(BaseEstimator):
         return (f"{stopped} after {self.n_iter_} epochs; kept epoch {self.best_epoch_} "
                 f"({what} {value:.5f})")
 
-    def _validation_scorer(self, X_raw, y, val_idx, arch):
+    def _validation_scorer(self, scored, arch):
         """None for ``scoring="loss"``, else a function ``module -> score`` of
-        a model on the raw validation rows, computed with the
-        scikit-learn scorer of ``scoring`` (``None``: the estimator's
-        ``score``, accuracy or R^2) on a copy of this estimator holding the
-        module's parameters."""
+        a model on the raw validation rows that ``scored()`` returns (``(X, y,
+        sample_weight)``), computed with the scikit-learn scorer of
+        ``scoring`` (``None``: the estimator's ``score``, accuracy or R^2) on
+        a copy of this estimator holding the module's parameters."""
         if self.scoring == "loss":
             return None
         scorer = check_scoring(self, scoring=self.scoring)
-        X_val, y_val = _safe_indexing(X_raw, val_idx), _safe_indexing(y, val_idx)
+        X_val, y_val, weight = scored()
+        kwargs = {} if weight is None else {"sample_weight": weight}
 
         def score(module):
             snapshot = copy.copy(self)
             snapshot.architecture_, snapshot.tree_params_ = arch, module.to_params()
             snapshot.n_outputs_ = module.leaf_value.shape[2]
             snapshot.verbose = 0
-            return _check_score(scorer(snapshot, X_val, y_val), self.scoring)
+            return _check_score(scorer(snapshot, X_val, y_val, **kwargs), self.scoring)
 
         return score
 
@@ -456,8 +689,11 @@ class _BaseSoftTreeEnsemble(BaseEstimator):
         """One pass of Adam over the rows given, continuing from the previous
         calls (parameters and Adam's state): a fit with the recipe
         :attr:`Recipe.PARTIAL_FIT`. The first call fits the input encoding on
-        its rows and, for a classifier, takes the labels of ``classes``."""
+        its rows (with a warning, unless ``encoder`` is given) and, for a
+        classifier, takes the labels of ``classes``; ``n_iter_`` counts the
+        passes (as ``MLPClassifier.partial_fit``'s)."""
         first = not hasattr(self, "tree_params_")
+        passes = 0 if first else getattr(self, "n_iter_", 0)
         if classes is not None:
             classes = _check_classes(classes)
             if not first and not np.array_equal(classes, self.classes_):
@@ -469,7 +705,17 @@ class _BaseSoftTreeEnsemble(BaseEstimator):
             classes = getattr(self, "classes_", None)  # None for a regressor
         plan = FitPlan(classes=classes, warm=not first,
                        recipe=Recipe.from_estimator(self, **Recipe.PARTIAL_FIT))
-        return self._fit(X, y, sample_weight, plan)
+        if first and self.encoder is None:
+            warnings.warn(
+                f"{type(self).__name__}.partial_fit fits the input encoding on the rows of its "
+                "first call and keeps it for every later call: a column's quantiles, categories "
+                "and missing values unseen in this first chunk are not represented. To encode "
+                "the whole stream, pass encoder=TabularEncoder(...).fit(representative rows) "
+                "(or TabularEncoder.from_summaries of several chunks).",
+                UserWarning, stacklevel=_user_stacklevel())
+        self._fit(X, y, sample_weight, plan)
+        self.n_iter_ = passes + 1
+        return self
 
     def _training_hooks(self, module, optimizer, generator, device, warm, n_train, recipe,
                         window=None):
@@ -656,6 +902,55 @@ class _BaseSoftTreeEnsemble(BaseEstimator):
                     out += module.additive_term(torch.as_tensor(codes, device=device)).cpu().numpy()
             outs.append(out)
         return np.concatenate(outs, axis=0)
+
+    def _prediction_model(self):
+        """The fitted model that predicts (see :func:`_lazy_on_dask`)."""
+        return self
+
+    def _prediction_meta(self, method):  # pragma: no cover - abstract
+        """An empty array of the type and columns of ``method``'s output."""
+        raise NotImplementedError
+
+    @property
+    def feature_importances_(self):
+        """Importance of every input column, from the fitted parameters.
+
+        For each input column, an estimate of how much of the model's output
+        (a classifier's logits, centered over the classes; a regressor's
+        standardized prediction) varies through it, as the mean absolute
+        difference between the outputs of two random rows:
+
+        - **trees**: every split node contributes half the difference of the
+          mean leaf value on its two sides (the change when two rows fall on
+          different sides of an even split), times the share of the rows that
+          reach it (the share of the leaves below it, the node weight of
+          weight matching), divided among the input columns in proportion to
+          the squared split weights of their encoded features
+          (``encoder_.feature_groups_``): for standardized, independent
+          features, each column's share of the variance of the split's input
+          ``w . x``;
+        - **additive term**: each column's table contributes the mean
+          absolute difference between its bins' values (quantile bins hold
+          about as many training rows each).
+
+        The sum over all columns is normalized to 1 (all zeros for a constant
+        model). It needs no data, so it is cheap, but it assumes even splits
+        and equally filled bins; with ``numeric_encoding="none"`` the split
+        weights are in the columns' own units, so the trees' share depends on
+        them. :func:`sklearn.inspection.permutation_importance` measures
+        importance on data instead.
+
+        Returns
+        -------
+        importances : ndarray of shape (`n_features_in_`,)
+            Non-negative, summing to 1.
+        """
+        check_is_fitted(self, "tree_params_")
+        return feature_importances(self.tree_params_, self.architecture_, self.encoder_,
+                                   centered=self._centered_outputs)
+
+    #: Whether the outputs are a classifier's logits (feature_importances_ centers them).
+    _centered_outputs = False
 
     def _raw_output(self, X):
         """Ensemble output (before link function), shape (n_samples, n_outputs)."""
@@ -1266,6 +1561,15 @@ class SoftTreeEnsembleClassifier(ClassifierMixin, _BaseSoftTreeEnsemble):
                 )
         return compute_sample_weight(self.class_weight, y)
 
+    def _validation_target_weights(self, y, y_val):
+        """``class_weight`` of the validation rows: each class weighs what it
+        weighs in the training rows ``y`` (``"balanced"`` counts ``y``)."""
+        if self.class_weight is None:
+            return 1.0
+        per_class = np.ones(len(self.classes_))
+        per_class[self._fitted_targets(y)] = self._target_weights(y)
+        return per_class[self._fitted_targets(y_val)]
+
     def _encode_targets(self, y, sample_weight, warm=False, classes=None):
         check_classification_targets(y)
         partial = classes  # partial_fit's labels of the stream: y may hold any subset
@@ -1340,14 +1644,21 @@ class SoftTreeEnsembleClassifier(ClassifierMixin, _BaseSoftTreeEnsemble):
         For out-of-core and streaming training (e.g. dask-ml's
         ``Incremental``), as scikit-learn's ``SGDClassifier.partial_fit``: each
         call runs one epoch of Adam over ``X`` in minibatches of
-        ``batch_size``, keeping the parameters and Adam's state between calls.
-        The first call fits the input encoding on its rows (pass a
-        representative first batch, or ``numeric_encoding="standard"`` or
-        ``"none"``) and initializes the trees; it needs ``classes``, all the
-        labels of the stream. The learning rate is constant and there is no
-        weight averaging nor early stopping in ``partial_fit``
-        (``lr_schedule``, ``averaging`` and ``early_stopping`` apply to
-        :meth:`fit`).
+        ``batch_size``, keeping the parameters and Adam's state between calls;
+        ``n_iter_`` counts the calls (one pass each). The first call
+        initializes the trees and needs ``classes``, all the labels of the
+        stream. The learning rate is constant and there is no weight
+        averaging nor early stopping in ``partial_fit`` (``lr_schedule``,
+        ``averaging`` and ``early_stopping`` apply to :meth:`fit`).
+
+        The input encoding is fitted on the rows of the first call and kept
+        for the whole stream, with a ``UserWarning``: quantiles, categories
+        and missing values that the first chunk lacks are not represented
+        (a column whose missing values only appear later gets no missing
+        indicator). To avoid it, fit the encoding beforehand on rows that
+        represent the stream and pass it: ``encoder=TabularEncoder(...)
+        .fit(sample_of_rows)``, or ``TabularEncoder.from_summaries`` of
+        summaries of several chunks; there is no warning then.
 
         Parameters
         ----------
@@ -1370,6 +1681,7 @@ class SoftTreeEnsembleClassifier(ClassifierMixin, _BaseSoftTreeEnsemble):
             raise ValueError("classes must be passed on the first call to partial_fit.")
         return self._partial_fit(X, y, sample_weight=sample_weight, classes=classes)
 
+    @_lazy_on_dask
     def decision_function(self, X):
         """Raw ensemble scores.
 
@@ -1382,13 +1694,15 @@ class SoftTreeEnsembleClassifier(ClassifierMixin, _BaseSoftTreeEnsemble):
         -------
         scores : ndarray of shape (n_samples,) or (n_samples, n_classes)
             For two classes the logit of ``classes_[1]`` against
-            ``classes_[0]``, else one score per class.
+            ``classes_[0]``, else one score per class. For a dask array or
+            DataFrame ``X``, a lazy dask array (see :meth:`predict`).
         """
         out = self._raw_output(X)
         if out.shape[1] == 2:
             return out[:, 1] - out[:, 0]
         return out
 
+    @_lazy_on_dask
     def predict_proba(self, X):
         """Class probabilities ``softmax(sum of trees)``.
 
@@ -1400,10 +1714,12 @@ class SoftTreeEnsembleClassifier(ClassifierMixin, _BaseSoftTreeEnsemble):
         Returns
         -------
         proba : ndarray of shape (n_samples, n_classes)
-            Probabilities, columns ordered as ``classes_``.
+            Probabilities, columns ordered as ``classes_``. For a dask array
+            or DataFrame ``X``, a lazy dask array (see :meth:`predict`).
         """
         return softmax(self._raw_output(X), axis=1)
 
+    @_lazy_on_dask
     def predict_log_proba(self, X):
         """Logarithm of :meth:`predict_proba`.
 
@@ -1419,21 +1735,34 @@ class SoftTreeEnsembleClassifier(ClassifierMixin, _BaseSoftTreeEnsemble):
         """
         return log_softmax(self._raw_output(X), axis=1)
 
+    @_lazy_on_dask
     def predict(self, X):
         """Predict class labels (elements of ``classes_``).
 
         Parameters
         ----------
-        X : array-like of shape (n_samples, n_features)
+        X : array-like of shape (n_samples, n_features), dask array or DataFrame
             Input samples.
 
         Returns
         -------
-        y_pred : ndarray of shape (n_samples,)
-            Predicted labels.
+        y_pred : ndarray of shape (n_samples,) or dask array
+            Predicted labels. For a dask array or DataFrame ``X``, a lazy
+            dask array computed partition by partition on the workers that
+            hold them (``map_blocks`` / ``map_partitions``, as dask-ml's
+            ``ParallelPostFit``); ``.compute()`` gives the labels.
         """
         scores = self._raw_output(X)
         return self.classes_[np.argmax(scores, axis=1)]
+
+    _centered_outputs = True
+
+    def _prediction_meta(self, method):
+        if method == "predict":
+            return np.empty((0,), dtype=self.classes_.dtype)
+        if method == "decision_function" and self.n_outputs_ == 2:
+            return np.empty((0,))
+        return np.empty((0, self.n_outputs_))
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
@@ -1643,9 +1972,10 @@ class SoftTreeEnsembleRegressor(RegressorMixin, _BaseSoftTreeEnsemble):
     def _fitted_targets(self, y):
         """Targets standardized with the fitted ``y_mean_`` and ``y_scale_``."""
         y2 = np.asarray(y, dtype=np.float64).reshape(len(y), -1)
-        if y2.shape[1] != self.n_outputs_:
+        n_outputs = len(self.y_mean_)  # n_outputs_, also while fitting (X_val)
+        if y2.shape[1] != n_outputs:
             raise ValueError(
-                f"y has {y2.shape[1]} targets, but the estimator was fitted on {self.n_outputs_}."
+                f"y has {y2.shape[1]} targets, but the estimator was fitted on {n_outputs}."
             )
         return (y2 - self.y_mean_) / self.y_scale_
 
@@ -1672,9 +2002,11 @@ class SoftTreeEnsembleRegressor(RegressorMixin, _BaseSoftTreeEnsemble):
         """One pass over the given rows, continuing from the previous calls.
 
         See :meth:`SoftTreeEnsembleClassifier.partial_fit`: one epoch of Adam
-        per call, the parameters and Adam's state kept between calls; the
-        first call fits the input encoding and the target standardization on
-        its rows. Constant learning rate, no averaging nor early stopping.
+        per call, the parameters and Adam's state kept between calls,
+        ``n_iter_`` counting the calls; the first call fits the target
+        standardization on its rows, and the input encoding too (with a
+        ``UserWarning``) unless ``encoder=`` is given. Constant learning rate,
+        no averaging nor early stopping.
 
         Parameters
         ----------
@@ -1692,21 +2024,27 @@ class SoftTreeEnsembleRegressor(RegressorMixin, _BaseSoftTreeEnsemble):
         """
         return self._partial_fit(X, y, sample_weight=sample_weight)
 
+    @_lazy_on_dask
     def predict(self, X):
         """Predict regression targets.
 
         Parameters
         ----------
-        X : array-like of shape (n_samples, n_features)
+        X : array-like of shape (n_samples, n_features), dask array or DataFrame
             Input samples.
 
         Returns
         -------
-        y_pred : ndarray of shape (n_samples,) or (n_samples, n_outputs)
-            Predictions in the units of ``y``.
+        y_pred : ndarray of shape (n_samples,) or (n_samples, n_outputs), or dask array
+            Predictions in the units of ``y``. For a dask array or DataFrame
+            ``X``, a lazy dask array computed partition by partition (see
+            :meth:`SoftTreeEnsembleClassifier.predict`).
         """
         out = self._raw_output(X) * self.y_scale_ + self.y_mean_
         return out[:, 0] if self._y_1d else out
+
+    def _prediction_meta(self, method):
+        return np.empty((0,) if self._y_1d else (0, self.n_outputs_))
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()

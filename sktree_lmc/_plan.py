@@ -96,6 +96,44 @@ class Start:
 
 
 @dataclass(frozen=True)
+class Validation:
+    """Validation rows of the user's own (``fit(X_val=..., y_val=...)``),
+    monitored by early stopping instead of a held-out ``validation_fraction``
+    of the training rows, as in scikit-learn's ``HistGradientBoosting*``.
+
+    Attributes
+    ----------
+    X : array-like or DataFrame of shape (n_val, n_features)
+        Raw validation rows (encoded with the fit's encoder, never fitted on).
+    y : array-like of shape (n_val,) or (n_val, n_targets)
+        Their labels or targets.
+    sample_weight : array-like of shape (n_val,) or None
+        Their weights in the validation loss (None: 1).
+    """
+
+    X: Any
+    y: Any
+    sample_weight: Any = None
+
+    @classmethod
+    def from_fit_params(cls, X_val, y_val, sample_weight_val):
+        """The validation set of ``fit``'s keyword arguments, or None when
+        none is given; one of ``X_val`` and ``y_val`` alone, or
+        ``sample_weight_val`` without them, is an error (as in
+        HistGradientBoosting)."""
+        if X_val is None and y_val is None:
+            if sample_weight_val is not None:
+                raise ValueError("sample_weight_val is provided, but X_val and y_val were not "
+                                 "provided.")
+            return None
+        if y_val is None:
+            raise ValueError("X_val is provided, but y_val was not provided.")
+        if X_val is None:
+            raise ValueError("y_val is provided, but X_val was not provided.")
+        return cls(X_val, y_val, sample_weight_val)
+
+
+@dataclass(frozen=True)
 class FitPlan:
     """The inputs of one fit that are not the estimator's hyperparameters.
 
@@ -124,6 +162,11 @@ class FitPlan:
     warm : bool or None
         Whether this fit continues the estimator's fitted model (None: as
         ``warm_start`` says). ``start`` implies it.
+    validation : Validation or None
+        Validation rows of the user's own for early stopping (and for the
+        prefix of the teacher's boosted trees), appended after the training
+        rows; every training row then trains. None: early stopping holds out
+        ``validation_fraction`` of the training rows.
     """
 
     encoder: Any = None
@@ -133,6 +176,7 @@ class FitPlan:
     start: Start | None = None
     recipe: Recipe | None = None
     warm: bool | None = None
+    validation: Validation | None = None
 
     def replace(self, **changes):
         """A copy with ``changes``."""

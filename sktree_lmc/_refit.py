@@ -38,7 +38,7 @@ import torch
 from scipy.optimize import minimize
 from sklearn.base import is_regressor
 from sklearn.pipeline import Pipeline
-from sklearn.utils._param_validation import validate_params
+from sklearn.utils._param_validation import HasMethods, validate_params
 from sklearn.utils.validation import (
     _check_sample_weight,
     _num_samples,
@@ -75,6 +75,30 @@ __all__ = ["refit_leaves"]
 #: 4) took 0.12 s per 10,000 rows in chunks of 256 rows, 0.16-0.26 s in chunks
 #: of 1,024.
 _CHUNK_BYTES = {"cpu": 8 * 2**20, "cuda": 32 * 2**20}
+
+
+class _FittedEnsemble(HasMethods):
+    """The ``estimator`` of :func:`refit_leaves`: a soft tree ensemble, a
+    :class:`~sktree_lmc.ShardedSoftTreeEnsemble` or a Pipeline (its error
+    names only public classes). A :class:`HasMethods`, the kind of
+    constraint of scikit-learn's that takes objects, with its test replaced."""
+
+    def __init__(self):
+        super().__init__(["predict"])
+
+    def is_satisfied_by(self, val):
+        return isinstance(val, (_BaseSoftTreeEnsemble, Pipeline)) or _is_merging(val)
+
+    def __str__(self):
+        return ("a SoftTreeEnsembleClassifier, SoftTreeEnsembleRegressor, "
+                "ShardedSoftTreeEnsemble or Pipeline ending in a soft tree ensemble")
+
+
+def _is_merging(estimator):
+    """Whether ``estimator`` is a meta-estimator that predicts with a merged
+    model (:class:`~sktree_lmc.ShardedSoftTreeEnsemble`, which imports this
+    module): it has ``_with_merged(model)``, its copy with another merged model."""
+    return callable(getattr(type(estimator), "_with_merged", None))
 
 
 def _check_targets(estimator, y):
@@ -373,7 +397,7 @@ class _FederatedLeafObjective(_LeafObjective):
 
 @validate_params(
     {
-        "estimator": [_BaseSoftTreeEnsemble, Pipeline],
+        "estimator": [_FittedEnsemble()],
         "X": ["array-like"],
         "y": ["array-like"],
         "sample_weight": ["array-like", None],
@@ -434,8 +458,11 @@ def refit_leaves(estimator, X, y, sample_weight=None, *, alpha=1e-4, max_iter=50
 
     Parameters
     ----------
-    estimator : SoftTreeEnsembleClassifier, SoftTreeEnsembleRegressor or Pipeline
-        A fitted ensemble; it is not modified.
+    estimator : SoftTreeEnsembleClassifier, SoftTreeEnsembleRegressor, \
+            ShardedSoftTreeEnsemble or Pipeline
+        A fitted ensemble; it is not modified. A fitted
+        :class:`ShardedSoftTreeEnsemble` has its merged model (``merged_``)
+        refitted.
     X : array-like of shape (n_samples, n_features), dask array or DataFrame
         Data on which the leaves are re-solved (not modified). A dask
         collection is refitted federated, on the workers (see above).
@@ -492,7 +519,10 @@ def refit_leaves(estimator, X, y, sample_weight=None, *, alpha=1e-4, max_iter=50
     -------
     refitted : estimator
         A new fitted estimator of the same class with the same splits
-        (``split_weight``, ``split_bias``) and the re-solved leaf values.
+        (``split_weight``, ``split_bias``) and the re-solved leaf values. For
+        a :class:`ShardedSoftTreeEnsemble`, a copy of it (its fitted state
+        copied) whose ``merged_`` is the refitted merged model, so that it
+        predicts with the new leaves; the shard models are unchanged.
     info : dict
         Only when ``return_info=True``.
 
@@ -514,6 +544,10 @@ def refit_leaves(estimator, X, y, sample_weight=None, *, alpha=1e-4, max_iter=50
     >>> bool(info["objective"] <= info["objective_start"])
     True
     """
+    if _is_merging(estimator):
+        return _refit_sharded(estimator, X, y, sample_weight, alpha=alpha, max_iter=max_iter,
+                              tol=tol, cache_size=cache_size, return_info=return_info,
+                              verbose=verbose, worker_timeout=worker_timeout)
     if isinstance(estimator, Pipeline):
         (final,), head = split_pipelines([estimator])
         if is_dask_collection(X):  # the head transforms each partition on its worker
@@ -531,6 +565,16 @@ def refit_leaves(estimator, X, y, sample_weight=None, *, alpha=1e-4, max_iter=50
                             max_iter=max_iter, tol=tol, cache_size=cache_size, verbose=verbose,
                             worker_timeout=worker_timeout)
     return (refitted, info) if return_info else refitted
+
+
+def _refit_sharded(sharded, X, y, sample_weight, *, return_info, **options):
+    """:func:`refit_leaves` of a :class:`ShardedSoftTreeEnsemble`: a copy of
+    it whose ``merged_`` is the refitted merged model."""
+    check_is_fitted(sharded, "merged_")
+    refitted, info = refit_leaves(sharded.merged_, X, y, sample_weight, return_info=True,
+                                  **options)
+    new = sharded._with_merged(refitted)
+    return (new, info) if return_info else new
 
 
 def _local_objective(estimator, X, y, sample_weight, alpha, cache_bytes):

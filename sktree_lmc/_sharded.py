@@ -41,7 +41,7 @@ from ._encoding import (
     encoders_differ,
     to_columns,
 )
-from ._estimators import SoftTreeEnsembleClassifier, _BaseSoftTreeEnsemble
+from ._estimators import SoftTreeEnsembleClassifier, _BaseSoftTreeEnsemble, _lazy_on_dask
 from ._dask import is_dask_collection
 from ._federated import _DaskShards, _LocalShards, run_rounds
 from ._merge import ALIGNER_SHORTCUTS, ModelAligner, check_aligner
@@ -447,9 +447,10 @@ class ShardedSoftTreeEnsemble(MetaEstimatorMixin, BaseEstimator):
     encoder_ : TabularEncoder
         The input encoding of every shard model and of the merged model,
         fitted once before the shards train (so that the shard models share
-        their features and merge with no common-encoding cost): on all training rows, or for dask input from
-        summaries of the partitions computed on the workers (category
-        counts, means and variances, 1,001-level quantile sketches; see
+        their features and merge with no common-encoding cost): on all
+        training rows, or for dask input from summaries of the partitions
+        computed on the workers (category counts, means and variances,
+        1,001-level quantile sketches; see
         :meth:`TabularEncoder.from_summaries`).
     n_rounds_ : int
         Rounds run (fewer than ``n_rounds`` when early stopping ended them).
@@ -496,7 +497,7 @@ class ShardedSoftTreeEnsemble(MetaEstimatorMixin, BaseEstimator):
     >>> [h["round"] for h in rounds.history_]
     [1, 2, 3, 4, 5]
 
-    On a dask cluster (``pip install "sktree_lmc[distributed]"``), with the
+    On a dask cluster (the ``distributed`` extra), with the
     data where it lives (one shard per partition, only parameters travel)::
 
         from dask.distributed import Client
@@ -904,30 +905,60 @@ class ShardedSoftTreeEnsemble(MetaEstimatorMixin, BaseEstimator):
         validate_data(self, X, reset=False, skip_check_array=True)
         return X
 
+    def _with_merged(self, merged):
+        """A deep copy of this fitted meta-estimator whose ``merged_`` is
+        ``merged`` (not copied): what :func:`refit_leaves` returns."""
+        return copy.deepcopy(self, memo={id(self.merged_): merged})
+
+    def _prediction_model(self):
+        """The merged model, which predicts (also lazily, on dask input)."""
+        check_is_fitted(self, "merged_")
+        return self.merged_
+
+    @property
+    def feature_importances_(self):
+        """Importance of every input column in the merged model.
+
+        See :attr:`SoftTreeEnsembleClassifier.feature_importances_`.
+
+        Returns
+        -------
+        importances : ndarray of shape (`n_features_in_`,)
+            Non-negative, summing to 1.
+        """
+        return self._prediction_model().feature_importances_
+
+    @_lazy_on_dask
     def predict(self, X):
         """Predict with the merged model.
 
         Parameters
         ----------
-        X : array-like of shape (n_samples, n_features)
+        X : array-like of shape (n_samples, n_features), dask array or DataFrame
             Input samples.
 
         Returns
         -------
-        y_pred : ndarray of shape (n_samples,) or (n_samples, n_outputs)
-            Class labels or regression targets.
+        y_pred : ndarray of shape (n_samples,) or (n_samples, n_outputs), or dask array
+            Class labels or regression targets. For a dask array or
+            DataFrame ``X`` (after a dask fit, or any fit), a lazy dask array
+            that the merged model computes partition by partition on the
+            workers that hold them (``map_blocks`` / ``map_partitions``, as
+            dask-ml's ``ParallelPostFit``): the rows never reach the client.
         """
         X = self._check_X(X)
         return self.merged_.predict(X)
 
     @available_if(_estimator_has("predict_proba"))
+    @_lazy_on_dask
     def predict_proba(self, X):
         """Class probabilities of the merged model.
 
         Parameters
         ----------
-        X : array-like of shape (n_samples, n_features)
-            Input samples.
+        X : array-like of shape (n_samples, n_features), dask array or DataFrame
+            Input samples (a dask collection gives a lazy dask array, see
+            :meth:`predict`).
 
         Returns
         -------
@@ -938,13 +969,15 @@ class ShardedSoftTreeEnsemble(MetaEstimatorMixin, BaseEstimator):
         return self.merged_.predict_proba(X)
 
     @available_if(_estimator_has("predict_log_proba"))
+    @_lazy_on_dask
     def predict_log_proba(self, X):
         """Log class probabilities of the merged model.
 
         Parameters
         ----------
-        X : array-like of shape (n_samples, n_features)
-            Input samples.
+        X : array-like of shape (n_samples, n_features), dask array or DataFrame
+            Input samples (a dask collection gives a lazy dask array, see
+            :meth:`predict`).
 
         Returns
         -------
@@ -955,13 +988,15 @@ class ShardedSoftTreeEnsemble(MetaEstimatorMixin, BaseEstimator):
         return self.merged_.predict_log_proba(X)
 
     @available_if(_estimator_has("decision_function"))
+    @_lazy_on_dask
     def decision_function(self, X):
         """Raw scores of the merged model.
 
         Parameters
         ----------
-        X : array-like of shape (n_samples, n_features)
-            Input samples.
+        X : array-like of shape (n_samples, n_features), dask array or DataFrame
+            Input samples (a dask collection gives a lazy dask array, see
+            :meth:`predict`).
 
         Returns
         -------

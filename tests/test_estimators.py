@@ -684,11 +684,13 @@ def test_without_early_stopping_all_epochs_run(binary):
 
 @pytest.mark.parametrize("verbose", [1, 2])
 def test_verbose_fit_writes_a_readable_log_when_redirected(verbose, binary, capsys):
-    """stderr captured (not a terminal): one line per epoch and a closing line."""
+    """stderr captured (not a terminal): a line of what ran before the first epoch
+    (encoding, the teacher), one line per epoch and a closing line."""
     est = clf(max_epochs=3, verbose=verbose, early_stopping=True).fit(*binary)
     lines = capsys.readouterr().err.splitlines()
-    assert len(lines) == est.n_iter_ + 1
-    for i, line in enumerate(lines[:-1]):
+    assert len(lines) == est.n_iter_ + 2
+    assert lines[0].startswith("SoftTreeEnsembleClassifier: encoded ")
+    for i, line in enumerate(lines[1:-1]):
         assert line.startswith(f"SoftTreeEnsembleClassifier epoch {i + 1}/3: loss ")
         assert "val_loss" in line and "elapsed" in line and "left <=" in line
     assert f"kept epoch {est.best_epoch_} (validation loss" in lines[-1]
