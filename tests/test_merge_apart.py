@@ -1,11 +1,14 @@
 """Issue 41: models trained apart (each with its own encoder) merge, exactly at the endpoints."""
 
+import os
 import pickle
 
 import numpy as np
 import pandas as pd
 import pytest
 import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from numpy.testing import assert_allclose
 from sklearn.metrics import log_loss
 
@@ -118,3 +121,36 @@ def test_models_that_cannot_merge_name_every_difference():
     three = SoftTreeEnsembleClassifier(**FAST, random_state=0).fit(X, (y + (X["a"] > 1)) % 3)
     with pytest.raises(ValueError, match="number of outputs.*classes"):
         merge_estimators(a, three)
+
+
+@settings(max_examples=int(os.environ.get("SKTREE_LMC_APART_EXAMPLES", "12")), deadline=None)
+@given(seed=st.integers(0, 2**16), encodings=st.lists(
+    st.sampled_from(["quantile_normal", "piecewise_linear", "standard", "none"]),
+    min_size=2, max_size=3), how=st.sampled_from(["iid", "by_city", "by_value"]),
+    aligner=st.sampled_from(["naive", "wm"]))
+def test_property_any_models_trained_apart_merge_exactly_at_their_endpoints(
+        seed, encodings, how, aligner):
+    """Models of any encodings (even different ones), fitted on any rows: the merge at a
+    model's own weight 1 is that model, on rows with unseen categories and NaN."""
+    X, y = _mixed(300, seed)
+    rng = np.random.RandomState(seed)
+    if how == "iid":
+        parts = np.array_split(rng.permutation(len(y)), len(encodings))
+    elif how == "by_value":
+        parts = np.array_split(np.argsort(X["a"].to_numpy()), len(encodings))
+    else:
+        parts = _sites(X, y, "by_city") + [rng.permutation(len(y))[:100]]
+    models = []
+    for k, (encoding, rows) in enumerate(zip(encodings, parts)):
+        if len(np.unique(y[rows])) < 2:
+            return  # a site with one class: not a classifier's data
+        models.append(SoftTreeEnsembleClassifier(
+            **{**FAST, "max_epochs": 1}, numeric_encoding=encoding,
+            random_state=k).fit(X.iloc[rows], y[rows]))
+    X_new = X.copy()
+    X_new.loc[:10, "city"] = "unseen"
+    X_new.loc[20:30, "a"] = np.nan
+    for k, model in enumerate(models):
+        weights = np.eye(len(models))[k]
+        merged = merge_estimators(models, weights=weights, aligner=aligner)
+        assert_allclose(merged.predict_proba(X_new), model.predict_proba(X_new), atol=1e-5)
