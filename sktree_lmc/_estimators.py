@@ -36,7 +36,7 @@ from ._encoding import (
     to_columns,
 )
 from ._forward import SoftTreeEnsembleModule, predict_chunked
-from ._losses import CrossEntropy, SquaredError
+from ._losses import AbsoluteError, CrossEntropy, SquaredError
 from ._params import TreeParams, check_same_additive
 from ._persistence import estimator_state, restore_estimator_state
 from ._dask import is_dask_collection
@@ -1770,6 +1770,13 @@ class SoftTreeEnsembleClassifier(ClassifierMixin, _BaseSoftTreeEnsemble):
         return tags
 
 
+def _weighted_median(values, weights):
+    """The smallest value whose cumulative weight reaches half the total."""
+    order = np.argsort(values, kind="stable")
+    cumulative = np.cumsum(weights[order])
+    return float(values[order][np.searchsorted(cumulative, 0.5 * cumulative[-1])])
+
+
 class SoftTreeEnsembleRegressor(RegressorMixin, _BaseSoftTreeEnsemble):
     """Soft (differentiable) tree ensemble regressor trained with PyTorch.
 
@@ -1882,6 +1889,13 @@ class SoftTreeEnsembleRegressor(RegressorMixin, _BaseSoftTreeEnsemble):
         ``max_categories`` and ``additive_bins`` are then unused. It must
         have been fitted on ``X``'s columns (the same count, and names when
         it has them). ``clone`` copies it with its fitted state.
+    loss : {"squared_error", "absolute_error"}, default="squared_error"
+        The training loss, averaged over the outputs: the squared error
+        (the conditional mean) or the absolute error (the conditional
+        median, robust to outliers in ``y``; the targets are then
+        standardized by their weighted median and mean absolute deviation).
+        The teacher's boosting, the validation loss of early stopping and
+        :func:`refit_leaves` use it too.
 
     Attributes
     ----------
@@ -1964,8 +1978,12 @@ class SoftTreeEnsembleRegressor(RegressorMixin, _BaseSoftTreeEnsemble):
         # y is within float32's range (checked), so in float64 neither the mean
         # nor the spread can overflow.
         w = np.asarray(sample_weight, dtype=np.float64)
-        self.y_mean_ = np.average(y2, axis=0, weights=w)
-        scale = np.sqrt(np.average((y2 - self.y_mean_) ** 2, axis=0, weights=w))
+        if self.loss == "absolute_error":  # robust: the weighted median and mean deviation
+            self.y_mean_ = np.array([_weighted_median(c, w) for c in y2.T])
+            scale = np.average(np.abs(y2 - self.y_mean_), axis=0, weights=w)
+        else:
+            self.y_mean_ = np.average(y2, axis=0, weights=w)
+            scale = np.sqrt(np.average((y2 - self.y_mean_) ** 2, axis=0, weights=w))
         self.y_scale_ = np.where(scale > 0, scale, 1.0)
         return ((y2 - self.y_mean_) / self.y_scale_).astype(np.float32), y2.shape[1]
 
@@ -1994,9 +2012,84 @@ class SoftTreeEnsembleRegressor(RegressorMixin, _BaseSoftTreeEnsemble):
         shared trees)."""
         return np.asarray(target, dtype=np.float64) * self.y_scale_ + self.y_mean_
 
+    _parameter_constraints: dict = {
+        **_BaseSoftTreeEnsemble._parameter_constraints,
+        "loss": [StrOptions({"squared_error", "absolute_error"})],
+    }
+
+    def __init__(
+        self,
+        arch="oblivious",
+        n_estimators=256,
+        depth=4,
+        leaf_init="ensemble",
+        split_init="fan_in",
+        learning_rate=1e-2,
+        batch_size=512,
+        max_epochs=150,
+        early_stopping=True,
+        validation_fraction=0.1,
+        n_iter_no_change=10,
+        tol=1e-4,
+        warm_start=False,
+        device="auto",
+        random_state=None,
+        verbose=0,
+        n_threads=1,
+        numeric_encoding="quantile_normal",
+        n_bins=16,
+        categorical_features="from_dtype",
+        max_categories=32,
+        lr_schedule="cosine",
+        warmup_fraction=0.0,
+        averaging="ema",
+        ema_decay=0.995,
+        max_features=0.5,
+        scoring="loss",
+        additive_bins=(16, 64, 256, 1024, 4096),
+        teacher_weight=0.0,
+        n_members=1,
+        encoder=None,
+        loss="squared_error",
+    ):
+        super().__init__(
+            arch=arch,
+            n_estimators=n_estimators,
+            depth=depth,
+            leaf_init=leaf_init,
+            split_init=split_init,
+            learning_rate=learning_rate,
+            batch_size=batch_size,
+            max_epochs=max_epochs,
+            early_stopping=early_stopping,
+            validation_fraction=validation_fraction,
+            n_iter_no_change=n_iter_no_change,
+            tol=tol,
+            warm_start=warm_start,
+            device=device,
+            random_state=random_state,
+            verbose=verbose,
+            n_threads=n_threads,
+            numeric_encoding=numeric_encoding,
+            n_bins=n_bins,
+            categorical_features=categorical_features,
+            max_categories=max_categories,
+            lr_schedule=lr_schedule,
+            warmup_fraction=warmup_fraction,
+            averaging=averaging,
+            ema_decay=ema_decay,
+            max_features=max_features,
+            scoring=scoring,
+            additive_bins=additive_bins,
+            teacher_weight=teacher_weight,
+            n_members=n_members,
+            encoder=encoder,
+        )
+        self.loss = loss
+
     @property
     def _loss(self):
-        return SquaredError()
+        return AbsoluteError() if self.loss == "absolute_error" else SquaredError()
 
     def partial_fit(self, X, y, sample_weight=None):
         """One pass over the given rows, continuing from the previous calls.

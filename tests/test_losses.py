@@ -82,9 +82,48 @@ def test_the_estimators_train_on_their_loss():
 
 
 def test_as_loss_names_and_errors():
-    assert set(LOSSES) == {"softmax", "squared"}
+    assert set(LOSSES) == {"softmax", "squared", "absolute_error"}
     assert as_loss("squared") == SquaredError()
     loss = CrossEntropy(0.2)
     assert as_loss(loss) is loss
     with pytest.raises(ValueError, match="loss must be a Loss or one of"):
         as_loss("hinge")
+
+
+def test_absolute_error_gradients_are_the_sign_of_the_residual():
+    from sktree_lmc._losses import AbsoluteError
+
+    loss = as_loss("absolute_error")
+    assert loss == AbsoluteError()
+    raw, target, w = _case("squared", 3, C=2)
+    out = torch.tensor(raw, requires_grad=True)
+    (loss(out, torch.as_tensor(target)) * torch.as_tensor(w)).sum().backward()
+    g, h = loss.gradients(raw, target, w)
+    assert_allclose(g, out.grad.numpy() * 2, rtol=1e-12)  # the mean over 2 outputs
+    assert_allclose(h, np.tile(w[:, None], (1, 2)))
+
+
+def test_regressor_absolute_error_fits_the_median_under_heavy_tails():
+    """Issue 45: loss="absolute_error" (the conditional median). With Cauchy noise the
+    squared error chases the outliers; the absolute error does not. Its targets are
+    standardized by their median and mean absolute deviation."""
+    from sktree_lmc import merge_estimators, refit_leaves
+
+    rng = np.random.RandomState(0)
+    X = rng.normal(size=(1500, 3))
+    y = X[:, 0] + 0.3 * rng.standard_cauchy(1500)
+    kw = dict(n_estimators=32, max_epochs=15, random_state=0, device="cpu")
+    l1 = SoftTreeEnsembleRegressor(loss="absolute_error", **kw).fit(X, y)
+    l2 = SoftTreeEnsembleRegressor(**kw).fit(X, y)
+    err = {name: np.median(np.abs(m.predict(X) - X[:, 0])) for name, m in
+           (("l1", l1), ("l2", l2))}
+    assert err["l1"] < 0.5 * err["l2"]
+    assert l1.y_mean_[0] == pytest.approx(np.median(y), abs=0.05)
+    assert l1._loss == as_loss("absolute_error")
+    other = SoftTreeEnsembleRegressor(loss="absolute_error", **{**kw, "random_state": 1}).fit(
+        X, y)
+    merged = merge_estimators(l1, other)
+    assert np.isfinite(merged.predict(X)).all()
+    assert np.isfinite(refit_leaves(merged, X, y, max_iter=5).predict(X)).all()
+    with pytest.raises(ValueError, match="loss"):
+        SoftTreeEnsembleRegressor(loss="poisson").fit(X, y)
