@@ -147,16 +147,19 @@ def test_values_that_are_not_numbers_in_a_numeric_column_name_it(values, what):
     X = pd.DataFrame({"x": [1.0, 2.0, 3.0], "when": pd.Series(values)})
     assert X["when"].dtype.kind == "O"
     columns, categorical = to_columns(X)
-    with pytest.raises((ValueError, TypeError), match=f"Column 'when' is numeric but holds .*{what}"):
+    with pytest.raises((ValueError, TypeError),
+                       match=f"Column 'when' is numeric but holds .*{what}"):
         TabularEncoder()._fit_columns(columns, np.array([False, False]), list(X.columns))
     rows = np.empty((3, 2), dtype=object)
     rows[:, 0], rows[:, 1] = 1.0, list(X["when"])
-    with pytest.raises((ValueError, TypeError), match=f"Column 1 is numeric but holds .*{what}"):
+    with pytest.raises((ValueError, TypeError),
+                       match=f"Column 1 is numeric but holds .*{what}"):
         TabularEncoder()._fit_columns(to_columns(rows)[0], np.array([False, False]))
     # at prediction time too
     enc = TabularEncoder()._fit_columns([np.arange(3.0)] * 2, np.array([False, False]),
                                         ["x", "when"])
-    with pytest.raises((ValueError, TypeError), match=f"Column 'when' is numeric but holds .*{what}"):
+    with pytest.raises((ValueError, TypeError),
+                       match=f"Column 'when' is numeric but holds .*{what}"):
         enc.transform_columns(columns)
 
 
