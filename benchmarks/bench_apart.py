@@ -40,7 +40,6 @@ pointing to the Tabular-Benchmark folder)::
 from __future__ import annotations
 
 import argparse
-import csv
 import time
 from pathlib import Path
 
@@ -49,6 +48,7 @@ import numpy as np
 from sklearn.base import clone
 
 from benchmarks.bench_accuracy import load, split
+from benchmarks.bench_barriers import _append, _read
 from sktree_lmc import (
     SoftTreeEnsembleClassifier,
     interpolation_curve,
@@ -90,23 +90,6 @@ def sites(kind, K, X, y, seed):
     if kind == "feature":
         return feature_skewed(X[:, 0], K, 0.8, rng)
     return make_shards(y, K, "class_skewed" if kind == "label" else "iid", random_state=rng)
-
-
-def _append(path, rows):
-    new = not path.exists()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path, "a", newline="") as f:
-        writer = csv.DictWriter(f, fieldnames=FIELDS, extrasaction="ignore")
-        if new:
-            writer.writeheader()
-        writer.writerows(rows)
-
-
-def _read(path):
-    if not path.exists():
-        return []
-    with open(path, newline="") as f:
-        return list(csv.DictReader(f))
 
 
 def _cached(path, make):
@@ -163,7 +146,7 @@ def run(out, datasets, seeds, split_names, protocols, recipes, *, n_train=10_000
                                        full_acc, refit_iter)
                         row.update(dataset=name, seed=seed, split=split_name, K=K,
                                    protocol=protocol, recipe=recipe, fit_s=round(fit_s, 1))
-                        _append(path, [row])
+                        _append(path, FIELDS, [row])
                         print(f"{name} seed {seed} {split_name} {protocol} {recipe}: full "
                               f"{row['full']:.2f} sites {row['site_mean']:.2f} naive "
                               f"{row['naive']:.2f} wm {row['wm']:.2f} am {row['am']:.2f} "

@@ -111,13 +111,10 @@ from sklearn.utils.validation import (
     validate_data,
 )
 
-# the per-column encodings and the additive term's bins live in their own modules; the
-# private helpers imported here are also imported from this module by others and the tests
+# the per-column encodings and the additive term's bins live in their own modules
 from ._additive_bins import (  # noqa: F401
     MAX_ADDITIVE_BINS,
     AdditiveBins,
-    _additive_edges,
-    _coarser_codes,
     _same_additive_bins,
     additive_levels,
 )
@@ -125,12 +122,7 @@ from ._column_encodings import (  # noqa: F401
     CATEGORICAL,
     COLUMN_KINDS,
     NUMERIC_ENCODINGS,
-    _check_hashable,
     _column_name,
-    _hat_features,
-    _knots,
-    _missing_mask,
-    _numeric,
     _time_seconds,
     empty_column_state,
 )

@@ -55,8 +55,6 @@ from ._dask import (
     running_client,
     scatter_fresh,
 )
-# re-exported: ShardedSoftTreeEnsemble documents sktree_lmc._federated.WorkerLostError
-from ._dask import WorkerLostError, is_dask_collection  # noqa: F401
 from ._encoding import _is_dataframe, summarize, to_columns
 from ._matching import _align_optimizer_state, weight_matching
 from ._params import TreeParams

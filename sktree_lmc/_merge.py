@@ -391,6 +391,8 @@ def _matching_params(est):
     alignment found applies to the full parameters (it permutes trees, nodes
     and leaves, never features)."""
     params = est.tree_params_
+    if est.encoder_.column_kinds_ is None:  # every column of its default kind: no stack
+        return params
     view = matching_view(est.encoder_)
     if view is None or view.shape[0] == view.shape[1]:
         return params

@@ -21,7 +21,7 @@ import pytest
 from sklearn.datasets import make_classification
 
 from sktree_lmc import ShardedSoftTreeEnsemble, SoftTreeEnsembleClassifier
-from sktree_lmc._federated import WorkerLostError
+from sktree_lmc import WorkerLostError
 
 distributed = pytest.importorskip("distributed", reason="needs the [distributed] extra")
 da = pytest.importorskip("dask.array")

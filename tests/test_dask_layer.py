@@ -22,8 +22,8 @@ import numpy as np
 import pytest
 from sklearn.datasets import make_classification
 
+import sktree_lmc
 from sktree_lmc import SoftTreeEnsembleClassifier, refit_leaves
-from sktree_lmc import _federated
 from sktree_lmc._dask import (
     WorkerLostError,
     aligned_partitions,
@@ -39,8 +39,8 @@ X = X.astype(np.float32)
 
 
 def test_worker_lost_error_is_the_rounds_error():
-    # ShardedSoftTreeEnsemble documents sktree_lmc._federated.WorkerLostError
-    assert _federated.WorkerLostError is WorkerLostError
+    # ShardedSoftTreeEnsemble and refit_leaves document sktree_lmc.WorkerLostError
+    assert sktree_lmc.WorkerLostError is WorkerLostError
     assert issubclass(WorkerLostError, RuntimeError)
     assert not issubclass(WorkerLostError, TimeoutError)
 

@@ -21,7 +21,8 @@ from sktree_lmc import (
     merge_estimators,
     refit_leaves,
 )
-from sktree_lmc._encoding import _hat_features, _knots, encoders_differ, to_columns
+from sktree_lmc._column_encodings import _hat_features, _knots
+from sktree_lmc._encoding import encoders_differ, to_columns
 
 pd = pytest.importorskip("pandas")
 
