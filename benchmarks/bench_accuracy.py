@@ -246,6 +246,11 @@ CLASSIFIERS = {
     # (docs/benchmarks.md)
     "label_smoothing": Config(_soft_classifier(**NO_TEACHER, label_smoothing=0.1)),
     "init_data_additive": Config(_soft_classifier(**NO_TEACHER, split_init="data")),
+    # early stopping on and off, whatever the default (the size above which
+    # early_stopping="auto" turns it on was chosen with these; docs/benchmarks.md, "Early
+    # stopping on small data")
+    "es_on": Config(_soft_classifier(early_stopping=True)),
+    "es_off": Config(_soft_classifier(early_stopping=False)),
     # the gradient-boosted start (an option, not the default: its models merge badly)
     "boosting": Config(_soft_classifier(**NO_TEACHER, split_init="boosting",
                                         max_features=None)),
@@ -279,6 +284,8 @@ REGRESSORS = {
     "paper": Config(_soft_regressor(**PAPER_PARAMS), paper=True),
     "teacher": Config(_soft_regressor(**AB256, teacher_weight=0.75),
                       requires=("teacher_weight",)),
+    "es_on": Config(_soft_regressor(early_stopping=True)),
+    "es_off": Config(_soft_regressor(early_stopping=False)),
 }
 #: Regression datasets: ``diabetes`` (scikit-learn) and ``<Tabular-Benchmark name>/<column>``.
 REGRESSION_DATASETS = ("diabetes", "california/MedInc", "electricity/nswdemand",

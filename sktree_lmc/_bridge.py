@@ -254,6 +254,8 @@ def _compared(a, b):
     ]
     if is_classifier(a):
         out.append(("classes", a.classes_, b.classes_))
+    else:  # the raw outputs of other losses mean other things
+        out.append(("loss", a._loss, b._loss))
     return out
 
 
@@ -318,16 +320,18 @@ def target_scale(estimators, weights):
     Returns ``(y_mean, y_scale, factors)``: the weighted means of ``y_mean_``
     and ``y_scale_``, and ``y_scale_ / y_scale`` per model, the factor that
     expresses a model's leaf values in the merged scale (the raw output of a
-    regressor is multiplied by ``y_scale_``). ``None`` for classifiers.
+    regressor is multiplied by ``y_scale_``); with the log link of the
+    Poisson and Gamma losses, the geometric mean scale and unit factors (see
+    :meth:`~sktree_lmc._losses.LogLink.merged_scale`). ``None`` for
+    classifiers.
     """
     if is_classifier(estimators[0]):
         return None
     w = np.asarray(weights, dtype=np.float64)
     w = w / w.sum()
-    y_scale = sum(wi * np.asarray(est.y_scale_, dtype=np.float64) for wi, est in zip(w, estimators))
-    y_mean = sum(wi * np.asarray(est.y_mean_, dtype=np.float64) for wi, est in zip(w, estimators))
-    factors = [np.asarray(est.y_scale_, dtype=np.float64) / y_scale for est in estimators]
-    return y_mean, y_scale, factors
+    return estimators[0]._loss.link.merged_scale(
+        [np.asarray(est.y_mean_, dtype=np.float64) for est in estimators],
+        [np.asarray(est.y_scale_, dtype=np.float64) for est in estimators], w)
 
 
 def scale_leaves(params, factors):

@@ -36,7 +36,7 @@ from ._encoding import (
     to_columns,
 )
 from ._forward import SoftTreeEnsembleModule, predict_chunked
-from ._losses import AbsoluteError, CrossEntropy, SquaredError
+from ._losses import LOSSES, CrossEntropy, Quantile
 from ._params import TreeParams, check_same_additive
 from ._persistence import estimator_state, restore_estimator_state
 from ._dask import is_dask_collection
@@ -207,7 +207,7 @@ class _BaseSoftTreeEnsemble(BaseEstimator):
         "learning_rate": [_NumberInterval(Real, 0, _MAX_SCALE, closed="right")],
         "batch_size": [_NumberInterval(Integral, 1, None, closed="left")],
         "max_epochs": [_NumberInterval(Integral, 1, None, closed="left")],
-        "early_stopping": ["boolean"],
+        "early_stopping": ["boolean", StrOptions({"auto"})],
         "validation_fraction": [_NumberInterval(Real, 0, 1, closed="neither")],
         "n_iter_no_change": [_NumberInterval(Integral, 1, None, closed="left")],
         "tol": [_NumberInterval(Real, 0, None, closed="left")],
@@ -252,7 +252,7 @@ class _BaseSoftTreeEnsemble(BaseEstimator):
         learning_rate=1e-2,
         batch_size=512,
         max_epochs=150,
-        early_stopping=True,
+        early_stopping="auto",
         validation_fraction=0.1,
         n_iter_no_change=10,
         tol=1e-4,
@@ -397,6 +397,8 @@ class _BaseSoftTreeEnsemble(BaseEstimator):
         X_raw = X
         X, y, target, sample_weight, n_outputs = self._prepare_fit_data(
             X, y, sample_weight, warm, plan)
+        recipe = recipe.resolved(X.shape[0], plan.validation)
+        self.do_early_stopping_ = bool(recipe.early_stopping)
         check_model_size(self.arch, self.depth, self.n_estimators, self.encoder_.n_features_out_,
                          n_outputs)  # a clear error, with the cost, before any allocation
         arch = get_architecture(self.arch, self.depth)
@@ -533,10 +535,10 @@ class _BaseSoftTreeEnsemble(BaseEstimator):
         ``warm_start``, or ``plan.start``'s, installed here); checks that the
         hyperparameters still describe it (and that validation rows of the
         user's own come with early stopping), and resets the history of a new fit."""
-        if plan.validation is not None and not recipe.early_stopping:
+        if plan.validation is not None and recipe.early_stopping is False:
             raise ValueError(
                 "X_val and y_val are passed to fit while early_stopping is False. When passing "
-                "X_val and y_val to fit, set early_stopping=True."
+                "X_val and y_val to fit, set early_stopping to 'auto' or True."
             )
         if plan.start is not None:
             self.tree_params_ = plan.start.params.copy()
@@ -1066,343 +1068,174 @@ class SoftTreeEnsembleClassifier(ClassifierMixin, _BaseSoftTreeEnsemble):
     fraction ``sigmoid(w . x + b)`` of a sample to its left. It is trained with
     Adam on the cross-entropy of ``softmax(sum of trees)``.
 
+    Read more in the :ref:`User Guide <encoding_and_training>`.
+
     Parameters
     ----------
     arch : {"oblivious", "non_oblivious", "decision_list", "decision_list_modified"}, \
             default="oblivious"
-        Tree architecture:
-
-        - ``"non_oblivious"``: perfect binary trees, ``2**depth - 1`` splits and
-          ``2**depth`` leaves;
-        - ``"oblivious"``: one split per level shared by all its nodes,
-          ``depth`` splits and ``2**depth`` leaves;
-        - ``"decision_list"``: a chain of ``depth`` splits, ``depth + 1`` leaves;
-        - ``"decision_list_modified"``: the same chain with the last leaf fixed
-          to zero, which removes every symmetry but tree permutation.
+        Tree architecture: perfect binary trees (``"non_oblivious"``,
+        ``2**depth - 1`` splits), one split per level (``"oblivious"``), a
+        chain of ``depth`` splits and ``depth + 1`` leaves (``"decision_list"``),
+        or that chain with its last leaf fixed to zero
+        (``"decision_list_modified"``: no symmetry but tree permutation).
     n_estimators : int, default=256
         Number of trees ``M``.
     depth : int, default=4
         Tree depth ``D``.
     leaf_init : {"ensemble", "tree"}, default="ensemble"
-        Scale of the uniform initialization of the leaf values, read as a
-        fully connected layer: ``"ensemble"`` takes the ensemble output as
-        one layer over all ``M * L`` leaf responses (``U(+-1/sqrt(M * L))``),
-        so the initial output is near zero; ``"tree"`` takes each tree's
-        leaves as a layer with ``L`` inputs (``U(+-1/sqrt(L))``), so 256
-        random trees start with logits of standard deviation about 2.
-        Measured on the seven Tabular-Benchmark datasets (M=256, D=2, lr 1e-2,
-        50 epochs, one seed pair, ``benchmarks/bench_leaf_init.py``),
-        ``"ensemble"`` gave higher training (77.8 vs 75.4) and test (73.6 vs
-        72.9) accuracy on average and lower barriers (WM all 0.18 vs 0.38,
-        AM all 0.67 vs 2.04), closer to the paper.
+        Scale of the uniform initialization of the leaf values: ``"ensemble"``
+        reads all ``M * L`` leaves as one layer (``U(+-1/sqrt(M * L))``, an
+        initial output near zero); ``"tree"`` reads each tree's leaves as a
+        layer (``U(+-1/sqrt(L))``). The default trains to higher accuracy and
+        lower barriers (``docs/benchmarks.md``, "Findings of the first run",
+        "Leaf initialization").
     split_init : "fan_in", "data", "boosting" or float, default="fan_in"
-        How the splits start. ``"fan_in"``: the uniform initialization
-        ``U(-c, c)`` of the split weights and biases with ``c = 1/sqrt(F)``,
-        reading the splits as a fully connected layer with ``F`` inputs, so
-        the initial split logits have the same scale whatever the number of
-        features (the paper's start). ``"data"``: half of the splits, drawn
-        at random, start instead as sharp, axis-aligned thresholds, as a
-        tree's: on one input column among their tree's (``max_features``; a
-        piecewise-linear column as the ramp over its knots), halfway between
-        that column's value in a random training row and the next distinct
-        value (so the thresholds follow the data's quantiles), with a random
-        direction and a slope of 10 per standard deviation of the column (see
-        ``init_splits_from_data`` in ``sktree_lmc/_training.py``). Measured
-        (``docs/benchmarks.md``, "The data-aware start of the splits"):
-        ``"data"`` fits 10,000-row Tabular-Benchmark samples 3x faster and is
-        more accurate where thresholds are sharp (bank-marketing +1.1,
-        electricity +0.9, california +0.6 points; +0.24 on average over the
-        seven datasets), but less accurate on smooth or small data
-        (Diabetes130US -0.7 at 10,000 rows and -4.8 at 1,000), and two of its
-        models are much further apart: after weight matching with every
-        invariance, their test barrier was 2.18 points against 0.48 for
-        ``"fan_in"`` models (six datasets, the same seeds and rows). The
-        default stays ``"fan_in"``, the start under which merging works
-        best. A float sets ``c`` itself, independent of ``F``: wider datasets
-        then start with sharper splits and fit their training data faster.
-        Measured on the seven Tabular-Benchmark datasets (paper protocol,
-        M=256, D=2, 5 seed pairs): ``split_init=0.45`` reproduces the paper's
-        training accuracies (Table 12) within 2 points in 27 of 28
-        dataset/architecture cells (the last 2.004 above), ``"fan_in"`` in
-        20, falling short on the datasets with ``F=20`` (eye_movements:
-        75.0-77.2 % versus 81.5-84.2 % with 0.45, paper 81.1-83.7 %).
-        ``"fan_in"`` stays the default for its test accuracy (73.2-73.7 %
-        versus 73.1-73.6 % on average) and lower barriers (see
-        ``docs/benchmarks.md``, "Reproducing Table 12").
-
-        ``"boosting"`` (``"oblivious"`` and ``"non_oblivious"`` trees): the
-        trees start as gradient-boosted trees grown on the training rows
-        (the validation rows excluded), one Newton step per tree on the
-        loss of the trees before it, each an oblivious tree of ``depth``
-        axis-aligned thresholds chosen on 255 quantile bins per feature
-        among the tree's ``max_features`` (shrinkage 0.1, L2 penalty 1, as
-        in scikit-learn's and XGBoost's defaults), turned into sharp soft
-        splits (slope 200 per standard deviation of the feature; see
-        ``sktree_lmc/_boosting.py``). With early stopping, the prefix of the
-        trees with the least loss on the validation rows is kept, and the
-        trees after it keep their random start. Adam then continues from
-        them, and early stopping keeps the start (``best_epoch_ == 0``)
-        unless an epoch beats it on the validation rows. Measured
-        (``docs/benchmarks.md``, "The gradient-boosted start"; seven
-        Tabular-Benchmark datasets, 10,000 rows, 3 seeds, with
-        ``max_features=None``): +0.60 points of test accuracy over the
-        default on average, within 1.9 points of HistGradientBoosting on
-        every dataset (default: 2.9) and above an MLP on every dataset, in
-        2-6 CPU s. And its models merge badly: after weight matching, one
-        pair per dataset had a mean test barrier of 1.84 points against 0.20
-        for the default's (3.27 against 0.00 on electricity), and
-        ``refit_leaves`` after the merge ended 3-4 points below the
-        endpoints on five datasets (the sharp trees' leaves overfit at the
-        optimum), so it is not the default of a package for merging. In
-        :class:`~sktree_lmc.ShardedSoftTreeEnsemble` the boosted trees are
-        grown once over all shards (histograms summed over the shards), so
-        every shard starts from the same trees; there it needs
-        ``max_features=None``.
+        How the splits start: ``"fan_in"``, weights and biases from
+        ``U(-c, c)`` with ``c = 1/sqrt(F)`` (a fully connected layer's start,
+        the paper's); a float, that ``c`` whatever ``F`` (0.45 reproduces the
+        paper's training accuracies); ``"data"``, half of the splits as sharp
+        thresholds at training values; ``"boosting"`` (oblivious and
+        non-oblivious trees), gradient-boosted trees grown on the training
+        rows (``best_epoch_`` is 0 when no epoch beats them). These two fit
+        one model faster, and better where thresholds are sharp, but their
+        models merge badly. See :ref:`encoding_and_training`.
     learning_rate : float, default=3e-2
-        Adam learning rate (the peak of ``lr_schedule``). Measured on the
-        seven Tabular-Benchmark datasets (raw features, 10,000 rows, 3 seeds,
-        the other defaults; ``docs/benchmarks.md``, "The learning rate with
-        the teacher"): 1e-2, 2e-2, 3e-2 and 5e-2 averaged 75.71, 75.76,
-        75.85 and 75.79 % test accuracy; 3e-2 gained most where the fits ran
-        out of epochs (electricity +0.61) and shortened the fits that early
-        stopping ends (california at most 18.6 CPU s against 27.8). It was
-        1e-2 until then (CHANGELOG); the paper's protocol passes 1e-2
-        explicitly.
+        Adam learning rate (the peak of ``lr_schedule``), suited to the
+        teacher's soft targets, which keep the validation loss improving
+        longer; the paper's protocol uses 1e-2 (``docs/benchmarks.md``, "The
+        learning rate with the teacher").
+
+        .. versionchanged:: 0.1
+           The default is 3e-2 (was 1e-2).
     batch_size : int, default=512
         Minibatch size.
     max_epochs : int, default=150
         Most passes over the training data (the schedule spans them).
-    early_stopping : bool, default=True
-        Hold out ``validation_fraction`` of the training data, stop when the
-        validation loss has not improved by ``tol`` for ``n_iter_no_change``
-        epochs, and restore the parameters of the best epoch.
+    early_stopping : "auto" or bool, default="auto"
+        Hold out ``validation_fraction`` of the training data (or use
+        ``fit``'s ``X_val``), stop when the validation loss has not improved
+        by ``tol`` for ``n_iter_no_change`` epochs, and restore the
+        parameters of the best epoch. ``"auto"``, as in
+        HistGradientBoosting: on with ``X_val``, or above 3,000 training rows;
+        below, a tenth of the rows is too few to choose an epoch, and all
+        ``max_epochs`` run on every row (``do_early_stopping_`` says which).
+        See :ref:`encoding_and_training`.
+
+        .. versionchanged:: 0.1
+           The default was True.
     validation_fraction : float, default=0.1
-        Held-out fraction for early stopping.
+        Held-out fraction for early stopping (without ``X_val``).
     n_iter_no_change : int, default=10
         Patience of early stopping, in epochs.
     tol : float, default=1e-4
         Minimum validation-loss improvement for early stopping.
     warm_start : bool, default=False
-        When True, ``fit`` continues from the fitted parameters instead of a
-        new initialization (scikit-learn's meaning, as in ``MLPClassifier``):
-        ``max_epochs`` more epochs, appended to ``loss_curve_``. The data
-        must match the fitted model (features and classes; a regressor keeps
-        its target standardization ``y_mean_``/``y_scale_``), and ``arch``,
-        ``depth`` and ``n_estimators`` must be unchanged, or ``fit`` raises a
-        ``ValueError``. Adam's state (moments and step count) is kept in
-        ``optimizer_state_`` and carried into the next fit: a restarted
-        Adam's first steps have the full learning rate in every coordinate
-        and undo part of the fit (MagicTelescope, 25 + 25 epochs: training
-        loss 0.539 in epoch 26 after a restart, 0.350 with the state kept,
-        0.341 in one 50-epoch fit), and in federated rounds keeping it was
-        better on 3 of 4 datasets (see ``docs/sharded.md``). Set
-        ``optimizer_state_ = None`` to restart Adam from the current
-        parameters.
+        When True, ``fit`` continues from the fitted parameters for
+        ``max_epochs`` more epochs (as in ``MLPClassifier``); the features,
+        classes, ``arch``, ``depth`` and ``n_estimators`` must match. Adam's
+        state is carried on in ``optimizer_state_`` (a restarted Adam undoes
+        part of the fit); set it to None to restart Adam.
     device : str or torch.device, default="auto"
-        Torch device for fitting and prediction (``"cpu"``, ``"cuda"``,
-        ``"cuda:1"``, ``"mps"``, ...); ``"auto"`` uses CUDA when available.
-        A device that is not available is a ``ValueError`` at fit. Fitted
-        parameters are always stored on the CPU, so a model trained on a GPU
-        pickles and loads anywhere; on a machine without CUDA it predicts on
-        the CPU (with a warning). Training and prediction run in float32;
-        predictions are computed on fixed-size row chunks (the last one
-        padded), so a row's prediction does not depend on how rows are
-        batched.
+        Torch device (``"cpu"``, ``"cuda"``, ``"cuda:1"``, ...); ``"auto"``
+        uses CUDA when available. The fitted parameters are stored on the
+        CPU, so a model loads and predicts anywhere; computation is in
+        float32. See :ref:`gpu_and_persistence`.
     random_state : int, RandomState instance or None, default=None
-        Seeds a per-fit :class:`torch.Generator` (initialization, minibatch
-        order, validation split); global random state is never touched. An
-        int gives bit-identical fits on the CPU.
+        Seeds a per-fit :class:`torch.Generator`; global random state is
+        never touched. An int gives bit-identical fits on the CPU.
     verbose : int, default=0
         ``1`` shows a per-epoch progress bar (tqdm, when installed) or prints
         one line per epoch; ``2`` prints one line per epoch.
     n_threads : int or None, default=1
-        Torch intra-op threads used inside ``fit`` and the prediction methods
-        (set on entry, the caller's ``torch.get_num_threads()`` restored on
-        exit, also on error). ``None`` keeps the caller's setting; a negative
-        value counts back from the available CPUs as joblib does (``-1``: all).
-        One thread is the default because the per-minibatch kernels are small:
-        with one core busy with another process, torch's default of one
-        thread per core made fits 10-30x slower (every kernel waits for the
-        descheduled thread), while on an idle 2-core machine two threads were
-        at most 1.6x faster (``benchmarks/README.md``, "Threads on a busy
-        machine"). Named ``n_threads`` rather than ``n_jobs`` because it sets
-        threads inside one process; ``ShardedSoftTreeEnsemble(n_jobs=...)``
-        sets the number of worker processes, whose fits each use the
-        estimator's ``n_threads``.
+        Torch intra-op threads inside ``fit`` and prediction (restored on
+        exit); None keeps the caller's, negative values count back from the
+        CPUs. One by default: the kernels are small, and more threads slow
+        fits down badly on a busy machine (:ref:`gpu_and_persistence`).
     numeric_encoding : {"quantile_normal", "piecewise_linear", "standard", "none"}, \
             default="quantile_normal"
-        Encoding of the numeric columns, fitted in ``fit`` (``encoder_``) and
-        applied in every prediction method:
-
-        - ``"quantile_normal"``: the quantile transform of each column to a
-          standard normal distribution (1,000 quantiles at most), so raw
-          features of any scale and shape work without preprocessing;
-        - ``"piecewise_linear"``: the degree-1 spline ("hat") basis on
-          ``n_bins + 1`` quantile knots of each column (the piecewise-linear
-          encoding of Gorishniy et al., 2022): a split thresholds a
-          piecewise-linear function of each value;
-        - ``"standard"``: ``(x - mean) / std``;
-        - ``"none"``: the values as given (the paper's protocol, which
-          preprocesses outside the estimator).
-
-        The default was chosen by measurement (``docs/benchmarks.md``,
-        seven Tabular-Benchmark datasets, raw features, against
-        HistGradientBoosting): on 10,000 training rows the two quantile
-        encodings are as accurate on average (74.62 % quantile-normal,
-        74.70 % piecewise-linear, 3 seeds; each better on three datasets),
-        but on 1,000 rows the piecewise-linear encoding's extra capacity
-        (``n_bins`` weights per column and split) overfits: 71.44 % against
-        74.34 % on average (5 datasets, 2 seeds), and up to 7.8 points lower on one
-        dataset, while quantile-normal was never more than 1.7 points below
-        it. ``"piecewise_linear"`` can pay off on large data with sharp
-        thresholds (electricity, california, bank-marketing: +0.9 to +1.0
-        points at 10,000 rows; and +0.5 on average on the mixed-data table,
-        where categorical columns leave the numeric ones more to explain).
-
-        Missing values (NaN, None, ``pd.NA``) are accepted in every column:
-        they are encoded as zeros plus a missing-indicator feature per column
-        that had missing values in ``fit``. See :class:`TabularEncoder`.
+        Encoding of the numeric columns (``encoder_``): a quantile transform
+        to a standard normal, robust to any scale and shape; the
+        piecewise-linear basis on ``n_bins + 1`` quantile knots (Gorishniy et
+        al., 2022), better on large data with sharp thresholds but overfitting
+        small data; ``(x - mean) / std``; or the values as given (the paper's
+        protocol). Missing values are accepted (zeros plus a missing
+        indicator). See :class:`TabularEncoder` and :ref:`encoding_and_training`.
     n_bins : int, default=16
-        Quantile bins of ``"piecewise_linear"`` (fewer distinct knots for
-        columns with few distinct values).
+        Quantile bins of ``"piecewise_linear"``.
     categorical_features : "from_dtype", None, or array-like, default="from_dtype"
-        Categorical columns, as in
-        :class:`~sklearn.ensemble.HistGradientBoostingClassifier`: indices, a
-        boolean mask or feature names; ``"from_dtype"`` takes pandas
-        ``category``, ``object`` and ``string`` columns holding strings (and,
-        for a NumPy object array, the columns holding strings). They are
-        one-hot encoded; categories unseen in ``fit`` are encoded like the
-        infrequent ones (see ``max_categories``), or as all zeros.
+        Categorical columns (indices, a boolean mask or names), one-hot
+        encoded, as in :class:`~sklearn.ensemble.HistGradientBoostingClassifier`;
+        ``"from_dtype"``: the pandas ``category``, string and object columns
+        (and NumPy object columns) holding strings. An unseen category is
+        encoded as an infrequent one, or as zeros.
     max_categories : int, default=32
         Most frequent categories of a column that get their own feature; the
         others share one "infrequent" feature.
     lr_schedule : {"cosine", "constant"}, default="cosine"
-        Learning-rate schedule over the ``max_epochs`` of a fit, stepped per
-        minibatch: a cosine decay from ``learning_rate`` to zero, or
-        constant.
+        Learning rate over the ``max_epochs`` of a fit, per minibatch: a
+        cosine decay from ``learning_rate`` to zero, or constant.
     warmup_fraction : float in [0, 1), default=0.0
         Fraction of the steps of a fit with a linear warm-up of the
         learning rate before the schedule.
     averaging : {"ema", "swa"} or None, default="ema"
-        Weight averaging; the averaged weights are the fitted model (and
-        what early stopping evaluates and restores): ``"ema"``, an
-        exponential moving average updated after every step with decay
-        ``ema_decay`` (``min(ema_decay, (1 + t) / (10 + t))`` at step ``t``, so
-        that short fits are not held back by the initialization); ``"swa"``, the uniform
-        average of the epoch-end weights of the second half of the epochs;
-        None, the last weights.
+        Weight averaging; the average is the fitted model (and what early
+        stopping evaluates): ``"ema"``, a moving average with decay
+        ``ema_decay`` per step (less in the first steps); ``"swa"``, the mean
+        of the epoch-end weights of the second half; None, the last weights.
     ema_decay : float in (0, 1), default=0.995
         Decay per step of ``averaging="ema"``.
     max_features : {"sqrt", "log2"}, int, float or None, default=0.5
-        Input columns each tree may split on, drawn per tree at
-        initialization, as in :class:`~sklearn.ensemble.RandomForestClassifier`
-        (a float is a fraction of the columns; None: all). The subset is
-        data in the parameters: the split weights of the other columns are
-        exactly zero and stay zero in training, so symmetry ops, alignment
-        and merging keep it (a merge unites the subsets of matched trees).
+        Input columns each tree may split on, drawn per tree, as in
+        :class:`~sklearn.ensemble.RandomForestClassifier` (None: all). The other
+        columns' split weights are zero and stay zero in training; a merge
+        unites the subsets of matched trees.
     scoring : str, callable or None, default="loss"
         What early stopping monitors on the validation rows, as in
-        :class:`~sklearn.ensemble.HistGradientBoostingClassifier`: ``"loss"``
-        (the training loss), a scorer name (``"accuracy"``, ``"roc_auc"``,
-        ``"r2"``, ...), a callable ``scorer(estimator, X, y)``, or None (the
-        estimator's :meth:`score`). The kept epoch is the one with the best
-        value (``best_epoch_``).
+        HistGradientBoosting: ``"loss"``, a scorer name (``"accuracy"``, ...),
+        a callable ``scorer(estimator, X, y)``, or None for :meth:`score`.
     additive_bins : int >= 2, sequence of int or None, default=(16, 64, 256, 1024, 4096)
-        A learned additive term on fine bins, added to the trees' output:
-        every numeric column is cut into ``additive_bins`` quantile bins (of
-        the training rows), every categorical column into its categories, and
-        each bin holds one learned value per output, starting at zero
-        (``tree_params_.additive``: a generalized additive model trained with
-        the trees). Missing values have their own bin. It takes Adam steps of
-        a tenth of the learning rate (at the full rate it overfits). A
-        sequence such as ``(16, 64, 256)`` learns one table per resolution,
-        summed (coarse bins for the smooth part of a column's function, fine
-        ones for sharp steps and for columns whose neighbouring values share
-        their targets, such as a time stamp or a row number), each
-        resolution's steps scaled by ``sqrt(min(additive_bins) / bins)`` (a
-        fine bin holds fewer rows, so its gradient is noisier). The bins are
-        quantile bins: a column with few distinct values gets empty bins
-        between them (never trained), and a rare value can share a bin. The
-        order of a sequence does not matter, and each count must be in
-        [2, 65536]. The
-        symmetry ops leave the table unchanged, and merging averages it
-        (models fitted on different rows with ``numeric_encoding="none"``
-        are merged on the union of their bins); :func:`refit_leaves` holds
-        it fixed; :func:`export_module` exports it;
-        :class:`ShardedSoftTreeEnsemble` takes the bins from the shards'
-        summaries. None: no additive term. Measured on seven
-        Tabular-Benchmark datasets (user guide, "Input encoding and the
-        training recipe"): 64 bins gained +0.40 points of test accuracy on
-        average over no additive term, up to +1.2, and lowered the barriers
-        between independently trained models; the three resolutions
-        ``(16, 64, 256)`` gained +0.28 more (up to +0.7), 64 bins being the
-        default before; the default's 1024 and 4096 bins +0.27 more
-        (eye_movements +1.70, electricity +0.82; the other five datasets
-        -0.23 to 0.00), which brought the mean over the seven to
-        HistGradientBoostingClassifier's (76.12 % against 76.13 %).
-    class_weight : dict, "balanced" or None, default=None
-        Weights of the classes in the loss, as in scikit-learn's classifiers:
-        ``None`` weighs every class 1; a dict maps class labels to weights
-        (missing classes weigh 1); ``"balanced"`` weighs each class by
-        ``n_samples / (n_classes * count)`` of its count in ``y``. They
-        multiply ``sample_weight`` given to :meth:`fit`.
-    label_smoothing : float in [0, 1), default=0.0
-        Label smoothing of the cross-entropy
-        (:func:`torch.nn.functional.cross_entropy`).
-    teacher_weight : float in [0, 1), default=0.75
-        Distillation from gradient-boosted trees. Before training, a teacher
-        of ``n_estimators`` oblivious trees of ``depth`` levels is grown by
-        gradient boosting on the training rows, the validation rows excluded
-        (the trees of ``split_init="boosting"``, on every feature, the prefix
-        of them with the least loss on the validation rows), and the
-        targets of the training rows become ``(1 - teacher_weight) *
-        one-hot label + teacher_weight * the teacher's probabilities`` (the
-        cross-entropy takes soft targets). The validation rows keep their
-        labels, so early stopping measures the loss against them. The
-        teacher is not part of the model: the trees start from
-        ``split_init`` and train as usual, with the same parameters and
-        symmetries as without it. 0: the labels alone (the default until
-        the teacher became it; CHANGELOG). ``partial_fit`` ignores it. Measured
-        (``docs/benchmarks.md``, "Distillation from gradient-boosted trees";
-        seven Tabular-Benchmark datasets, 10,000 rows, 3 seeds): ``0.75``
-        gained +0.41 points of test accuracy on average over 0, on six of
-        the seven datasets (eye_movements +0.91, california +0.68;
-        Diabetes130US -0.18), +0.71 on mixed data, at 1.5-3x the fit time
-        (more epochs before early stopping). Its models merge: the mean test
-        barrier after weight matching was 0.56 points (0.38 without the
-        teacher; 3 pairs per dataset; 0.61 at the learning rate of 3e-2),
-        and the merged models were more accurate (75.63 % against
-        75.27 %). In
-        :class:`~sktree_lmc.ShardedSoftTreeEnsemble` the teacher is grown
-        once over all shards (histograms summed over the shards; no row
-        moves), which costs round trips and histogram bytes
-        (``boosting_bytes_``); pass ``teacher_weight=0`` to train on the
-        labels alone.
-    n_members : int, default=1
-        Train the trees as ``n_members`` members, each on its own loss as a
-        whole model (the mean of the members' losses, as in TabM: Gorishniy
-        et al. 2024). Tree ``t`` belongs to member ``t * n_members //
-        n_estimators``; a member's output is ``n_members`` times the sum of
-        its trees plus the additive term, so the mean of the members is the
-        ensemble's output. Only the training loss changes: the fitted model
-        is the same sum of all trees, with the same parameters, symmetries
-        and merging as with 1, and ``loss_curve_`` holds the members' mean
-        loss. Each member must have a tree (``n_members <= n_estimators``).
-        Measured (``docs/benchmarks.md``, "Members"; 10,000 rows, 3 seeds,
-        seven datasets): 8 members gained +0.57 points of test accuracy on
-        eye_movements and +0.04 on bank-marketing, lost 0.06-0.30 on the
-        other five (mean -0.03), at 1.3x the time per step; hence a default
-        of 1.
+        A learned additive term added to the trees' output (a generalized
+        additive model, ``tree_params_.additive``): each numeric column cut
+        into this many quantile bins (each count in [2, 65536]), each
+        categorical column into its categories, missing values in a bin of
+        their own. A sequence learns one table per resolution, summed: coarse
+        bins for smooth effects, fine ones for sharp steps and columns such
+        as time stamps. Symmetry ops keep the table and merging averages it.
+        None: no term; on wide data ``(16, 64, 256)`` is smaller and faster.
+        See :ref:`encoding_and_training`.
 
+        .. versionchanged:: 0.1
+           The default is ``(16, 64, 256, 1024, 4096)`` (was ``(16, 64, 256)``).
+    class_weight : dict, "balanced" or None, default=None
+        Weights of the classes in the loss, multiplying ``sample_weight``, as
+        in scikit-learn's classifiers (a dict of label to weight, missing
+        classes 1; ``"balanced"``: ``n_samples / (n_classes * count)``).
+    label_smoothing : float in [0, 1), default=0.0
+        Label smoothing of the cross-entropy.
+    teacher_weight : float in [0, 1), default=0.75
+        Distillation: before training, gradient boosting grows a teacher of
+        ``n_estimators`` oblivious trees of ``depth`` on the training rows,
+        and their targets become ``(1 - teacher_weight) * one-hot label +
+        teacher_weight * the teacher's probabilities`` (the validation rows
+        keep their labels). The model, its symmetries and merging are
+        unchanged; it gains accuracy at a longer fit. 0: the labels alone.
+        Ignored by ``partial_fit``. See :ref:`encoding_and_training`.
+
+        .. versionchanged:: 0.1
+           The default is 0.75 (was 0).
+    n_members : int, default=1
+        Train the trees as ``n_members`` members (at most ``n_estimators``),
+        each on its own loss as a whole model, as in TabM (Gorishniy et al.,
+        2024); tree ``t`` belongs to member ``t * n_members // n_estimators``.
+        Only the training loss changes. 1 by default: more members helped
+        one benchmark dataset only (``docs/benchmarks.md``, "Members").
     encoder : TabularEncoder or None, default=None
-        A fitted input encoding to use instead of fitting one in ``fit``
-        (for example one built before training from the summaries of
-        several sites, ``TabularEncoder.from_summaries``): models fitted
-        with the same encoder see the same features, and merge.
-        ``numeric_encoding``, ``n_bins``, ``categorical_features``,
-        ``max_categories`` and ``additive_bins`` are then unused. It must
-        have been fitted on ``X``'s columns (the same count, and names when
-        it has them). ``clone`` copies it with its fitted state.
+        A fitted input encoding to use instead of fitting one (for example
+        ``TabularEncoder.from_summaries`` of several sites): models with the
+        same encoder see the same features, and merge. ``numeric_encoding``,
+        ``n_bins``, ``categorical_features``, ``max_categories`` and
+        ``additive_bins`` are then unused. It must match ``X``'s columns.
 
     Attributes
     ----------
@@ -1413,9 +1246,8 @@ class SoftTreeEnsembleClassifier(ClassifierMixin, _BaseSoftTreeEnsemble):
     feature_names_in_ : ndarray of shape (`n_features_in_`,)
         Feature names, when ``X`` has string column names.
     encoder_ : TabularEncoder
-        The fitted input encoding (``encoder_.n_features_out_`` features,
-        the ``F`` of ``tree_params_``; ``encoder_.feature_groups_[f]`` is the
-        input column of feature ``f``).
+        The fitted input encoding (``encoder_.feature_groups_[f]`` is the
+        input column of encoded feature ``f``).
     n_outputs_ : int
         Number of outputs per leaf (the number of classes).
     architecture_ : TreeArchitecture
@@ -1425,40 +1257,29 @@ class SoftTreeEnsembleClassifier(ClassifierMixin, _BaseSoftTreeEnsemble):
     device_ : str
         Device used for fitting.
     loss_curve_ : list of float
-        Mean training loss per epoch (with ``n_members > 1``, the mean of the
-        members' losses).
+        Mean training loss per epoch (of the members with ``n_members > 1``).
     validation_loss_curve_ : list of float or None
-        Validation loss per epoch when ``early_stopping=True``.
+        Validation loss per epoch when the fit early-stopped, else None.
+    do_early_stopping_ : bool
+        Whether the last fit early-stopped (``early_stopping="auto"`` decided).
     n_iter_ : int
         Epochs run by the last call to :meth:`fit`.
     best_epoch_ : int
-        The epoch of the last fit whose parameters were kept (1-based): the
-        best validation value with early stopping, else the last epoch; 0
-        when no epoch beat the gradient-boosted start
-        (``split_init="boosting"``).
+        The epoch whose parameters were kept (1-based; 0 when none beat the
+        start of ``split_init="boosting"``).
     validation_score_ : list of float or None
         Validation score per epoch when ``early_stopping=True``, in the sense
-        of ``scoring`` (higher is better; the negated loss for
-        ``scoring="loss"``, as in HistGradientBoosting).
+        of ``scoring`` (higher is better; the negated loss for ``"loss"``).
     n_epochs_ : int
         Number of epochs run (over all warm-started fits).
     optimizer_state_ : dict or None
-        Adam's state after the last fit when ``warm_start=True`` (``step``,
-        and the moments ``exp_avg`` and ``exp_avg_sq`` as
-        :class:`TreeParams` on the CPU), else None.
+        Adam's state (``step``, and the moments as :class:`TreeParams`) after
+        the last fit when ``warm_start=True``, else None.
     teacher_ : list of tuple or None
-        The gradient-boosted teacher of ``teacher_weight > 0`` (one tuple
-        ``(base, features, thresholds, leaves)`` of NumPy arrays: oblivious
-        trees on the encoded features, about 100 kB for 256 trees of depth
-        4), kept so that :func:`refit_leaves` solves the objective the model
-        was trained on (labels mixed with the teacher's probabilities); a
-        merged model holds the distinct teachers of its models that were
-        trained with one, and its ``teacher_weight`` (and
-        ``label_smoothing``) give the weighted mean of their refit
-        objectives when they differ (see :func:`merge_estimators`); the
-        refit mixes in the teachers' mean probabilities. None without a
-        teacher.
-        It does not take part in prediction.
+        The gradient-boosted teacher(s) of ``teacher_weight > 0`` (arrays on
+        the encoded features; a merged model holds its models' teachers), kept
+        so that :func:`refit_leaves` solves the objective the model was
+        trained on. Not used in prediction. None without a teacher.
 
     See Also
     --------
@@ -1495,7 +1316,7 @@ class SoftTreeEnsembleClassifier(ClassifierMixin, _BaseSoftTreeEnsemble):
         learning_rate=3e-2,
         batch_size=512,
         max_epochs=150,
-        early_stopping=True,
+        early_stopping="auto",
         validation_fraction=0.1,
         n_iter_no_change=10,
         tol=1e-4,
@@ -1770,21 +1591,19 @@ class SoftTreeEnsembleClassifier(ClassifierMixin, _BaseSoftTreeEnsemble):
         return tags
 
 
-def _weighted_median(values, weights):
-    """The smallest value whose cumulative weight reaches half the total."""
-    order = np.argsort(values, kind="stable")
-    cumulative = np.cumsum(weights[order])
-    return float(values[order][np.searchsorted(cumulative, 0.5 * cumulative[-1])])
+#: The regressor's ``loss`` values, and the names of their loss objects.
+_REGRESSION_LOSSES = {"squared_error": "squared", "absolute_error": "absolute_error",
+                      "quantile": "quantile", "poisson": "poisson", "gamma": "gamma"}
 
 
 class SoftTreeEnsembleRegressor(RegressorMixin, _BaseSoftTreeEnsemble):
     """Soft (differentiable) tree ensemble regressor trained with PyTorch.
 
     The same model as :class:`SoftTreeEnsembleClassifier`, trained with Adam on
-    the squared error. Targets are standardized internally (``y_mean_``,
-    ``y_scale_``, weighted by ``sample_weight``) so that the default learning
-    rate suits any target scale; predictions are returned in the original
-    units.
+    ``loss`` (the squared error by default). Targets are standardized
+    internally (``y_mean_``, ``y_scale_``, weighted by ``sample_weight``) so
+    that the default learning rate suits any target scale; predictions are
+    returned in the original units.
 
     Parameters
     ----------
@@ -1804,19 +1623,18 @@ class SoftTreeEnsembleRegressor(RegressorMixin, _BaseSoftTreeEnsemble):
         values (``"data"``), or gradient-boosted trees on the squared error
         (``"boosting"``), see :class:`SoftTreeEnsembleClassifier`.
     learning_rate : float, default=1e-2
-        Adam learning rate (the peak of ``lr_schedule``). The classifier's
-        3e-2 was measured here too (``docs/benchmarks.md``, "Regression"):
-        mean test R^2 0.580 against 0.590 over four targets, +0.011 where the
-        fit runs out of epochs (electricity's demand) and -0.052 on the
-        smallest data (diabetes, 221 training rows).
+        Adam learning rate (the peak of ``lr_schedule``). Lower than the
+        classifier's: without a teacher a larger step gains little and costs
+        small data (``docs/benchmarks.md``, "Regression").
     batch_size : int, default=512
         Minibatch size.
     max_epochs : int, default=150
         Most passes over the training data (the schedule spans them).
-    early_stopping : bool, default=True
-        Stop on a held-out validation fraction, see the classifier.
+    early_stopping : "auto" or bool, default="auto"
+        Stop on a held-out validation fraction or ``X_val``; ``"auto"``: on
+        with ``X_val`` or above 3,000 training rows. See the classifier.
     validation_fraction : float, default=0.1
-        Held-out fraction for early stopping.
+        Held-out fraction for early stopping (without ``X_val``).
     n_iter_no_change : int, default=10
         Patience of early stopping, in epochs.
     tol : float, default=1e-4
@@ -1833,7 +1651,6 @@ class SoftTreeEnsembleRegressor(RegressorMixin, _BaseSoftTreeEnsemble):
     n_threads : int or None, default=1
         Torch intra-op threads inside ``fit`` and prediction, see
         :class:`SoftTreeEnsembleClassifier`.
-
     numeric_encoding : {"quantile_normal", "piecewise_linear", "standard", "none"}, \
             default="quantile_normal"
         Encoding of the numeric columns, fitted in ``fit`` (``encoder_``); missing
@@ -1864,38 +1681,36 @@ class SoftTreeEnsembleRegressor(RegressorMixin, _BaseSoftTreeEnsemble):
         resolution of a sequence; None: none. See
         :class:`SoftTreeEnsembleClassifier`.
     teacher_weight : float in [0, 1), default=0.0
-        Distillation from gradient-boosted trees: the standardized targets of
-        the training rows become ``(1 - teacher_weight) * target +
-        teacher_weight * the teacher's prediction``, the teacher being
-        oblivious trees grown by gradient boosting on the squared error of
-        those rows (the prefix of them with the least loss on the validation
-        rows); the validation rows keep their targets. See
-        :class:`SoftTreeEnsembleClassifier`, whose default is 0.75. The
-        regressor's stays 0: measured on four regression targets (3 seeds,
-        ``docs/benchmarks.md``), 0.75 changed the mean test R^2 by +0.001
-        and lost 0.013 on one of them: a target already carries its value,
-        and the teacher's prediction only smooths it.
+        Distillation from gradient-boosted trees grown on the training rows:
+        their standardized targets become ``(1 - teacher_weight) * target +
+        teacher_weight * the teacher's prediction``; see
+        :class:`SoftTreeEnsembleClassifier`. 0 by default: a target already
+        carries its value, and the teacher only smooths it.
     n_members : int, default=1
-        Train the trees as ``n_members`` members, each on its own squared
-        error as a whole model (the mean of the members' losses); the fitted
-        model is still the sum of all trees. See
-        :class:`SoftTreeEnsembleClassifier`; not measured on regression.
+        Train the trees as ``n_members`` members, each on its own loss as a
+        whole model; the fitted model is still the sum of all trees. See
+        :class:`SoftTreeEnsembleClassifier`.
     encoder : TabularEncoder or None, default=None
-        A fitted input encoding to use instead of fitting one in ``fit``
-        (for example one built before training from the summaries of
-        several sites, ``TabularEncoder.from_summaries``): models fitted
-        with the same encoder see the same features, and merge.
-        ``numeric_encoding``, ``n_bins``, ``categorical_features``,
-        ``max_categories`` and ``additive_bins`` are then unused. It must
-        have been fitted on ``X``'s columns (the same count, and names when
-        it has them). ``clone`` copies it with its fitted state.
-    loss : {"squared_error", "absolute_error"}, default="squared_error"
-        The training loss, averaged over the outputs: the squared error
-        (the conditional mean) or the absolute error (the conditional
-        median, robust to outliers in ``y``; the targets are then
-        standardized by their weighted median and mean absolute deviation).
-        The teacher's boosting, the validation loss of early stopping and
-        :func:`refit_leaves` use it too.
+        A fitted input encoding to use instead of fitting one in ``fit``, so
+        that models see the same features and merge; see
+        :class:`SoftTreeEnsembleClassifier`.
+    loss : {"squared_error", "absolute_error", "quantile", "poisson", "gamma"}, \
+            default="squared_error"
+        The training loss, as HistGradientBoostingRegressor's, averaged over
+        the outputs: the squared error (the conditional mean); the absolute
+        error (the conditional median, robust to outliers in ``y``); the
+        pinball loss of ``quantile``; or the half Poisson or Gamma deviance
+        with the log link (the prediction is ``exp`` of the raw output; for
+        counts and rates, ``y >= 0``, or positive skewed amounts, ``y > 0``).
+        The targets are standardized by their weighted mean and standard
+        deviation, their median and mean absolute deviation (absolute error,
+        quantile), or divided by their weighted mean (log link). The
+        teacher's boosting, the validation loss of early stopping and
+        :func:`refit_leaves` use the same loss; only models of the same loss
+        merge.
+    quantile : float in (0, 1) or None, default=None
+        The quantile ``loss="quantile"`` estimates (required with it, unused
+        otherwise).
 
     Attributes
     ----------
@@ -1904,9 +1719,8 @@ class SoftTreeEnsembleRegressor(RegressorMixin, _BaseSoftTreeEnsemble):
     feature_names_in_ : ndarray of shape (`n_features_in_`,)
         Feature names, when ``X`` has string column names.
     encoder_ : TabularEncoder
-        The fitted input encoding (``encoder_.n_features_out_`` features,
-        the ``F`` of ``tree_params_``; ``encoder_.feature_groups_[f]`` is the
-        input column of feature ``f``).
+        The fitted input encoding (``encoder_.feature_groups_[f]`` is the
+        input column of encoded feature ``f``).
     n_outputs_ : int
         Number of regression targets.
     y_mean_, y_scale_ : ndarray of shape (`n_outputs_`,)
@@ -1921,18 +1735,17 @@ class SoftTreeEnsembleRegressor(RegressorMixin, _BaseSoftTreeEnsemble):
         Mean training loss per epoch (standardized units; with
         ``n_members > 1``, the mean of the members' losses).
     validation_loss_curve_ : list of float or None
-        Validation loss per epoch when ``early_stopping=True``.
+        Validation loss per epoch when the fit early-stopped, else None.
+    do_early_stopping_ : bool
+        Whether the last fit early-stopped (``early_stopping="auto"`` decided).
     n_iter_ : int
         Epochs run by the last call to :meth:`fit`.
     best_epoch_ : int
-        The epoch of the last fit whose parameters were kept (1-based): the
-        best validation value with early stopping, else the last epoch; 0
-        when no epoch beat the gradient-boosted start
-        (``split_init="boosting"``).
+        The epoch whose parameters were kept (1-based; 0 when none beat the
+        start of ``split_init="boosting"``).
     validation_score_ : list of float or None
         Validation score per epoch when ``early_stopping=True``, in the sense
-        of ``scoring`` (higher is better; the negated loss for
-        ``scoring="loss"``, as in HistGradientBoosting).
+        of ``scoring`` (higher is better; the negated loss for ``"loss"``).
     n_epochs_ : int
         Number of epochs run (over all warm-started fits).
     optimizer_state_ : dict or None
@@ -1962,6 +1775,7 @@ class SoftTreeEnsembleRegressor(RegressorMixin, _BaseSoftTreeEnsemble):
     def _check_y(self, y):
         y = _check_y(y, multi_output=True, y_numeric=True, estimator=self)
         _check_float32_range(np.asarray(y, dtype=np.float64), "y")
+        self._loss.check_target(np.asarray(y, dtype=np.float64).reshape(len(y), -1))
         return y
 
     def _encode_targets(self, y, sample_weight, warm=False, classes=None):
@@ -1978,13 +1792,7 @@ class SoftTreeEnsembleRegressor(RegressorMixin, _BaseSoftTreeEnsemble):
         # y is within float32's range (checked), so in float64 neither the mean
         # nor the spread can overflow.
         w = np.asarray(sample_weight, dtype=np.float64)
-        if self.loss == "absolute_error":  # robust: the weighted median and mean deviation
-            self.y_mean_ = np.array([_weighted_median(c, w) for c in y2.T])
-            scale = np.average(np.abs(y2 - self.y_mean_), axis=0, weights=w)
-        else:
-            self.y_mean_ = np.average(y2, axis=0, weights=w)
-            scale = np.sqrt(np.average((y2 - self.y_mean_) ** 2, axis=0, weights=w))
-        self.y_scale_ = np.where(scale > 0, scale, 1.0)
+        self.y_mean_, self.y_scale_ = self._loss.standardization(y2, w)
         return ((y2 - self.y_mean_) / self.y_scale_).astype(np.float32), y2.shape[1]
 
     def _fitted_targets(self, y):
@@ -2004,8 +1812,9 @@ class SoftTreeEnsembleRegressor(RegressorMixin, _BaseSoftTreeEnsemble):
         if trees is None:
             return None
         base, features, thresholds, leaves = trees
-        return ((base - self.y_mean_) / self.y_scale_, features, thresholds,
-                leaves / self.y_scale_)
+        base, leaves = self._loss.link.standardized_trees(base, leaves, self.y_mean_,
+                                                          self.y_scale_)
+        return base, features, thresholds, leaves
 
     def _shared_units(self, target):
         """Standardized targets back in the targets' own units (for the
@@ -2014,7 +1823,8 @@ class SoftTreeEnsembleRegressor(RegressorMixin, _BaseSoftTreeEnsemble):
 
     _parameter_constraints: dict = {
         **_BaseSoftTreeEnsemble._parameter_constraints,
-        "loss": [StrOptions({"squared_error", "absolute_error"})],
+        "loss": [StrOptions(set(_REGRESSION_LOSSES))],
+        "quantile": [_NumberInterval(Real, 0, 1, closed="neither"), None],
     }
 
     def __init__(
@@ -2027,7 +1837,7 @@ class SoftTreeEnsembleRegressor(RegressorMixin, _BaseSoftTreeEnsemble):
         learning_rate=1e-2,
         batch_size=512,
         max_epochs=150,
-        early_stopping=True,
+        early_stopping="auto",
         validation_fraction=0.1,
         n_iter_no_change=10,
         tol=1e-4,
@@ -2051,6 +1861,7 @@ class SoftTreeEnsembleRegressor(RegressorMixin, _BaseSoftTreeEnsemble):
         n_members=1,
         encoder=None,
         loss="squared_error",
+        quantile=None,
     ):
         super().__init__(
             arch=arch,
@@ -2086,10 +1897,16 @@ class SoftTreeEnsembleRegressor(RegressorMixin, _BaseSoftTreeEnsemble):
             encoder=encoder,
         )
         self.loss = loss
+        self.quantile = quantile
 
     @property
     def _loss(self):
-        return AbsoluteError() if self.loss == "absolute_error" else SquaredError()
+        if self.loss == "quantile":
+            if self.quantile is None:
+                raise ValueError("loss='quantile' needs the quantile parameter (in (0, 1)), "
+                                 "for example quantile=0.9.")
+            return Quantile(self.quantile)
+        return LOSSES[_REGRESSION_LOSSES[self.loss]]()
 
     def partial_fit(self, X, y, sample_weight=None):
         """One pass over the given rows, continuing from the previous calls.
@@ -2133,7 +1950,7 @@ class SoftTreeEnsembleRegressor(RegressorMixin, _BaseSoftTreeEnsemble):
             ``X``, a lazy dask array computed partition by partition (see
             :meth:`SoftTreeEnsembleClassifier.predict`).
         """
-        out = self._raw_output(X) * self.y_scale_ + self.y_mean_
+        out = self._loss.link.inverse(self._raw_output(X)) * self.y_scale_ + self.y_mean_
         return out[:, 0] if self._y_1d else out
 
     def _prediction_meta(self, method):

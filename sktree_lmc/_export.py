@@ -484,6 +484,7 @@ class _ExportedEnsemble(nn.Module):
             self.register_buffer("y_mean", torch.tensor(
                 np.asarray(estimator.y_mean_, dtype=np.float32)))
             self.squeeze = bool(estimator._y_1d)
+            self.link = estimator._loss.link
 
     def check_input(self, X):
         """``X``, refused unless it is a 2-D tensor of ``n_features_in`` columns.
@@ -550,7 +551,7 @@ class _ExportedEnsemble(nn.Module):
         if self.kind == "binary":
             return out[:, 1] - out[:, 0]
         if self.kind == "regressor":
-            out = out * self.y_scale + self.y_mean
+            out = self.link.inverse(out, torch) * self.y_scale + self.y_mean
             return out[:, 0] if self.squeeze else out
         return out
 

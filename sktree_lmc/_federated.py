@@ -154,6 +154,15 @@ def _shard_loss(merged, data):
     return float(np.dot(w, loss)), float(w.sum())
 
 
+def _site_validation(held_out, n_sites, validation):
+    """The validation rows of each boosting site: the shards' held-out rows,
+    or the user's ``validation`` rows ``(X, y, sample_weight)`` at the first
+    site (the prefix of the trees is chosen on their summed loss), or none."""
+    if validation is not None:
+        return [validation] + [None] * (n_sites - 1)
+    return held_out if held_out is not None else [None] * n_sites
+
+
 def _hold_out(data, fraction, seed, train):
     """The training (``train=True``) or validation rows of a shard: a seeded
     random ``fraction`` of its rows (at least one) is held out."""
@@ -206,10 +215,11 @@ class _LocalShards:
         parts = [_shard_loss(merged, d) for d in (self.val if validation else self.data)]
         return sum(p[0] for p in parts) / sum(p[1] for p in parts)
 
-    def boosting_sites(self, est, encoder):
-        """One :class:`BoostingSite` per shard (with its held-out rows, if any),
-        encoded with ``encoder``."""
-        vals = getattr(self, "val", [None] * len(self.data))
+    def boosting_sites(self, est, encoder, validation=None):
+        """One :class:`BoostingSite` per shard (with its held-out rows, if any,
+        or the first with the user's ``validation`` rows), encoded with
+        ``encoder``."""
+        vals = _site_validation(getattr(self, "val", None), len(self.data), validation)
         return LocalSites([_boosting_site(est, encoder, d, v) for d, v in zip(self.data, vals)])
 
 
@@ -345,10 +355,11 @@ class _DaskShards:
              for d in (self.val if validation else self.data)], what)
         return sum(p[0] for p in parts) / sum(p[1] for p in parts)
 
-    def boosting_sites(self, est, encoder):
+    def boosting_sites(self, est, encoder, validation=None):
         """One :class:`BoostingSite` per shard, built and kept on its worker,
-        encoded with ``encoder``."""
-        vals = getattr(self, "val", [None] * len(self.data))
+        encoded with ``encoder`` (the first one holds the user's
+        ``validation`` rows, if given)."""
+        vals = _site_validation(getattr(self, "val", None), len(self.data), validation)
         sites = [self.client.submit(_boosting_site, est, encoder, d, v, pure=False)
                  for d, v in zip(self.data, vals)]
         return _DaskSites(self, sites)
@@ -489,9 +500,11 @@ def run_rounds(shards, clones, weights, merge, *, n_rounds, keep_optimizer=True,
     server_learning_rate : float
         Step size of the server on the (momentum-averaged) update of the
         merged model (1: the merged model itself).
-    validation : tuple (tol, patience) or None
+    validation : tuple (tol, patience) or (tol, patience, rows), or None
         Round-level early stopping on the merged model's loss on the held-out
-        rows of every shard (``shards.hold_out`` must have been called).
+        rows of every shard (``shards.hold_out`` must have been called), or
+        on ``rows`` (``(X_val, y_val, sample_weight_val)``: validation rows of
+        the user's own, where the rounds run).
     progress : ProgressLog or None
         Progress display over rounds: ``progress.step(r, ...)`` after each
         round, with the merged model's losses.
@@ -593,8 +606,10 @@ def run_rounds(shards, clones, weights, merge, *, n_rounds, keep_optimizer=True,
                  "wall_time": time.perf_counter() - start_time}
         state.history.append(entry)
         if validation is not None:
-            tol, patience = validation
-            entry["validation_loss"] = val = shards.loss(merged, validation=True)
+            tol, patience, rows = (*validation, None)[:3]
+            entry["validation_loss"] = val = (
+                shards.loss(merged, validation=True) if rows is None
+                else np.divide(*_shard_loss(merged, rows)))
             if val < state.best[0] - tol:
                 state.best, state.no_improve = (val, copy.deepcopy(merged), aligner), 0
             else:

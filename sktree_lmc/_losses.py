@@ -23,10 +23,57 @@ Nothing here imports the estimators.
 from __future__ import annotations
 
 import numpy as np
+import torch
 import torch.nn.functional as F
 from scipy.special import softmax
+from scipy.special import xlogy as scipy_xlogy
 
 __all__: list = []
+
+
+class IdentityLink:
+    """The raw output is the (standardized) prediction."""
+
+    name = "identity"
+
+    def inverse(self, raw, xp=np):
+        """The prediction of a raw output (NumPy or torch)."""
+        return raw
+
+    def standardized_trees(self, base, leaves, mean, scale):
+        """Boosted trees grown on the targets in their own units, in the units
+        of targets standardized by ``mean`` and ``scale``."""
+        return (base - mean) / scale, leaves / scale
+
+    def merged_scale(self, means, scales, weights):
+        """``(mean, scale, factors)`` of a merge: the weighted means of the
+        models' standardizations, and the factor per model that expresses its
+        raw output in the merged scale."""
+        scale = sum(w * s for w, s in zip(weights, scales))
+        mean = sum(w * m for w, m in zip(weights, means))
+        return mean, scale, [s / scale for s in scales]
+
+
+class LogLink(IdentityLink):
+    """The prediction is ``exp`` of the raw output; a scale of the targets is
+    a shift of the raw output by its log."""
+
+    name = "log"
+
+    def inverse(self, raw, xp=np):
+        return xp.exp(raw)
+
+    def standardized_trees(self, base, leaves, mean, scale):
+        return base - np.log(scale), leaves
+
+    def merged_scale(self, means, scales, weights):
+        """The weighted geometric mean of the scales: the merge's raw output
+        is then the weighted mean of the models' (each model's shift by
+        ``log(scale_i / scale)`` averages to zero), so the merged prediction
+        is the weighted geometric mean of theirs, exact at the endpoints."""
+        log_scale = sum(w * np.log(s) for w, s in zip(weights, scales))
+        ones = [np.ones_like(np.asarray(s, dtype=np.float64)) for s in scales]
+        return np.zeros_like(log_scale), np.exp(log_scale), ones
 
 
 class Loss:
@@ -34,6 +81,20 @@ class Loss:
 
     #: Name of the loss (what errors and docs call it).
     name = None
+
+    #: How a raw output becomes a prediction (:class:`IdentityLink`, :class:`LogLink`).
+    link = IdentityLink()
+
+    def check_target(self, y):
+        """Raise a ``ValueError`` for targets outside the loss's domain."""
+
+    def standardization(self, y, weight):
+        """``(mean, scale)`` per output of the targets ``y`` (2-D, float64)
+        under row weights: the regressor fits ``(y - mean) / scale``."""
+        self.check_target(y)
+        mean = np.average(y, axis=0, weights=weight)
+        scale = np.sqrt(np.average((y - mean) ** 2, axis=0, weights=weight))
+        return mean, np.where(scale > 0, scale, 1.0)
 
     def __call__(self, output, target):  # pragma: no cover - abstract
         """Per-row training loss of the raw ``output`` (torch, differentiable)."""
@@ -205,17 +266,144 @@ class AbsoluteError(SquaredError):
         per_row = np.abs(raw - target).sum(axis=1)
         return float(np.average(per_row, weights=weight)) if weight.sum() > 0 else 0.0
 
+    def standardization(self, y, weight):
+        """Robust: the weighted median and the mean absolute deviation from it."""
+        self.check_target(y)
+        mean = np.array([_weighted_median(c, weight) for c in y.T])
+        scale = np.average(np.abs(y - mean), axis=0, weights=weight)
+        return mean, np.where(scale > 0, scale, 1.0)
+
+
+def _weighted_median(values, weights):
+    """The smallest value with at least half the total weight at or below it."""
+    order = np.argsort(values, kind="stable")
+    cum = np.cumsum(weights[order])
+    return float(values[order][np.searchsorted(cum, 0.5 * cum[-1])])
+
+
+class Quantile(AbsoluteError):
+    """The pinball loss of the ``quantile`` level (the conditional quantile):
+    ``quantile * (y - f)`` above the output, ``(1 - quantile) * (f - y)``
+    below, averaged over the outputs of a row. ``quantile=0.5`` is half the
+    absolute error. The boosting steps as :class:`AbsoluteError`'s, with the
+    pinball loss's gradient.
+
+    Parameters
+    ----------
+    quantile : float in (0, 1)
+        The level of the quantile.
+    """
+
+    name = "quantile"
+
+    def __init__(self, quantile=0.5):
+        self.quantile = float(quantile)
+
+    def __call__(self, output, target):
+        diff = target - output
+        return torch.maximum(self.quantile * diff, (self.quantile - 1) * diff).mean(dim=1)
+
+    def gradients(self, raw, target, weight):
+        g = np.where(target > raw, -self.quantile, 1 - self.quantile)
+        return g * weight[:, None], np.ones_like(raw) * weight[:, None]
+
+    def mean(self, raw, target, weight):
+        diff = target - raw
+        per_row = np.maximum(self.quantile * diff, (self.quantile - 1) * diff).sum(axis=1)
+        return float(np.average(per_row, weights=weight)) if weight.sum() > 0 else 0.0
+
+    def __repr__(self):
+        return f"Quantile(quantile={self.quantile!r})"
+
+
+class _LogLinkLoss(SquaredError):
+    """A loss of a positive target with the log link: the prediction is
+    ``exp(raw)``. Subclasses give the half deviance ``_deviance(raw, y)`` in
+    torch and NumPy (zero at ``raw = log y``) and its derivatives."""
+
+    link = LogLink()
+
+    def _half_deviance(self, raw, target, xp):  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    def __call__(self, output, target):
+        return self._half_deviance(output, target, torch).mean(dim=1)
+
+    def mean(self, raw, target, weight):
+        per_row = self._half_deviance(raw, target, np).sum(axis=1)
+        return float(np.average(per_row, weights=weight)) if weight.sum() > 0 else 0.0
+
+    def standardization(self, y, weight):
+        """No centre, and the weighted mean target as the scale: the model
+        fits ``y / scale`` (a shift of the raw output by ``log(scale)``)."""
+        self.check_target(y)
+        scale = np.average(y, axis=0, weights=weight)
+        return np.zeros(y.shape[1]), np.where(scale > 0, scale, 1.0)
+
+    def initial_prediction(self, total, weight_sum):
+        """The log of the weighted mean target."""
+        return np.log(np.maximum(total / weight_sum, 1e-12))
+
+    def teacher_targets(self, raw):
+        """The teacher's predictions (``exp`` of its raw outputs)."""
+        return np.exp(raw)
+
+
+def _xlogy(x, y, xp):
+    """``x * log(y)``, 0 where ``x == 0`` (NumPy or torch)."""
+    return xp.xlogy(x, y) if xp is torch else scipy_xlogy(x, y)
+
+
+class Poisson(_LogLinkLoss):
+    """Half the Poisson deviance with the log link (counts, rates):
+    ``exp(f) - y f + y log(y) - y``, averaged over the outputs of a row. The
+    targets must be non-negative, and not all zero."""
+
+    name = "poisson"
+
+    def _half_deviance(self, raw, target, xp):
+        return xp.exp(raw) - target * raw + _xlogy(target, target, xp) - target
+
+    def gradients(self, raw, target, weight):
+        mu = np.exp(raw)
+        return (mu - target) * weight[:, None], np.maximum(mu, 1e-6) * weight[:, None]
+
+    def check_target(self, y):
+        if np.any(y < 0):
+            raise ValueError("loss='poisson' needs non-negative targets; y has negative values.")
+        if not np.all(np.sum(y, axis=0) > 0):
+            raise ValueError("loss='poisson' needs targets whose sum is positive; y sums to 0.")
+
+
+class Gamma(_LogLinkLoss):
+    """Half the Gamma deviance with the log link (positive, skewed amounts):
+    ``y exp(-f) + f - log(y) - 1``, averaged over the outputs of a row. The
+    targets must be positive."""
+
+    name = "gamma"
+
+    def _half_deviance(self, raw, target, xp):
+        return target * xp.exp(-raw) + raw - xp.log(target) - 1
+
+    def gradients(self, raw, target, weight):
+        ratio = target * np.exp(-raw)
+        return (1 - ratio) * weight[:, None], np.maximum(ratio, 1e-6) * weight[:, None]
+
+    def check_target(self, y):
+        if not np.all(y > 0):
+            raise ValueError("loss='gamma' needs positive targets; y has values <= 0.")
+
 
 #: The losses by name.
-LOSSES = {cls.name: cls for cls in (CrossEntropy, SquaredError, AbsoluteError)}
+LOSSES = {cls.name: cls for cls in (CrossEntropy, SquaredError, AbsoluteError, Quantile,
+                                    Poisson, Gamma)}
 
 
 def as_loss(loss):
     """A :class:`Loss` from itself or its name (``"softmax"``, ``"squared"``,
-    ``"absolute_error"``)."""
+    ``"absolute_error"``, ``"quantile"``, ``"poisson"``, ``"gamma"``)."""
     if isinstance(loss, Loss):
         return loss
     if isinstance(loss, str) and loss in LOSSES:
         return LOSSES[loss]()
     raise ValueError(f"loss must be a Loss or one of {sorted(LOSSES)}, got {loss!r}.")
-

@@ -480,13 +480,12 @@ def pairwise_tree_similarity(params_a, params_b, arch, *, invariances="all", wei
         lists, for non-oblivious trees (dynamic program; a request estimated
         above 15 min on one core raises ValueError with the estimate) and for
         oblivious trees through depth 6 (every op scored; from depth 5
-        through a Walsh-Hadamard form of the similarity, see the user guide,
-        about 10 s on one core for 256 x 256 trees of depth 6, and a
-        ValueError with the estimate beyond 15 min). Deeper oblivious trees
-        are searched without enumerating the group: exact when
+        through a Walsh-Hadamard form of the similarity, and a ValueError
+        with the estimate beyond 15 min). Deeper oblivious trees are searched
+        without enumerating the group: exact when
         ``M_a * M_b * 4**depth <= 2**24``, else each entry is the seed of the
         search (the assignment over levels), a lower bound of the maximum
-        (measured within 1% of it per pair, 0.06% on average).
+        (how close: :ref:`matching`, "Deep trees").
     weighting : bool, default=True
         Scale split parameters by the square root of their node weight.
     device : str or torch.device, default="cpu"
@@ -553,9 +552,8 @@ def best_ops_for_pairs(params_a, params_b, arch, *, weighting=True, device="cpu"
     requests estimated above 15 min on one core raise ValueError with the
     estimate, and for oblivious trees of depth 8 or more the op of a pair is
     the branch-and-bound optimum when the search fits its budget, else the
-    local-search optimum (measured on random pairs: every pair certified at
-    depth 8, 98% at depth 9, 94% at depth 10). Through depth 7 every op of
-    the group is scored (0.6 s for 256 pairs of depth 7 on one core).
+    local-search optimum (how often each is reached: :ref:`matching`,
+    "Deep trees"). Through depth 7 every op of the group is scored.
 
     Parameters
     ----------

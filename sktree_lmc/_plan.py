@@ -36,8 +36,9 @@ class Recipe:
     ----------
     max_epochs : int
         Epochs of this fit.
-    early_stopping : bool
-        Whether a validation split ends the fit early and restores its best epoch.
+    early_stopping : bool or "auto"
+        Whether a validation split ends the fit early and restores its best
+        epoch; ``"auto"`` until :meth:`resolved` decides it from the data.
     lr_schedule : str
         ``"constant"`` or ``"cosine"`` (see the estimators).
     warmup_fraction : float
@@ -52,7 +53,7 @@ class Recipe:
     """
 
     max_epochs: int
-    early_stopping: bool
+    early_stopping: bool | str
     lr_schedule: str
     warmup_fraction: float
     averaging: str | None
@@ -68,11 +69,35 @@ class Recipe:
         values.update(changes)
         return cls(**values)
 
+    def resolved(self, n_samples, validation=None):
+        """This recipe with ``early_stopping="auto"`` decided for a fit of
+        ``n_samples`` training rows: on with validation rows of the user's own,
+        or above :data:`EARLY_STOPPING_AUTO_ROWS` rows (see
+        :func:`auto_early_stopping`); unchanged when it is a bool."""
+        if self.early_stopping != "auto":
+            return self
+        return dataclasses.replace(
+            self, early_stopping=auto_early_stopping(n_samples, validation is not None))
+
     #: The recipe of ``partial_fit``: one epoch at the constant learning
     #: rate, no averaging, no early stopping, no teacher, Adam's state kept.
     PARTIAL_FIT = dict(max_epochs=1, early_stopping=False, lr_schedule="constant",
                        warmup_fraction=0.0, averaging=None, teacher_weight=0.0,
                        keep_optimizer_state=True)
+
+
+#: ``early_stopping="auto"`` holds out a validation split above this many
+#: training rows. Below it, the split is too small to choose an epoch (10 % of
+#: 1,000 rows is 100 rows) and costs more than it saves: chosen by
+#: measurement (``docs/benchmarks.md``, "Early stopping on small data").
+EARLY_STOPPING_AUTO_ROWS = 3_000
+
+
+def auto_early_stopping(n_samples, has_validation):
+    """What ``early_stopping="auto"`` means for a fit of ``n_samples`` rows:
+    on with validation rows of the user's own (``X_val``), else on above
+    :data:`EARLY_STOPPING_AUTO_ROWS` rows."""
+    return bool(has_validation or n_samples > EARLY_STOPPING_AUTO_ROWS)
 
 
 @dataclass(frozen=True)

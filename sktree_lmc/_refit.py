@@ -415,122 +415,71 @@ def refit_leaves(estimator, X, y, sample_weight=None, *, alpha=1e-4, max_iter=50
                  cache_size=256, return_info=False, verbose=0, worker_timeout=WORKER_TIMEOUT):
     """Re-solve the leaf values of a fitted ensemble, with its splits frozen.
 
-    The ensemble's output is linear in the leaf values, so with the splits
-    fixed its training loss (cross-entropy for a classifier, squared error in
-    standardized target units for a regressor, weighted by ``sample_weight``)
-    is a convex function of the leaves. A classifier trained with a teacher
-    (``teacher_weight > 0``, the default) is refitted to the targets it was
-    trained on: the labels mixed with its teacher's probabilities
-    (``teacher_``; for a merged model, the mean of its models' teachers),
-    computed where the rows are. This solves
+    The ensemble's output is linear in its leaf values, so with the splits
+    fixed its training loss (weighted by ``sample_weight``; in standardized
+    units for a regressor) is convex in the leaves. This solves
 
     .. math:: \\min_\\Theta \\; \\frac{\\sum_i w_i\\,\\ell(\\Phi(x_i)\\Theta, y_i)}
               {\\sum_i w_i} + \\frac{\\alpha}{2}\\lVert\\Theta\\rVert^2
 
-    with L-BFGS (scipy), starting from the current leaves ``Theta_0``;
-    ``Phi(x)`` are the ``M * L`` leaf-routing probabilities of ``x``. The
-    result never has a higher objective than ``Theta_0``: if the solver ends
-    above it (after rounding to float32), the current leaves are kept.
-
-    Use it after a merge (averaging leaves of aligned models is not the best
-    set of leaves for the averaged splits), at the end of federated rounds
-    where the merging site holds data, or on its own. Memory stays bounded:
-    the features are computed in row chunks and kept up to ``cache_size``
-    MiB, the chunks beyond it recomputed per evaluation.
-
-    **Dask input** (federated refit). ``X`` may be a dask array or DataFrame
-    (with ``y``, and ``sample_weight`` if given, dask collections partitioned
-    alike) while a ``dask.distributed`` client is running. The rows never
-    reach the client: the model is sent to the workers once, every partition
-    is computed, encoded (a Pipeline's preprocessing included) and kept on its
-    worker, and at every evaluation of the objective the client sends the
-    leaf values (``M * L * C`` float64) to each partition and receives its
-    loss sum, gradient sum (``M * L * C`` float64) and weight sum, whatever
-    its number of rows. The client adds them up and runs the same L-BFGS-B;
-    the result equals the refit on the same rows in memory up to the order
-    of float64 sums. Each partition keeps its features up to ``cache_size``
-    MiB on its worker. Workers that die and come back only cost what dask
-    recomputes; after ``worker_timeout`` seconds without any worker (or when
-    a partition's task is lost with its workers) the refit stops with a
-    ``WorkerLostError`` (a :class:`RuntimeError`, that of
-    :class:`ShardedSoftTreeEnsemble`) naming ``refit_leaves``, what was
-    running and the unfinished partitions, instead of waiting forever.
+    with scipy's L-BFGS from the current leaves (never ending above them),
+    ``Phi(x)`` being the ``M * L`` leaf-routing probabilities of ``x``. A
+    classifier trained with a teacher is refitted to the targets it was
+    trained on. Use it after a merge, whose averaged leaves are not the best
+    ones for the averaged splits. A dask ``X`` (with a running
+    ``dask.distributed`` client) is refitted federated: the partitions stay
+    on their workers and send loss and gradient sums. See
+    ``docs/sharded.md``, "Refitting the leaves" and "Federated leaf refit".
 
     Parameters
     ----------
     estimator : SoftTreeEnsembleClassifier, SoftTreeEnsembleRegressor, \
             ShardedSoftTreeEnsemble or Pipeline
-        A fitted ensemble; it is not modified. A fitted
-        :class:`ShardedSoftTreeEnsemble` has its merged model (``merged_``)
-        refitted.
+        A fitted ensemble (not modified); of a sharded one, ``merged_``.
     X : array-like of shape (n_samples, n_features), dask array or DataFrame
-        Data on which the leaves are re-solved (not modified). A dask
-        collection is refitted federated, on the workers (see above).
+        Rows on which the leaves are re-solved (a dask collection: federated).
     y : array-like of shape (n_samples,) or (n_samples, n_targets)
-        Targets: labels among ``estimator.classes_``, or regression targets
-        (real, finite and within float32's range, as in ``fit``). A dask
-        collection partitioned like ``X`` when ``X`` is one.
+        Labels among ``estimator.classes_``, or regression targets (as in
+        ``fit``); a dask collection partitioned like a dask ``X``.
     sample_weight : array-like of shape (n_samples,), default=None
-        Non-negative per-sample weights of the loss (a dask collection
-        partitioned like ``X`` when ``X`` is one; a partition may weigh 0).
+        Non-negative per-sample weights (a dask collection with a dask ``X``).
     alpha : float in [0, 1e30], default=1e-4
-        L2 penalty on the leaf values (``0``: none; the problem is then
-        convex but not strictly).
+        L2 penalty on the leaf values (``0``: none, not strictly convex).
     max_iter : int >= 1, default=500
         Maximum L-BFGS iterations (an int; ``True`` is refused).
     tol : float in [0, 1], default=1e-7
-        Stopping tolerance on the objective decrease per iteration, relative
-        to ``max(objective, 1)`` (``ftol`` of L-BFGS-B; the projected-gradient
-        tolerance is ``tol / 10``). The problem is strictly convex for
-        ``alpha > 0`` but ill-conditioned (curvatures from ``alpha`` up to
-        a value that grows with the number of trees), so at the default the leaves can still
-        move along flat directions that barely change the predictions, and
-        two solves of the same problem (centralized and federated, whose sums
-        differ only in their order) can stop a few iterations apart. ``tol=0``
-        runs the solver until it cannot decrease the objective (machine
-        precision; raise ``max_iter``): the unique optimum, which both reach
-        to float32 rounding.
+        Tolerance on the objective decrease per iteration, relative to
+        ``max(objective, 1)`` (``ftol`` of L-BFGS-B). The problem is
+        ill-conditioned; ``tol=0`` runs to the unique optimum (raise ``max_iter``).
     cache_size : float >= 0, default=256
-        Memory for the leaf-probability features ``Phi`` (``n * M * L``
-        values), in MiB (per partition with dask input), as in
-        :class:`sklearn.svm.SVC`. They are kept in float64 when they all
-        fit, else as many row chunks as fit in float32; the other chunks are
-        recomputed at every evaluation of the objective, most of its cost
-        (``0``: all recomputed, the least memory). The result is the same to
-        the solver's tolerance. The default model (256 trees of depth 4, a
-        binary classifier) needs 33 MiB per 1,000 rows in float64 and half
-        that in float32.
+        Memory in MiB (per partition for dask input) for the leaf-probability
+        features ``Phi`` (``n * M * L`` values), as in :class:`sklearn.svm.SVC`:
+        kept in float64 when they all fit, else as many row chunks as fit in
+        float32, the others recomputed at every evaluation (``0``: all). The
+        default model needs 33 MiB per 1,000 rows in float64.
     return_info : bool, default=False
-        Also return a dict with ``objective_start``, ``objective`` (the
-        objective of the returned leaves, float32 as stored), ``n_iter``,
-        ``converged`` and ``message``.
+        Also return a dict with ``objective_start``, ``objective`` (of the
+        leaves as stored), ``n_iter``, ``converged`` and ``message``.
     verbose : int, default=0
-        ``1``: progress over the solver's iterations (a bar with the time left
-        on a terminal, else one line per iteration with the objective) and a
-        closing line; ``2``: lines even on a terminal.
+        ``1``: progress over the iterations (a bar on a terminal, else a line
+        per iteration); ``2``: lines even on a terminal.
     worker_timeout : float > 0, default=60.0
-        Dask input only: the longest time, in seconds, that the refit waits
-        on the partitions while the scheduler has no worker alive (as
-        :class:`ShardedSoftTreeEnsemble`'s ``worker_timeout``, which its
-        ``refit_leaves=True`` passes on). Long tasks on live workers are
-        never timed out.
+        Dask input only: seconds to wait while no worker is alive before a
+        ``WorkerLostError`` (as :class:`ShardedSoftTreeEnsemble`'s).
 
     Returns
     -------
     refitted : estimator
-        A new fitted estimator of the same class with the same splits
-        (``split_weight``, ``split_bias``) and the re-solved leaf values. For
-        a :class:`ShardedSoftTreeEnsemble`, a copy of it (its fitted state
-        copied) whose ``merged_`` is the refitted merged model, so that it
-        predicts with the new leaves; the shard models are unchanged.
+        A new fitted estimator with the same splits and the re-solved leaves;
+        for a :class:`ShardedSoftTreeEnsemble`, a copy whose ``merged_`` is
+        refitted (the shard models unchanged).
     info : dict
         Only when ``return_info=True``.
 
     See Also
     --------
     merge_estimators : Align and average fitted ensembles.
-    ShardedSoftTreeEnsemble : Sharded training, which can refit the merged
-        leaves at the merging site.
+    ShardedSoftTreeEnsemble : Sharded training, with ``refit_leaves=True``.
 
     Examples
     --------

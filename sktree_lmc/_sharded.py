@@ -47,7 +47,7 @@ from ._federated import _DaskShards, _LocalShards, run_rounds
 from ._merge import ALIGNER_SHORTCUTS, ModelAligner, check_aligner
 from ._checkpoint import config_of, read_checkpoint, write_checkpoint
 from ._persistence import check_format, encoder_as_dict, encoder_from_dict, stamp
-from ._plan import FitPlan, Recipe
+from ._plan import FitPlan, Recipe, Validation, auto_early_stopping
 from ._refit import refit_leaves
 from ._threads import torch_threads
 from ._validation import _check_given_encoder, _NumberInterval
@@ -228,31 +228,17 @@ def _estimator_has(attr):
 class ShardedSoftTreeEnsemble(MetaEstimatorMixin, BaseEstimator):
     """Fit clones of a soft tree ensemble on disjoint shards in parallel, and merge them.
 
-    The training rows are split into ``n_shards`` disjoint shards; one clone
-    of ``estimator`` is fitted on each shard through :class:`joblib.Parallel`
-    and the fitted models are merged into one model of the same size (N-way
-    alignment and averaging, :class:`ModelAligner`), which costs one model at
-    prediction time. It is a classifier or a regressor as ``estimator`` is:
-    ``predict``, ``predict_proba``, ``score`` and ``classes_`` are those of
-    the merged model.
-
-    The fits run on whatever joblib backend is active: processes (loky) on
-    one machine by default, a ``dask.distributed`` cluster inside
-    ``joblib.parallel_config(backend="dask")``, Ray inside
-    ``joblib.parallel_config(backend="ray")`` after
-    ``ray.util.joblib.register_ray()``. The task sent to a worker holds the
-    unfitted clone and the rows of its own shard only; it returns the fitted
-    clone, whose state is NumPy arrays. No worker sees another shard's data.
-    Each worker's fit, and the merge, run torch with the estimator's
-    ``n_threads`` (one thread by default), so several workers on one host do
-    not oversubscribe its cores.
-
-    With ``n_rounds > 1`` this is federated training with matched averaging:
-    after every merge each shard continues from the merged model for
-    ``max_epochs`` local epochs, and the shard models are aligned and merged
-    again. With a dask array or DataFrame as ``X`` the shards are its
-    partitions, the fits run on the dask workers holding them, and only
-    parameters travel (see ``docs/sharded.md``).
+    The training rows are split into ``n_shards`` disjoint shards; a clone of
+    ``estimator`` is fitted on each through :class:`joblib.Parallel` (on the
+    active joblib backend: loky processes, dask or Ray), and the fitted models
+    are aligned and averaged into one model of the same size
+    (:class:`ModelAligner`). It is a classifier or a regressor as
+    ``estimator`` is: ``predict``, ``predict_proba``, ``score`` and
+    ``classes_`` are the merged model's. A worker sees its own shard only.
+    With ``n_rounds > 1`` this is federated training with matched averaging.
+    With a dask array or DataFrame as ``X`` the shards are its partitions,
+    fitted where they live, and only parameters travel. Read more in
+    ``docs/sharded.md``.
 
     Parameters
     ----------
@@ -269,147 +255,82 @@ class ShardedSoftTreeEnsemble(MetaEstimatorMixin, BaseEstimator):
         Dominance of the ``"class_skewed"`` split (share of a shard's rows
         from its dominant class, for balanced classes).
     aligner : {"wm", "am", "naive"} or ModelAligner, default="wm"
-        How the shard models are aligned before averaging (see
-        :class:`ModelAligner`): weight matching, activation matching (on
-        rows of the training data, at the merging site), plain averaging
-        without alignment, or an aligner with other settings (refinement
-        sweeps ``max_iter``, ``tol``, rows ``n_samples``, ``device``, ...).
-        When the aligner's ``random_state`` is None, activation matching
-        samples its rows from this estimator's ``random_state`` stream.
+        How the shard models are aligned before averaging: weight matching,
+        activation matching (on training rows at the merging site, drawn from
+        ``random_state`` when the aligner has none), plain averaging, or a
+        :class:`ModelAligner` with other settings.
     merge_weights : {"size", "uniform"}, default="size"
         Weight of each shard model in the average: its number of rows (sum
         of sample weights) or equal.
     n_rounds : int, default=1
-        Federated rounds ``R``. ``1`` is the one-shot merge. With ``R > 1``,
-        after each merge every shard continues from the merged model (warm
-        start) for ``local_epochs`` epochs, and the shard models are aligned
-        and merged again. The rounds are one training run of the estimator:
-        its learning-rate schedule (``lr_schedule``, ``warmup_fraction``)
-        spans the epochs of all rounds instead of restarting in each local
-        fit, and with ``early_stopping=True`` each shard holds out
-        ``validation_fraction`` of its rows (they never leave the shard), the
-        local fits run without early stopping, the shards return the sums
-        of their validation losses, and the rounds stop when the merged
-        model's loss on all held-out rows has not improved by ``tol`` for
-        ``max(2, ceil(n_iter_no_change / local_epochs))`` rounds (the
-        estimator's patience in epochs, and at least two rounds, since one
-        merge is one noisy evaluation; the best merged model is kept). The weight
-        average (``averaging``) restarts from the merged model in every
-        local fit.
+        Federated rounds ``R``; ``1`` is the one-shot merge. With ``R > 1``
+        every shard continues from the merged model for ``local_epochs``
+        epochs and the shard models are merged again. The rounds are one
+        training run of the estimator: its learning-rate schedule spans all
+        of them, and with ``early_stopping=True`` each shard holds out
+        ``validation_fraction`` of its rows and the rounds stop when the
+        merged model's validation loss has not improved by ``tol`` for
+        ``max(2, ceil(n_iter_no_change / local_epochs))`` rounds (the best
+        merged model is kept).
     local_epochs : "auto", int >= 1 or None, default="auto"
         Epochs each shard trains in every round. ``"auto"``:
-        ``ceil(3 * max_epochs / n_rounds)`` of the estimator's
-        ``max_epochs`` (45 for ``max_epochs=150, n_rounds=10``), so that the
-        ``R`` rounds together may take three times the epochs (and, with
-        ``shard_batch_size="auto"``, the optimizer steps) of one fit of the
-        estimator on all rows: every merge gives back part of a round's
-        progress, and the round-level early stopping ends the rounds sooner
-        where fewer suffice. The estimator that fits the full data can be
-        passed as it is. ``R = 1`` trains ``max_epochs``. An int: that many
-        per round (``max_epochs=150, n_rounds=10, local_epochs=15`` costs
-        one fit of the estimator on all rows, what ``"auto"`` gave at
-        first). None: the estimator's ``max_epochs`` in every round
-        (the behaviour before version 0.2).
+        ``ceil(3 * max_epochs / n_rounds)`` (``max_epochs`` for one round),
+        so the rounds may take three times the epochs of one full-data fit,
+        since every merge gives back part of a round's progress; round-level
+        early stopping ends them sooner. An int: that many per round. None:
+        the estimator's ``max_epochs`` in every round.
     shard_fraction : float in (0, 1], default=1.0
-        Client sampling (as FedAvg's ``C``): in every round after the first,
-        a random ``max(2, round(shard_fraction * n_shards))`` of the shards
-        (drawn from ``random_state``) continue from the merged model and are
-        merged, weighted by their sizes among the sampled shards; the other
-        shards keep their models and wait. Round 1 fits every shard (the
-        independent models that alignment starts from). A shard that did
-        not take part in the previous round restarts Adam (its moments are
-        in an older basis). Losses are evaluated on every shard.
+        Client sampling (FedAvg's ``C``): after round 1, each round trains
+        and merges a random ``max(2, round(shard_fraction * n_shards))`` of
+        the shards; the others keep their models and wait.
     keep_optimizer_state : bool, default=True
         Whether each shard keeps its Adam state across rounds (mapped into
-        the merged model's basis by the shard's alignment) instead of
-        restarting Adam every round.
+        the merged model's basis) instead of restarting Adam every round.
     server_momentum : float in [0, 1), default=0.0
-        Momentum on the merged model's updates across rounds (FedAvgM):
-        ``v = server_momentum * v + (merged_r - merged_{r-1})`` and the next
-        round starts from ``merged_{r-1} + server_learning_rate * v`` (0 and
-        1: plain averaging). ``merged_r`` is aligned to ``merged_{r-1}``
-        first.
+        Momentum on the merged model's updates across rounds (FedAvgM); 0 is
+        plain averaging.
     server_learning_rate : float in (0, 100], default=1.0
-        Step size of the server on the averaged update of the shards. A
-        server step that leaves a non-finite model (or one beyond float32's
-        range) is a ``ValueError`` naming ``server_learning_rate`` and the
-        round.
+        Step size of the server on the shards' averaged update (1: plain
+        averaging); a step that leaves a non-finite model is a ``ValueError``.
     first_round_epochs : int >= 1, default=None
-        Local epochs of round 1 (None: ``local_epochs``, like the other
-        rounds).
+        Local epochs of round 1 (None: ``local_epochs``).
     shard_init : {"independent", "shared"}, default="independent"
-        How the shard models of round 1 start. ``"independent"``: from their
-        own seeds (``random_state=seed_k``, other random splits, leaves and
-        feature masks): the independently trained models whose alignment
-        the paper studies. ``"shared"``: every shard's model from the same
-        seed (the first shard's), so the shards start from one
-        initialization, as FedAvg's clients start from the server's model,
-        and their models differ only by their rows (and, with
-        ``split_init="data"``, by the rows their splits start on); the
-        alignment then mostly confirms the identity. The shards' validation
-        rows and the later rounds are the same either way.
+        How the shard models of round 1 start: from their own seeds (the
+        independently trained models whose alignment the paper studies), or
+        all from the first shard's seed, as FedAvg's clients start from the
+        server's model.
     shard_batch_size : "auto", int or None, default="auto"
         Minibatch size of the shard fits. ``"auto"``: the estimator's
-        ``batch_size`` times the shard's share of the rows (``batch_size /
-        n_shards`` for equal shards), so that every shard takes as many Adam
-        steps per epoch as the estimator fitted on all rows: the estimator
-        that fits the full data well can be passed as it is (with the
-        estimator's own batch size, measured on house-price-like data with 8
-        IID shards and 10 rounds: 86.14 % against 87.06 % with the batch
-        divided by 8, and 86.98 % for the full-data model). An int sets every
-        shard's batch size; None keeps the estimator's.
+        ``batch_size`` times the shard's share of the rows, so that a shard
+        takes as many Adam steps per epoch as a fit on all rows and the
+        full-data estimator can be passed as it is. An int: that size; None:
+        the estimator's.
     refit_leaves : bool, default=False
-        Re-solve the merged model's leaf values on all training rows at the
-        end (:func:`refit_leaves`): at the merging site for in-memory input;
-        with dask input, federated (every partition computes its loss and
-        gradient sums on its worker at each evaluation, the rows never move).
+        Re-solve the merged model's leaves on all training rows at the end
+        (:func:`refit_leaves`; federated, on the workers, for dask input).
     checkpoint : str, path-like or callable, default=None
-        After every round, the state to resume from (the round, the merged
-        model and aligner, the shard models with their Adam states, the
-        history, the server optimizer's and the round-level early stopping's
-        state; for dask input the shard models are gathered from the
-        workers: parameters, no rows): written to this file (atomically: a
-        crash never leaves half a file; a versioned header with the SHA-256
-        of its payload, so that a truncated or altered file is refused), or
-        passed to this callable as a dict. ``fit(X, y, resume_from=...)``
-        continues from it, after checking that it was written by a fit of
-        the same settings (every difference is named; ``verbose``,
-        ``n_jobs``, ``worker_timeout``, ``checkpoint`` and the estimator's
-        ``verbose``, ``n_threads`` and ``device`` may change) and data (the
-        same input encoding).
+        After every round, the state to resume from (merged and shard models,
+        Adam states, history; parameters only, never rows), written
+        atomically to this file with a checksum, or passed to this callable as
+        a dict. ``fit(X, y, resume_from=...)`` continues from it after
+        checking that the settings and the input encoding are the same.
     worker_timeout : float > 0, default=60.0
-        Dask input only (not used for in-memory input, whose joblib backend
-        handles its workers): the longest time, in seconds, that the fit
-        waits on the shards while the scheduler has no worker alive. The
-        fit waits on its tasks in slices of half a second and counts the
-        scheduler's workers between slices; workers that die and come back
-        (a nanny restarting them, an autoscaler) cost only the tasks dask
-        recomputes, and the round goes on. After ``worker_timeout`` seconds
-        without any worker, the waiting tasks are cancelled and
-        :class:`~sktree_lmc.WorkerLostError` (a
-        :class:`RuntimeError`) names the round, what was running
-        (fitting, a loss, the checkpoint's gather, ...) and the unfinished
-        shards; so does a task lost with its workers
-        (``distributed.KilledWorker`` after too many worker deaths). With
-        ``checkpoint`` set, ``fit(X, y, resume_from=...)`` continues from the
-        last completed round. Long tasks on live workers are never timed out.
-        The federated leaf refit (``refit_leaves=True``) waits as long.
+        Dask input only: the longest time, in seconds, that the fit waits
+        while the scheduler has no worker alive (workers that come back cost
+        only what dask recomputes). Then, or when a task is lost with its
+        workers, :class:`~sktree_lmc.WorkerLostError` names the round and the
+        unfinished shards. Long tasks on live workers are never timed out.
     n_jobs : int, default=None
-        Passed to :class:`joblib.Parallel` (not 0; negative values count back
-        from the CPUs, as in joblib); None uses the active backend's
-        default (one job outside a ``parallel_config`` context).
+        Passed to :class:`joblib.Parallel` (not 0); None uses the active
+        backend's default.
     random_state : int, RandomState instance or None, default=None
-        Seeds the split and the clones: shard ``k``'s clone gets
-        ``random_state=seed_k`` (``seed_1`` for every clone with
-        ``shard_init="shared"``), drawn in order from this seed, so the
-        result does not depend on the backend or the number of jobs.
+        Seeds the split and the clones (shard ``k``'s clone gets
+        ``random_state=seed_k``, drawn in order), so the result does not
+        depend on the backend or the number of jobs.
     verbose : int, default=0
-        ``1``: progress over rounds (a tqdm bar with the time left on a
-        terminal, else one line per round with the merged model's training
-        and validation losses, and a closing line); ``2``: round lines even on
-        a terminal; ``3`` or more: also :class:`joblib.Parallel`'s messages
-        (with its verbosity ``10``). The shard fits themselves are as verbose
-        as the estimator's own ``verbose``.
+        ``1``: progress over rounds (a bar on a terminal, else a line per
+        round with the merged model's losses); ``2``: lines even on a
+        terminal; ``3`` or more: also :class:`joblib.Parallel`'s messages.
 
     Attributes
     ----------
@@ -418,8 +339,7 @@ class ShardedSoftTreeEnsemble(MetaEstimatorMixin, BaseEstimator):
     merged_ : estimator
         The merged model, used for prediction.
     aligner_ : ModelAligner
-        The fitted N-way aligner of the shard models (``alignments_``,
-        ``objective_``, ``n_matchings_``, ...), of the last round.
+        The fitted N-way aligner of the last round.
     shard_indices_ : list of ndarray or None
         Row indices of every shard (None for dask input).
     shard_partitions_ : list of list of int
@@ -428,43 +348,33 @@ class ShardedSoftTreeEnsemble(MetaEstimatorMixin, BaseEstimator):
         Rows per shard.
     weights_ : ndarray of shape (n_merged,)
         Normalized merge weights of the shards merged in the last round
-        (all ``n_shards`` unless ``shard_fraction < 1``; which shards:
-        ``history_[-1]["shards"]``).
+        (``history_[-1]["shards"]``).
     n_iter_ : int
         Rounds run (``n_rounds_``; fewer than ``n_rounds`` when round-level
         early stopping stopped), as ``n_iter_`` counts epochs for the
         estimators.
     boosting_bytes_ : int or None
-        Bytes the shards sent to the client while the gradient-boosted trees
-        of ``teacher_weight > 0`` or ``split_init="boosting"`` were grown
-        over all of them (histograms of gradients and Hessians per depth
-        level, of the left children below the root and of one output for two
-        classes, quantile summaries, loss sums; float64), before round 1; not
-        counted in ``history_``. None when the estimator uses neither.
+        Bytes the shards sent while the gradient-boosted trees of
+        ``teacher_weight > 0`` or ``split_init="boosting"`` were grown over
+        all of them (before round 1); None when the estimator uses neither.
     n_alignment_sweeps_ : int
-        Refinement sweeps run by the N-way alignment of the last round
-        (``aligner_.n_iter_``; this was ``n_iter_`` before version 0.1).
+        Refinement sweeps of the last round's N-way alignment
+        (``aligner_.n_iter_``).
+
+        .. versionchanged:: 0.1
+           Renamed from ``n_iter_``, which now counts rounds.
     encoder_ : TabularEncoder
         The input encoding of every shard model and of the merged model,
-        fitted once before the shards train (so that the shard models share
-        their features and merge with no common-encoding cost): on all
-        training rows, or for dask input from summaries of the partitions
-        computed on the workers (category counts, means and variances,
-        1,001-level quantile sketches; see
-        :meth:`TabularEncoder.from_summaries`).
+        fitted once before the shards train: on all rows, or for dask input
+        from the partitions' summaries (:meth:`TabularEncoder.from_summaries`).
     n_rounds_ : int
         Rounds run (fewer than ``n_rounds`` when early stopping ended them).
     history_ : list of dict
-        One entry per round: ``round``, ``shards`` (the shards that trained
-        and were merged), ``train_loss`` (the merged model's
-        weighted mean training loss over all shards' training rows, computed
-        where the rows live), ``validation_loss`` (on the held-out rows, or
-        None without early stopping), ``bytes_sent`` and ``bytes_received``
-        (bytes of the parameter arrays sent to the shards to start the round
-        and received from them after it, :attr:`TreeParams.nbytes`: the
-        splits, the leaves and the additive table; the losses need the merged
-        parameters at the shards too, which the next round sends anyway) and
-        ``wall_time`` (seconds).
+        One entry per round: ``round``, ``shards`` (those merged),
+        ``train_loss`` and ``validation_loss`` (the merged model's, None
+        without early stopping), ``bytes_sent`` and ``bytes_received`` (the
+        parameters sent to and received from the shards) and ``wall_time``
+        (seconds).
     classes_ : ndarray of shape (n_classes,)
         Class labels (classifiers only).
     n_features_in_ : int
@@ -488,9 +398,7 @@ class ShardedSoftTreeEnsemble(MetaEstimatorMixin, BaseEstimator):
     >>> sharded.predict_proba(X[:2]).shape
     (2, 2)
 
-    Federated rounds: 5 rounds of 6 local epochs (``local_epochs="auto"``,
-    three times the estimator's 10 epochs in all), one run of its learning-rate
-    schedule.
+    Federated rounds (``local_epochs="auto"``: 6 epochs per round here):
 
     >>> rounds = ShardedSoftTreeEnsemble(base, n_shards=3, n_rounds=5,
     ...                                  random_state=0).fit(X, y)
@@ -631,7 +539,8 @@ class ShardedSoftTreeEnsemble(MetaEstimatorMixin, BaseEstimator):
         return get_tags(self._base_estimator()).estimator_type == "classifier"
 
     @_fit_context(prefer_skip_nested_validation=False)
-    def fit(self, X, y, sample_weight=None, resume_from=None):
+    def fit(self, X, y, sample_weight=None, *, X_val=None, y_val=None, sample_weight_val=None,
+            resume_from=None):
         """Split the data into shards, fit one clone per shard, merge; ``n_rounds`` times.
 
         Parameters
@@ -653,6 +562,17 @@ class ShardedSoftTreeEnsemble(MetaEstimatorMixin, BaseEstimator):
         sample_weight : array-like of shape (n_samples,), default=None
             Per-sample weights, passed to each shard's fit with its rows
             (partitioned like ``X`` for dask input).
+        X_val : array-like or DataFrame of shape (n_val, n_features), default=None
+            Validation rows of your own (in memory, where ``fit`` runs), as
+            in the estimator's ``fit``: with ``n_rounds > 1`` the rounds stop
+            on the merged model's loss on them (computed here; no shard holds
+            out rows), with one round every shard's fit early-stops on them
+            (they are sent to the shards), and the shared teacher's trees are
+            chosen on them. Needs ``early_stopping`` ``"auto"`` or True.
+        y_val : array-like of shape (n_val,) or (n_val, n_targets), default=None
+            Labels or targets of ``X_val``.
+        sample_weight_val : array-like of shape (n_val,), default=None
+            Weights of the validation rows.
         resume_from : str, path-like or dict, default=None
             A checkpoint written by ``checkpoint`` (the file, or the state
             given to a callable): the rounds continue after the checkpoint's
@@ -670,6 +590,13 @@ class ShardedSoftTreeEnsemble(MetaEstimatorMixin, BaseEstimator):
             raise TypeError(
                 "estimator must be a SoftTreeEnsembleClassifier or SoftTreeEnsembleRegressor, "
                 f"got {type(base).__name__}."
+            )
+        validation = Validation.from_fit_params(X_val, y_val, sample_weight_val)
+        if validation is not None and base.early_stopping is False:
+            raise ValueError(
+                "X_val and y_val are passed to fit while the estimator's early_stopping is "
+                "False. When passing X_val and y_val to fit, set early_stopping to 'auto' or "
+                "True."
             )
         resume = self._resume_state(resume_from)  # before any work: a clear error first
         is_clf = self._is_classifier()
@@ -699,11 +626,14 @@ class ShardedSoftTreeEnsemble(MetaEstimatorMixin, BaseEstimator):
         else:
             weights = np.asarray(weight_sums, dtype=np.float64)
 
-        rounds_es = base.early_stopping and self.n_rounds > 1
-        if rounds_es:
+        # "auto": the rounds early-stop on all shards' rows (one fit: each shard decides)
+        rounds_es = self.n_rounds > 1 and (
+            auto_early_stopping(int(np.sum(sizes)), validation is not None)
+            if base.early_stopping == "auto" else base.early_stopping)
+        if rounds_es and validation is None:
             shards.hold_out(base.validation_fraction, seeds)
         # the teacher / boosted start of every shard, grown over all shards
-        shared_trees = self._grow_shared_trees(shards, base, encoder)
+        shared_trees = self._grow_shared_trees(shards, base, encoder, validation)
         batch_sizes = self._shard_batch_sizes(base)
         epochs = self._round_epochs(base)
         # The rounds are one run: round r's local fit takes the epochs
@@ -728,14 +658,17 @@ class ShardedSoftTreeEnsemble(MetaEstimatorMixin, BaseEstimator):
         # and takes the first window of the rounds' schedule.
         first_plan = FitPlan(
             encoder=encoder, boosting_trees=shared_trees,
+            validation=None if rounds_es else validation,
             recipe=Recipe.from_estimator(clones[0], keep_optimizer_state=(
                 (self.n_rounds > 1 and self.keep_optimizer_state) or clones[0].warm_start)))
-        validation = None
+        rounds_validation = None
         if rounds_es:
             # the estimator's patience in epochs, as rounds of local epochs; at least
             # two rounds, so that one noisy merge does not end the run (the estimator
             # checks every epoch, the rounds only every local_epochs epochs)
-            validation = (base.tol, max(2, -(-base.n_iter_no_change // max(1, epochs[-1]))))
+            rounds_validation = (base.tol, max(2, -(-base.n_iter_no_change // max(1, epochs[-1]))),
+                                 None if validation is None else (validation.X, validation.y,
+                                                                  validation.sample_weight))
 
         aligner = check_aligner(self.aligner)
         if aligner.random_state is None:
@@ -755,7 +688,7 @@ class ShardedSoftTreeEnsemble(MetaEstimatorMixin, BaseEstimator):
             shards, clones, weights, merge, n_rounds=self.n_rounds,
             keep_optimizer=self.keep_optimizer_state, server_momentum=self.server_momentum,
             server_learning_rate=self.server_learning_rate,
-            validation=validation, progress=progress,
+            validation=rounds_validation, progress=progress,
             first_plan=first_plan, later_recipe={"max_epochs": epochs[-1]},
             schedule_windows=windows if self.n_rounds > 1 else None,
             shard_fraction=self.shard_fraction, sample_seed=seeds,
@@ -778,12 +711,13 @@ class ShardedSoftTreeEnsemble(MetaEstimatorMixin, BaseEstimator):
             self.classes_ = self.merged_.classes_
         return self
 
-    def _grow_shared_trees(self, shards, base, encoder):
+    def _grow_shared_trees(self, shards, base, encoder, validation=None):
         """The gradient-boosted trees of ``teacher_weight > 0`` and
         ``split_init="boosting"``, grown once over all shards (histograms
         summed over the shards; no row moves), or None when the estimator
-        uses neither. The prefix of the trees is chosen on the rows held out
-        at the shards (round-level early stopping), if any."""
+        uses neither. The prefix of the trees is chosen on the user's
+        ``validation`` rows, or on those held out at the shards (round-level
+        early stopping), if any."""
         self.boosting_bytes_ = None
         boosted = base.split_init == "boosting"
         if not (boosted or base.teacher_weight > 0):
@@ -794,7 +728,10 @@ class ShardedSoftTreeEnsemble(MetaEstimatorMixin, BaseEstimator):
                 "every shard, on every feature, but the shard models draw their own feature "
                 f"subsets (max_features={base.max_features!r}): set max_features=None."
             )
-        sites = shards.boosting_sites(clone(base), encoder)
+        sites = shards.boosting_sites(
+            clone(base), encoder,
+            None if validation is None else (validation.X, validation.y,
+                                             validation.sample_weight))
         n_outputs = sites.call(("shape", ()))[0][0][2]
         with torch_threads(base.n_threads):
             trees = grow_shared_trees(sites, loss=base._loss,

@@ -181,7 +181,7 @@ def test_trees_dropped_on_the_validation_rows_keep_their_random_splits():
     y = X[:, 0] + rng.normal(scale=2.0, size=400) > 0
     kw = dict(split_init="boosting", n_estimators=48, depth=2, learning_rate=1e-12,
               n_iter_no_change=1, random_state=0, device="cpu", max_features=None,
-              additive_bins=None, numeric_encoding="standard")
+              additive_bins=None, numeric_encoding="standard", early_stopping=True)
     boosted = SoftTreeEnsembleClassifier(**kw).fit(X, y)
     random = SoftTreeEnsembleClassifier(**{**kw, "split_init": "fan_in"}).fit(X, y)
     a, b = boosted.tree_params_, random.tree_params_
@@ -201,7 +201,8 @@ def test_trees_dropped_on_the_validation_rows_keep_their_random_splits():
 def test_boosted_fit_keeps_the_start_when_training_cannot_improve_it():
     X, y = make_classification(n_samples=300, n_features=6, random_state=0)
     kw = dict(split_init="boosting", n_estimators=16, depth=3, random_state=0, device="cpu",
-              max_features=None, additive_bins=None, numeric_encoding="standard")
+              max_features=None, additive_bins=None, numeric_encoding="standard",
+              early_stopping=True)
     # steps of 1e-12 cannot improve the validation loss by tol: the start is kept
     still = SoftTreeEnsembleClassifier(learning_rate=1e-12, n_iter_no_change=2, **kw).fit(X, y)
     assert still.best_epoch_ == 0 and still.n_iter_ == 2
@@ -255,7 +256,8 @@ def test_boosted_start_on_a_dataframe_with_categories_and_missing_values():
     y = np.where((city == "rome") | (np.nan_to_num(x) > 0.5), "yes", "no")
     X = pd.DataFrame({"city": pd.Categorical(city), "x": x, "z": rng.normal(size=n)})
     est = SoftTreeEnsembleClassifier(split_init="boosting", n_estimators=16, depth=3,
-                                     max_epochs=3, random_state=0, device="cpu").fit(X, y)
+                                     max_epochs=3, random_state=0, device="cpu",
+                                     early_stopping=True).fit(X, y)
     assert est.score(X, y) > 0.95
     assert set(est.predict(X.iloc[:5])) <= {"yes", "no"}
 

@@ -76,7 +76,7 @@ def test_warm_start_with_the_default_recipe_keeps_the_feature_subsets():
     """Warm start with the default recipe (input encoding, cosine schedule restarted per
     fit, EMA, early stopping, max_features): it continues, and the masked weights stay
     exactly zero (the mask is recovered from the zeros)."""
-    est = _fit(0, warm_start=True, max_epochs=3)
+    est = _fit(0, warm_start=True, max_epochs=3, early_stopping=True)
     before = est.get_tree_params()
     masked = tree_masks(before)
     assert masked.any()

@@ -121,6 +121,69 @@ def test_x_val_errors_as_histgradientboosting():
         clf().fit(X_TR, Y_TR, X_val=X_VA, y_val=Y_VA, sample_weight_val=np.zeros(len(Y_VA)))
 
 
+def test_sharded_x_val_rounds_stop_on_the_users_rows(monkeypatch):
+    """ShardedSoftTreeEnsemble(...).fit(X_val=, y_val=): the rounds stop on the merged
+    model's loss on the user's rows (no shard holds out rows), and one round's shard
+    fits early-stop on them."""
+    from sktree_lmc import _federated
+
+    held = []
+    monkeypatch.setattr(_federated._LocalShards, "hold_out",
+                        lambda self, *a: held.append(a))
+    sharded = ShardedSoftTreeEnsemble(clf(max_epochs=2), n_shards=2, n_rounds=3,
+                                      random_state=0).fit(X_TR, Y_TR, X_val=X_VA, y_val=Y_VA)
+    assert held == []  # every shard row trains
+    losses = [h["validation_loss"] for h in sharded.history_]
+    merged = ShardedSoftTreeEnsemble(clf(max_epochs=2), n_shards=2, n_rounds=1,
+                                     random_state=0)
+    assert all(np.isfinite(losses))
+    # the last round's validation loss is the log loss of its merge on the user's rows
+    # (the kept merge is the best round's)
+    best = int(np.argmin(losses))
+    assert losses[best] == pytest.approx(
+        log_loss(Y_VA, sharded.merged_.predict_proba(X_VA)), rel=1e-5)
+    one = merged.fit(X_TR, Y_TR, X_val=X_VA, y_val=Y_VA)
+    assert all(len(e.validation_loss_curve_) == e.n_iter_ for e in one.estimators_)
+    # the shard fits validated on the user's rows: all their rows trained
+    assert all(e.do_early_stopping_ for e in one.estimators_)
+    with pytest.raises(ValueError, match="early_stopping to 'auto' or True"):
+        ShardedSoftTreeEnsemble(clf(early_stopping=False), n_shards=2).fit(
+            X_TR, Y_TR, X_val=X_VA, y_val=Y_VA)
+    with pytest.raises(ValueError, match="y_val was not provided"):
+        ShardedSoftTreeEnsemble(clf(), n_shards=2).fit(X_TR, Y_TR, X_val=X_VA)
+
+
+def test_sharded_x_val_chooses_the_shared_teachers_trees():
+    """With a teacher, the shared boosted trees' prefix is chosen on the user's rows
+    (the first site holds them); on dask the rows go with the first site's task."""
+    sharded = ShardedSoftTreeEnsemble(clf(max_epochs=2, teacher_weight=0.5), n_shards=2,
+                                      n_rounds=2, random_state=0)
+    sharded.fit(X_TR, Y_TR, X_val=X_VA, y_val=Y_VA)
+    assert sharded.boosting_bytes_ > 0
+    assert np.isfinite(sharded.predict_proba(X_VA)).all()
+
+
+def test_early_stopping_auto_follows_the_size_and_the_users_rows():
+    """early_stopping="auto" (the default): a validation split above
+    EARLY_STOPPING_AUTO_ROWS training rows, none below, always with X_val."""
+    from sktree_lmc._plan import EARLY_STOPPING_AUTO_ROWS, auto_early_stopping
+
+    assert SoftTreeEnsembleClassifier().early_stopping == "auto"
+    assert SoftTreeEnsembleRegressor().early_stopping == "auto"
+    assert not auto_early_stopping(EARLY_STOPPING_AUTO_ROWS, False)
+    assert auto_early_stopping(EARLY_STOPPING_AUTO_ROWS + 1, False)
+    assert auto_early_stopping(10, True)
+    small = clf(early_stopping="auto").fit(X_TR, Y_TR)
+    assert not small.do_early_stopping_ and small.validation_loss_curve_ is None
+    assert small.n_iter_ == small.max_epochs
+    own = clf(early_stopping="auto").fit(X_TR, Y_TR, X_val=X_VA, y_val=Y_VA)
+    assert own.do_early_stopping_ and own.validation_loss_curve_
+    forced = clf(early_stopping=True).fit(X_TR, Y_TR)
+    assert forced.do_early_stopping_ and forced.validation_loss_curve_
+    with pytest.raises(InvalidParameterError, match="early_stopping"):
+        clf(early_stopping="sometimes").fit(X_TR, Y_TR)
+
+
 def test_x_val_on_small_data_uses_every_row():
     """load_wine, 75/25: a held-out 10 % of 133 rows costs points; the user's own
     validation rows (here the test rows, which the API allows) leave every row to train."""
@@ -290,7 +353,7 @@ def test_verbose_says_what_came_before_the_first_epoch(capsys, monkeypatch):
         return real_grow(*args, **kw)
 
     monkeypatch.setattr(est_module, "grow_oblivious_trees", slow)
-    est = clf(max_epochs=2, verbose=1, teacher_weight=0.5).fit(X, Y)
+    est = clf(max_epochs=2, verbose=1, teacher_weight=0.5, early_stopping=True).fit(X, Y)
     lines = capsys.readouterr().err.splitlines()
     assert len(lines) == est.n_iter_ + 2
     first = lines[0]

@@ -575,8 +575,8 @@ def test_a_dataframe_with_strings_and_missing_values_shares_one_encoder(monkeypa
         est.predict(frame.drop(columns="f1"))
     # rounds, activation matching on the DataFrame's rows and refitted leaves
     fits.clear()
-    rounds = ShardedSoftTreeEnsemble(_base(max_epochs=1), n_shards=2, n_rounds=2,
-                                     aligner="am", refit_leaves=True,
+    rounds = ShardedSoftTreeEnsemble(_base(max_epochs=1, early_stopping=True), n_shards=2,
+                                     n_rounds=2, aligner="am", refit_leaves=True,
                                      random_state=0).fit(frame, Y)
     assert len(fits) == 1 and rounds.n_rounds_ == 2
     assert all(h["validation_loss"] is not None for h in rounds.history_)
