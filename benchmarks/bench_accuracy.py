@@ -371,12 +371,14 @@ def load(task, name):
 
 
 def split(X, y, n_train, n_test, seed, stratify):
-    """``n_train``/``n_test`` rows (halves when there are fewer), stratified if asked."""
+    """``n_train``/``n_test`` rows, stratified if asked. With fewer rows: halves when
+    ``n_train`` is more than half of them, else ``n_train`` rows and the rest for testing
+    (a small-data run keeps its size on every dataset)."""
     from sklearn.model_selection import train_test_split
 
     n = len(y)
     if n < n_train + n_test:
-        n_train, n_test = n // 2, n - n // 2
+        n_train, n_test = (n // 2, n - n // 2) if n_train > n // 2 else (n_train, n - n_train)
     return train_test_split(X, y, train_size=n_train, test_size=n_test, random_state=seed,
                             stratify=y if stratify else None)
 

@@ -340,6 +340,22 @@ def test_dask_fit_then_dask_predict():
         assert_allclose(lazy.compute(), sharded.predict_proba(X))
 
 
+def test_dask_sharded_fit_with_the_users_validation_rows():
+    """X_val with dask shards: the rounds' validation loss is computed where fit runs,
+    and the shared teacher's trees are chosen on the rows sent with the first site."""
+    distributed = pytest.importorskip("distributed")
+    import dask.array as da
+
+    with distributed.Client(processes=False, n_workers=1, threads_per_worker=1,
+                            dashboard_address=None):
+        dX, dY = da.from_array(X_TR, chunks=(150, 5)), da.from_array(Y_TR, chunks=150)
+        sharded = ShardedSoftTreeEnsemble(clf(teacher_weight=0.5), n_shards=2, n_rounds=2,
+                                          random_state=0).fit(dX, dY, X_val=X_VA, y_val=Y_VA)
+        assert all(np.isfinite(h["validation_loss"]) for h in sharded.history_)
+        assert sharded.boosting_bytes_ > 0
+        assert sharded.score(X_VA, Y_VA) > 0.6
+
+
 # -- 5. progress before the first epoch ---------------------------------------------------------
 def test_verbose_says_what_came_before_the_first_epoch(capsys, monkeypatch):
     import time
