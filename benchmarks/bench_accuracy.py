@@ -251,6 +251,10 @@ CLASSIFIERS = {
     # stopping on small data")
     "es_on": Config(_soft_classifier(early_stopping=True)),
     "es_off": Config(_soft_classifier(early_stopping=False)),
+    # a linear warm-up of the learning rate over this fraction of the steps (the first
+    # epochs overshot without one; docs/benchmarks.md, "Warm-up")
+    "warmup0.02": Config(_soft_classifier(warmup_fraction=0.02)),
+    "warmup0.05": Config(_soft_classifier(warmup_fraction=0.05)),
     # the gradient-boosted start (an option, not the default: its models merge badly)
     "boosting": Config(_soft_classifier(**NO_TEACHER, split_init="boosting",
                                         max_features=None)),

@@ -32,6 +32,7 @@ import numpy as np
 import torch
 from sklearn.exceptions import ConvergenceWarning
 
+from ._adam import Adam, LambdaSchedule
 from ._params import TreeParams
 
 #: Values of ``lr_schedule``.
@@ -63,12 +64,16 @@ ADDITIVE_LR_FACTOR = 0.1
 def make_optimizer(module, learning_rate):
     """Adam over ``(split_weight, split_bias, leaf_value)`` at ``learning_rate``,
     and the additive table, when the module has one, in a second group at
-    ``ADDITIVE_LR_FACTOR * learning_rate`` (a schedule scales both)."""
+    ``ADDITIVE_LR_FACTOR * learning_rate`` (a schedule scales both).
+
+    :class:`._adam.Adam` steps as :class:`torch.optim.Adam` does, with torch's
+    functional kernel, without constructing a :class:`torch.optim.Optimizer`
+    (which imports ``torch._dynamo``: seconds in the first fit of a process)."""
     groups = [{"params": [module.split_weight, module.split_bias, module.leaf_value]}]
     if module.additive is not None:
         groups.append({"params": [module.additive],
                        "lr": ADDITIVE_LR_FACTOR * learning_rate})
-    return torch.optim.Adam(groups, lr=learning_rate)
+    return Adam(groups, lr=learning_rate)
 
 
 def _export_adam_state(optimizer):
@@ -452,7 +457,7 @@ def train(module, optimizer, loss_fn, data, train_idx, *, batch_size, max_epochs
     ----------
     module : SoftTreeEnsembleModule
         The module, trained in place.
-    optimizer : torch.optim.Optimizer
+    optimizer : Adam or torch.optim.Optimizer
         Its optimizer.
     loss_fn : callable
         ``loss_fn(output, target)``: the per-row loss.
@@ -524,7 +529,8 @@ def lr_factor(step, schedule, warmup_steps, total_steps):
 
 
 def make_lr_scheduler(optimizer, schedule, warmup_fraction, total_steps, start_step=0):
-    """A :class:`torch.optim.lr_scheduler.LambdaLR` stepped once per optimizer
+    """A :class:`._adam.LambdaSchedule` (what
+    :class:`torch.optim.lr_scheduler.LambdaLR` does) stepped once per optimizer
     step, or None for a constant learning rate without warm-up (then the
     optimizer's learning rate is never touched).
 
@@ -537,7 +543,7 @@ def make_lr_scheduler(optimizer, schedule, warmup_fraction, total_steps, start_s
     warmup_steps = int(round(warmup_fraction * total_steps))
     if schedule == "constant" and warmup_steps <= start_step:
         return None
-    return torch.optim.lr_scheduler.LambdaLR(
+    return LambdaSchedule(
         optimizer,
         lambda step: lr_factor(step + start_step, schedule, warmup_steps, total_steps),
     )

@@ -1,0 +1,150 @@
+"""The optimizer of the fits (:mod:`sktree_lmc._adam`): torch's Adam step and
+LambdaLR's learning rates, bit for bit, without importing ``torch._dynamo``."""
+
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
+import pytest
+import torch
+
+from sktree_lmc._adam import Adam, LambdaSchedule
+from sktree_lmc._architectures import get_architecture
+from sktree_lmc._forward import SoftTreeEnsembleModule
+from sktree_lmc._training import (
+    _export_adam_state,
+    _load_adam_state,
+    lr_factor,
+    make_lr_scheduler,
+    make_optimizer,
+)
+
+DEVICES = ["cpu", pytest.param("cuda", marks=pytest.mark.gpu)]
+
+
+def test_a_default_fit_does_not_import_dynamo():
+    """Constructing or stepping a torch.optim.Optimizer imports torch._dynamo
+    (seconds, in the first fit of a process); the fit's optimizer does not."""
+    script = textwrap.dedent("""
+        import sys
+        import numpy as np
+        import sktree_lmc
+        rng = np.random.RandomState(0)
+        X = rng.standard_normal((60, 3))
+        y = (X[:, 0] > 0).astype(int)
+        sktree_lmc.SoftTreeEnsembleClassifier(n_estimators=4, depth=2, max_epochs=2,
+                                              device="cpu").fit(X, y)
+        assert "torch._dynamo" not in sys.modules, "torch._dynamo was imported"
+        print("ok")
+    """)
+    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                            timeout=300)
+    assert result.returncode == 0, result.stderr
+    assert "ok" in result.stdout
+
+
+def _two_groups(device, seed=0):
+    gen = torch.Generator().manual_seed(seed)
+    shapes = [(4, 3, 5), (4, 3), (4, 4, 2)], [(7, 2)]
+    return [[torch.randn(s, generator=gen).to(device).requires_grad_() for s in group]
+            for group in shapes]
+
+
+def _grads(params, step):
+    gen = torch.Generator().manual_seed(100 + step)
+    for p in params:
+        p.grad = torch.randn(p.shape, generator=gen).to(p.device)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_steps_are_torch_adams_bit_for_bit(device):
+    """Two groups at different rates, a LambdaLR-like schedule: the parameters
+    and the moments equal torch.optim.Adam's after every step."""
+    ours, theirs = _two_groups(device), _two_groups(device)
+    opt = Adam([{"params": ours[0]}, {"params": ours[1], "lr": 0.003}], lr=0.05)
+    ref = torch.optim.Adam([{"params": theirs[0]}, {"params": theirs[1], "lr": 0.003}], lr=0.05)
+
+    def factor(step):
+        return lr_factor(step, "cosine", 3, 12)
+
+    sched = LambdaSchedule(opt, factor)
+    ref_sched = torch.optim.lr_scheduler.LambdaLR(ref, factor)
+    flat, ref_flat = ours[0] + ours[1], theirs[0] + theirs[1]
+    for step in range(12):
+        assert [g["lr"] for g in opt.param_groups] == [g["lr"] for g in ref.param_groups]
+        opt.zero_grad(set_to_none=True)
+        ref.zero_grad(set_to_none=True)
+        assert all(p.grad is None for p in flat)
+        _grads(flat, step)
+        _grads(ref_flat, step)
+        opt.step()
+        ref.step()
+        sched.step()
+        ref_sched.step()
+        for p, q in zip(flat, ref_flat):
+            assert torch.equal(p, q)
+            for key in ("exp_avg", "exp_avg_sq", "step"):
+                assert torch.equal(opt.state[p][key], ref.state[q][key])
+    assert sched.get_last_lr() == ref_sched.get_last_lr()
+
+
+def test_a_parameter_without_a_gradient_is_left_alone():
+    a, b = _two_groups("cpu")[0][:2]
+    opt = Adam([a, b], lr=0.1)
+    before = b.detach().clone()
+    a.grad = torch.ones_like(a)
+    opt.step()
+    assert torch.equal(b, before) and b not in opt.state and a in opt.state
+
+
+def _module(seed=0):
+    gen = torch.Generator().manual_seed(seed)
+    return SoftTreeEnsembleModule(get_architecture("oblivious", 2), 4, 3, 2, n_additive=5,
+                                  generator=gen)
+
+
+def _steps(module, opt, n, start=0):
+    for step in range(start, start + n):
+        opt.zero_grad(set_to_none=True)
+        _grads([module.split_weight, module.split_bias, module.leaf_value, module.additive],
+               step)
+        opt.step()
+
+
+def test_exported_state_round_trips_and_continues_the_run():
+    """_export_adam_state / _load_adam_state: a fresh optimizer loaded with the
+    exported state continues exactly as the original (and as torch's Adam)."""
+    module, other = _module(), _module()
+    opt = make_optimizer(module, 0.05)
+    _steps(module, opt, 3)
+    state = _export_adam_state(opt)
+    assert state["step"] == 3
+
+    other.load_state_dict(module.state_dict())
+    loaded = make_optimizer(other, 0.05)
+    assert _export_adam_state(loaded) is None
+    _load_adam_state(loaded, state)
+    again = _export_adam_state(loaded)
+    for key in ("exp_avg", "exp_avg_sq"):
+        for name in ("split_weight", "split_bias", "leaf_value", "additive"):
+            a, b = getattr(state[key], name), getattr(again[key], name)
+            assert np.array_equal(a, b)
+    assert [g["lr"] for g in loaded.param_groups] == [g["lr"] for g in opt.param_groups]
+
+    ref_module = _module()
+    ref_module.load_state_dict(module.state_dict())
+    ref = torch.optim.Adam([{"params": [ref_module.split_weight, ref_module.split_bias,
+                                        ref_module.leaf_value]},
+                            {"params": [ref_module.additive], "lr": 0.005}], lr=0.05)
+    _load_adam_state(ref, state)
+    sched = make_lr_scheduler(loaded, "cosine", 0.0, 10, start_step=3)
+    ref_sched = make_lr_scheduler(ref, "cosine", 0.0, 10, start_step=3)
+    for step in range(3, 6):
+        _steps(other, loaded, 1, step)
+        _steps(ref_module, ref, 1, step)
+        sched.step()
+        ref_sched.step()
+    for name, p in other.named_parameters():
+        assert torch.equal(p, dict(ref_module.named_parameters())[name]), name
+    assert _export_adam_state(loaded)["step"] == 6
