@@ -1470,7 +1470,15 @@ class SoftTreeEnsembleClassifier(ClassifierMixin, _BaseSoftTreeEnsemble):
         initializes the trees and needs ``classes``, all the labels of the
         stream. The learning rate is constant and there is no weight
         averaging nor early stopping in ``partial_fit`` (``lr_schedule``,
-        ``averaging`` and ``early_stopping`` apply to :meth:`fit`).
+        ``averaging`` and ``early_stopping`` apply to :meth:`fit`): a stream
+        has no end to decay towards nor a fixed set of rows to validate on.
+        Each step takes ``learning_rate``; a lower one gives steadier
+        accuracy from pass to pass at a slower start, and several passes
+        stay short of one :meth:`fit` on the same rows (measured in
+        ``docs/benchmarks.md``, "partial_fit on a stream"). After a
+        :meth:`fit`, whose schedule ended near a zero rate, a ``partial_fit``
+        at the full rate first moves the model away from the fitted
+        optimum: lower ``learning_rate`` (``set_params``) to fine-tune.
 
         The input encoding is fitted on the rows of the first call and kept
         for the whole stream, with a ``UserWarning``: quantiles, categories

@@ -299,7 +299,8 @@ def test_refit_of_a_model_with_a_teacher_solves_its_training_objective():
 
 
 def test_a_merge_keeps_the_distinct_teachers_of_its_models():
-    a, b = _clf(seed=0, teacher_weight=0.75), _clf(seed=1, teacher_weight=0.75)
+    kw = dict(teacher_weight=0.75, early_stopping=True)  # other validation splits
+    a, b = _clf(seed=0, **kw), _clf(seed=1, **kw)
     assert len(merge_estimators(a, b).teacher_) == 2  # their teachers differ (other splits)
     assert len(merge_estimators(a, a).teacher_) == 1
     assert len(merge_estimators([a, a, b]).teacher_) == 2
