@@ -1,0 +1,110 @@
+"""The merge axis of a change to the training recipe, in one short run.
+
+For each dataset (10,000 training and 10,000 test rows, or halves; split seed 0,
+stratified) and each recipe of ``--variants`` (``VARIANTS``: keyword arguments of the default
+``SoftTreeEnsembleClassifier``):
+
+* two models on all training rows (``random_state`` 0 and 1), their test accuracy, the
+  accuracy of their weight-matching merge (``merge_estimators(a, b)``) and the barrier
+  (mean endpoint accuracy minus the merge's);
+* four models on IID quarters of the training rows (``random_state`` 10-13; each fits its
+  own encoder), the accuracy of their 4-way merge weighted by rows, and the recovery:
+  ``(merge - mean site) / (mean full model - mean site)``;
+* the first epoch's training loss of the two full models (the overshoot of the first steps).
+
+One JSON line per (dataset, variant) is printed and appended to ``--out``.
+
+Run from the repository root::
+
+    python -m benchmarks.bench_merge_axis --datasets MagicTelescope eye_movements \\
+        bank-marketing --variants prev auto_w0 auto_w0.05 auto_w0.01
+    python -m benchmarks.bench_merge_axis --smoke    # seconds, for the tests
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parent.parent
+RESULTS = ROOT / "benchmarks" / "results" / "merge_axis" / "merge_axis.jsonl"
+
+#: Recipes compared: ``prev`` is the default before ``early_stopping="auto"``.
+VARIANTS = {
+    "prev": dict(early_stopping=True, warmup_fraction=0.0),
+    "auto_w0": dict(early_stopping="auto", warmup_fraction=0.0),
+    "auto_w0.01": dict(early_stopping="auto", warmup_fraction=0.01),
+    "auto_w0.05": dict(early_stopping="auto", warmup_fraction=0.05),
+}
+
+
+def measure(name, variant, n_train=10_000, extra=None):
+    """One (dataset, variant) record."""
+    from sklearn.model_selection import train_test_split
+
+    from sktree_lmc import SoftTreeEnsembleClassifier, merge_estimators
+    from sktree_lmc.datasets import load_tabular_benchmark
+
+    from .bench_accuracy import default_data_home
+
+    data = load_tabular_benchmark(name, data_home=default_data_home())
+    X, y = data.data, data.target
+    n = min(n_train, len(y) // 2)
+    X_tr, X_te, y_tr, y_te = train_test_split(X, y, train_size=n, test_size=n, stratify=y,
+                                              random_state=0)
+    quarters = np.array_split(np.random.RandomState(0).permutation(n), 4)
+    params = {**VARIANTS[variant], **(extra or {})}
+
+    def model(seed):
+        return SoftTreeEnsembleClassifier(random_state=seed, device="cpu", **params)
+
+    def acc(m):
+        return 100 * m.score(X_te, y_te)
+
+    a, b = model(0).fit(X_tr, y_tr), model(1).fit(X_tr, y_tr)
+    full = [acc(a), acc(b)]
+    merged = acc(merge_estimators(a, b))
+    sites = [model(10 + k).fit(X_tr[q], y_tr[q]) for k, q in enumerate(quarters)]
+    site_acc = float(np.mean([acc(s) for s in sites]))
+    merge4 = acc(merge_estimators(sites, weights=[len(q) for q in quarters]))
+    gap = np.mean(full) - site_acc
+    return {"dataset": name, "variant": variant, "n_train": n,
+            "epoch1_loss": [round(a.loss_curve_[0], 3), round(b.loss_curve_[0], 3)],
+            "full": [round(f, 2) for f in full], "wm2": round(merged, 2),
+            "barrier": round(float(np.mean(full) - merged), 2), "sites": round(site_acc, 2),
+            "merge4": round(merge4, 2),
+            "recovery": round(float((merge4 - site_acc) / gap), 3) if gap else None,
+            "site_epochs": [s.n_iter_ for s in sites]}
+
+
+def main(argv=None):
+    import torch
+
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--datasets", nargs="+", default=["MagicTelescope"])
+    parser.add_argument("--variants", nargs="+", default=list(VARIANTS), choices=list(VARIANTS))
+    parser.add_argument("--out", type=Path, default=RESULTS)
+    parser.add_argument("--smoke", action="store_true", help="seconds: 600 rows, tiny models")
+    args = parser.parse_args(argv)
+    torch.set_num_threads(1)
+    n_train, extra = 10_000, None
+    if args.smoke:
+        n_train, extra = 600, {"n_estimators": 8, "max_epochs": 2}
+        args.datasets, args.variants = args.datasets[:1], args.variants[:2]
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    records = []
+    for name in args.datasets:
+        for variant in args.variants:
+            record = measure(name, variant, n_train, extra)
+            records.append(record)
+            print(json.dumps(record), flush=True)
+            with args.out.open("a") as fh:
+                fh.write(json.dumps(record) + "\n")
+    return records
+
+
+if __name__ == "__main__":
+    main()
