@@ -1175,9 +1175,14 @@ class SoftTreeEnsembleClassifier(ClassifierMixin, _BaseSoftTreeEnsemble):
     lr_schedule : {"cosine", "constant"}, default="cosine"
         Learning rate over the ``max_epochs`` of a fit, per minibatch: a
         cosine decay from ``learning_rate`` to zero, or constant.
-    warmup_fraction : float in [0, 1), default=0.0
+    warmup_fraction : float in [0, 1), default=0.01
         Fraction of the steps of a fit with a linear warm-up of the
-        learning rate before the schedule.
+        learning rate before the schedule. The default's 1.5 epochs (of
+        150) keep the first steps at 3e-2 from overshooting (a training loss
+        of up to 4 in epoch 1 without it); see :ref:`encoding_and_training`.
+
+        .. versionchanged:: 0.1
+           The default was 0.0.
     averaging : {"ema", "swa"} or None, default="ema"
         Weight averaging; the average is the fitted model (and what early
         stopping evaluates): ``"ema"``, a moving average with decay
@@ -1330,7 +1335,7 @@ class SoftTreeEnsembleClassifier(ClassifierMixin, _BaseSoftTreeEnsemble):
         categorical_features="from_dtype",
         max_categories=32,
         lr_schedule="cosine",
-        warmup_fraction=0.0,
+        warmup_fraction=0.01,
         averaging="ema",
         ema_decay=0.995,
         max_features=0.5,

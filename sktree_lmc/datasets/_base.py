@@ -429,6 +429,7 @@ PAPER_TRAINING = MappingProxyType({
     "numeric_encoding": "none",
     "split_init": "fan_in",
     "lr_schedule": "constant",
+    "warmup_fraction": 0.0,
     "averaging": None,
     "max_features": None,
     "early_stopping": False,
