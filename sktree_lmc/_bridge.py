@@ -73,10 +73,21 @@ def _same_state(x, y):
         return x is y
 
 
+def _merged_model(est):
+    """A fitted :class:`~sktree_lmc.ShardedSoftTreeEnsemble`'s merged model
+    (``merged_``, a soft tree ensemble), or ``est`` itself."""
+    merged = getattr(est, "merged_", None)
+    if not isinstance(est, (_BaseSoftTreeEnsemble, Pipeline)) and isinstance(
+            merged, _BaseSoftTreeEnsemble):
+        return merged
+    return est
+
+
 def split_pipelines(estimators):
     """The soft tree ensembles of ``estimators`` and their shared preprocessing.
 
-    Plain estimators are returned as they are, with ``None``, except that
+    Plain estimators are returned as they are, with ``None`` (a fitted
+    ``ShardedSoftTreeEnsemble`` as its merged model ``merged_``), except that
     models whose additive bins alone differ come back on common bins
     (:func:`common_encoding`: the same functions). Pipelines must
     all end with a soft tree ensemble and have equal preprocessing steps
@@ -94,7 +105,7 @@ def split_pipelines(estimators):
         If the preprocessing steps differ (the message names the first step
         that differs).
     """
-    estimators = list(estimators)
+    estimators = [_merged_model(est) for est in estimators]
     if not any(isinstance(est, Pipeline) for est in estimators):
         return common_encoding(estimators), None
     ref = estimators[0]

@@ -231,6 +231,20 @@ def test_refit_leaves_of_a_sharded_model():
         refit_leaves(ShardedSoftTreeEnsemble(clf()), X, Y)
 
 
+def test_curves_and_merges_take_sharded_models():
+    """interpolation_curve, merge_estimators and ModelAligner take fitted
+    ShardedSoftTreeEnsembles: their merged models."""
+    from sktree_lmc import ModelAligner, interpolation_curve, merge_estimators
+
+    a = ShardedSoftTreeEnsemble(clf(), n_shards=2, random_state=0).fit(X_TR, Y_TR)
+    b = ShardedSoftTreeEnsemble(clf(random_state=1), n_shards=2, random_state=1).fit(X_TR, Y_TR)
+    curve = interpolation_curve(a, b, X_VA, Y_VA, lambdas=3)
+    assert len(curve.lambdas) == 3
+    assert_allclose(merge_estimators(a, b, lam=0.0).predict_proba(X_VA),
+                    a.predict_proba(X_VA), atol=1e-5)
+    assert ModelAligner().fit([a, b]).weights_ is not None
+
+
 def test_refit_leaves_error_names_only_public_classes():
     with pytest.raises(InvalidParameterError, match="estimator") as error:
         refit_leaves(object(), X, Y)
