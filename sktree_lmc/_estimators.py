@@ -1479,7 +1479,7 @@ class SoftTreeEnsembleClassifier(ClassifierMixin, _BaseSoftTreeEnsemble):
         has no end to decay towards nor a fixed set of rows to validate on.
         Each step takes ``learning_rate``; a lower one gives steadier
         accuracy from pass to pass at a slower start, and several passes
-        stay short of one :meth:`fit` on the same rows (measured in
+        stay short of one :meth:`fit` on the same rows (see
         ``docs/benchmarks.md``, "partial_fit on a stream"). After a
         :meth:`fit`, whose schedule ended near a zero rate, a ``partial_fit``
         at the full rate first moves the model away from the fitted

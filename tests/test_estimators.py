@@ -663,7 +663,7 @@ def test_early_stopping_stops_and_restores_the_best_epoch(patience):
     X, y = rng.normal(size=(200, 5)), rng.randint(0, 2, size=200)
     # a constant learning rate: fits with other max_epochs then share their first epochs
     kw = dict(early_stopping=True, validation_fraction=0.25, n_iter_no_change=patience,
-              learning_rate=0.1, batch_size=32, lr_schedule="constant")
+              learning_rate=0.1, batch_size=32, lr_schedule="constant", warmup_fraction=0.0)
     a = clf(max_epochs=200, **kw).fit(X, y)
     assert a.n_epochs_ < 200
     assert len(a.validation_loss_curve_) == len(a.loss_curve_) == a.n_epochs_

@@ -160,7 +160,7 @@ def test_scorers_of_odd_values_are_a_clear_error(value, match):
         return value
 
     with pytest.raises(ValueError, match=match):
-        clf(scoring=scorer).fit(X, Y)
+        clf(scoring=scorer, early_stopping=True).fit(X, Y)
 
 
 class _NoFlush:
