@@ -51,7 +51,7 @@ from ._plan import FitPlan, Recipe, Validation, auto_early_stopping
 from ._refit import refit_leaves
 from ._threads import torch_threads
 from ._validation import _check_given_encoder, _NumberInterval
-from ._progress import ProgressLog, writable
+from ._progress import ProgressLog, Stopwatch, writable
 
 __all__ = ["ShardedSoftTreeEnsemble", "make_shards"]
 
@@ -585,6 +585,7 @@ class ShardedSoftTreeEnsemble(MetaEstimatorMixin, BaseEstimator):
         self : ShardedSoftTreeEnsemble
             The fitted meta-estimator.
         """
+        clock = Stopwatch()  # the steps before the first round, for verbose
         base = self._base_estimator()
         if not isinstance(base, _BaseSoftTreeEnsemble):
             raise TypeError(
@@ -619,6 +620,8 @@ class ShardedSoftTreeEnsemble(MetaEstimatorMixin, BaseEstimator):
                 "interrupted fit."
             )
         self.shard_sizes_ = sizes
+        clock.lap(f"encoded {int(np.sum(sizes))} rows in {self.n_shards} shards into "
+                  f"{encoder.n_features_out_} features")
         if self.merge_weights == "uniform":
             weights = np.ones(self.n_shards)
         elif sample_weight is None:
@@ -634,6 +637,10 @@ class ShardedSoftTreeEnsemble(MetaEstimatorMixin, BaseEstimator):
             shards.hold_out(base.validation_fraction, seeds)
         # the teacher / boosted start of every shard, grown over all shards
         shared_trees = self._grow_shared_trees(shards, base, encoder, validation)
+        if shared_trees is not None:
+            clock.lap(f"grew the shared teacher: {len(shared_trees[1])} boosted trees over "
+                      f"{self.n_shards} shards, {self.boosting_bytes_ / 1e6:.1f} MB of "
+                      "histograms received")
         batch_sizes = self._shard_batch_sizes(base)
         epochs = self._round_epochs(base)
         # The rounds are one run: round r's local fit takes the epochs
@@ -683,7 +690,8 @@ class ShardedSoftTreeEnsemble(MetaEstimatorMixin, BaseEstimator):
                 merged = combine(models, aligner.aligned_params(models), aligner.weights_)
             return merged, copy.copy(aligner)  # a snapshot of this round's fitted aligner
 
-        progress = ProgressLog(type(self).__name__, self.n_rounds, self.verbose, unit="round")
+        progress = ProgressLog(type(self).__name__, self.n_rounds, self.verbose, unit="round",
+                               clock=clock)
         result = run_rounds(
             shards, clones, weights, merge, n_rounds=self.n_rounds,
             keep_optimizer=self.keep_optimizer_state, server_momentum=self.server_momentum,

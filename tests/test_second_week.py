@@ -370,6 +370,18 @@ def test_dask_sharded_fit_with_the_users_validation_rows():
         assert sharded.score(X_VA, Y_VA) > 0.6
 
 
+def test_sharded_verbose_says_what_came_before_the_first_round(capsys):
+    """The sharded fit's first line: the encoding and the shared teacher, with its
+    bytes and times; the elapsed time counts them."""
+    ShardedSoftTreeEnsemble(clf(teacher_weight=0.5), n_shards=2, n_rounds=2, random_state=0,
+                            verbose=2).fit(X_TR, Y_TR)
+    lines = capsys.readouterr().err.splitlines()
+    assert re.match(r"ShardedSoftTreeEnsemble: encoded 300 rows in 2 shards into 5 features "
+                    r"\(.*s\); grew the shared teacher: 8 boosted trees over 2 shards, "
+                    r"[0-9.]+ MB of histograms received \(.*s\)$", lines[0]), lines[0]
+    assert lines[1].startswith("ShardedSoftTreeEnsemble round 1/2")
+
+
 # -- 5. progress before the first epoch ---------------------------------------------------------
 def test_verbose_says_what_came_before_the_first_epoch(capsys, monkeypatch):
     import time
