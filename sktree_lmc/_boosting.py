@@ -9,11 +9,15 @@ summed second-order gain over all the level's nodes, then one Newton leaf
 value per leaf and output, shrunk by :data:`BOOSTING_LEARNING_RATE`. Splits
 are searched on at most :data:`BOOSTING_MAX_BINS` quantile thresholds per
 encoded feature, in histograms of gradients and Hessians over all nodes and
-features at once (one ``np.bincount`` per level and output; no loop over rows
-or candidate thresholds). Below the root only the left children's histograms
-are computed (a right child's is its parent's minus its sibling's), and for
-two classes only the first output's (the second's gradients are its negative):
-a quarter of the work, and of what a federated site sends.
+features at once (the rows binned once; one pass over a level's rows for all
+its nodes, features, outputs, gradients and Hessians, :func:`_cell_sums`; no
+loop over rows or candidate thresholds). Below the root only the left
+children's histograms are computed (a right child's is its parent's minus its
+sibling's), and for two classes only the first output's (the second's
+gradients are its negative): a quarter of the work, and of what a federated
+site sends, which packs them (the bins its features have, the nonzero cells).
+Every sum adds the same numbers in the same order as plain ``np.bincount``
+histograms and NumPy's losses do: the trees do not depend on these choices.
 
 The grown trees become the soft trees' starting parameters: a level's split is
 the axis-aligned logit ``slope * (threshold - x_f) / std(x_f)`` (left below
@@ -29,10 +33,16 @@ Nothing here imports the estimators.
 from __future__ import annotations
 
 import numpy as np
+import scipy.sparse
 import torch
 
+try:  # the kernel of a CSC matrix times a dense one (scipy.sparse's own product)
+    from scipy.sparse._sparsetools import csc_matvecs as _csc_matvecs
+except ImportError:  # pragma: no cover
+    _csc_matvecs = None
+
 from ._architectures import MAX_LEAVES_PER_TREE
-from ._losses import as_loss
+from ._losses import CrossEntropy, SquaredError, as_loss
 
 __all__ = ["boosted_start", "grow_oblivious_trees", "grow_shared_trees", "oblivious_output",
            "BoostingSite", "LocalSites", "BOOSTING_ARCHITECTURES"]
@@ -153,15 +163,22 @@ def grow_oblivious_trees(X, target, weight, *, loss, n_trees, depth, n_outputs,
     n_outputs = _as_int("n_outputs", n_outputs, 1)
     site = BoostingSite(X, target, weight, loss=loss, n_outputs=n_outputs,
                         validation=validation, generator=generator)
-    return grow_shared_trees(LocalSites([site]), loss=loss, n_trees=n_trees, depth=depth,
-                             n_outputs=n_outputs, mask=mask, learning_rate=learning_rate,
-                             l2=l2, max_bins=max_bins)
+    return grow_shared_trees(LocalSites([site], pack=False), loss=loss, n_trees=n_trees,
+                             depth=depth, n_outputs=n_outputs, mask=mask,
+                             learning_rate=learning_rate, l2=l2, max_bins=max_bins)
 
 
 class BoostingSite:
     """The rows of one site of a (possibly federated) boosting, and every
     computation on them: what :func:`grow_shared_trees` asks of a site only
     takes and returns sums over its rows (histograms, loss sums), never rows.
+
+    The rows are binned once (:meth:`start`): the flat cell ``f * n_bins +
+    bin`` of every row and feature, so that a level's histograms are one pass
+    over its rows (:func:`_cell_sums`) for all its nodes, features, outputs,
+    gradients and Hessians, each cell summed over its rows in their order,
+    as ``np.bincount`` sums. The outputs are kept per output
+    (``(n_outputs, n_rows)``).
 
     Parameters
     ----------
@@ -222,12 +239,22 @@ class BoostingSite:
         self.edges, self.n_bins = edges, max(1, max((len(e) for e in edges), default=0) + 1)
         self.weight = self.weight * weight_scale
         n, F = self.X.shape
-        self.codes = np.empty((n, F), dtype=np.int32)
+        # the flat cell f * n_bins + bin of every row and feature (the index type
+        # of _cell_sums)
+        self.cells = np.empty((n, F), dtype=np.intp)
+        # and the bins of every feature, feature after feature, for the splits
+        self.codes = np.empty((F, n), dtype=np.uint8 if self.n_bins <= 256 else np.int32)
         for f in range(F):
-            self.codes[:, f] = np.searchsorted(edges[f], self.X[:, f], side="left")
-        self.raw = np.tile(base, (n, 1))
+            self.codes[f] = np.searchsorted(edges[f], self.X[:, f], side="left")
+            self.cells[:, f] = self.codes[f]
+            self.cells[:, f] += f * self.n_bins
+        self.raw = np.tile(np.asarray(base, dtype=np.float64)[:, None], (1, n))  # (C, n)
+        self._onehot = None
+        if type(self.loss) is CrossEntropy and self.n_outputs == 2:
+            self._onehot = (np.arange(2)[:, None] == np.asarray(self.target)[None, :]) * 1.0
         if self.validation is not None:
-            self.raw_val = np.tile(base, (len(self.validation[0]), 1))
+            self.raw_val = np.tile(np.asarray(base, dtype=np.float64)[:, None],
+                                   (1, len(self.validation[0])))  # (C, n_val)
 
     # -- one tree ----------------------------------------------------------------------------
 
@@ -238,16 +265,25 @@ class BoostingSite:
         sum)`` of the trees so far (zeros without validation rows)."""
         if tree is not None:
             features, thresholds, leaves = tree
-            self.raw += leaves[self.node]
-            if self.validation is not None:
-                self.raw_val += oblivious_output(self.validation[0], 0.0, features[None],
-                                                 thresholds[None], leaves[None])
-        self.g, self.h = self.loss.gradients(self.raw, self.target, self.weight)
+            for c in range(self.n_outputs):
+                self.raw[c] += leaves[:, c].take(self.node)
+            if self.validation is not None:  # oblivious_output(X_val, 0.0, the tree)
+                X_val = self.validation[0]
+                leaf = np.zeros(len(X_val), dtype=np.int64)
+                for f, t in zip(features, thresholds) if X_val.shape[1] else ():
+                    leaf = leaf * 2 + ((X_val[:, f] > t) if f >= 0 else 0)
+                values = 0.0 + leaves
+                for c in range(self.n_outputs):
+                    self.raw_val[c] += values[:, c].take(leaf)
+        # the gradient and the Hessian of every output, row after row
+        self.stats = _gradients(self.loss, self.raw, self.target, self.weight, self._onehot)
+        self.g, self.h = self.stats[:, 0::2], self.stats[:, 1::2]  # (n, C) each
+        self._sent = None
         self.node = np.zeros(len(self.X), dtype=np.int64)
         if self.validation is None:
             return 0.0, 0.0
         _, target_val, weight_val = self.validation
-        loss = self.loss.mean(self.raw_val, target_val, weight_val)
+        loss = _mean_loss(self.loss, self.raw_val, target_val, weight_val)
         return loss * float(weight_val.sum()), float(weight_val.sum())
 
     def histograms(self, lo, hi, n_nodes, left_only=False, n_sent=None):
@@ -260,38 +296,166 @@ class BoostingSite:
         of the first ``n_sent`` outputs only (default: all)."""
         n_bins, width = self.n_bins, hi - lo
         n_sent = self.n_outputs if n_sent is None else n_sent
-        node, rows = self.node, slice(None)
+        if self._sent is None or self._sent.shape[1] != 2 * n_sent:
+            self._sent = np.ascontiguousarray(self.stats[:, :2 * n_sent])
+        node, stats = self.node, self._sent
         if left_only:
-            rows = (node & 1) == 0
-            node, n_nodes = node[rows] >> 1, n_nodes // 2
-        G = np.zeros((n_nodes, width, n_bins, n_sent))
-        H = np.zeros_like(G)
+            rows = np.flatnonzero((node & 1) == 0)
+            node, n_nodes, stats = node.take(rows) >> 1, n_nodes // 2, stats.take(rows, axis=0)
         block = max(1, _BLOCK_ENTRIES // max(len(node), 1))
-        size_f = n_nodes * n_bins
-        g, h = self.g[rows], self.h[rows]
+        parts = []
         for a in range(lo, hi, block):
             b = min(hi, a + block)
             w = b - a
-            idx = ((node[:, None] * w + np.arange(w)[None, :]) * n_bins
-                   + self.codes[rows, a:b]).ravel()
-            for c in range(n_sent):
-                G[:, a - lo:b - lo, :, c] = np.bincount(
-                    idx, np.repeat(g[:, c], w), size_f * w).reshape(n_nodes, w, n_bins)
-                H[:, a - lo:b - lo, :, c] = np.bincount(
-                    idx, np.repeat(h[:, c], w), size_f * w).reshape(n_nodes, w, n_bins)
-        return G, H
+            cells = self.cells[:, a:b]
+            if left_only:
+                cells = cells.take(rows, axis=0)
+            # cell (node, f - a, bin) of the block: node * w * n_bins + (f - a) * n_bins + bin
+            if n_nodes == 1:
+                size, skip = b * n_bins, a * n_bins
+            else:
+                offset = np.repeat(node * (w * n_bins) - a * n_bins, w)
+                cells = (offset + cells.ravel()).reshape(-1, w)
+                size, skip = n_nodes * w * n_bins, 0
+            parts.append(_cell_sums(cells, stats, size)[skip:].reshape(n_nodes, w, n_bins, -1))
+        if not parts:  # no feature
+            parts = [np.zeros((n_nodes, 0, n_bins, 2 * n_sent))]
+        sums = parts[0] if len(parts) == 1 else np.concatenate(parts, axis=1)
+        return sums[..., 0::2], sums[..., 1::2]
+
+    def packed_histograms(self, lo, hi, n_nodes, left_only=False, n_sent=None,
+                          dtype="float64"):
+        """:meth:`histograms` as a remote site sends them (:func:`_unpacked`
+        restores them): of the cells of the bins each feature has
+        (``len(edges[f]) + 1``), a bit per cell, set where the cell has a
+        nonzero sum, then the sums of those cells only, in ``dtype``
+        (``"float64"``: exact, the same trees; ``"float32"``: half the bytes
+        of the sums, rounded), or in unsigned integers where they are
+        integers (the Hessians of squared error with unit weights: the
+        counts), exact."""
+        G, H = self.histograms(lo, hi, n_nodes, left_only, n_sent)
+        present = _bins_present(self.edges[lo:hi], self.n_bins)
+        has = present[None] & ((G != 0) | (H != 0)).any(axis=-1)
+        return np.packbits(has[:, present]), _narrowed(G[has], dtype), _narrowed(H[has], dtype)
 
     def split(self, f, k):
         """Send every row of every node left (``f < 0``) or by ``bin > k`` of feature ``f``."""
-        self.node = self.node * 2 + ((self.codes[:, f] > k) if f >= 0 else 0)
+        self.node = self.node * 2 + ((self.codes[f] > k) if f >= 0 else 0)
 
     def leaf_sums(self, n_leaves):
         """Sums of the gradients and Hessians per leaf and output."""
-        G = np.stack([np.bincount(self.node, self.g[:, c], n_leaves)
-                      for c in range(self.n_outputs)], axis=1)
-        H = np.stack([np.bincount(self.node, self.h[:, c], n_leaves)
-                      for c in range(self.n_outputs)], axis=1)
-        return G, H
+        sums = _cell_sums(self.node[:, None], self.stats, n_leaves)
+        return sums[:, 0::2], sums[:, 1::2]
+
+
+def _cell_sums(cells, values, n_cells):
+    """``(n_cells, k)``: per cell, the sum of the rows of ``values`` (``(n,
+    k)``) over the pairs ``(row j, column)`` with ``cells[j, column] ==
+    cell`` (``cells``: ``(n, m)`` ints; a row's cells distinct), summed from
+    zero row after row: per column of ``values``, the sums of
+    ``np.bincount(cells.ravel(), np.repeat(values[:, i], m), n_cells)``.
+
+    One pass for all ``k`` columns: the product of the ``(n_cells, n)``
+    matrix of ones at the cells and ``values``, by SciPy's sparse kernel
+    (CSC: column ``j`` is row ``j``'s cells), which adds each row's values to
+    its cells in row order."""
+    n, m = cells.shape
+    values = np.ascontiguousarray(values, dtype=np.float64)
+    out = np.zeros((n_cells, values.shape[1]))
+    if n == 0 or m == 0 or values.shape[1] == 0:
+        return out
+    index = np.ascontiguousarray(cells, dtype=np.intp).ravel()
+    starts = np.arange(0, n * m + 1, m, dtype=np.intp)
+    ones = _ones(n * m)
+    if _csc_matvecs is None:  # pragma: no cover - SciPy without the private kernel
+        return scipy.sparse.csc_matrix((ones, index, starts), shape=(n_cells, n)) @ values
+    _csc_matvecs(n_cells, n, values.shape[1], starts, index, ones, values.ravel(), out.ravel())
+    return out
+
+
+_ONES = np.ones(0)
+
+
+def _ones(n):
+    """``n`` ones (read only), from a buffer kept between calls."""
+    global _ONES
+    ones = _ONES
+    if len(ones) < n:
+        ones = np.ones(max(n, 2 * len(ones)))
+        ones.flags.writeable = False
+        _ONES = ones
+    return ones[:n]
+
+
+def _gradients(loss, raw, target, weight, onehot=None):
+    """``loss.gradients`` at the outputs ``raw`` of shape ``(C, n)``, bit for
+    bit, as one ``(n, 2 C)`` array: the gradient and the Hessian of every
+    output, row after row. Computed per output for two classes (``onehot``:
+    the labels one-hot, ``(2, n)``) and squared error, where NumPy's
+    reductions over a row's two outputs would take most of the time."""
+    C, n = raw.shape
+    out = np.empty((n, 2 * C))
+    g, h = out[:, 0::2].T, out[:, 1::2].T  # (C, n) views
+    target = np.asarray(target)
+    if onehot is not None and type(loss) is CrossEntropy:
+        e = np.exp(raw - np.maximum(raw[0], raw[1]))  # raw.max(axis=1)
+        p = e / (e[0] + e[1])  # the row sums of two
+        np.multiply(p - onehot, weight, out=g)
+        hessian = p * (1.0 - p) * 2.0  # C / (C - 1)
+        np.multiply(np.maximum(hessian, 1e-6), weight, out=h)
+    elif type(loss) is SquaredError and target.ndim == 2:  # Hessians of 1: the weights
+        np.multiply(raw - target.T, weight, out=g)
+        h[...] = weight
+    else:
+        out[:, 0::2], out[:, 1::2] = loss.gradients(np.ascontiguousarray(raw.T), target, weight)
+    return out
+
+
+def _mean_loss(loss, raw, target, weight):
+    """``loss.mean`` at the outputs ``raw`` of shape ``(C, n)``, bit for bit
+    (per output for two classes and one squared-error output)."""
+    C = raw.shape[0]
+    target = np.asarray(target)
+    if type(loss) is CrossEntropy and C == 2 and target.ndim == 1:
+        z = raw - np.maximum(raw[0], raw[1])
+        per_row = -(np.where(target == 0, z[0], z[1]) - np.log(np.exp(z[0]) + np.exp(z[1])))
+    elif type(loss) is SquaredError and C == 1 and target.ndim == 2:
+        per_row = 0.5 * (raw[0] - target[:, 0]) ** 2
+    else:
+        return loss.mean(np.ascontiguousarray(raw.T), target, weight)
+    return float(np.average(per_row, weights=weight)) if weight.sum() > 0 else 0.0
+
+
+def _bins_present(edges, n_bins):
+    """``(len(edges), n_bins)``: whether feature ``f`` has bin ``k`` (``k <=
+    len(edges[f])``); the others are empty on every site."""
+    return np.arange(n_bins)[None, :] <= np.array([len(e) for e in edges],
+                                                  dtype=np.int64).reshape(-1, 1)
+
+
+def _narrowed(sums, dtype):
+    """``sums`` in the smallest unsigned integer type that holds them exactly
+    where they are integers, else in ``dtype``."""
+    if sums.size and sums.min() >= 0 and sums.max() < 2 ** 32 and (
+            np.floor(sums) == sums).all():
+        top = sums.max()
+        return sums.astype(np.uint8 if top < 2 ** 8 else np.uint16 if top < 2 ** 16
+                           else np.uint32)
+    return sums.astype(dtype, copy=False)
+
+
+def _unpacked(packed, present, n_nodes):
+    """The ``(G, H)`` histograms of shape ``(n_nodes, F, n_bins, C)`` of a
+    site's :meth:`BoostingSite.packed_histograms` (``present``: the
+    ``(F, n_bins)`` cells the features have, :func:`_bins_present`)."""
+    bits, G_sums, H_sums = packed
+    has = np.zeros((n_nodes,) + present.shape, dtype=bool)
+    has[:, present] = np.unpackbits(bits, count=n_nodes * int(present.sum())).reshape(
+        n_nodes, -1).astype(bool)
+    G = np.zeros(has.shape + G_sums.shape[1:])
+    H = np.zeros_like(G)
+    G[has], H[has] = G_sums, H_sums
+    return G, H
 
 
 def _site_call(site, calls):
@@ -316,17 +480,24 @@ def result_nbytes(obj):
 class LocalSites:
     """The sites of a boosting held in this process (one for a plain fit).
     ``bytes_received`` counts what the sites returned, as a remote site would
-    send it."""
+    send it.
 
-    def __init__(self, sites):
+    ``pack``: the sites send their histograms packed, as remote sites do
+    (:meth:`BoostingSite.packed_histograms`; the same sums); False for a
+    plain fit, which sends nothing (and counts no bytes).
+    """
+
+    def __init__(self, sites, pack=True):
         self.sites = list(sites)
+        self.pack = bool(pack)
         self.bytes_received = 0
 
     def call(self, *calls):
         """Every site's results of ``calls`` (see :func:`_site_call`): one
         list per site."""
         out = [_site_call(site, calls)[1] for site in self.sites]
-        self.bytes_received += result_nbytes(out)
+        if self.pack:
+            self.bytes_received += result_nbytes(out)
         return out
 
 
@@ -366,7 +537,7 @@ def _merge_thresholds(summaries, max_bins):
 
 def grow_shared_trees(sites, *, loss, n_trees, depth, n_outputs, mask=None,
                       learning_rate=BOOSTING_LEARNING_RATE, l2=BOOSTING_L2,
-                      max_bins=BOOSTING_MAX_BINS):
+                      max_bins=BOOSTING_MAX_BINS, histogram_dtype="float64"):
     """Gradient boosting of oblivious trees over the rows of several sites.
 
     The sites (:class:`LocalSites`, or the shards of a federated fit) return
@@ -381,12 +552,23 @@ def grow_shared_trees(sites, *, loss, n_trees, depth, n_outputs, mask=None,
     distinct values). Every site that holds validation rows contributes to
     the validation loss that chooses the prefix.
 
+    Per level, a site sends the histograms of the left children (a right
+    child's is its parent's minus its sibling's), of one output for two
+    classes, packed (:meth:`BoostingSite.packed_histograms`: the cells of the
+    bins its features have, a bit per cell, and the sums of the nonzero
+    cells), unless ``sites.pack`` is False.
+
     Parameters
     ----------
     sites : LocalSites or a federated equivalent
         An object whose ``call(*calls)`` runs :func:`_site_call` on every site.
     loss, n_trees, depth, n_outputs, mask, learning_rate, l2, max_bins
         See :func:`grow_oblivious_trees`.
+    histogram_dtype : {"float64", "float32"}, default="float64"
+        The sums the sites send: ``"float64"`` grows the trees of the summed
+        histograms exactly; ``"float32"`` halves the bytes of the sums, and
+        a split can change where two gains are within float32 rounding (the
+        leaf values are sent in float64 either way).
 
     Returns
     -------
@@ -403,6 +585,9 @@ def grow_shared_trees(sites, *, loss, n_trees, depth, n_outputs, mask=None,
     depth = _as_int("depth", depth, 0)
     n_outputs = _as_int("n_outputs", n_outputs, 1)
     max_bins = _as_int("max_bins", max_bins, 1)
+    if histogram_dtype not in ("float64", "float32"):
+        raise ValueError(f"histogram_dtype must be 'float64' or 'float32', got "
+                         f"{histogram_dtype!r}.")
     if depth >= MAX_LEAVES_PER_TREE.bit_length():  # 2**depth > MAX_LEAVES_PER_TREE
         raise ValueError(
             f"depth={depth}: the boosted trees would have 2**{depth} leaves each, more than "
@@ -445,13 +630,29 @@ def grow_shared_trees(sites, *, loss, n_trees, depth, n_outputs, mask=None,
     # parent's minus its sibling's), and for two classes only the first output's
     # (the softmax gradients of the two are opposite, their Hessians equal).
     n_sent = loss.histogram_outputs(n_outputs)
+    pack = getattr(sites, "pack", True)
+    present = _bins_present(edges, n_bins)
+
+    def histograms(lo, hi, n_nodes, left_only):
+        if pack:
+            return ("packed_histograms", (lo, hi, n_nodes, left_only, n_sent, histogram_dtype))
+        return ("histograms", (lo, hi, n_nodes, left_only, n_sent))
+
+    def received(results, lo, hi, n_nodes):
+        """The sum over the sites of their histograms of ``n_nodes`` nodes
+        (each site's result list ends with them)."""
+        pairs = [r[-1] for r in results]
+        if pack:
+            pairs = [_unpacked(p, present[lo:hi], n_nodes) for p in pairs]
+        return _summed(pairs)
+
     best_loss = best_m = None
     tree = None
     for m in range(n_trees + 1):
         # add the last tree, start this one: the validation loss of the first m
         # trees, and the root's first histogram block
         calls = [("add_tree", (tree,))] + (
-            [("histograms", (*first, 1, False, n_sent))] if m < n_trees else [])
+            [histograms(*first, 1, False)] if m < n_trees else [])
         out = sites.call(*calls)
         loss_sum = sum(o[0][0] for o in out)
         val_weight = sum(o[0][1] for o in out)
@@ -459,17 +660,17 @@ def grow_shared_trees(sites, *, loss, n_trees, depth, n_outputs, mask=None,
             best_loss, best_m = loss_sum / val_weight, m
         if m == n_trees:
             break
-        pending = _summed([o[1] for o in out])
+        pending = received(out, *first, 1)
         parents = {}
         for d in range(depth):
             n_nodes = 1 << d
             gain = np.full((F, n_bins), -np.inf)
             hists = {}
             for lo, hi in blocks:
-                sums = pending if (lo, hi) == first else _summed(
-                    sites.call(("histograms", (lo, hi, n_nodes, d > 0, n_sent))), last=True)
+                sums = pending if (lo, hi) == first else received(
+                    sites.call(histograms(lo, hi, n_nodes, d > 0)), lo, hi, max(n_nodes // 2, 1))
                 hists[lo, hi] = sums if d == 0 else _with_right_children(parents[lo, hi], sums)
-                gain[lo:hi] = _split_gain(*_all_outputs(*hists[lo, hi], n_outputs), l2)
+                gain[lo:hi] = _split_gain(*hists[lo, hi], l2, n_outputs)
             parents = hists
             gain[~valid] = -np.inf
             gain[~mask[m]] = -np.inf
@@ -477,9 +678,13 @@ def grow_shared_trees(sites, *, loss, n_trees, depth, n_outputs, mask=None,
             if np.isfinite(gain).any():
                 f, k = np.unravel_index(int(np.argmax(gain)), gain.shape)
                 features[m, d], thresholds[m, d] = f, edges[f][k]
-            nxt = (("histograms", (*first, 2 * n_nodes, True, n_sent)) if d < depth - 1
-                   else ("leaf_sums", (n_leaves,)))
-            pending = _summed(sites.call(("split", (int(f), int(k))), nxt), last=True)
+            if d < depth - 1:
+                out = sites.call(("split", (int(f), int(k))),
+                                 histograms(*first, 2 * n_nodes, True))
+                pending = received(out, *first, n_nodes)
+            else:
+                out = sites.call(("split", (int(f), int(k))), ("leaf_sums", (n_leaves,)))
+                pending = _summed([r[-1] for r in out])
         G, H = pending
         leaves[m] = -learning_rate * G / (H + l2)
         tree = (features[m], thresholds[m], leaves[m])
@@ -509,26 +714,49 @@ def _all_outputs(G, H, n_outputs):
     return np.concatenate([G, -G], axis=-1), np.concatenate([H, H], axis=-1)
 
 
-def _summed(results, last=False):
-    """The elementwise sum over sites of ``(G, H)`` pairs (``last``: each
-    site's result is a list of call results, and the pair is its last)."""
-    pairs = [r[-1] for r in results] if last else results
+def _summed(pairs):
+    """The elementwise sum over sites of their ``(G, H)`` pairs (one site's as it is)."""
+    if len(pairs) == 1:
+        return pairs[0]
     G = sum(p[0] for p in pairs)
     H = sum(p[1] for p in pairs)
     return G, H
 
 
-def _split_gain(G, H, l2):
+def _split_gain(G, H, l2, n_outputs=None):
     """Second-order gain of every split "after bin k" of every feature,
     summed over the nodes and outputs: ``G`` and ``H`` of shape
-    ``(n_nodes, n_features, n_bins, C)``; returns ``(n_features, n_bins)``."""
-    GL, HL = G.cumsum(axis=2), H.cumsum(axis=2)
-    GT, HT = GL[:, :, -1:], HL[:, :, -1:]
+    ``(n_nodes, n_features, n_bins, C)``; returns ``(n_features, n_bins)``.
+    ``n_outputs``: 2 where ``G`` and ``H`` are the first output's of two
+    classes (:func:`_all_outputs`): the second's terms are the same."""
     total = np.zeros(G.shape[:3])
     for c in range(G.shape[3]):
-        total += (GL[..., c] ** 2 / (HL[..., c] + l2)
-                  + (GT[..., c] - GL[..., c]) ** 2 / (HT[..., c] - HL[..., c] + l2))
+        # GL^2 / (HL + l2) + (GT - GL)^2 / (HT - HL + l2), in place; the
+        # cumulative sums are NumPy's (a sum from the first bin on, bin after
+        # bin), by torch's kernel, several times as fast
+        GL, HL = _cumsum(G[..., c]), _cumsum(H[..., c])
+        GR, HR = GL[..., -1:] - GL, HL[..., -1:] - HL
+        HR += l2
+        HL += l2
+        GR **= 2
+        GR /= HR
+        GL **= 2
+        GL /= HL
+        GL += GR
+        total += GL
+    if n_outputs is not None and G.shape[3] < n_outputs:
+        # the second of two classes: gradients negated, Hessians equal, so that
+        # its terms are the first's exactly (a negation rounds as its operand)
+        total += total
     return total.sum(axis=0)
+
+
+def _cumsum(a):
+    """``a.cumsum(axis=-1)`` of a float64 array: the same sums in the same
+    order (torch's kernel adds bin after bin from zero too)."""
+    if not a.flags.writeable:  # torch wants arrays it could write to
+        return a.cumsum(axis=-1)
+    return torch.cumsum(torch.from_numpy(a), dim=-1).numpy()
 
 
 def oblivious_output(X, base, features, thresholds, leaves):

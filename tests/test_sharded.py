@@ -422,6 +422,9 @@ def test_rounds_log_when_redirected_and_no_joblib_chatter(capsys):
                                   random_state=0).fit(X, Y)
     captured = capsys.readouterr()
     lines = captured.err.splitlines()
+    # first what came before the rounds (the shared encoding), then a line per round
+    assert lines[0].startswith("ShardedSoftTreeEnsemble: encoded ")
+    lines = lines[1:]
     assert [line.split(":")[0] for line in lines[:2]] == [
         "ShardedSoftTreeEnsemble round 1/2", "ShardedSoftTreeEnsemble round 2/2"]
     assert "train_loss" in lines[0] and "left <=" in lines[0]
