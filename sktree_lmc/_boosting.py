@@ -537,7 +537,7 @@ def _merge_thresholds(summaries, max_bins):
 
 def grow_shared_trees(sites, *, loss, n_trees, depth, n_outputs, mask=None,
                       learning_rate=BOOSTING_LEARNING_RATE, l2=BOOSTING_L2,
-                      max_bins=BOOSTING_MAX_BINS, histogram_dtype="float64"):
+                      max_bins=BOOSTING_MAX_BINS, histogram_dtype="float64", on_tree=None):
     """Gradient boosting of oblivious trees over the rows of several sites.
 
     The sites (:class:`LocalSites`, or the shards of a federated fit) return
@@ -569,6 +569,9 @@ def grow_shared_trees(sites, *, loss, n_trees, depth, n_outputs, mask=None,
         histograms exactly; ``"float32"`` halves the bytes of the sums, and
         a split can change where two gains are within float32 rounding (the
         leaf values are sent in float64 either way).
+    on_tree : callable or None, default=None
+        Called as ``on_tree(m)`` after tree ``m`` (0-based) is grown: the
+        progress of a long federated growth.
 
     Returns
     -------
@@ -688,6 +691,8 @@ def grow_shared_trees(sites, *, loss, n_trees, depth, n_outputs, mask=None,
         G, H = pending
         leaves[m] = -learning_rate * G / (H + l2)
         tree = (features[m], thresholds[m], leaves[m])
+        if on_tree is not None:
+            on_tree(m)
     if best_m is not None:  # some site has validation rows: keep the best prefix
         features[best_m:], thresholds[best_m:], leaves[best_m:] = -1, 0.0, 0.0
     return base, features, thresholds, leaves

@@ -740,11 +740,20 @@ class ShardedSoftTreeEnsemble(MetaEstimatorMixin, BaseEstimator):
             clone(base), encoder,
             None if validation is None else (validation.X, validation.y,
                                              validation.sample_weight))
+        # verbose: about ten lines while the trees grow, with the bytes and the time left
+        log = ProgressLog(f"{type(self).__name__} teacher", base.n_estimators,
+                          min(self.verbose, 2), unit="tree")
+        every = max(1, base.n_estimators // 10)
+
+        def on_tree(m):
+            if (m + 1) % every == 0 or m + 1 == base.n_estimators:
+                log.step(m, MB_received=sites.bytes_received / 1e6)
         n_outputs = sites.call(("shape", ()))[0][0][2]
         with torch_threads(base.n_threads):
             trees = grow_shared_trees(sites, loss=base._loss,
                                       n_trees=base.n_estimators, depth=base.depth,
-                                      n_outputs=n_outputs)
+                                      n_outputs=n_outputs, on_tree=on_tree)
+        log.close()
         self.boosting_bytes_ = sites.bytes_received
         return trees
 

@@ -376,6 +376,10 @@ def test_sharded_verbose_says_what_came_before_the_first_round(capsys):
     ShardedSoftTreeEnsemble(clf(teacher_weight=0.5), n_shards=2, n_rounds=2, random_state=0,
                             verbose=2).fit(X_TR, Y_TR)
     lines = capsys.readouterr().err.splitlines()
+    assert [line.split(":")[0] for line in lines[:8]] == [
+        f"ShardedSoftTreeEnsemble teacher tree {m}/8" for m in range(1, 9)]
+    assert "MB_received" in lines[0] and "left <=" in lines[0]
+    lines = lines[8:]
     assert re.match(r"ShardedSoftTreeEnsemble: encoded 300 rows in 2 shards into 5 features "
                     r"\(.*s\); grew the shared teacher: 8 boosted trees over 2 shards, "
                     r"[0-9.]+ MB of histograms received \(.*s\)$", lines[0]), lines[0]

@@ -422,7 +422,12 @@ def test_rounds_log_when_redirected_and_no_joblib_chatter(capsys):
                                   random_state=0).fit(X, Y)
     captured = capsys.readouterr()
     lines = captured.err.splitlines()
-    # first what came before the rounds (the shared encoding), then a line per round
+    # first the shared teacher's growth (ten lines), what came before the rounds (the
+    # shared encoding and the teacher), then a line per round
+    teacher = [line for line in lines if line.startswith("ShardedSoftTreeEnsemble teacher")]
+    assert len(teacher) == 8 and teacher[-1].startswith(  # every tree of 8
+        "ShardedSoftTreeEnsemble teacher tree 8/8: MB_received ")
+    lines = lines[len(teacher):]
     assert lines[0].startswith("ShardedSoftTreeEnsemble: encoded ")
     lines = lines[1:]
     assert [line.split(":")[0] for line in lines[:2]] == [
