@@ -897,12 +897,11 @@ class _BaseSoftTreeEnsemble(BaseEstimator):
         module = SoftTreeEnsembleModule.from_params(self.architecture_, params, device)
         outs = []
         for start, chunk in self.encoder_.transform_chunks(columns):
-            out = predict_chunked(module, self._check_encoded(chunk), output=method)
+            codes = None
             if params.additive is not None and method == "forward":
                 codes = self.encoder_.additive_codes(columns, start, start + chunk.shape[0])
-                with torch.no_grad():
-                    out += module.additive_term(torch.as_tensor(codes, device=device)).cpu().numpy()
-            outs.append(out)
+            outs.append(predict_chunked(module, self._check_encoded(chunk), output=method,
+                                        codes=codes))
         return np.concatenate(outs, axis=0)
 
     def _prediction_model(self):
