@@ -253,6 +253,7 @@ CLASSIFIERS = {
     "es_off": Config(_soft_classifier(early_stopping=False)),
     # a linear warm-up of the learning rate over this fraction of the steps (the first
     # epochs overshot without one; docs/benchmarks.md, "Warm-up")
+    "warmup0.005": Config(_soft_classifier(warmup_fraction=0.005)),
     "warmup0.01": Config(_soft_classifier(warmup_fraction=0.01)),
     "warmup0.02": Config(_soft_classifier(warmup_fraction=0.02)),
     "warmup0.05": Config(_soft_classifier(warmup_fraction=0.05)),
