@@ -232,14 +232,15 @@ def test_regressor_losses_fit_merge_refit_and_export_beside_hgb(name, metric):
         assert a.y_mean_[0] == 0 and a.y_scale_[0] == pytest.approx(y.mean())
     else:  # the pinball loss estimates the 0.9 quantile
         assert 0.85 < np.mean(yt <= a.predict(Xt)) < 0.95
-    assert_allclose(merge_estimators(a, b, lam=0.0).predict(Xt), a.predict(Xt), rtol=2e-5)
-    assert_allclose(merge_estimators(a, b, lam=1.0).predict(Xt), b.predict(Xt), rtol=2e-5)
+    tol = dict(rtol=2e-5, atol=1e-5 * np.abs(yt).mean())  # float32 rounding
+    assert_allclose(merge_estimators(a, b, lam=0.0).predict(Xt), a.predict(Xt), **tol)
+    assert_allclose(merge_estimators(a, b, lam=1.0).predict(Xt), b.predict(Xt), **tol)
     merged = merge_estimators(a, b)
     assert score(yt, merged.predict(Xt)) < 1.05 * max(ours, score(yt, b.predict(Xt)))
     refit = refit_leaves(merged, X, y, max_iter=20)
     assert score(yt, refit.predict(Xt)) < 1.05 * score(yt, merged.predict(Xt))
     module = export_module(a)
-    assert_allclose(module(torch.tensor(Xt)).detach().numpy(), a.predict(Xt), rtol=1e-5)
+    assert_allclose(module(torch.tensor(Xt)).detach().numpy(), a.predict(Xt), **tol)
 
 
 def test_regressor_loss_errors_name_the_problem():
