@@ -42,7 +42,7 @@ except ImportError:  # pragma: no cover
     _csc_matvecs = None
 
 from ._architectures import MAX_LEAVES_PER_TREE
-from ._losses import CrossEntropy, SquaredError, as_loss
+from ._losses import CrossEntropy, SquaredError, as_loss, weighted_mean
 
 __all__ = ["boosted_start", "grow_oblivious_trees", "grow_shared_trees", "oblivious_output",
            "BoostingSite", "LocalSites", "BOOSTING_ARCHITECTURES"]
@@ -294,7 +294,7 @@ class BoostingSite:
         ``(n_nodes // 2, ...)``; the caller has their parents' histograms,
         and a right child's is its parent's minus its sibling's. ``n_sent``:
         of the first ``n_sent`` outputs only (default: all)."""
-        n_bins, width = self.n_bins, hi - lo
+        n_bins = self.n_bins
         n_sent = self.n_outputs if n_sent is None else n_sent
         if self._sent is None or self._sent.shape[1] != 2 * n_sent:
             self._sent = np.ascontiguousarray(self.stats[:, :2 * n_sent])
@@ -423,7 +423,7 @@ def _mean_loss(loss, raw, target, weight):
         per_row = 0.5 * (raw[0] - target[:, 0]) ** 2
     else:
         return loss.mean(np.ascontiguousarray(raw.T), target, weight)
-    return float(np.average(per_row, weights=weight)) if weight.sum() > 0 else 0.0
+    return weighted_mean(per_row, weight)
 
 
 def _bins_present(edges, n_bins):

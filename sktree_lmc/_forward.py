@@ -108,16 +108,23 @@ def routing_plan(arch):
     ValueError
         If the table does not describe a binary tree.
     """
+    return _cached_per_architecture(_PLANS, arch, _build_routing_plan)
+
+
+def _cached_per_architecture(cache, arch, build):
+    """``build(arch)``, kept in ``cache`` (a weak-key dictionary) so that it
+    is built once per architecture object; an object that cannot be a weak
+    key is built at every call."""
     try:
-        return _PLANS[arch]
+        return cache[arch]
     except (KeyError, TypeError):  # not built yet, or an object that cannot be a key
         pass
-    steps = _build_routing_plan(arch)
+    value = build(arch)
     try:
-        _PLANS[arch] = steps
+        cache[arch] = value
     except TypeError:  # pragma: no cover - unhashable or not weakly referenceable
         pass
-    return steps
+    return value
 
 
 def _build_routing_plan(arch):
@@ -476,10 +483,11 @@ def monomial_plan(arch):
     -------
     MonomialPlan or None
     """
-    try:
-        return _MONOMIAL_PLANS[arch]
-    except (KeyError, TypeError):
-        pass
+    return _cached_per_architecture(_MONOMIAL_PLANS, arch, _build_monomial_plan)
+
+
+def _build_monomial_plan(arch):
+    """The plan of :func:`monomial_plan`, or None."""
     code = np.asarray(arch.code)
     n_leaves, n_nodes = code.shape
     plan = None
@@ -489,10 +497,6 @@ def monomial_plan(arch):
         bits = (np.arange(n_leaves)[:, None] >> shift[None, :]) & 1
         if np.array_equal(code, 1 - 2 * bits):
             plan = MonomialPlan(n_nodes)
-    try:
-        _MONOMIAL_PLANS[arch] = plan
-    except TypeError:  # pragma: no cover - not weakly referenceable
-        pass
     return plan
 
 

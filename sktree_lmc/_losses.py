@@ -31,6 +31,12 @@ from scipy.special import xlogy as scipy_xlogy
 __all__: list = []
 
 
+def weighted_mean(per_row, weight):
+    """Weighted mean NumPy loss of the rows (0 for no weight): every
+    :meth:`Loss.mean`."""
+    return float(np.average(per_row, weights=weight)) if weight.sum() > 0 else 0.0
+
+
 class IdentityLink:
     """The raw output is the (standardized) prediction."""
 
@@ -181,7 +187,7 @@ class CrossEntropy(Loss):
         z = raw - raw.max(axis=1, keepdims=True)
         logp = z - np.log(np.exp(z).sum(axis=1, keepdims=True))
         per_row = -logp[np.arange(len(target)), target]
-        return float(np.average(per_row, weights=weight)) if weight.sum() > 0 else 0.0
+        return weighted_mean(per_row, weight)
 
     def target_sums(self, target, weight, n_outputs):
         return (np.bincount(target, weights=weight, minlength=n_outputs), float(weight.sum()))
@@ -224,7 +230,7 @@ class SquaredError(Loss):
 
     def mean(self, raw, target, weight):
         per_row = 0.5 * ((raw - target) ** 2).sum(axis=1)
-        return float(np.average(per_row, weights=weight)) if weight.sum() > 0 else 0.0
+        return weighted_mean(per_row, weight)
 
     def target_sums(self, target, weight, n_outputs):
         return ((weight[:, None] * target).sum(axis=0), float(weight.sum()))
@@ -264,7 +270,7 @@ class AbsoluteError(SquaredError):
 
     def mean(self, raw, target, weight):
         per_row = np.abs(raw - target).sum(axis=1)
-        return float(np.average(per_row, weights=weight)) if weight.sum() > 0 else 0.0
+        return weighted_mean(per_row, weight)
 
     def standardization(self, y, weight):
         """Robust: the weighted median and the mean absolute deviation from it."""
@@ -310,7 +316,7 @@ class Quantile(AbsoluteError):
     def mean(self, raw, target, weight):
         diff = target - raw
         per_row = np.maximum(self.quantile * diff, (self.quantile - 1) * diff).sum(axis=1)
-        return float(np.average(per_row, weights=weight)) if weight.sum() > 0 else 0.0
+        return weighted_mean(per_row, weight)
 
     def __repr__(self):
         return f"Quantile(quantile={self.quantile!r})"
@@ -331,7 +337,7 @@ class _LogLinkLoss(SquaredError):
 
     def mean(self, raw, target, weight):
         per_row = self._half_deviance(raw, target, np).sum(axis=1)
-        return float(np.average(per_row, weights=weight)) if weight.sum() > 0 else 0.0
+        return weighted_mean(per_row, weight)
 
     def standardization(self, y, weight):
         """No centre, and the weighted mean target as the scale: the model
