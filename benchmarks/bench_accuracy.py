@@ -106,6 +106,7 @@ from __future__ import annotations
 
 import argparse
 import csv
+import json
 import shutil
 import subprocess
 import sys
@@ -434,6 +435,15 @@ def append_row(path, row):
         if new:
             writer.writeheader()
         writer.writerow(row)
+
+
+def append_json_line(path, record):
+    """Print ``record`` as one JSON line and append it to ``path`` (the JSON-lines results of
+    ``bench_stream``, ``bench_merge_axis`` and ``bench_refit_tol``)."""
+    line = json.dumps(record)
+    print(line, flush=True)
+    with open(path, "a") as fh:
+        fh.write(line + "\n")
 
 
 def measure(est, X_tr, X_te, y_tr, y_te, metric):

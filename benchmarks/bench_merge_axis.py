@@ -24,7 +24,6 @@ Run from the repository root::
 from __future__ import annotations
 
 import argparse
-import json
 from pathlib import Path
 
 import numpy as np
@@ -43,18 +42,12 @@ VARIANTS = {
 
 def measure(name, variant, n_train=10_000, extra=None):
     """One (dataset, variant) record."""
-    from sklearn.model_selection import train_test_split
-
     from sktree_lmc import SoftTreeEnsembleClassifier, merge_estimators
-    from sktree_lmc.datasets import load_tabular_benchmark
 
-    from .bench_accuracy import default_data_home
+    from .bench_accuracy import load, split
 
-    data = load_tabular_benchmark(name, data_home=default_data_home())
-    X, y = data.data, data.target
-    n = min(n_train, len(y) // 2)
-    X_tr, X_te, y_tr, y_te = train_test_split(X, y, train_size=n, test_size=n, stratify=y,
-                                              random_state=0)
+    X_tr, X_te, y_tr, y_te = split(*load("raw", name), n_train, n_train, 0, True)
+    n = len(y_tr)
     quarters = np.array_split(np.random.RandomState(0).permutation(n), 4)
     params = {**VARIANTS[variant], **(extra or {})}
 
@@ -83,6 +76,8 @@ def measure(name, variant, n_train=10_000, extra=None):
 def main(argv=None):
     import torch
 
+    from .bench_accuracy import append_json_line
+
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--datasets", nargs="+", default=["MagicTelescope"])
     parser.add_argument("--variants", nargs="+", default=list(VARIANTS), choices=list(VARIANTS))
@@ -100,9 +95,7 @@ def main(argv=None):
         for variant in args.variants:
             record = measure(name, variant, n_train, extra)
             records.append(record)
-            print(json.dumps(record), flush=True)
-            with args.out.open("a") as fh:
-                fh.write(json.dumps(record) + "\n")
+            append_json_line(args.out, record)
     return records
 
 

@@ -18,7 +18,6 @@ Run from the repository root::
 from __future__ import annotations
 
 import argparse
-import json
 import time
 from pathlib import Path
 
@@ -28,18 +27,12 @@ RESULTS = ROOT / "benchmarks" / "results" / "refit_tol" / "refit_tol.jsonl"
 
 def measure(name, tols, n_train=10_000, extra=None):
     """One dataset's record."""
-    from sklearn.model_selection import train_test_split
-
     from sktree_lmc import SoftTreeEnsembleClassifier, merge_estimators, refit_leaves
-    from sktree_lmc.datasets import load_tabular_benchmark
 
-    from .bench_accuracy import default_data_home
+    from .bench_accuracy import load, split
 
-    data = load_tabular_benchmark(name, data_home=default_data_home())
-    n = min(n_train, len(data.target) // 2)
-    X_tr, X_te, y_tr, y_te = train_test_split(data.data, data.target, train_size=n,
-                                              test_size=n, stratify=data.target,
-                                              random_state=0)
+    X_tr, X_te, y_tr, y_te = split(*load("raw", name), n_train, n_train, 0, True)
+    n = len(y_tr)
     params = dict(device="cpu", **(extra or {}))
     start = time.process_time()
     a = SoftTreeEnsembleClassifier(random_state=0, **params).fit(X_tr, y_tr)
@@ -63,6 +56,8 @@ def measure(name, tols, n_train=10_000, extra=None):
 def main(argv=None):
     import torch
 
+    from .bench_accuracy import append_json_line
+
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--datasets", nargs="+", default=["MagicTelescope", "electricity"])
     parser.add_argument("--tols", nargs="+", type=float, default=[1e-7, 3e-6, 1e-5])
@@ -79,9 +74,7 @@ def main(argv=None):
     for name in args.datasets:
         record = measure(name, args.tols, n_train, extra)
         records.append(record)
-        print(json.dumps(record), flush=True)
-        with args.out.open("a") as fh:
-            fh.write(json.dumps(record) + "\n")
+        append_json_line(args.out, record)
     return records
 
 

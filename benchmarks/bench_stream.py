@@ -16,7 +16,6 @@ Run from the repository root::
 from __future__ import annotations
 
 import argparse
-import json
 import warnings
 from pathlib import Path
 
@@ -26,24 +25,13 @@ ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "benchmarks" / "results" / "stream" / "stream.jsonl"
 
 
-def _split(name, n_train, smoke):
-    from sklearn.model_selection import train_test_split
-
-    from sktree_lmc.datasets import load_tabular_benchmark
-
-    from .bench_accuracy import default_data_home
-
-    data = load_tabular_benchmark(name, data_home=default_data_home())
-    X, y = data.data, data.target
-    n = min(n_train, len(y) // 2)
-    return train_test_split(X, y, train_size=n, test_size=n, stratify=y, random_state=0)
-
-
 def run(datasets, learning_rates, chunks, passes, n_train, out, smoke=False):
     """Measure every (dataset, policy); return the records."""
     import torch
 
     from sktree_lmc import SoftTreeEnsembleClassifier
+
+    from .bench_accuracy import append_json_line, load, split
 
     torch.set_num_threads(1)
     extra = {"n_estimators": 8, "max_epochs": 2} if smoke else {}
@@ -51,7 +39,7 @@ def run(datasets, learning_rates, chunks, passes, n_train, out, smoke=False):
     out = Path(out)
     out.parent.mkdir(parents=True, exist_ok=True)
     for name in datasets:
-        X_tr, X_te, y_tr, y_te = _split(name, n_train, smoke)
+        X_tr, X_te, y_tr, y_te = split(*load("raw", name), n_train, n_train, 0, True)
         one = SoftTreeEnsembleClassifier(random_state=0, device="cpu", **extra).fit(X_tr, y_tr)
         records.append({"dataset": name, "policy": "one fit", "n_train": len(y_tr),
                         "accuracy": [round(100 * one.score(X_te, y_te), 2)],
@@ -71,10 +59,8 @@ def run(datasets, learning_rates, chunks, passes, n_train, out, smoke=False):
             records.append({"dataset": name, "policy": f"partial_fit learning_rate={lr:g}",
                             "n_train": len(y_tr), "accuracy": accuracy,
                             "epochs": model.n_iter_})
-        with out.open("a") as fh:
-            for record in records[-1 - len(learning_rates):]:
-                fh.write(json.dumps(record) + "\n")
-                print(json.dumps(record), flush=True)
+        for record in records[-1 - len(learning_rates):]:
+            append_json_line(out, record)
     return records
 
 
