@@ -258,6 +258,9 @@ CLASSIFIERS = {
     "warmup0.01": Config(_soft_classifier(warmup_fraction=0.01)),
     "warmup0.02": Config(_soft_classifier(warmup_fraction=0.02)),
     "warmup0.05": Config(_soft_classifier(warmup_fraction=0.05)),
+    # every tree's columns drawn alike, and the additive term on every column: the default
+    # before the teacher-guided draws (docs/benchmarks.md, "Feature selection by the teacher")
+    "fs_uniform": Config(_soft_classifier(feature_selection="uniform")),
     # the gradient-boosted start (an option, not the default: its models merge badly)
     "boosting": Config(_soft_classifier(**NO_TEACHER, split_init="boosting",
                                         max_features=None)),

@@ -80,9 +80,10 @@ def _read(path):
 
 
 def _model(out, dataset, seed, X, y, smoke, split_init=None, additive_bins="default",
-           teacher_weight=None, learning_rate=None):
+           teacher_weight=None, learning_rate=None, feature_selection=None):
     """The default model of ``seed`` on the training rows (cached); ``split_init``,
-    ``additive_bins`` (an int or None), ``teacher_weight``, ``learning_rate``: those
+    ``additive_bins`` (an int or None), ``teacher_weight``, ``learning_rate``,
+    ``feature_selection``: those
     parameters instead of their defaults. The cache's file name names the additive term,
     the teacher and the learning rate the model has (``-additive64``, ``-teacher0.75``,
     ``-lr0.03``; none, or the rate ``PREVIOUS_LEARNING_RATE``: no suffix, as before they
@@ -96,12 +97,15 @@ def _model(out, dataset, seed, X, y, smoke, split_init=None, additive_bins="defa
         params["teacher_weight"] = teacher_weight
     if learning_rate is not None:
         params["learning_rate"] = learning_rate
+    if feature_selection is not None:
+        params["feature_selection"] = feature_selection
     probe = SoftTreeEnsembleClassifier(**params)
     bins, teacher, lr = probe.additive_bins, probe.teacher_weight, probe.learning_rate
     tag = (("-smoke" if smoke else "") + (f"-{split_init}" if split_init else "")
            + (f"-additive{bins_tag(bins)}" if bins else "")
            + (f"-teacher{teacher:g}" if teacher else "")
-           + (f"-lr{lr:g}" if lr != PREVIOUS_LEARNING_RATE else ""))
+           + (f"-lr{lr:g}" if lr != PREVIOUS_LEARNING_RATE else "")
+           + (f"-fs{feature_selection}" if feature_selection else ""))
     path = out / "models" / f"{dataset}-seed{seed}{tag}.joblib"
     if path.exists():
         return joblib.load(path)
@@ -118,7 +122,8 @@ def _acc(model, X, y):
 
 
 def run(out, datasets, pairs, n_eval, *, n_train=10_000, smoke=False, refit_iter=100,
-        split_init=None, additive_bins="default", teacher_weight=None, learning_rate=None):
+        split_init=None, additive_bins="default", teacher_weight=None, learning_rate=None,
+        feature_selection=None):
     out = Path(out)
     barriers, refits = out / "barriers.csv", out / "refit.csv"
     done_b = {(r["dataset"], r["pair"]) for r in _read(barriers)}
@@ -135,9 +140,9 @@ def run(out, datasets, pairs, n_eval, *, n_train=10_000, smoke=False, refit_iter
             if (dataset, str(p)) in done_b and (dataset, str(p)) in done_r:
                 continue
             a = _model(out, dataset, seed_a, X_tr, y_tr, smoke, split_init, additive_bins,
-                       teacher_weight, learning_rate)
+                       teacher_weight, learning_rate, feature_selection)
             b = _model(out, dataset, seed_b, X_tr, y_tr, smoke, split_init, additive_bins,
-                       teacher_weight, learning_rate)
+                       teacher_weight, learning_rate, feature_selection)
             if (dataset, str(p)) not in done_b:
                 rows = interpolate_pair(a, b, splits, X_align=X_tr, align_seed=seed_a,
                                         n_lambdas=5 if smoke else 25)
@@ -244,6 +249,9 @@ def main(argv=None):
                         help="the models' teacher_weight (default: the estimator's default)")
     parser.add_argument("--learning-rate", type=float, default=None,
                         help="the models' learning_rate (default: the estimator's default)")
+    parser.add_argument("--feature-selection", default=None, choices=["auto", "uniform"],
+                        help="the models' feature_selection (default: the estimator's "
+                             "default)")
     parser.add_argument("--out", type=Path, default=RESULTS)
     parser.add_argument("--report", type=Path, default=None, metavar="DIR")
     parser.add_argument("--smoke", action="store_true")
@@ -256,7 +264,8 @@ def main(argv=None):
         return report(args.out)
     run(args.out, args.datasets, args.pairs, args.n_eval, refit_iter=args.refit_iter,
         split_init=args.split_init, additive_bins=args.additive_bins,
-        teacher_weight=args.teacher_weight, learning_rate=args.learning_rate)
+        teacher_weight=args.teacher_weight, learning_rate=args.learning_rate,
+        feature_selection=args.feature_selection)
     return report(args.out)
 
 

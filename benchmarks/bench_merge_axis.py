@@ -37,6 +37,9 @@ VARIANTS = {
     "auto_w0": dict(early_stopping="auto", warmup_fraction=0.0),
     "auto_w0.01": dict(early_stopping="auto", warmup_fraction=0.01),
     "auto_w0.05": dict(early_stopping="auto", warmup_fraction=0.05),
+    # the trees' columns drawn by the teacher's gains (the default) or alike
+    "fs_auto": dict(feature_selection="auto"),
+    "fs_uniform": dict(feature_selection="uniform"),
 }
 
 

@@ -43,11 +43,12 @@ for name, mask in [("A", in_a), ("B", ~in_a)]:
 # models see their inputs through one encoding here: an encoder fitted inside
 # ``fit`` on each model's own rows would differ between A and B (the merge
 # would then re-express both on a common encoding of the two), so both models
-# take the shared preprocessing as it is (``numeric_encoding="none"``). The recipe is pinned (early stopping, no
-# warm-up), so that the numbers the text discusses do not move with the
-# package's defaults.
+# take the shared preprocessing as it is (``numeric_encoding="none"``). The
+# recipe is pinned (early stopping, no warm-up, uniform feature draws), so that
+# the numbers the text discusses do not move with the package's defaults.
 params = dict(arch="oblivious", depth=2, n_estimators=32, max_epochs=20,
-              numeric_encoding="none", early_stopping=True, warmup_fraction=0.0)
+              numeric_encoding="none", early_stopping=True, warmup_fraction=0.0,
+              feature_selection="uniform")
 model_a = SoftTreeEnsembleClassifier(random_state=0, **params).fit(X_train[in_a], y_train[in_a])
 model_b = SoftTreeEnsembleClassifier(random_state=1, **params).fit(X_train[~in_a], y_train[~in_a])
 full = SoftTreeEnsembleClassifier(random_state=2, **params).fit(X_train, y_train)

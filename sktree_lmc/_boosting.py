@@ -104,7 +104,8 @@ def _as_int(name, value, minimum):
 
 def grow_oblivious_trees(X, target, weight, *, loss, n_trees, depth, n_outputs,
                          mask=None, learning_rate=BOOSTING_LEARNING_RATE, l2=BOOSTING_L2,
-                         max_bins=BOOSTING_MAX_BINS, generator=None, validation=None):
+                         max_bins=BOOSTING_MAX_BINS, generator=None, validation=None,
+                         gains=None):
     """Grow ``n_trees`` oblivious trees of ``depth`` levels by gradient boosting.
 
     Parameters
@@ -137,6 +138,10 @@ def grow_oblivious_trees(X, target, weight, *, loss, n_trees, depth, n_outputs,
         All ``n_trees`` trees are grown, and the shortest prefix of them with
         the least loss on these rows is kept: the trees after it are dropped
         (feature -1 at every level, zero leaves). None: every tree is kept.
+    gains : ndarray of shape (n_trees, depth) or None
+        Filled with the second-order gain of every level's split (0 where
+        there is none, and for the dropped trees): the teacher's feature
+        importances (:func:`feature_gains`).
 
     Returns
     -------
@@ -165,7 +170,7 @@ def grow_oblivious_trees(X, target, weight, *, loss, n_trees, depth, n_outputs,
                         validation=validation, generator=generator)
     return grow_shared_trees(LocalSites([site], pack=False), loss=loss, n_trees=n_trees,
                              depth=depth, n_outputs=n_outputs, mask=mask,
-                             learning_rate=learning_rate, l2=l2, max_bins=max_bins)
+                             learning_rate=learning_rate, l2=l2, max_bins=max_bins, gains=gains)
 
 
 class BoostingSite:
@@ -537,7 +542,8 @@ def _merge_thresholds(summaries, max_bins):
 
 def grow_shared_trees(sites, *, loss, n_trees, depth, n_outputs, mask=None,
                       learning_rate=BOOSTING_LEARNING_RATE, l2=BOOSTING_L2,
-                      max_bins=BOOSTING_MAX_BINS, histogram_dtype="float64", on_tree=None):
+                      max_bins=BOOSTING_MAX_BINS, histogram_dtype="float64", on_tree=None,
+                      gains=None):
     """Gradient boosting of oblivious trees over the rows of several sites.
 
     The sites (:class:`LocalSites`, or the shards of a federated fit) return
@@ -572,6 +578,8 @@ def grow_shared_trees(sites, *, loss, n_trees, depth, n_outputs, mask=None,
     on_tree : callable or None, default=None
         Called as ``on_tree(m)`` after tree ``m`` (0-based) is grown: the
         progress of a long federated growth.
+    gains : ndarray of shape (n_trees, depth) or None, default=None
+        See :func:`grow_oblivious_trees`.
 
     Returns
     -------
@@ -675,12 +683,17 @@ def grow_shared_trees(sites, *, loss, n_trees, depth, n_outputs, mask=None,
                 hists[lo, hi] = sums if d == 0 else _with_right_children(parents[lo, hi], sums)
                 gain[lo:hi] = _split_gain(*hists[lo, hi], l2, n_outputs)
             parents = hists
+            # a split after the last bin is no split: every feature's last
+            # column is the score of the level's nodes as they are
+            unsplit = gain[:, -1].copy()
             gain[~valid] = -np.inf
             gain[~mask[m]] = -np.inf
             f, k = -1, 0
             if np.isfinite(gain).any():
                 f, k = np.unravel_index(int(np.argmax(gain)), gain.shape)
                 features[m, d], thresholds[m, d] = f, edges[f][k]
+                if gains is not None:
+                    gains[m, d] = max(gain[f, k] - unsplit[f], 0.0)
             if d < depth - 1:
                 out = sites.call(("split", (int(f), int(k))),
                                  histograms(*first, 2 * n_nodes, True))
@@ -695,7 +708,16 @@ def grow_shared_trees(sites, *, loss, n_trees, depth, n_outputs, mask=None,
             on_tree(m)
     if best_m is not None:  # some site has validation rows: keep the best prefix
         features[best_m:], thresholds[best_m:], leaves[best_m:] = -1, 0.0, 0.0
+        if gains is not None:
+            gains[best_m:] = 0.0
     return base, features, thresholds, leaves
+
+
+def feature_gains(features, gains, n_features):
+    """The total gain of the splits on every feature, of trees
+    :func:`grow_oblivious_trees` grew with ``gains``: shape ``(n_features,)``."""
+    used = features >= 0
+    return np.bincount(features[used], weights=np.asarray(gains)[used], minlength=n_features)
 
 
 def _with_right_children(parent, left):

@@ -26,7 +26,7 @@ from sklearn.utils.validation import (
 )
 
 from ._architectures import ARCHITECTURES, check_model_size, get_architecture
-from ._boosting import grow_oblivious_trees, oblivious_output
+from ._boosting import feature_gains, grow_oblivious_trees, oblivious_output
 from ._device import DEVICE_CONSTRAINT, prediction_device, resolve_device
 from ._encoding import (
     NUMERIC_ENCODINGS,
@@ -235,6 +235,7 @@ class _BaseSoftTreeEnsemble(BaseEstimator):
             _NumberInterval(Real, 0, 1, closed="right"),
             None,
         ],
+        "feature_selection": [StrOptions({"auto", "uniform"})],
         "additive_bins": [_NumberInterval(Integral, 2, 2**16, closed="both"), tuple, list,
                           None],
         "teacher_weight": [_NumberInterval(Real, 0, 1, closed="left")],
@@ -270,6 +271,7 @@ class _BaseSoftTreeEnsemble(BaseEstimator):
         averaging="ema",
         ema_decay=0.995,
         max_features=0.5,
+        feature_selection="auto",
         scoring="loss",
         additive_bins=(16, 64, 256, 1024, 4096),
         teacher_weight=0.0,
@@ -302,6 +304,7 @@ class _BaseSoftTreeEnsemble(BaseEstimator):
         self.averaging = averaging
         self.ema_decay = ema_decay
         self.max_features = max_features
+        self.feature_selection = feature_selection
         self.scoring = scoring
         self.additive_bins = additive_bins
         self.teacher_weight = teacher_weight
@@ -412,10 +415,14 @@ class _BaseSoftTreeEnsemble(BaseEstimator):
         optimizer = make_optimizer(module, self.learning_rate)
         if warm and getattr(self, "optimizer_state_", None) is not None:
             _load_adam_state(optimizer, self.optimizer_state_)
+        split = (train_idx, val_idx)
+        teacher = self._teacher(X, target, sample_weight, split, n_outputs, generator, warm,
+                                recipe, plan)
         hooks = self._training_hooks(module, optimizer, generator, device, warm, len(train_idx),
-                                     recipe, plan.schedule_window)
-        boosted, target = self._start(module, arch, X, target, sample_weight, (train_idx, val_idx),
-                                      n_outputs, generator, hooks.mask, warm, recipe, plan)
+                                     recipe, plan.schedule_window,
+                                     gains=None if teacher is None else teacher[1])
+        boosted, target = self._start(module, arch, X, target, sample_weight, split, n_outputs,
+                                      generator, hooks.mask, warm, recipe, plan, teacher)
         clock.lap(self._start_note(warm, recipe, plan))
         data = _FitTensors.from_arrays(X, target, sample_weight, device)
         reference_loss = _reference_loss(module, self._loss, data, train_idx, self.batch_size,
@@ -559,27 +566,54 @@ class _BaseSoftTreeEnsemble(BaseEstimator):
             self.teacher_ = None
         return warm
 
+    def _teacher(self, X, target, sample_weight, split, n_outputs, generator, warm, recipe,
+                 plan):
+        """The teacher of ``teacher_weight > 0``, grown before the features of
+        the trees are drawn (they are drawn by its gains): ``(trees, gains)``,
+        the gradient-boosted trees grown on the training rows of ``split``
+        (or the shards' shared trees of ``plan``) and the gain of their
+        splits per encoded feature (None for shared trees without them).
+        None without a teacher, and with a new boosted start, whose trees are
+        the teacher (grown on the trees' own features)."""
+        if not recipe.teacher_weight > 0 or (self.split_init == "boosting" and not warm):
+            return None
+        if plan.boosting_trees is not None:
+            return self._shared_trees(plan.boosting_trees), plan.feature_gains
+        train_idx, val_idx = split
+        F_enc = self.encoder_.n_features_out_
+        sw = np.asarray(sample_weight, dtype=np.float64)
+        gains = np.zeros((self.n_estimators, self.depth))
+        trees = grow_oblivious_trees(
+            np.asarray(X[train_idx, :F_enc], dtype=np.float64), target[train_idx],
+            sw[train_idx], loss=self._loss, n_trees=self.n_estimators, depth=self.depth,
+            n_outputs=n_outputs, generator=generator, gains=gains,
+            validation=boosting_validation(X, target, sw, val_idx, F_enc))
+        return trees, feature_gains(trees[1], gains, F_enc)
+
     def _start(self, module, arch, X, target, sample_weight, split, n_outputs, generator, mask,
-               warm, recipe, plan):
+               warm, recipe, plan, teacher=None):
         """The data-aware starts of a new model (``split_init="data"`` or
-        ``"boosting"``) and the teacher's targets; returns whether the model
-        starts from boosted trees, and the training targets."""
+        ``"boosting"``) and the teacher's targets (``teacher``: see
+        :meth:`_teacher`); returns whether the model starts from boosted
+        trees, and the training targets."""
         sw = np.asarray(sample_weight, dtype=np.float64)
         if self.split_init == "data" and not warm:
             data_start(module, X, split[0], self.encoder_, generator, mask)
         boosted = self.split_init == "boosting" and not warm
-        start_trees = None
         if boosted:
             start_trees = boosting_start(
                 module, arch, X, target, sw, split, loss=self._loss, mask=mask,
                 generator=generator, trees=self._shared_trees(plan.boosting_trees))
-        if recipe.teacher_weight > 0:
-            # the teacher is the boosted start's trees when they were grown on every
-            # column (the same boosting on the same rows): they are not grown twice
-            target = self._distilled_targets(
-                X, target, sw, split, n_outputs, generator, recipe.teacher_weight,
-                start_trees if start_trees is not None
-                else self._shared_trees(plan.boosting_trees))
+            if recipe.teacher_weight > 0:
+                # the teacher is the boosted start's trees when they were grown on every
+                # column (the same boosting on the same rows): they are not grown twice
+                if start_trees is None:
+                    start_trees = self._teacher(X, target, sample_weight, split, n_outputs,
+                                                generator, True, recipe, plan)[0]
+                teacher = (start_trees, None)
+        if teacher is not None:
+            target = self._distilled_targets(X, target, split, recipe.teacher_weight,
+                                             teacher[0])
         return boosted, target
 
     def _callbacks(self, scored, data, val_idx, arch, recipe, boosted, clock=None):
@@ -608,25 +642,14 @@ class _BaseSoftTreeEnsemble(BaseEstimator):
         callbacks.append(ProgressCallback(log, show_score=early and self.scoring != "loss"))
         return callbacks, stopper
 
-    def _distilled_targets(self, X, target, sample_weight, split, n_outputs, generator,
-                           teacher_weight, trees=None):
+    def _distilled_targets(self, X, target, split, teacher_weight, trees):
         """The training targets of ``teacher_weight > 0``: on the training rows,
         ``(1 - teacher_weight) * target + teacher_weight * teacher``, the
-        teacher being gradient-boosted trees grown on those rows (see
-        ``_boosting.py``), as many of them kept as minimize the loss on the
-        validation rows; the validation rows keep their labels, so early
-        stopping measures the loss against them. ``trees``: the teacher's
-        trees, grown already (the boosted start's, or those a sharded fit
-        grew over all its shards, :attr:`FitPlan.boosting_trees`)."""
-        train_idx, val_idx = split
-        F_enc = self.encoder_.n_features_out_
-        Xe = np.asarray(X[train_idx, :F_enc], dtype=np.float64)
-        if trees is None:
-            trees = grow_oblivious_trees(
-                Xe, target[train_idx], sample_weight[train_idx],
-                loss=self._loss, n_trees=self.n_estimators, depth=self.depth,
-                n_outputs=n_outputs, generator=generator,
-                validation=boosting_validation(X, target, sample_weight, val_idx, F_enc))
+        teacher being the gradient-boosted ``trees`` (:meth:`_teacher`); the
+        validation rows keep their labels, so early stopping measures the
+        loss against them."""
+        train_idx = split[0]
+        Xe = np.asarray(X[train_idx, :self.encoder_.n_features_out_], dtype=np.float64)
         self.teacher_ = [tuple(np.asarray(a) for a in trees)]
         return self._mix_targets(target, oblivious_output(Xe, *trees), train_idx, teacher_weight)
 
@@ -720,21 +743,32 @@ class _BaseSoftTreeEnsemble(BaseEstimator):
         return self
 
     def _training_hooks(self, module, optimizer, generator, device, warm, n_train, recipe,
-                        window=None):
+                        window=None, gains=None):
         """The recipe around each Adam step (see :mod:`._training`): the
-        per-tree feature mask (drawn from ``generator`` for a new model,
-        recovered from the zero weights when warm-started), the learning-rate
+        per-tree feature mask (drawn from ``generator`` for a new model, by
+        the teacher's ``gains`` per encoded feature when there are some and
+        ``feature_selection="auto"``, recovered from the zero weights when
+        warm-started), the learning-rate
         schedule over this fit's steps (or over ``window``, ``(epochs before
         this fit, epochs of the whole run)``: the federated rounds are one run
         of the schedule), and the weight average."""
         mask = None
         if self.max_features is not None:
+            enc = self.encoder_
             if warm:
-                mask = FeatureMask.from_params(self.tree_params_.split_weight, device)
+                params = self.tree_params_
+                mask = FeatureMask.from_params(params.split_weight, device, params.additive,
+                                               enc.additive_offsets_)
             else:
-                groups = self.encoder_.feature_groups_
-                k = resolve_max_features(self.max_features, self.encoder_.n_features_in_)
-                mask = FeatureMask.draw(generator, self.n_estimators, groups, k, device)
+                groups = enc.feature_groups_
+                if gains is not None and self.feature_selection == "auto":
+                    mask = FeatureMask.guided(
+                        generator, self.n_estimators, groups, gains, self.max_features, device,
+                        additive_sources=enc.additive_sources_,
+                        additive_offsets=enc.additive_offsets_)
+                if mask is None:
+                    k = resolve_max_features(self.max_features, enc.n_features_in_)
+                    mask = FeatureMask.draw(generator, self.n_estimators, groups, k, device)
                 if mask is not None:
                     mask.apply(module)
         steps_per_epoch = -(-n_train // int(self.batch_size))
@@ -1190,10 +1224,19 @@ class SoftTreeEnsembleClassifier(ClassifierMixin, _BaseSoftTreeEnsemble):
     ema_decay : float in (0, 1), default=0.995
         Decay per step of ``averaging="ema"``.
     max_features : {"sqrt", "log2"}, int, float or None, default=0.5
-        Input columns each tree may split on, drawn per tree, as in
-        :class:`~sklearn.ensemble.RandomForestClassifier` (None: all). The other
-        columns' split weights are zero and stay zero in training; a merge
-        unites the subsets of matched trees.
+        Input columns each tree may split on, drawn per tree (None: all). The
+        other columns' split weights are zero and stay zero in training; a
+        merge unites the subsets of matched trees. With the teacher, a
+        fraction counts the effective number of columns its gains spread over
+        (see ``feature_selection``); without, all of them, as in
+        :class:`~sklearn.ensemble.RandomForestClassifier`.
+    feature_selection : {"auto", "uniform"}, default="auto"
+        How the trees' columns are drawn. ``"auto"``: with the teacher
+        (``teacher_weight > 0``), in proportion to the gains of its splits,
+        so that columns it never splits on are never drawn, and the additive
+        term keeps only its most useful columns; this is what makes wide and
+        noisy data work (:ref:`encoding_and_training`). ``"uniform"``: every
+        column alike.
     scoring : str, callable or None, default="loss"
         What early stopping monitors on the validation rows, as in
         HistGradientBoosting: ``"loss"``, a scorer name (``"accuracy"``, ...),
@@ -1338,6 +1381,7 @@ class SoftTreeEnsembleClassifier(ClassifierMixin, _BaseSoftTreeEnsemble):
         averaging="ema",
         ema_decay=0.995,
         max_features=0.5,
+        feature_selection="auto",
         scoring="loss",
         additive_bins=(16, 64, 256, 1024, 4096),
         class_weight=None,
@@ -1355,7 +1399,8 @@ class SoftTreeEnsembleClassifier(ClassifierMixin, _BaseSoftTreeEnsemble):
             n_threads=n_threads, numeric_encoding=numeric_encoding, n_bins=n_bins,
             categorical_features=categorical_features, max_categories=max_categories,
             lr_schedule=lr_schedule, warmup_fraction=warmup_fraction, averaging=averaging,
-            ema_decay=ema_decay, max_features=max_features, scoring=scoring,
+            ema_decay=ema_decay, max_features=max_features,
+            feature_selection=feature_selection, scoring=scoring,
             additive_bins=additive_bins, teacher_weight=teacher_weight, n_members=n_members,
             encoder=encoder,
         )
@@ -1684,6 +1729,9 @@ class SoftTreeEnsembleRegressor(RegressorMixin, _BaseSoftTreeEnsemble):
     max_features : {"sqrt", "log2"}, int, float or None, default=0.5
         Input columns each tree may split on (exact zeros in the split
         weights, kept by alignment and merging).
+    feature_selection : {"auto", "uniform"}, default="auto"
+        ``"auto"``: with a teacher (``teacher_weight > 0``), columns drawn by
+        its gains; see :class:`SoftTreeEnsembleClassifier`.
     scoring : str, callable or None, default="loss"
         What early stopping monitors (``"loss"``, a scorer, None for
         :meth:`score`), as in HistGradientBoosting.
@@ -1867,6 +1915,7 @@ class SoftTreeEnsembleRegressor(RegressorMixin, _BaseSoftTreeEnsemble):
         averaging="ema",
         ema_decay=0.995,
         max_features=0.5,
+        feature_selection="auto",
         scoring="loss",
         additive_bins=(16, 64, 256, 1024, 4096),
         teacher_weight=0.0,
@@ -1902,6 +1951,7 @@ class SoftTreeEnsembleRegressor(RegressorMixin, _BaseSoftTreeEnsemble):
             averaging=averaging,
             ema_decay=ema_decay,
             max_features=max_features,
+            feature_selection=feature_selection,
             scoring=scoring,
             additive_bins=additive_bins,
             teacher_weight=teacher_weight,

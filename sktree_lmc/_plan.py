@@ -172,6 +172,10 @@ class FitPlan:
         Gradient-boosted trees grown over all shards (``(base, features,
         thresholds, leaves)`` in the targets' own units), used as the teacher
         and the boosted start instead of trees grown on this fit's rows.
+    feature_gains : ndarray or None
+        The gains of ``boosting_trees``' splits per encoded feature
+        (:func:`~._boosting.feature_gains`): the weights of the trees'
+        feature draws (``feature_selection="auto"``).
     schedule_window : tuple of (int, int) or None
         ``(epochs before this fit, epochs of the whole run)``: the window of
         the learning-rate schedule this fit takes (a federated round is a
@@ -196,6 +200,7 @@ class FitPlan:
 
     encoder: Any = None
     boosting_trees: tuple | None = None
+    feature_gains: np.ndarray | None = None
     schedule_window: tuple | None = None
     classes: np.ndarray | None = None
     start: Start | None = None

@@ -31,7 +31,7 @@ from sklearn.utils.validation import (
     validate_data,
 )
 
-from ._boosting import grow_shared_trees
+from ._boosting import feature_gains, grow_shared_trees
 from ._bridge import combine
 from ._encoding import (
     SKETCH_SIZE,
@@ -636,7 +636,7 @@ class ShardedSoftTreeEnsemble(MetaEstimatorMixin, BaseEstimator):
         if rounds_es and validation is None:
             shards.hold_out(base.validation_fraction, seeds)
         # the teacher / boosted start of every shard, grown over all shards
-        shared_trees = self._grow_shared_trees(shards, base, encoder, validation)
+        shared_trees, shared_gains = self._grow_shared_trees(shards, base, encoder, validation)
         if shared_trees is not None:
             clock.lap(f"grew the shared teacher: {len(shared_trees[1])} boosted trees over "
                       f"{self.n_shards} shards, {self.boosting_bytes_ / 1e6:.1f} MB of "
@@ -664,7 +664,7 @@ class ShardedSoftTreeEnsemble(MetaEstimatorMixin, BaseEstimator):
         # from the shared boosted trees, and (several rounds) keeps Adam's state
         # and takes the first window of the rounds' schedule.
         first_plan = FitPlan(
-            encoder=encoder, boosting_trees=shared_trees,
+            encoder=encoder, boosting_trees=shared_trees, feature_gains=shared_gains,
             validation=None if rounds_es else validation,
             recipe=Recipe.from_estimator(clones[0], keep_optimizer_state=(
                 (self.n_rounds > 1 and self.keep_optimizer_state) or clones[0].warm_start)))
@@ -722,14 +722,15 @@ class ShardedSoftTreeEnsemble(MetaEstimatorMixin, BaseEstimator):
     def _grow_shared_trees(self, shards, base, encoder, validation=None):
         """The gradient-boosted trees of ``teacher_weight > 0`` and
         ``split_init="boosting"``, grown once over all shards (histograms
-        summed over the shards; no row moves), or None when the estimator
-        uses neither. The prefix of the trees is chosen on the user's
+        summed over the shards; no row moves), and the gains of their splits
+        per encoded feature; ``(None, None)`` when the estimator uses
+        neither. The prefix of the trees is chosen on the user's
         ``validation`` rows, or on those held out at the shards (round-level
         early stopping), if any."""
         self.boosting_bytes_ = None
         boosted = base.split_init == "boosting"
         if not (boosted or base.teacher_weight > 0):
-            return None
+            return None, None
         if boosted and base.max_features not in (None, 1.0):
             raise ValueError(
                 "split_init='boosting' in ShardedSoftTreeEnsemble grows one boosted start for "
@@ -749,13 +750,14 @@ class ShardedSoftTreeEnsemble(MetaEstimatorMixin, BaseEstimator):
             if (m + 1) % every == 0 or m + 1 == base.n_estimators:
                 log.step(m, MB_received=sites.bytes_received / 1e6)
         n_outputs = sites.call(("shape", ()))[0][0][2]
+        gains = np.zeros((base.n_estimators, base.depth))
         with torch_threads(base.n_threads):
             trees = grow_shared_trees(sites, loss=base._loss,
                                       n_trees=base.n_estimators, depth=base.depth,
-                                      n_outputs=n_outputs, on_tree=on_tree)
+                                      n_outputs=n_outputs, on_tree=on_tree, gains=gains)
         log.close()
         self.boosting_bytes_ = sites.bytes_received
-        return trees
+        return trees, feature_gains(trees[1], gains, encoder.n_features_out_)
 
     def _local_shards(self, X, y, sample_weight, is_clf, rng, base):
         # X as the estimators take it (DataFrames with strings, categories and

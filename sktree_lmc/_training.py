@@ -638,20 +638,55 @@ def resolve_max_features(max_features, n_features):
     return max(1, min(n_features, k))
 
 
+def effective_count(weights):
+    """The effective number of features of nonnegative ``weights``:
+    ``exp`` of the entropy of their shares (the perplexity), from 1 when one
+    feature has all the weight to the number of features when they share it
+    evenly; 0 when every weight is 0."""
+    w = np.asarray(weights, dtype=np.float64)
+    total = w.sum()
+    if not total > 0:
+        return 0.0
+    p = w / total
+    p = p[p > 0]  # a share can underflow to 0
+    return float(np.exp(-(p * np.log(p)).sum()))
+
+
+def guided_count(max_features, n_effective, n_used):
+    """Features per tree of the teacher-guided draw: ``max_features`` of the
+    ``n_effective`` features the teacher's gains spread over (a fraction of
+    it rounded, ``"sqrt"`` or ``"log2"`` of it, at least 2, so that a tree
+    can model an interaction; an int as it is), at most the ``n_used``
+    features with a gain, and at least 1."""
+    if isinstance(max_features, Integral):
+        k = int(max_features)
+    else:
+        if isinstance(max_features, str):
+            k = {"sqrt": math.sqrt, "log2": math.log2}[max_features](max(n_effective, 1.0))
+        else:
+            k = float(max_features) * n_effective
+        k = max(2, int(round(k)))
+    return max(1, min(n_used, k))
+
+
 class FeatureMask:
-    """Which encoded features each tree may use: ``mask`` of shape ``(M, F_enc)``.
+    """Which encoded features each tree may use: ``mask`` of shape ``(M, F_enc)``,
+    and which rows of the additive table train: ``additive`` of shape
+    ``(n_additive,)`` (None: all).
 
     The mask is data in the parameters: the split weights of the features a
-    tree does not use are exactly zero, and stay zero in training because
-    their gradients are zeroed before every Adam step (Adam moves a weight
-    whose gradients were always zero by exactly 0). Symmetry ops permute and
-    negate the zeros with everything else, so aligned and merged models keep
-    them (a merge keeps the union of the two models' features per tree), and
-    a warm-started fit recovers the mask from the zeros (:meth:`from_params`).
+    tree does not use (and the additive rows of the columns left out) are
+    exactly zero, and stay zero in training because their gradients are
+    zeroed before every Adam step (Adam moves a weight whose gradients were
+    always zero by exactly 0). Symmetry ops permute and negate the zeros with
+    everything else, so aligned and merged models keep them (a merge keeps
+    the union of the two models' features per tree), and a warm-started fit
+    recovers the mask from the zeros (:meth:`from_params`).
     """
 
-    def __init__(self, mask):
+    def __init__(self, mask, additive=None):
         self.mask = mask
+        self.additive = additive
 
     @classmethod
     def draw(cls, generator, n_trees, groups, n_per_tree, device):
@@ -667,23 +702,80 @@ class FeatureMask:
         return cls(mask.to(device=device, dtype=torch.float32))
 
     @classmethod
-    def from_params(cls, split_weight, device):
-        """The mask of a fitted model: the features with a nonzero weight in a
-        tree; None when no weight is zero."""
-        used = (np.asarray(split_weight) != 0).any(axis=1)  # (M, F)
-        if used.all():
+    def guided(cls, generator, n_trees, groups, gains, max_features, device, *,
+               additive_sources=None, additive_offsets=None):
+        """The features of every tree drawn by the teacher's gains.
+
+        ``gains`` (per encoded feature, :func:`~._boosting.feature_gains`)
+        sum to a weight per input feature. Each tree draws
+        :func:`guided_count` input features without replacement, with
+        probabilities proportional to their weights (Efraimidis and
+        Spirakis' keys ``u ** (1 / w)``): a feature the teacher never split
+        on is never drawn. The additive term keeps the columns of the
+        ``ceil`` of the effective number of features (:func:`effective_count`)
+        with the largest weights (``additive_sources``: the input column of
+        every code column, ``additive_offsets``: their first table rows; None
+        without an additive term). None when no feature has a gain.
+        """
+        groups = np.asarray(groups)
+        n_inputs = int(groups.max()) + 1 if len(groups) else 0
+        weight = np.bincount(groups, weights=np.asarray(gains, dtype=np.float64),
+                             minlength=n_inputs)
+        n_used = int((weight > 0).sum())
+        if n_used == 0:
             return None
-        return cls(torch.as_tensor(used, dtype=torch.float32, device=device))
+        n_eff = effective_count(weight)
+        k = guided_count(max_features, n_eff, n_used)
+        u = torch.rand((n_trees, n_inputs), generator=generator, dtype=torch.float64)
+        w = torch.as_tensor(weight)
+        keys = torch.where(w > 0, u.log() / w, torch.tensor(-math.inf, dtype=torch.float64))
+        top = keys.argsort(dim=1, descending=True, stable=True)[:, :k]
+        chosen = torch.zeros((n_trees, n_inputs), dtype=torch.bool).scatter_(1, top, True)
+        mask = chosen[:, torch.as_tensor(groups, dtype=torch.long)]
+        additive = None
+        if additive_offsets is not None:
+            kept = np.argsort(-weight, kind="stable")[:min(n_used, math.ceil(n_eff))]
+            rows = np.zeros(int(additive_offsets[-1]), dtype=np.float32)
+            for j in np.flatnonzero(np.isin(additive_sources, kept)):
+                rows[additive_offsets[j]:additive_offsets[j + 1]] = 1.0
+            additive = torch.as_tensor(rows, device=device)
+        return cls(mask.to(device=device, dtype=torch.float32), additive)
+
+    @classmethod
+    def from_params(cls, split_weight, device, additive=None, additive_offsets=None):
+        """The mask of a fitted model: the features with a nonzero weight in a
+        tree, and the additive table's code columns (rows ``additive_offsets[j]``
+        to ``additive_offsets[j + 1]`` of ``additive``) with a nonzero row;
+        None when nothing is zero."""
+        used = (np.asarray(split_weight) != 0).any(axis=1)  # (M, F)
+        rows = None
+        if additive is not None and additive_offsets is not None:
+            nonzero = (np.asarray(additive) != 0).any(axis=1)
+            rows = np.ones(len(nonzero), dtype=np.float32)
+            for j in range(len(additive_offsets) - 1):
+                a, b = additive_offsets[j], additive_offsets[j + 1]
+                if not nonzero[a:b].any():
+                    rows[a:b] = 0.0
+            rows = None if rows.all() else torch.as_tensor(rows, device=device)
+        if used.all() and rows is None:
+            return None
+        return cls(torch.as_tensor(used, dtype=torch.float32, device=device), rows)
 
     def apply(self, module):
         """Zero the masked weights of ``module`` (after initialization)."""
         with torch.no_grad():
             module.split_weight.mul_(self.mask[:, None, :])
+            if self.additive is not None and module.additive is not None:
+                module.additive.mul_(self.additive[:, None])
 
     def mask_gradient(self, module):
         grad = module.split_weight.grad
         if grad is not None:
             grad.mul_(self.mask[:, None, :])
+        if self.additive is not None and module.additive is not None:
+            grad = module.additive.grad
+            if grad is not None:
+                grad.mul_(self.additive[:, None])
 
 
 class TrainingHooks:

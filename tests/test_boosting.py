@@ -15,6 +15,7 @@ from sktree_lmc import (
     get_architecture,
 )
 from sktree_lmc._boosting import boosted_start, grow_oblivious_trees, oblivious_output
+from sktree_lmc._plan import FitPlan, Recipe
 
 
 def _thresholds(x, max_bins):
@@ -280,6 +281,15 @@ def test_boosted_start_uses_class_weight_and_multi_output_targets():
 # -- teacher_weight: the labels mixed with a gradient-boosted teacher's predictions ------------
 
 
+def _distilled(est, Xe, target, sample_weight, split, n_outputs, generator):
+    """The targets ``est`` trains on: its teacher grown on the rows of ``split``, mixed in."""
+    recipe = Recipe.from_estimator(est)
+    trees, gains = est._teacher(Xe, target, sample_weight, split, n_outputs, generator, False,
+                                recipe, FitPlan())
+    assert gains.shape == (est.encoder_.n_features_out_,) and (gains >= 0).all() and gains.sum() > 0
+    return est._distilled_targets(Xe, target, split, est.teacher_weight, trees)
+
+
 def test_teacher_targets_mix_the_labels_on_training_rows_only():
     X, y = make_classification(n_samples=300, n_features=6, n_classes=3, n_informative=4,
                                random_state=0)
@@ -287,8 +297,8 @@ def test_teacher_targets_mix_the_labels_on_training_rows_only():
                                      max_epochs=1, random_state=0, device="cpu").fit(X, y)
     Xe = est._encoded_input(X)
     train_idx, val_idx = np.arange(0, 300, 2), np.arange(1, 300, 2)
-    soft = est._distilled_targets(Xe, y, np.ones(300, dtype=np.float32), (train_idx, val_idx),
-                                  3, torch.Generator().manual_seed(0), est.teacher_weight)
+    soft = _distilled(est, Xe, y, np.ones(300, dtype=np.float32), (train_idx, val_idx), 3,
+                      torch.Generator().manual_seed(0))
     assert soft.shape == (300, 3) and soft.dtype == np.float32
     assert_allclose(soft.sum(axis=1), 1.0, rtol=1e-6)
     assert_array_equal(soft[val_idx], np.eye(3)[y[val_idx]])  # early stopping sees labels
@@ -307,8 +317,8 @@ def test_teacher_targets_of_a_regressor_mix_the_standardized_targets():
                                     random_state=0, device="cpu").fit(X, X[:, 0] > 0)
     target = ((X[:, :1] - X[:, :1].mean()) / X[:, :1].std()).astype(np.float32)
     train_idx = np.arange(150)
-    mixed = est._distilled_targets(est._encoded_input(X), target, np.ones(200),
-                                   (train_idx, None), 1, None, est.teacher_weight)
+    mixed = _distilled(est, est._encoded_input(X), target, np.ones(200), (train_idx, None), 1,
+                       None)
     assert_array_equal(mixed[150:], target[150:])  # validation rows: the targets
     teacher = 2 * mixed[:150, 0] - target[:150, 0]  # mixed = (target + teacher) / 2
     assert not np.allclose(teacher, target[:150, 0])
