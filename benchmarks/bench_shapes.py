@@ -116,6 +116,9 @@ MODELS = {
     "hgb": Config(_hgb),
     "default": Config(_soft_classifier()),
     "mlp": Config(_mlp),
+    # every tree's columns drawn alike, the additive term on every column (the default before
+    # feature_selection="auto")
+    "fs_uniform": Config(_soft_classifier(feature_selection="uniform")),
 }
 
 
