@@ -423,7 +423,7 @@ class _BaseSoftTreeEnsemble(BaseEstimator):
                                      gains=None if teacher is None else teacher[1])
         boosted, target = self._start(module, arch, X, target, sample_weight, split, n_outputs,
                                       generator, hooks.mask, warm, recipe, plan, teacher)
-        clock.lap(self._start_note(warm, recipe, plan))
+        clock.lap(self._start_note(warm, recipe, plan, hooks.mask))
         data = _FitTensors.from_arrays(X, target, sample_weight, device)
         reference_loss = _reference_loss(module, self._loss, data, train_idx, self.batch_size,
                                          n_outputs)
@@ -520,8 +520,9 @@ class _BaseSoftTreeEnsemble(BaseEstimator):
         return (f"encoded {rows} of {self.n_features_in_} columns into "
                 f"{self.encoder_.n_features_out_} features")
 
-    def _start_note(self, warm, recipe, plan):
-        """What the start did (the boosted start, the teacher), or None."""
+    def _start_note(self, warm, recipe, plan, mask=None):
+        """What the start did (the boosted start, the teacher, the columns
+        ``mask`` drew by the teacher's gains), or None."""
         notes = []
         if self.split_init == "boosting" and not warm:
             notes.append("boosted start")
@@ -535,6 +536,8 @@ class _BaseSoftTreeEnsemble(BaseEstimator):
                                 "validation rows)" if kept < self.n_estimators else ""))
         elif self.split_init == "data" and not warm:
             notes.append("data-aware start of the splits")
+        if mask is not None and mask.note:
+            notes.append(mask.note)
         return "; ".join(notes) or None
 
     def _begin_fit(self, plan, recipe):

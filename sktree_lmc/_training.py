@@ -684,9 +684,11 @@ class FeatureMask:
     recovers the mask from the zeros (:meth:`from_params`).
     """
 
-    def __init__(self, mask, additive=None):
+    def __init__(self, mask, additive=None, note=None):
         self.mask = mask
         self.additive = additive
+        #: What a guided draw chose, for a verbose fit's line (None otherwise).
+        self.note = note
 
     @classmethod
     def draw(cls, generator, n_trees, groups, n_per_tree, device):
@@ -739,7 +741,11 @@ class FeatureMask:
             for j in np.flatnonzero(np.isin(additive_sources, kept)):
                 rows[additive_offsets[j]:additive_offsets[j + 1]] = 1.0
             additive = torch.as_tensor(rows, device=device)
-        return cls(mask.to(device=device, dtype=torch.float32), additive)
+        note = (f"columns drawn by the teacher's gains: {k} per tree, of {n_eff:.1f} effective "
+                f"({n_used} with a gain, of {n_inputs})")
+        if additive is not None:
+            note += f"; the additive term on the {len(kept)} strongest"
+        return cls(mask.to(device=device, dtype=torch.float32), additive, note)
 
     @classmethod
     def from_params(cls, split_weight, device, additive=None, additive_offsets=None):

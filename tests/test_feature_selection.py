@@ -200,3 +200,12 @@ def test_sharded_models_draw_by_the_shared_teachers_gains():
         share = np.mean([len(u & set(range(INFORMATIVE))) / len(u) for u in used])
         assert share > 0.8
     assert est.score(X, Y) > 0.7
+
+
+def test_a_verbose_fit_says_what_the_draw_chose(capsys):
+    _clf(verbose=1, max_epochs=1).fit(X, Y)
+    line = capsys.readouterr().err.splitlines()[0]
+    assert "columns drawn by the teacher's gains:" in line and "of 20)" in line
+    assert "the additive term on the" in line
+    _clf(verbose=1, max_epochs=1, feature_selection="uniform").fit(X, Y)
+    assert "teacher's gains" not in capsys.readouterr().err
