@@ -572,14 +572,18 @@ class _BaseSoftTreeEnsemble(BaseEstimator):
     def _teacher(self, X, target, sample_weight, split, n_outputs, generator, warm, recipe,
                  plan):
         """The teacher of ``teacher_weight > 0``, grown before the features of
-        the trees are drawn (they are drawn by its gains): ``(trees, gains)``,
-        the gradient-boosted trees grown on the training rows of ``split``
-        (or the shards' shared trees of ``plan``) and the gain of their
-        splits per encoded feature (None for shared trees without them).
-        None without a teacher, and with a new boosted start, whose trees are
-        the teacher (grown on the trees' own features)."""
+        the trees are drawn (they are drawn by its gains; see
+        :meth:`_grow_teacher`). None without a teacher, and with a new boosted
+        start, whose trees are the teacher (:meth:`_start`)."""
         if not recipe.teacher_weight > 0 or (self.split_init == "boosting" and not warm):
             return None
+        return self._grow_teacher(X, target, sample_weight, split, n_outputs, generator, plan)
+
+    def _grow_teacher(self, X, target, sample_weight, split, n_outputs, generator, plan):
+        """``(trees, gains)``: the gradient-boosted trees grown on the training
+        rows of ``split`` (or the shards' shared trees of ``plan``), and the
+        gain of their splits per encoded feature (None for shared trees
+        without them)."""
         if plan.boosting_trees is not None:
             return self._shared_trees(plan.boosting_trees), plan.feature_gains
         train_idx, val_idx = split
@@ -611,8 +615,8 @@ class _BaseSoftTreeEnsemble(BaseEstimator):
                 # the teacher is the boosted start's trees when they were grown on every
                 # column (the same boosting on the same rows): they are not grown twice
                 if start_trees is None:
-                    start_trees = self._teacher(X, target, sample_weight, split, n_outputs,
-                                                generator, True, recipe, plan)[0]
+                    start_trees = self._grow_teacher(X, target, sample_weight, split,
+                                                     n_outputs, generator, plan)[0]
                 teacher = (start_trees, None)
         if teacher is not None:
             target = self._distilled_targets(X, target, split, recipe.teacher_weight,
