@@ -229,7 +229,8 @@ class AdditiveBins:
             return np.ones(self.n_additive_)
         return np.repeat(self.steps_, np.diff(self.offsets_))
 
-    def codes(self, columns, start=0, stop=None, *, category_codes, names=None):
+    def codes(self, columns, start=0, stop=None, *, category_codes, names=None,
+              code_columns=None):
         """Return the table's row of every value of rows ``start:stop``.
 
         Parameters
@@ -244,11 +245,13 @@ class AdditiveBins:
             unseen category without an infrequent feature.
         names : list of str, default=None
             Column names, for error messages.
+        code_columns : sequence of int or None, default=None
+            Only these code columns, in this order (None: all ``J``).
 
         Returns
         -------
         codes : ndarray of shape (stop - start, J), dtype float32
-            Table rows, one column per code column.
+            Table rows, one column per code column (of ``code_columns``).
 
         Raises
         ------
@@ -259,10 +262,13 @@ class AdditiveBins:
             raise ValueError("This encoder has no additive term (additive_bins=None).")
         n = len(columns[0]) if columns else 0
         stop = n if stop is None else min(stop, n)
-        out = np.empty((stop - start, len(self.sources_)), dtype=np.float32)
+        if code_columns is None:
+            code_columns = range(len(self.sources_))
+        out = np.empty((stop - start, len(code_columns)), dtype=np.float32)
         numeric = {}  # each numeric column checked once, whatever its resolutions
         finest, fine_codes = self.finest(), {}
-        for c, j in enumerate(self.sources_):
+        for i, c in enumerate(code_columns):
+            j = self.sources_[c]
             first, end = self.offsets_[c], self.offsets_[c + 1]
             values = columns[j][start:stop]
             if self.edges_[c] is None:  # a categorical column
@@ -285,7 +291,7 @@ class AdditiveBins:
                     idx = (fine_codes[j].copy() if c == fine else _coarser_codes(
                         self.edges_[c], self.edges_[fine], fine_codes[j]))
                 idx[missing] = end - first - 1
-            out[:, c] = first + idx
+            out[:, i] = first + idx
         return out
 
     def finest(self):

@@ -1173,7 +1173,7 @@ class TabularEncoder(TransformerMixin, BaseEstimator):
                 block[:, -1] = missing
         return out
 
-    def additive_codes(self, columns, start=0, stop=None):
+    def additive_codes(self, columns, start=0, stop=None, code_columns=None):
         """The additive table's row of every value of rows ``start:stop``.
 
         Parameters
@@ -1182,6 +1182,9 @@ class TabularEncoder(TransformerMixin, BaseEstimator):
             The input's columns (see :meth:`transform_columns`).
         start, stop : int, default=0 and None
             The rows (``stop=None``: to the end).
+        code_columns : sequence of int or None, default=None
+            Only these code columns, in this order (None: all ``J``): a
+            model skips those whose table rows are all zero.
 
         Returns
         -------
@@ -1198,7 +1201,7 @@ class TabularEncoder(TransformerMixin, BaseEstimator):
             If the encoder has no additive term.
         """
         return self._additive.codes(columns, start, stop, category_codes=self._category_codes,
-                                    names=self.names_)
+                                    names=self.names_, code_columns=code_columns)
 
     def _finest_additive_columns(self):
         """``{column: code column}`` of the columns whose additive bins nest

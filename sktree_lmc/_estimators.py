@@ -89,6 +89,16 @@ __all__ = ["SoftTreeEnsembleClassifier", "SoftTreeEnsembleRegressor"]
 
 
 # -- prediction on dask collections ------------------------------------------------------------
+def _live_code_columns(table, offsets):
+    """The code columns of the additive ``table`` with a nonzero row, or None
+    when that is all of them. A column whose rows are all zero (as
+    ``feature_selection="auto"`` leaves those it does not keep) adds nothing:
+    prediction skips its codes."""
+    nonzero = (np.asarray(table) != 0).any(axis=1)
+    live = np.flatnonzero(np.add.reduceat(nonzero, offsets[:-1]) > 0)
+    return None if len(live) == len(offsets) - 1 else live
+
+
 def _is_dask(X):
     """Whether ``X`` is a dask collection (dask is imported only for objects of
     dask's own types, so that plain input never imports it)."""
@@ -936,11 +946,15 @@ class _BaseSoftTreeEnsemble(BaseEstimator):
         device = prediction_device(self.device)
         params = self.tree_params_
         module = SoftTreeEnsembleModule.from_params(self.architecture_, params, device)
+        live = None
+        if params.additive is not None and method == "forward":
+            live = _live_code_columns(params.additive, self.encoder_.additive_offsets_)
         outs = []
         for start, chunk in self.encoder_.transform_chunks(columns):
             codes = None
             if params.additive is not None and method == "forward":
-                codes = self.encoder_.additive_codes(columns, start, start + chunk.shape[0])
+                codes = self.encoder_.additive_codes(columns, start, start + chunk.shape[0],
+                                                     code_columns=live)
             outs.append(predict_chunked(module, self._check_encoded(chunk), output=method,
                                         codes=codes))
         return np.concatenate(outs, axis=0)
