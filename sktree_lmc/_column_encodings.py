@@ -617,6 +617,18 @@ class ColumnEncoding:
         """
         raise NotImplementedError
 
+    def check(self, values, name):
+        """Raise the errors :meth:`transform` would raise on ``values``,
+        without encoding them (prediction skips the encoding of a column no
+        split uses, but not its checks).
+
+        Returns
+        -------
+        checked : bool
+            False when the kind cannot check without encoding.
+        """
+        return False
+
     def ramp(self, state):
         """Return the linear ramp over the column's features, or None.
 
@@ -698,6 +710,10 @@ class _NumericColumns(ColumnEncoding):
     def _sketch_extras(self, entry, present, n_bins):
         """Summary entries of the kind that depend on the sketch."""
         return {}
+
+    def check(self, values, name):
+        _numeric(np.asarray(values), name)
+        return True
 
     def transform(self, state, values, name, out):
         x = _numeric(np.asarray(values), name)

@@ -1140,7 +1140,7 @@ class TabularEncoder(TransformerMixin, BaseEstimator):
                 and not self.categorical_.any() and not self.has_missing_.any())
 
     # -- transforming ---------------------------------------------------------------
-    def transform_columns(self, columns, start=0, stop=None):
+    def transform_columns(self, columns, start=0, stop=None, skip=None):
         """Encode rows ``start:stop`` of the column arrays.
 
         Parameters
@@ -1150,6 +1150,9 @@ class TabularEncoder(TransformerMixin, BaseEstimator):
             input column: float64 for numeric columns, object otherwise).
         start, stop : int, default=0 and None
             The rows to encode (``stop=None``: to the end).
+        skip : ndarray of bool of shape (`n_features_in_`,) or None, default=None
+            Columns whose features a model multiplies by zero only: a numeric
+            one is checked but not encoded (its features stay 0).
 
         Returns
         -------
@@ -1167,6 +1170,8 @@ class TabularEncoder(TransformerMixin, BaseEstimator):
             offset += width
             has_missing = bool(self.has_missing_[j])
             kind = kinds[j]
+            if skip is not None and skip[j] and kind.check(col[start:stop], self._name(j)):
+                continue
             missing = kind.transform(self._state(kind, j), col[start:stop], self._name(j),
                                      block[:, : width - int(has_missing)])
             if has_missing:
@@ -1208,7 +1213,7 @@ class TabularEncoder(TransformerMixin, BaseEstimator):
         (:meth:`AdditiveBins.finest <._additive_bins.AdditiveBins.finest>`)."""
         return self._additive.finest()
 
-    def transform_chunks(self, columns, chunk_rows=ENCODE_CHUNK_ROWS):
+    def transform_chunks(self, columns, chunk_rows=ENCODE_CHUNK_ROWS, skip=None):
         """Encode the column arrays chunk by chunk.
 
         The encoded copy of a large input is then never held whole.
@@ -1219,6 +1224,8 @@ class TabularEncoder(TransformerMixin, BaseEstimator):
             The input's columns (see :meth:`transform_columns`).
         chunk_rows : int, default=16384
             Rows per chunk.
+        skip : ndarray of bool or None, default=None
+            See :meth:`transform_columns`.
 
         Yields
         ------
@@ -1229,7 +1236,7 @@ class TabularEncoder(TransformerMixin, BaseEstimator):
         """
         n = len(columns[0]) if columns else 0
         for start in range(0, n, chunk_rows):
-            yield start, self.transform_columns(columns, start, start + chunk_rows)
+            yield start, self.transform_columns(columns, start, start + chunk_rows, skip)
 
 
 def encoders_differ(a, b, additive=True):

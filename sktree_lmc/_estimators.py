@@ -99,6 +99,16 @@ def _live_code_columns(table, offsets):
     return None if len(live) == len(offsets) - 1 else live
 
 
+def _unused_columns(split_weight, groups, n_columns):
+    """Per input column, whether no split weight of any of its encoded
+    features (``groups``: the column of each) is nonzero; None when every
+    column is used. Prediction does not encode those (their features are
+    multiplied by zero only)."""
+    used = np.zeros(n_columns, dtype=bool)
+    used[np.asarray(groups)[(np.asarray(split_weight) != 0).any(axis=(0, 1))]] = True
+    return None if used.all() else ~used
+
+
 def _is_dask(X):
     """Whether ``X`` is a dask collection (dask is imported only for objects of
     dask's own types, so that plain input never imports it)."""
@@ -949,8 +959,10 @@ class _BaseSoftTreeEnsemble(BaseEstimator):
         live = None
         if params.additive is not None and method == "forward":
             live = _live_code_columns(params.additive, self.encoder_.additive_offsets_)
+        skip = _unused_columns(params.split_weight, self.encoder_.feature_groups_,
+                               self.n_features_in_)
         outs = []
-        for start, chunk in self.encoder_.transform_chunks(columns):
+        for start, chunk in self.encoder_.transform_chunks(columns, skip=skip):
             codes = None
             if params.additive is not None and method == "forward":
                 codes = self.encoder_.additive_codes(columns, start, start + chunk.shape[0],

@@ -229,3 +229,24 @@ def test_prediction_skips_the_additive_columns_left_at_zero():
     uniform = _clf(feature_selection="uniform").fit(X, Y)
     assert _live_code_columns(uniform.tree_params_.additive,
                               uniform.encoder_.additive_offsets_) is None
+
+
+def test_prediction_does_not_encode_the_columns_no_split_uses_but_checks_them():
+    from sktree_lmc._estimators import _unused_columns
+
+    est = _clf().fit(X, Y)
+    enc, params = est.encoder_, est.tree_params_
+    skip = _unused_columns(params.split_weight, enc.feature_groups_, X.shape[1])
+    assert skip is not None and skip.sum() >= 8 and not skip[:2].any()
+    columns = est._input_columns(X)
+    full, skipped = enc.transform_columns(columns), enc.transform_columns(columns, skip=skip)
+    unused = skip[enc.feature_groups_]
+    assert (skipped[:, unused] == 0).all() and (full[:, unused] != 0).any()
+    assert_array_equal(skipped[:, ~unused], full[:, ~unused])
+    # the trees multiply those features by zero: the same outputs, bit for bit
+    table = params.split_weight[:, :, unused]
+    assert (table == 0).all()
+    bad = X.astype(object)
+    bad[5, int(np.flatnonzero(skip)[0])] = np.inf
+    with pytest.raises(ValueError, match="infinity"):
+        est.predict(bad.astype(float))
