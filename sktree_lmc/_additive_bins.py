@@ -18,7 +18,14 @@ import math
 
 import numpy as np
 
-from ._column_encodings import _column_name, _missing_mask, _mixture_quantiles, _numeric, _sketches
+from ._column_encodings import (
+    _column_name,
+    _missing_mask,
+    _mixture_quantiles,
+    _numeric,
+    _sketches,
+    sorted_quantiles,
+)
 
 __all__ = ["MAX_ADDITIVE_BINS", "AdditiveBins", "additive_levels"]
 
@@ -50,8 +57,8 @@ def _additive_edges(parts, additive_bins):
     if not parts:
         return np.zeros(0)
     if all(part.get("values") is not None for part in parts):
-        edges = np.unique(np.quantile(np.concatenate([part["values"] for part in parts]),
-                                      levels))
+        values = np.sort(np.concatenate([part["values"] for part in parts]))
+        edges = np.unique(sorted_quantiles(values, levels))
     else:
         edges = np.unique(_mixture_quantiles(_sketches(parts), levels))
     return edges

@@ -217,6 +217,34 @@ def _hat_features(x, knots, dtype=np.float32):
     return out
 
 
+def sorted_quantiles(xs, levels):
+    """``np.quantile(xs, levels)`` (its default ``"linear"`` method) of sorted
+    values ``xs``, bit for bit, without its partition.
+
+    NumPy partitions around every level's two neighbours, which costs
+    tens of milliseconds per call for thousands of levels (the additive
+    term's 4,096 bins), against a sort's fraction of one. The indices, the
+    weights and the interpolation are NumPy's own (``_get_indexes``,
+    ``_lerp``); ``tests/test_encoding.py`` checks the equality."""
+    xs = np.asarray(xs, dtype=np.float64)
+    levels = np.asarray(levels, dtype=np.float64)
+    n = len(xs)
+    virtual = (n - 1) * levels
+    previous = np.floor(virtual)
+    following = previous + 1
+    above = virtual >= n - 1
+    previous[above] = following[above] = -1
+    below = virtual < 0
+    previous[below] = following[below] = 0
+    previous, following = previous.astype(np.intp), following.astype(np.intp)
+    a, b = xs[previous], xs[following]
+    gamma = np.asarray(virtual - previous, dtype=virtual.dtype)
+    diff = b - a
+    out = np.add(a, diff * gamma)
+    np.subtract(b, diff * (1 - gamma), out=out, where=gamma >= 0.5)
+    return out
+
+
 def _knots(x, n_bins):
     """Knots of the piecewise-linear encoding of the finite values ``x``: its
     distinct values when there are at most ``n_bins + 1`` (a discrete column

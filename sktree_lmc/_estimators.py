@@ -99,6 +99,22 @@ def _live_code_columns(table, offsets):
     return None if len(live) == len(offsets) - 1 else live
 
 
+def _training_codes(X, encoder, mask):
+    """The encoded training rows ``X`` without the code columns whose
+    additive rows ``mask`` keeps at zero (``mask.additive``): they would add
+    zeros to every row's additive term, and their rows get no gradient
+    either way, so training skips them (at 400 columns, most of the
+    table)."""
+    if mask is None or mask.additive is None:
+        return X
+    rows = mask.additive.detach().cpu().numpy()[:, None]
+    live = _live_code_columns(rows, encoder.additive_offsets_)
+    if live is None:
+        return X
+    F = encoder.n_features_out_
+    return np.concatenate([X[:, :F], X[:, F + live]], axis=1)
+
+
 def _unused_columns(split_weight, groups, n_columns):
     """Per input column, whether no split weight of any of its encoded
     features (``groups``: the column of each) is nonzero; None when every
@@ -444,6 +460,7 @@ class _BaseSoftTreeEnsemble(BaseEstimator):
         boosted, target = self._start(module, arch, X, target, sample_weight, split, n_outputs,
                                       generator, hooks.mask, warm, recipe, plan, teacher)
         clock.lap(self._start_note(warm, recipe, plan, hooks.mask))
+        X = _training_codes(X, self.encoder_, hooks.mask)
         data = _FitTensors.from_arrays(X, target, sample_weight, device)
         reference_loss = _reference_loss(module, self._loss, data, train_idx, self.batch_size,
                                          n_outputs)

@@ -6,6 +6,8 @@ import pickle
 import numpy as np
 import pytest
 from conftest import FAST
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from numpy.testing import assert_allclose, assert_array_equal
 from sklearn.compose import ColumnTransformer
 from sklearn.datasets import make_classification
@@ -339,3 +341,17 @@ def test_piecewise_linear_splits_start_on_a_ramp_over_the_knots():
         coef = block[:, :, -1:]
         assert_allclose(block, coef * ramp, atol=1e-6)
         assert np.abs(coef).max() > 0
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.one_of(st.floats(-1e6, 1e6), st.sampled_from([0.0, 1.0, -2.5])),
+                min_size=1, max_size=60),
+       st.sampled_from([2, 3, 16, 17, 64, 4096]))
+def test_sorted_quantiles_are_numpys_bit_for_bit(values, n_bins):
+    from sktree_lmc._column_encodings import sorted_quantiles
+
+    x = np.asarray(values)
+    big = np.round(np.random.default_rng(len(values)).normal(size=10_000), 2)  # with ties
+    for levels in (np.linspace(0.0, 1.0, n_bins + 1), np.linspace(0.0, 1.0, n_bins + 1)[1:-1]):
+        assert_array_equal(sorted_quantiles(np.sort(x), levels), np.quantile(x, levels))
+        assert_array_equal(sorted_quantiles(np.sort(big), levels), np.quantile(big, levels))
