@@ -88,7 +88,7 @@ from ._training import (
 __all__ = ["SoftTreeEnsembleClassifier", "SoftTreeEnsembleRegressor"]
 
 
-# -- prediction on dask collections ------------------------------------------------------------
+# -- what a sparse model skips (feature_selection="auto") ---------------------------------------
 def _live_code_columns(table, offsets):
     """The code columns of the additive ``table`` with a nonzero row, or None
     when that is all of them. A column whose rows are all zero (as
@@ -125,6 +125,7 @@ def _unused_columns(split_weight, groups, n_columns):
     return None if used.all() else ~used
 
 
+# -- prediction on dask collections ------------------------------------------------------------
 def _is_dask(X):
     """Whether ``X`` is a dask collection (dask is imported only for objects of
     dask's own types, so that plain input never imports it)."""
