@@ -79,6 +79,7 @@ from ._training import (
     _user_stacklevel,
     _validation_split,
     _warn_if_diverged,
+    live_code_columns,
     make_lr_scheduler,
     make_optimizer,
     resolve_max_features,
@@ -89,16 +90,6 @@ __all__ = ["SoftTreeEnsembleClassifier", "SoftTreeEnsembleRegressor"]
 
 
 # -- what a sparse model skips (feature_selection="auto") ---------------------------------------
-def _live_code_columns(table, offsets):
-    """The code columns of the additive ``table`` with a nonzero row, or None
-    when that is all of them. A column whose rows are all zero (as
-    ``feature_selection="auto"`` leaves those it does not keep) adds nothing:
-    prediction skips its codes."""
-    nonzero = (np.asarray(table) != 0).any(axis=1)
-    live = np.flatnonzero(np.add.reduceat(nonzero, offsets[:-1]) > 0)
-    return None if len(live) == len(offsets) - 1 else live
-
-
 def _training_codes(X, encoder, mask):
     """The encoded training rows ``X`` without the code columns whose
     additive rows ``mask`` keeps at zero (``mask.additive``): they would add
@@ -107,8 +98,7 @@ def _training_codes(X, encoder, mask):
     table)."""
     if mask is None or mask.additive is None:
         return X
-    rows = mask.additive.detach().cpu().numpy()[:, None]
-    live = _live_code_columns(rows, encoder.additive_offsets_)
+    live = live_code_columns(mask.additive.detach().cpu().numpy(), encoder.additive_offsets_)
     if live is None:
         return X
     F = encoder.n_features_out_
@@ -976,7 +966,8 @@ class _BaseSoftTreeEnsemble(BaseEstimator):
         module = SoftTreeEnsembleModule.from_params(self.architecture_, params, device)
         live = None
         if params.additive is not None and method == "forward":
-            live = _live_code_columns(params.additive, self.encoder_.additive_offsets_)
+            # the columns feature_selection="auto" left at zero add nothing: skipped
+            live = live_code_columns(params.additive, self.encoder_.additive_offsets_)
         skip = _unused_columns(params.split_weight, self.encoder_.feature_groups_,
                                self.n_features_in_)
         outs = []

@@ -669,6 +669,24 @@ def guided_count(max_features, n_effective, n_used):
     return max(1, min(n_used, k))
 
 
+def live_code_columns(table, offsets):
+    """The code columns of an additive table (column ``j``: rows
+    ``offsets[j]`` to ``offsets[j + 1]`` of ``table``, of shape
+    ``(n_additive, ...)``) with a nonzero entry, or None when that is all of
+    them. A column whose rows are all zero adds nothing to any row."""
+    table = np.asarray(table)
+    nonzero = (table != 0).reshape(len(table), -1).any(axis=1)
+    counts = np.diff(np.concatenate([[0], np.cumsum(nonzero)])[np.asarray(offsets)])
+    live = np.flatnonzero(counts > 0)
+    return None if len(live) == len(offsets) - 1 else live
+
+
+def _code_column_rows(keep, offsets):
+    """The row mask (float32, 1 where kept) of the code columns ``keep``
+    (bool per column) of an additive table laid out by ``offsets``."""
+    return np.repeat(np.asarray(keep, dtype=np.float32), np.diff(offsets))
+
+
 class FeatureMask:
     """Which encoded features each tree may use: ``mask`` of shape ``(M, F_enc)``,
     and which rows of the additive table train: ``additive`` of shape
@@ -737,9 +755,7 @@ class FeatureMask:
         additive = None
         if additive_offsets is not None:
             kept = np.argsort(-weight, kind="stable")[:min(n_used, math.ceil(n_eff))]
-            rows = np.zeros(int(additive_offsets[-1]), dtype=np.float32)
-            for j in np.flatnonzero(np.isin(additive_sources, kept)):
-                rows[additive_offsets[j]:additive_offsets[j + 1]] = 1.0
+            rows = _code_column_rows(np.isin(additive_sources, kept), additive_offsets)
             additive = torch.as_tensor(rows, device=device)
         note = (f"columns drawn by the teacher's gains: {k} per tree, of {n_eff:.1f} effective "
                 f"({n_used} with a gain, of {n_inputs})")
@@ -756,13 +772,10 @@ class FeatureMask:
         used = (np.asarray(split_weight) != 0).any(axis=1)  # (M, F)
         rows = None
         if additive is not None and additive_offsets is not None:
-            nonzero = (np.asarray(additive) != 0).any(axis=1)
-            rows = np.ones(len(nonzero), dtype=np.float32)
-            for j in range(len(additive_offsets) - 1):
-                a, b = additive_offsets[j], additive_offsets[j + 1]
-                if not nonzero[a:b].any():
-                    rows[a:b] = 0.0
-            rows = None if rows.all() else torch.as_tensor(rows, device=device)
+            live = live_code_columns(additive, additive_offsets)
+            if live is not None:
+                keep = np.isin(np.arange(len(additive_offsets) - 1), live)
+                rows = torch.as_tensor(_code_column_rows(keep, additive_offsets), device=device)
         if used.all() and rows is None:
             return None
         return cls(torch.as_tensor(used, dtype=torch.float32, device=device), rows)

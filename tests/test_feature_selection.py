@@ -212,12 +212,12 @@ def test_a_verbose_fit_says_what_the_draw_chose(capsys):
 
 
 def test_prediction_skips_the_additive_columns_left_at_zero():
-    from sktree_lmc._estimators import _live_code_columns
+    from sktree_lmc._training import live_code_columns
     from sktree_lmc._forward import SoftTreeEnsembleModule, predict_chunked
 
     est = _clf().fit(X, Y)
     enc, params = est.encoder_, est.tree_params_
-    live = _live_code_columns(params.additive, enc.additive_offsets_)
+    live = live_code_columns(params.additive, enc.additive_offsets_)
     assert live is not None and len(live) < len(enc.additive_sources_)
     assert {int(enc.additive_sources_[c]) for c in live} == _additive_columns(est)
     # every code column: the same probabilities, up to float32 rounding of the sums
@@ -227,7 +227,7 @@ def test_prediction_skips_the_additive_columns_left_at_zero():
                           codes=enc.additive_codes(columns))
     np.testing.assert_allclose(est._raw_output(X), raw, rtol=1e-6, atol=1e-6)
     uniform = _clf(feature_selection="uniform").fit(X, Y)
-    assert _live_code_columns(uniform.tree_params_.additive,
+    assert live_code_columns(uniform.tree_params_.additive,
                               uniform.encoder_.additive_offsets_) is None
 
 
