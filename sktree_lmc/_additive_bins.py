@@ -34,14 +34,20 @@ __all__ = ["MAX_ADDITIVE_BINS", "AdditiveBins", "additive_levels"]
 #: the estimators' constraint on a single int.
 MAX_ADDITIVE_BINS = 2**16
 
+def _coarser_lookup(coarse, fine):
+    """The lookup of :func:`_coarser_codes`: ``lookup[i]`` is the number of
+    edges of ``coarse`` at or below the ``i``-th edge of ``fine`` (0 for
+    ``i = 0``, below every fine edge)."""
+    return np.concatenate([[0], np.searchsorted(coarse, fine, side="right")])
+
+
 def _coarser_codes(coarse, fine, fine_codes):
     """``np.searchsorted(coarse, x, side="right")`` from
     ``fine_codes = np.searchsorted(fine, x, side="right")``, exactly, when
     every edge of ``coarse`` is an edge of ``fine``: the coarse edges at or
     below ``x`` are the coarse edges among the ``fine_codes`` fine edges at
     or below it."""
-    lookup = np.concatenate([[0], np.searchsorted(coarse, fine, side="right")])
-    return lookup[fine_codes]
+    return _coarser_lookup(coarse, fine)[fine_codes]
 
 
 def _additive_edges(parts, additive_bins):
@@ -237,7 +243,7 @@ class AdditiveBins:
         return np.repeat(self.steps_, np.diff(self.offsets_))
 
     def codes(self, columns, start=0, stop=None, *, category_codes, names=None,
-              code_columns=None):
+              code_columns=None, searched=None):
         """Return the table's row of every value of rows ``start:stop``.
 
         Parameters
@@ -254,6 +260,12 @@ class AdditiveBins:
             Column names, for error messages.
         code_columns : sequence of int or None, default=None
             Only these code columns, in this order (None: all ``J``).
+        searched : dict of int to ndarray, default=None
+            Searches already done: ``searched[j]`` is
+            ``np.searchsorted(search_edges(j), x, side="right")`` for the rows'
+            values ``x`` of numeric column ``j`` (any value where ``x`` is
+            missing), as the quantile encoding finds them in the same search
+            as its features (:meth:`search_edges`).
 
         Returns
         -------
@@ -271,9 +283,11 @@ class AdditiveBins:
         stop = n if stop is None else min(stop, n)
         if code_columns is None:
             code_columns = range(len(self.sources_))
-        out = np.empty((stop - start, len(code_columns)), dtype=np.float32)
+        # filled code column by code column: rows of the transpose, contiguous
+        out = np.empty((len(code_columns), stop - start), dtype=np.float32)
         numeric = {}  # each numeric column checked once, whatever its resolutions
-        finest, fine_codes = self.finest(), {}
+        plan = self._search_plan()
+        fine_codes = dict(searched) if searched else {}
         for i, c in enumerate(code_columns):
             j = self.sources_[c]
             first, end = self.offsets_[c], self.offsets_[c + 1]
@@ -289,17 +303,17 @@ class AdditiveBins:
                     x = _numeric(np.asarray(values), _column_name(names, j))
                     numeric[j] = x, np.isnan(x)
                 x, missing = numeric[j]
-                fine = finest.get(j)
-                if fine is None:
+                fine = plan.get(j)
+                if fine is None:  # resolutions that do not nest: a search each
                     idx = np.searchsorted(self.edges_[c], x, side="right")
                 else:  # one binary search per column, at its finest resolution
                     if j not in fine_codes:
                         fine_codes[j] = np.searchsorted(self.edges_[fine], x, side="right")
-                    idx = (fine_codes[j].copy() if c == fine else _coarser_codes(
-                        self.edges_[c], self.edges_[fine], fine_codes[j]))
+                    idx = (fine_codes[j].copy() if c == fine
+                           else self._lookup(c, fine)[fine_codes[j]])
                 idx[missing] = end - first - 1
-            out[:, i] = first + idx
-        return out
+            out[i] = first + idx
+        return np.ascontiguousarray(out.T)
 
     def finest(self):
         """Return the finest code column of the columns whose bins nest.
@@ -334,6 +348,63 @@ class AdditiveBins:
         # keyed by the state's own objects (held here, so never reused by others)
         self._finest = (self.edges_, self.sources_, finest)
         return finest
+
+    #: Caches of the fitted state (made on first use, never pickled).
+    _caches = ("_finest", "_plan", "_lookups")
+
+    def __getstate__(self):
+        state = self.__dict__.copy()
+        for key in self._caches:
+            state.pop(key, None)
+        return state
+
+    def _search_plan(self):
+        """``{column: code column searched}`` for every numeric column whose
+        resolutions nest (one resolution included): its values are searched
+        once, in that code column's edges (the finest), and the coarser codes
+        are gathered from :meth:`_lookup`. Made once per fitted state."""
+        cached = getattr(self, "_plan", None)
+        if cached is not None and cached[0] is self.edges_ and cached[1] is self.sources_:
+            return cached[2]
+        finest, plan = self.finest(), {}
+        for c, j in enumerate(self.sources_):
+            j = int(j)
+            if self.edges_[c] is not None and (j in finest or (self.sources_ == j).sum() == 1):
+                plan[j] = finest.get(j, c)
+        self._plan = (self.edges_, self.sources_, plan)
+        self._lookups = {}
+        return plan
+
+    def _lookup(self, c, fine):
+        """:func:`_coarser_lookup` of code column ``c`` in the finest edges
+        ``fine`` of its column, made on first use (at 4,096 bins, about 0.1 ms
+        each, against a search's 0.6 ms per 10,000 values)."""
+        lookups = self._lookups
+        if c not in lookups:
+            lookups[c] = _coarser_lookup(self.edges_[c], self.edges_[fine])
+        return lookups[c]
+
+    def search_edges(self, j):
+        """Return the edges whose search gives every code of column ``j``.
+
+        Parameters
+        ----------
+        j : int
+            An input column.
+
+        Returns
+        -------
+        edges : ndarray or None
+            The finest edges of a numeric column whose resolutions nest (or
+            its only resolution's), whose ``searchsorted(..., side="right")``
+            :meth:`codes` takes as ``searched``; None for a categorical
+            column, a column of resolutions that do not nest, or without an
+            additive term.
+        """
+        if self.offsets_ is None:
+            return None
+        fine = self._search_plan().get(int(j))
+        return None if fine is None else self.edges_[fine]
 
     def difference(self, other, names=None):
         """Return a sentence saying how the edges of two fitted bins differ.

@@ -40,9 +40,13 @@ bins (:mod:`._additive_bins`).
 from __future__ import annotations
 
 import datetime
+import weakref
 from collections import OrderedDict
 
 import numpy as np
+import torch
+from scipy import stats
+from scipy.special import ndtri
 from sklearn.preprocessing import QuantileTransformer
 
 __all__ = ["CATEGORICAL", "COLUMN_KINDS", "NUMERIC_ENCODINGS", "STACKED", "ColumnEncoding",
@@ -215,6 +219,127 @@ def _hat_features(x, knots, dtype=np.float32):
     out[rows, i] = 1.0 - t
     out[rows, i + 1] += t
     return out
+
+
+#: :class:`~sklearn.preprocessing.QuantileTransformer`'s ``BOUNDS_THRESHOLD``
+#: and the clip of its normal output, as it computes them.
+_BOUNDS_THRESHOLD = 1e-7
+_NORMAL_CLIP = (float(stats.norm.ppf(_BOUNDS_THRESHOLD - np.spacing(1))),
+                float(stats.norm.ppf(1 - (_BOUNDS_THRESHOLD - np.spacing(1)))))
+
+
+class _QuantileNormalTable:
+    """The fitted quantile transform of one column to a standard normal, as
+    one binary search and three gathers per value.
+
+    :meth:`QuantileTransformer.transform
+    <sklearn.preprocessing.QuantileTransformer.transform>` of a column
+    validates its input, interpolates twice (forwards and backwards, the
+    mean of both, for repeated quantiles) and calls
+    ``scipy.stats.norm.ppf``: about 1.9 ms per 10,000 values. Between two
+    neighbouring distinct quantiles both interpolations use the same
+    segment, so one search over the distinct quantiles finds the segment of
+    each value, whose left end, reference and slope are gathered and
+    interpolated as :func:`numpy.interp` does (its slopes, its formula and
+    its fallbacks where a slope overflows); a value equal to a repeated quantile takes the mean of the
+    references of its run, values within ``BOUNDS_THRESHOLD`` of the ends
+    their bounds, as in sklearn; then ``ndtri`` and sklearn's clip. The
+    result is sklearn's within float64 rounding (the forward interpolation
+    alone instead of the mean of two; ``tests/test_encoding.py``), in a
+    third of the time, most of it the search.
+
+    With the additive term's edges of the same column (``edges``), the
+    search runs over the union of both, so that the same search also gives
+    each value's bin, ``np.searchsorted(edges, x, side="right")``: the
+    additive codes of a quantile column cost a gather instead of a second
+    search.
+
+    Parameters
+    ----------
+    qt : QuantileTransformer
+        Fitted with ``output_distribution="normal"``, on one column.
+    edges : ndarray or None, default=None
+        Sorted edges whose bins :meth:`__call__` also returns.
+    """
+
+    def __init__(self, qt, edges=None):
+        q = np.asarray(qt.quantiles_, dtype=np.float64)[:, 0]
+        r = np.asarray(qt.references_, dtype=np.float64)
+        # what the table was made from (see _quantile_table)
+        self.quantiles, self.edges = qt.quantiles_, edges
+        distinct = np.unique(q)
+        self.knots = knots = distinct if edges is None else np.union1d(distinct, edges)
+        self._knots = torch.from_numpy(knots)
+        self.bounds = (q[0], q[-1])
+        # segment k: values in [knots[k - 1], knots[k]) (k = 0: below every knot), in
+        # the quantiles' segment j (the last quantile at or below knots[k - 1])
+        j = np.concatenate([[-1], np.searchsorted(q, knots, side="right") - 1])
+        inside = (j >= 0) & (j < len(q) - 1)
+        jl, jr = np.clip(j, 0, len(q) - 1), np.clip(j + 1, 0, len(q) - 1)
+        self.left = np.where(inside, q[jl], 0.0)
+        self.reference = np.where(j < 0, r[0], r[jl])
+        self.right = np.where(inside, q[jr], 0.0)
+        self.right_reference = np.where(inside, r[jr], self.reference)
+        self.slope = np.zeros(len(knots) + 1)
+        with np.errstate(over="ignore", invalid="ignore"):  # subnormal gaps: inf, as NumPy
+            self.slope[inside] = ((r[jr] - r[jl]) / (q[jr] - q[jl]))[inside]
+        #: NumPy's fallbacks where a slope is not finite (see __call__)
+        self.finite = bool(np.isfinite(self.slope).all())
+        # the segments that start on a quantile repeated in q: a value there takes the
+        # mean of the references of its run (sklearn's two interpolations)
+        first = np.searchsorted(q, knots, side="left")
+        run = (j[1:] > first) & (q[np.clip(first, 0, len(q) - 1)] == knots)
+        self.runs = np.flatnonzero(run) + 1
+        self.at_runs = 0.5 * (r[j[1:][run]] + r[first[run]])
+        self.codes = (None if edges is None else np.concatenate(
+            [[0], np.searchsorted(edges, knots, side="right")]))
+
+    def __call__(self, x):
+        """The normal scores of present values ``x`` (float64, no NaN), and
+        their bins in ``edges`` (None without)."""
+        # torch's search is NumPy's, 13% faster here (0.64 against 0.74 ms per 10,000
+        # values in 5,000 knots)
+        x = np.ascontiguousarray(x, dtype=np.float64)
+        if not x.flags.writeable:  # torch.from_numpy warns on a read-only array
+            x = x.copy()
+        k = torch.searchsorted(self._knots, torch.from_numpy(x), right=True).numpy()
+        with np.errstate(invalid="ignore", over="ignore"):
+            p = x - np.take(self.left, k)
+            p *= np.take(self.slope, k)
+            p += np.take(self.reference, k)
+        if not self.finite:  # numpy.interp: a knot its value, else from the right end
+            bad = np.flatnonzero(np.isnan(p))
+            kb, xb = k[bad], x[bad]
+            with np.errstate(invalid="ignore", over="ignore"):
+                alt = self.slope[kb] * (xb - self.right[kb]) + self.right_reference[kb]
+            exact = (np.isnan(alt) & (self.reference[kb] == self.right_reference[kb])) | (
+                xb == self.left[kb])
+            alt[exact] = self.reference[kb][exact]
+            p[bad] = alt
+        if self.runs.size:  # a value on a repeated quantile: the mean over its run
+            at = np.flatnonzero(np.isin(k, self.runs))
+            hit = at[x[at] == np.take(self.left, k[at])]
+            p[hit] = self.at_runs[np.searchsorted(self.runs, k[hit])]
+        p[x + _BOUNDS_THRESHOLD > self.bounds[1]] = 1.0
+        p[x - _BOUNDS_THRESHOLD < self.bounds[0]] = 0.0
+        scores = np.clip(ndtri(p, out=p), *_NORMAL_CLIP, out=p)
+        return scores, (None if self.codes is None else np.take(self.codes, k))
+
+
+#: The tables of the fitted transformers met so far, made once each.
+_QUANTILE_TABLES = weakref.WeakKeyDictionary()
+
+
+def _quantile_table(qt, edges=None):
+    """The :class:`_QuantileNormalTable` of ``qt`` (and ``edges``), cached
+    while ``qt`` lives, for the same ``quantiles_`` and ``edges`` objects
+    (one table without edges and one with, per transformer)."""
+    tables = _QUANTILE_TABLES.setdefault(qt, {})
+    key = edges is not None
+    table = tables.get(key)
+    if table is None or table.quantiles is not qt.quantiles_ or table.edges is not edges:
+        table = tables[key] = _QuantileNormalTable(qt, edges)
+    return table
 
 
 def sorted_quantiles(xs, levels):
@@ -754,6 +879,28 @@ class _NumericColumns(ColumnEncoding):
             out[present] = self.features(state, xp)
         return missing
 
+    def transform_searched(self, state, values, name, out, edges):
+        """:meth:`transform`, and the bins of the values in ``edges`` when the
+        kind finds them in the same search as its features.
+
+        Parameters
+        ----------
+        state, values, name, out
+            As for :meth:`transform`.
+        edges : ndarray
+            Sorted edges (the additive term's finest, of this column).
+
+        Returns
+        -------
+        missing : ndarray of bool
+            As :meth:`transform`'s.
+        codes : ndarray of int or None
+            ``np.searchsorted(edges, x, side="right")`` of the values ``x``
+            (0 where missing); None when the kind does not search (the
+            caller then searches itself).
+        """
+        return self.transform(state, values, name, out), None
+
     def features(self, state, xp):
         """Return the features of present values.
 
@@ -865,7 +1012,20 @@ class QuantileNormalColumns(_NumericColumns):
         return int(state["quantile_transformers_"] is not None)
 
     def features(self, state, xp):
-        return state["quantile_transformers_"].transform(xp.reshape(-1, 1))
+        return _quantile_table(state["quantile_transformers_"])(xp)[0][:, None]
+
+    def transform_searched(self, state, values, name, out, edges):
+        qt = state["quantile_transformers_"]
+        if qt is None or out.shape[1] == 0:
+            return self.transform(state, values, name, out), None
+        x = _numeric(np.asarray(values), name)
+        missing = np.isnan(x)
+        codes = np.zeros(len(x), dtype=np.intp)
+        present = ~missing
+        if present.any():
+            scores, codes[present] = _quantile_table(qt, edges)(x[present])
+            out[present, 0] = scores
+        return missing, codes
 
     def _export_form(self, state):
         return "quantile_normal", (state["quantile_transformers_"],)

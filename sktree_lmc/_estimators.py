@@ -29,13 +29,14 @@ from ._architectures import ARCHITECTURES, check_model_size, get_architecture
 from ._boosting import feature_gains, grow_oblivious_trees, oblivious_output
 from ._device import DEVICE_CONSTRAINT, prediction_device, resolve_device
 from ._encoding import (
+    ENCODE_CHUNK_ROWS,
     NUMERIC_ENCODINGS,
     TabularEncoder,
     check_categorical_features,
     encoders_differ,
     to_columns,
 )
-from ._forward import SoftTreeEnsembleModule, predict_chunked
+from ._forward import SoftTreeEnsembleModule, predict_chunked, used_features
 from ._losses import LOSSES, CrossEntropy, Quantile
 from ._params import TreeParams, check_same_additive
 from ._persistence import estimator_state, restore_estimator_state
@@ -105,13 +106,15 @@ def _training_codes(X, encoder, mask):
     return np.concatenate([X[:, :F], X[:, F + live]], axis=1)
 
 
-def _unused_columns(split_weight, groups, n_columns):
-    """Per input column, whether no split weight of any of its encoded
-    features (``groups``: the column of each) is nonzero; None when every
-    column is used. Prediction does not encode those (their features are
-    multiplied by zero only)."""
+def _unused_columns(features, groups, n_columns):
+    """Per input column, whether none of its encoded features (``groups``: the
+    column of each) is among the used ``features`` (:func:`used_features`;
+    None: all); None when every column is used. Prediction does not encode
+    those (their features are multiplied by zero only)."""
+    if features is None:
+        return None
     used = np.zeros(n_columns, dtype=bool)
-    used[np.asarray(groups)[(np.asarray(split_weight) != 0).any(axis=(0, 1))]] = True
+    used[np.asarray(groups)[features]] = True
     return None if used.all() else ~used
 
 
@@ -513,8 +516,7 @@ class _BaseSoftTreeEnsemble(BaseEstimator):
         sample_weight_val)``, the targets in the encoding of ``target``."""
         columns = to_columns(validation.X)[0]
         validate_data(self, validation.X, reset=False, skip_check_array=True)
-        X_val = self._with_codes(
-            self._check_encoded(self.encoder_.transform_columns(columns)), columns)
+        X_val = self._with_codes(columns)
         y_val = self._check_y(validation.y)
         check_consistent_length(X_val, y_val)
         target_val = np.asarray(self._fitted_targets(y_val), dtype=target.dtype)
@@ -880,21 +882,20 @@ class _BaseSoftTreeEnsemble(BaseEstimator):
         if not warm:  # rows of zero weight do not shape the encoder
             self.encoder_ = self._make_encoder(columns, by_dtype, getattr(
                 self, "feature_names_in_", None), plan.encoder, sample_weight)
-        X = self._with_codes(
-            self._check_encoded(self.encoder_.transform_columns(columns)), columns)
+        X = self._with_codes(columns)
         # float64 and unscaled: the gradient-boosted trees (split_init="boosting", the
         # teacher) rescale them to a mean of 1 over the rows of all shards (a rescaling
         # here would differ per shard), and _FitTensors to a largest weight of 1.
         target, n_outputs = self._encode_targets(y, sample_weight, warm, plan.classes)
         return X, y, target, sample_weight, n_outputs
 
-    def _with_codes(self, X, columns, start=0):
-        """Encoded rows with the additive term's codes appended (as float32
-        columns, after the trees' features) when the model has one."""
-        if not self.encoder_.n_additive_:
-            return X
-        codes = self.encoder_.additive_codes(columns, start, start + X.shape[0])
-        return np.concatenate([X, codes], axis=1)
+    def _with_codes(self, columns):
+        """The encoded rows of ``columns`` (checked), with the additive term's
+        codes appended (as float32 columns, after the trees' features) when
+        the model has one (:meth:`TabularEncoder.encode`)."""
+        X, codes = self.encoder_.encode(columns)
+        X = self._check_encoded(X)
+        return X if codes is None else np.concatenate([X, codes], axis=1)
 
     def _make_encoder(self, columns, by_dtype, names=None, shared=None, sample_weight=None):
         """The input encoder fitted on the training columns (named ``names``;
@@ -945,9 +946,7 @@ class _BaseSoftTreeEnsemble(BaseEstimator):
         n_encoded_features)``: the input of the trees, followed by the
         additive term's codes when the model has one (held whole; prediction
         encodes in chunks instead)."""
-        columns = self._input_columns(X)
-        return self._with_codes(
-            self._check_encoded(self.encoder_.transform_columns(columns)), columns)
+        return self._with_codes(self._input_columns(X))
 
     # -- prediction ---------------------------------------------------------------
     @limit_threads
@@ -968,16 +967,18 @@ class _BaseSoftTreeEnsemble(BaseEstimator):
         if params.additive is not None and method == "forward":
             # the columns feature_selection="auto" left at zero add nothing: skipped
             live = live_code_columns(params.additive, self.encoder_.additive_offsets_)
-        skip = _unused_columns(params.split_weight, self.encoder_.feature_groups_,
-                               self.n_features_in_)
-        outs = []
-        for start, chunk in self.encoder_.transform_chunks(columns, skip=skip):
-            codes = None
-            if params.additive is not None and method == "forward":
-                codes = self.encoder_.additive_codes(columns, start, start + chunk.shape[0],
-                                                     code_columns=live)
+        features = used_features(params.split_weight)
+        skip = _unused_columns(features, self.encoder_.feature_groups_, self.n_features_in_)
+        with_codes = params.additive is not None and method == "forward"
+        n, outs = (len(columns[0]) if columns else 0), []
+        for start in range(0, n, ENCODE_CHUNK_ROWS):
+            stop = start + ENCODE_CHUNK_ROWS
+            if with_codes:  # each quantile column searched once, for features and codes
+                chunk, codes = self.encoder_.encode(columns, start, stop, skip, live)
+            else:
+                chunk, codes = self.encoder_.transform_columns(columns, start, stop, skip), None
             outs.append(predict_chunked(module, self._check_encoded(chunk), output=method,
-                                        codes=codes))
+                                        codes=codes, features=features))
         return np.concatenate(outs, axis=0)
 
     def _prediction_model(self):

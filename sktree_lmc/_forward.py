@@ -63,6 +63,7 @@ __all__ = [
     "predict_chunked",
     "reference_forward",
     "routing_plan",
+    "used_features",
 ]
 
 
@@ -1143,8 +1144,27 @@ def inference_chunk_rows(arch, n_trees, device="cpu", monomials=False):
     return rows
 
 
+def used_features(split_weight):
+    """The encoded features that some split weighs, or None when all are.
+
+    Parameters
+    ----------
+    split_weight : array-like of shape (M, N, F)
+        Split weights (zeros where feature selection left a feature out).
+
+    Returns
+    -------
+    features : ndarray of int or None
+        Sorted indices of the features with a nonzero weight in some split;
+        None when every feature has one.
+    """
+    used = (np.asarray(split_weight) != 0).any(axis=(0, 1))
+    return None if used.all() else np.flatnonzero(used)
+
+
 @torch.inference_mode()
-def predict_chunked(module, X, output="forward", chunk_rows=None, routing="auto", codes=None):
+def predict_chunked(module, X, output="forward", chunk_rows=None, routing="auto", codes=None,
+                    features=None):
     """Outputs of ``module`` for every row of ``X``: the one inference kernel.
 
     The forward pass of :class:`SoftTreeEnsembleModule` without autograd, in
@@ -1188,6 +1208,10 @@ def predict_chunked(module, X, output="forward", chunk_rows=None, routing="auto"
         (:meth:`TabularEncoder.additive_codes`): with ``output="forward"`` and
         a module with an additive table, the additive term
         (:func:`additive_chunked`) is added to the trees' output, in float64.
+    features : ndarray of int or None, default=None
+        The columns of ``X`` whose split weights are not all zero (see
+        :func:`used_features`): the splits' matmul reads only those (on wide
+        data with feature selection, a fraction of them). None: all.
 
     Returns
     -------
@@ -1245,17 +1269,24 @@ def predict_chunked(module, X, output="forward", chunk_rows=None, routing="auto"
         mono_rows = mu.transpose(0, 1).view(M * plan.n_monomials, B)
     else:
         z_nodes = z.view(N, M, B)
-    xbuf = torch.zeros((B, Fdim), dtype=dtype, device=device)
+    if features is not None:  # the splits read only the features they weigh
+        features = np.asarray(features, dtype=np.intp)
+        W = W[:, torch.as_tensor(features, device=device)].contiguous()
+    xbuf = torch.zeros((B, W.shape[1]), dtype=dtype, device=device)
     if device.type == "cpu":
         xbuf_np = xbuf.numpy()
     else:
-        X_dev = torch.tensor(X, dtype=dtype, device=device)
+        X_dev = torch.tensor(X if features is None else X[:, features], dtype=dtype,
+                             device=device)
     for start in range(0, n, B):
         rows = min(B, n - start)
         if rows < B:
             xbuf.zero_()
         if device.type == "cpu":
-            xbuf_np[:rows] = X[start : start + rows]
+            if features is None:
+                xbuf_np[:rows] = X[start : start + rows]
+            else:
+                xbuf_np[:rows] = X[start : start + rows, features]
         else:
             xbuf[:rows].copy_(X_dev[start : start + rows])
         torch.addmm(b, W, xbuf.T, out=z)

@@ -674,10 +674,19 @@ def live_code_columns(table, offsets):
     ``offsets[j]`` to ``offsets[j + 1]`` of ``table``, of shape
     ``(n_additive, ...)``) with a nonzero entry, or None when that is all of
     them. A column whose rows are all zero adds nothing to any row."""
-    table = np.asarray(table)
-    nonzero = (table != 0).reshape(len(table), -1).any(axis=1)
-    counts = np.diff(np.concatenate([[0], np.cumsum(nonzero)])[np.asarray(offsets)])
-    live = np.flatnonzero(counts > 0)
+    table = np.asarray(table).reshape(len(table), -1)
+    nonzero = np.zeros(len(table), dtype=bool)
+    for c in range(table.shape[1]):  # column by column: any(axis=1) over a short axis is slow
+        nonzero |= table[:, c] != 0
+    offsets = np.asarray(offsets)
+    if len(offsets) < 2:
+        return None
+    sizes = np.diff(offsets)
+    any_nonzero = np.zeros(len(sizes), dtype=bool)
+    rows = sizes > 0  # reduceat's segment runs to the next start given: only non-empty ones
+    if nonzero.size:
+        any_nonzero[rows] = np.logical_or.reduceat(nonzero, offsets[:-1][rows])
+    live = np.flatnonzero(any_nonzero)
     return None if len(live) == len(offsets) - 1 else live
 
 

@@ -355,3 +355,55 @@ def test_sorted_quantiles_are_numpys_bit_for_bit(values, n_bins):
     for levels in (np.linspace(0.0, 1.0, n_bins + 1), np.linspace(0.0, 1.0, n_bins + 1)[1:-1]):
         assert_array_equal(sorted_quantiles(np.sort(x), levels), np.quantile(x, levels))
         assert_array_equal(sorted_quantiles(np.sort(big), levels), np.quantile(big, levels))
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.lists(st.one_of(st.floats(-1e4, 1e4), st.sampled_from([0.0, 1.0, -2.5])),
+                min_size=1, max_size=80),
+       st.integers(0, 2**16))
+def test_quantile_table_is_sklearns_quantile_transform(values, seed):
+    """The vectorized quantile transform (one search, one gather) gives
+    sklearn's normal scores, ties, bounds and out-of-range values included
+    (within float64 rounding: an ulp of ``p`` near 0 or 1 moves ``ndtri(p)``
+    by ~1e-11)."""
+    from sklearn.preprocessing import QuantileTransformer
+
+    from sktree_lmc._column_encodings import _quantile_table
+
+    x = np.asarray(values)
+    qt = QuantileTransformer(output_distribution="normal", n_quantiles=min(1000, len(x)),
+                             subsample=None).fit(x[:, None])
+    rng = np.random.default_rng(seed)
+    q = qt.quantiles_[:, 0]
+    probe = np.concatenate([x, q, q + 1e-8, q - 1e-8, np.nextafter(q, np.inf),
+                            rng.uniform(x.min() - 1, x.max() + 1, 3000)])
+    expected = qt.transform(probe[:, None])[:, 0]
+    got, none = _quantile_table(qt)(probe)
+    assert_allclose(got, expected, rtol=1e-10, atol=1e-12)
+    assert none is None and _quantile_table(qt) is _quantile_table(qt)  # made once
+    # with the additive term's edges in the same search: the same scores, and the bins
+    edges = np.unique(np.round(rng.normal(size=int(rng.integers(1, 40))), 1) * x.std())
+    scores, codes = _quantile_table(qt, edges)(probe)
+    assert_array_equal(scores, got)
+    assert_array_equal(codes, np.searchsorted(edges, probe, side="right"))
+
+
+@pytest.mark.parametrize("additive_bins", [(16, 64, 4096), 32, (5, 7)])
+def test_encode_equals_transform_and_codes(mixed, additive_bins):
+    """``encode`` (one search per quantile column for its features and its
+    additive bins) gives what ``transform_columns`` and ``additive_codes``
+    give apart, with missing values, categories and resolutions that nest or
+    not, for every code column or a subset."""
+    rng = np.random.default_rng(0)
+    X = mixed[0].copy()
+    X["dense"] = np.round(rng.normal(size=len(X)), 1)  # ties on the quantiles
+    enc = TabularEncoder("quantile_normal", additive_bins=additive_bins).fit(X)
+    columns = to_columns(X)[0]
+    J = len(enc.additive_sources_)
+    for code_columns in (None, np.arange(0, J, 2)):
+        for start, stop in ((0, None), (3, 17)):
+            encoded, codes = enc.encode(columns, start, stop, code_columns=code_columns)
+            assert_array_equal(encoded, enc.transform_columns(columns, start, stop))
+            assert_array_equal(codes, enc.additive_codes(columns, start, stop,
+                                                         code_columns=code_columns))
+    assert TabularEncoder("quantile_normal").fit(X).encode(columns)[1] is None

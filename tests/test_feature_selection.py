@@ -233,10 +233,12 @@ def test_prediction_skips_the_additive_columns_left_at_zero():
 
 def test_prediction_does_not_encode_the_columns_no_split_uses_but_checks_them():
     from sktree_lmc._estimators import _unused_columns
+    from sktree_lmc._forward import SoftTreeEnsembleModule, predict_chunked, used_features
 
     est = _clf().fit(X, Y)
     enc, params = est.encoder_, est.tree_params_
-    skip = _unused_columns(params.split_weight, enc.feature_groups_, X.shape[1])
+    features = used_features(params.split_weight)
+    skip = _unused_columns(features, enc.feature_groups_, X.shape[1])
     assert skip is not None and skip.sum() >= 8 and not skip[:2].any()
     columns = est._input_columns(X)
     full, skipped = enc.transform_columns(columns), enc.transform_columns(columns, skip=skip)
@@ -246,6 +248,13 @@ def test_prediction_does_not_encode_the_columns_no_split_uses_but_checks_them():
     # the trees multiply those features by zero: the same outputs, bit for bit
     table = params.split_weight[:, :, unused]
     assert (table == 0).all()
+    assert_array_equal(features, np.flatnonzero(~unused))
+    # ...and the kernel's matmul reads only the used ones: the same outputs
+    module = SoftTreeEnsembleModule.from_params(est.architecture_, params, "cpu")
+    for output in ("forward", "tree_outputs"):
+        np.testing.assert_allclose(
+            predict_chunked(module, full, output=output, features=features),
+            predict_chunked(module, full, output=output), rtol=1e-6, atol=1e-6)
     bad = X.astype(object)
     bad[5, int(np.flatnonzero(skip)[0])] = np.inf
     with pytest.raises(ValueError, match="infinity"):
