@@ -283,7 +283,7 @@ class AdditiveBins:
         stop = n if stop is None else min(stop, n)
         if code_columns is None:
             code_columns = range(len(self.sources_))
-        # filled code column by code column: rows of the transpose, contiguous
+        # filled code column by code column: rows of the transpose, each contiguous
         out = np.empty((len(code_columns), stop - start), dtype=np.float32)
         numeric = {}  # each numeric column checked once, whatever its resolutions
         plan = self._search_plan()
@@ -313,7 +313,7 @@ class AdditiveBins:
                            else self._lookup(c, fine)[fine_codes[j]])
                 idx[missing] = end - first - 1
             out[i] = first + idx
-        return np.ascontiguousarray(out.T)
+        return out.T  # Fortran-ordered: a transposed copy costs more than its readers save
 
     def finest(self):
         """Return the finest code column of the columns whose bins nest.

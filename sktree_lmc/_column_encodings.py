@@ -1020,6 +1020,10 @@ class QuantileNormalColumns(_NumericColumns):
             return self.transform(state, values, name, out), None
         x = _numeric(np.asarray(values), name)
         missing = np.isnan(x)
+        if not missing.any():  # slices, not masks
+            scores, codes = _quantile_table(qt, edges)(x)
+            out[:, 0] = scores
+            return missing, codes
         codes = np.zeros(len(x), dtype=np.intp)
         present = ~missing
         if present.any():

@@ -950,7 +950,7 @@ class _BaseSoftTreeEnsemble(BaseEstimator):
 
     # -- prediction ---------------------------------------------------------------
     @limit_threads
-    def _predict_in_chunks(self, X, method):
+    def _predict_in_chunks(self, X, method, contrast=False):
         """Encode ``X`` and run the inference kernel (:func:`predict_chunked`).
 
         ``method`` is ``"forward"`` or ``"tree_outputs"``. Rows are encoded in
@@ -978,7 +978,7 @@ class _BaseSoftTreeEnsemble(BaseEstimator):
             else:
                 chunk, codes = self.encoder_.transform_columns(columns, start, stop, skip), None
             outs.append(predict_chunked(module, self._check_encoded(chunk), output=method,
-                                        codes=codes, features=features))
+                                        codes=codes, features=features, contrast=contrast))
         return np.concatenate(outs, axis=0)
 
     def _prediction_model(self):
@@ -1618,7 +1618,7 @@ class SoftTreeEnsembleClassifier(ClassifierMixin, _BaseSoftTreeEnsemble):
             ``classes_[0]``, else one score per class. For a dask array or
             DataFrame ``X``, a lazy dask array (see :meth:`predict`).
         """
-        out = self._raw_output(X)
+        out = self._scores(X)
         if out.shape[1] == 2:
             return out[:, 1] - out[:, 0]
         return out
@@ -1638,7 +1638,7 @@ class SoftTreeEnsembleClassifier(ClassifierMixin, _BaseSoftTreeEnsemble):
             Probabilities, columns ordered as ``classes_``. For a dask array
             or DataFrame ``X``, a lazy dask array (see :meth:`predict`).
         """
-        return softmax(self._raw_output(X), axis=1)
+        return softmax(self._scores(X), axis=1)
 
     @_lazy_on_dask
     def predict_log_proba(self, X):
@@ -1654,7 +1654,7 @@ class SoftTreeEnsembleClassifier(ClassifierMixin, _BaseSoftTreeEnsemble):
         log_proba : ndarray of shape (n_samples, n_classes)
             Log-probabilities, columns ordered as ``classes_``.
         """
-        return log_softmax(self._raw_output(X), axis=1)
+        return log_softmax(self._scores(X), axis=1)
 
     @_lazy_on_dask
     def predict(self, X):
@@ -1673,8 +1673,15 @@ class SoftTreeEnsembleClassifier(ClassifierMixin, _BaseSoftTreeEnsemble):
             hold them (``map_blocks`` / ``map_partitions``, as dask-ml's
             ``ParallelPostFit``); ``.compute()`` gives the labels.
         """
-        scores = self._raw_output(X)
+        scores = self._scores(X)
         return self.classes_[np.argmax(scores, axis=1)]
+
+    def _scores(self, X):
+        """The logits up to a shift per row, what softmax, argmax and the
+        decision function read: for two classes ``[0, l_1 - l_0]``, from one
+        row of the kernel's contraction instead of two (``contrast``)."""
+        check_is_fitted(self, "tree_params_")
+        return self._predict_in_chunks(X, "forward", contrast=self.n_outputs_ == 2)
 
     _centered_outputs = True
 

@@ -221,6 +221,24 @@ def test_codes_are_added_to_the_forward_output_only():
         predict_chunked(module, X, codes=codes[:10])
 
 
+@pytest.mark.parametrize("name", ARCHS)
+def test_contrast_is_the_outputs_less_the_first(name):
+    """``contrast=True`` (two outputs): ``[0, out_1 - out_0]`` from one row of the
+    contraction, the additive term included; a ValueError where it does not apply."""
+    module = _module(3, n_outputs=2, n_additive=40, arch=name)
+    X = _rows(300, 9)
+    codes = np.random.default_rng(6).integers(0, 40, size=(300, 3)).astype(np.float32)
+    for kw in ({}, {"codes": codes}):
+        full = predict_chunked(module, X, **kw)
+        out = predict_chunked(module, X, contrast=True, **kw)
+        assert out.shape == (300, 2) and (out[:, 0] == 0).all()
+        _close(out[:, 1], full[:, 1] - full[:, 0])
+    with pytest.raises(ValueError, match="contrast"):
+        predict_chunked(_module(3, n_outputs=3), X, contrast=True)
+    with pytest.raises(ValueError, match="contrast"):
+        predict_chunked(module, X, "tree_outputs", contrast=True)
+
+
 # -- the estimators -----------------------------------------------------------------------
 def _reference_raw(est, X):
     """The estimator's raw output through the reference path: leaf probabilities and
