@@ -308,6 +308,14 @@ class ShardedSoftTreeEnsemble(MetaEstimatorMixin, BaseEstimator):
     refit_leaves : bool, default=False
         Re-solve the merged model's leaves on all training rows at the end
         (:func:`refit_leaves`; federated, on the workers, for dask input).
+    teacher : {"shared", "local"}, default="shared"
+        Where the gradient-boosted teacher of ``teacher_weight > 0`` grows.
+        ``"shared"``: once over all shards, from the histograms they send
+        (``boosting_bytes_``; no row moves), so that every shard distills the
+        same trees and draws its features by the same gains. ``"local"``:
+        each shard grows its own on its rows, as a lone estimator does, and
+        sends nothing for it. ``split_init="boosting"``'s start is shared
+        either way (every shard must start from the same trees).
     checkpoint : str, path-like or callable, default=None
         After every round, the state to resume from (merged and shard models,
         Adam states, history; parameters only, never rows), written
@@ -356,7 +364,8 @@ class ShardedSoftTreeEnsemble(MetaEstimatorMixin, BaseEstimator):
     boosting_bytes_ : int or None
         Bytes the shards sent while the gradient-boosted trees of
         ``teacher_weight > 0`` or ``split_init="boosting"`` were grown over
-        all of them (before round 1); None when the estimator uses neither.
+        all of them (before round 1); None when none were (the estimator uses
+        neither, or ``teacher="local"`` without ``split_init="boosting"``).
     n_alignment_sweeps_ : int
         Refinement sweeps of the last round's N-way alignment
         (``aligner_.n_iter_``).
@@ -444,6 +453,7 @@ class ShardedSoftTreeEnsemble(MetaEstimatorMixin, BaseEstimator):
         "shard_batch_size": [StrOptions({"auto"}),
                              _NumberInterval(Integral, 1, None, closed="left"), None],
         "refit_leaves": ["boolean"],
+        "teacher": [StrOptions({"shared", "local"})],
         "n_jobs": [
             _NumberInterval(Integral, 1, None, closed="left"),
             _NumberInterval(Integral, None, -1, closed="right"),
@@ -457,7 +467,7 @@ class ShardedSoftTreeEnsemble(MetaEstimatorMixin, BaseEstimator):
                  merge_weights="size", n_rounds=1, local_epochs="auto", shard_fraction=1.0,
                  keep_optimizer_state=True, server_momentum=0.0, server_learning_rate=1.0,
                  first_round_epochs=None, shard_init="independent", shard_batch_size="auto",
-                 refit_leaves=False,
+                 refit_leaves=False, teacher="shared",
                  checkpoint=None, worker_timeout=60.0, n_jobs=None, random_state=None,
                  verbose=0):
         self.estimator = estimator
@@ -476,6 +486,7 @@ class ShardedSoftTreeEnsemble(MetaEstimatorMixin, BaseEstimator):
         self.shard_init = shard_init
         self.shard_batch_size = shard_batch_size
         self.refit_leaves = refit_leaves
+        self.teacher = teacher
         self.checkpoint = checkpoint
         self.worker_timeout = worker_timeout
         self.n_jobs = n_jobs
@@ -729,8 +740,8 @@ class ShardedSoftTreeEnsemble(MetaEstimatorMixin, BaseEstimator):
         early stopping), if any."""
         self.boosting_bytes_ = None
         boosted = base.split_init == "boosting"
-        if not (boosted or base.teacher_weight > 0):
-            return None, None
+        if not (boosted or (base.teacher_weight > 0 and self.teacher == "shared")):
+            return None, None  # teacher="local": every shard grows its own
         if boosted and base.max_features not in (None, 1.0):
             raise ValueError(
                 "split_init='boosting' in ShardedSoftTreeEnsemble grows one boosted start for "

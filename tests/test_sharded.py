@@ -807,6 +807,29 @@ def test_sharded_boosting_uses_the_rows_held_out_at_the_shards(monkeypatch):
     assert 0 < kept < 64  # the prefix chosen on the held-out rows
 
 
+@pytest.mark.parametrize("n_rounds", [1, 2])
+def test_sharded_local_teacher_is_grown_at_every_shard_on_its_rows(monkeypatch, n_rounds):
+    """teacher="local": no tree grown over the shards, no histogram sent; each shard
+    distills a teacher of its own rows, as a lone estimator fitted on them does."""
+    import sktree_lmc._estimators as estimators
+
+    grown = _recording(monkeypatch)
+    local, grow = [], estimators.grow_oblivious_trees
+
+    def recording(X, *args, **kwargs):
+        local.append(len(X))
+        return grow(X, *args, **kwargs)
+
+    monkeypatch.setattr(estimators, "grow_oblivious_trees", recording)
+    base = _base(n_estimators=16, depth=2, early_stopping=False, teacher_weight=0.5)
+    est = ShardedSoftTreeEnsemble(base, n_shards=3, n_rounds=n_rounds, teacher="local",
+                                  random_state=0).fit(X, Y)
+    assert grown == [] and est.boosting_bytes_ is None
+    assert sorted(local[:3]) == sorted(est.shard_sizes_.tolist())  # one per shard, its rows
+    assert len(local) == 3 * n_rounds
+    assert est.predict_proba(X).shape == (len(X), 2) and est.merged_.score(X, Y) > 0.6
+
+
 def test_sharded_without_boosting_sends_no_histograms():
     est = ShardedSoftTreeEnsemble(_base(teacher_weight=0.0), n_shards=2,
                                   random_state=0).fit(X, Y)
