@@ -38,6 +38,7 @@ import numpy as np
 import torch
 
 from benchmarks.bench_accuracy import load, split
+from benchmarks.bench_apart import _recovery
 from benchmarks.bench_barriers import _append, _read
 from sktree_lmc import ShardedSoftTreeEnsemble, SoftTreeEnsembleClassifier
 from sktree_lmc.datasets import TABULAR_BENCHMARK
@@ -48,11 +49,6 @@ TEACHERS = ("shared", "local")
 FIELDS = ("dataset", "seed", "K", "teacher", "full", "shard_mean", "merged", "recovery",
           "teacher_bytes", "row_bytes", "fit_s")
 SMOKE_PARAMS = dict(n_estimators=8, max_epochs=3)
-
-
-def _recovery(merged, shard_mean, full):
-    gap = full - shard_mean
-    return "" if gap < 0.5 else round((merged - shard_mean) / gap, 4)
 
 
 def run(out, datasets, seeds, K, *, n_train=10_000, n_test=10_000, smoke=False):
