@@ -260,12 +260,13 @@ class AdditiveBins:
             Column names, for error messages.
         code_columns : sequence of int or None, default=None
             Only these code columns, in this order (None: all ``J``).
-        searched : dict of int to ndarray, default=None
-            Searches already done: ``searched[j]`` is
-            ``np.searchsorted(search_edges(j), x, side="right")`` for the rows'
-            values ``x`` of numeric column ``j`` (any value where ``x`` is
-            missing), as the quantile encoding finds them in the same search
-            as its features (:meth:`search_edges`).
+        searched : dict of int to tuple, default=None
+            Searches already done: ``searched[j]`` is ``(bins, missing)``,
+            ``np.searchsorted(search_edges(j), x, side="right")`` for the
+            rows' values ``x`` of numeric column ``j`` (any value where ``x``
+            is missing) and ``x``'s missing mask, as the quantile encoding
+            finds them with its features (:meth:`search_edges`); the column
+            is then neither read nor checked again.
 
         Returns
         -------
@@ -287,7 +288,9 @@ class AdditiveBins:
         out = np.empty((len(code_columns), stop - start), dtype=np.float32)
         numeric = {}  # each numeric column checked once, whatever its resolutions
         plan = self._search_plan()
-        fine_codes = dict(searched) if searched else {}
+        fine_codes = {}
+        for j, (bins, missing) in (searched or {}).items():
+            fine_codes[j], numeric[j] = bins, (None, missing)
         for i, c in enumerate(code_columns):
             j = self.sources_[c]
             first, end = self.offsets_[c], self.offsets_[c + 1]
@@ -305,13 +308,17 @@ class AdditiveBins:
                 x, missing = numeric[j]
                 fine = plan.get(j)
                 if fine is None:  # resolutions that do not nest: a search each
-                    idx = np.searchsorted(self.edges_[c], x, side="right")
+                    out[i] = first + np.searchsorted(self.edges_[c], x, side="right")
                 else:  # one binary search per column, at its finest resolution
                     if j not in fine_codes:
                         fine_codes[j] = np.searchsorted(self.edges_[fine], x, side="right")
-                    idx = (fine_codes[j].copy() if c == fine
-                           else self._lookup(c, fine)[fine_codes[j]])
-                idx[missing] = end - first - 1
+                    if c == fine:
+                        np.add(fine_codes[j], first, out=out[i], casting="unsafe")
+                    else:  # the coarser rows gathered, offset and float32 already
+                        np.take(self._rows(c, fine), fine_codes[j], out=out[i])
+                if missing.any():
+                    out[i][missing] = end - 1
+                continue
             out[i] = first + idx
         return out.T  # Fortran-ordered: a transposed copy costs more than its readers save
 
@@ -362,7 +369,7 @@ class AdditiveBins:
         """``{column: code column searched}`` for every numeric column whose
         resolutions nest (one resolution included): its values are searched
         once, in that code column's edges (the finest), and the coarser codes
-        are gathered from :meth:`_lookup`. Made once per fitted state."""
+        are gathered from :meth:`_rows`. Made once per fitted state."""
         cached = getattr(self, "_plan", None)
         if cached is not None and cached[0] is self.edges_ and cached[1] is self.sources_:
             return cached[2]
@@ -375,13 +382,16 @@ class AdditiveBins:
         self._lookups = {}
         return plan
 
-    def _lookup(self, c, fine):
-        """:func:`_coarser_lookup` of code column ``c`` in the finest edges
-        ``fine`` of its column, made on first use (at 4,096 bins, about 0.1 ms
-        each, against a search's 0.6 ms per 10,000 values)."""
+    def _rows(self, c, fine):
+        """The table rows of code column ``c`` by bin of the finest code
+        column ``fine`` of its column: :func:`_coarser_lookup` plus the
+        column's first row, in float32 (as :meth:`codes` returns them; below
+        2**24, exact), made on first use (at 4,096 bins, about 0.1 ms each,
+        against a search's 0.6 ms per 10,000 values)."""
         lookups = self._lookups
         if c not in lookups:
-            lookups[c] = _coarser_lookup(self.edges_[c], self.edges_[fine])
+            lookups[c] = (self.offsets_[c] + _coarser_lookup(
+                self.edges_[c], self.edges_[fine])).astype(np.float32)
         return lookups[c]
 
     def search_edges(self, j):

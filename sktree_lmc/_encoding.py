@@ -1185,7 +1185,7 @@ class TabularEncoder(TransformerMixin, BaseEstimator):
             if j in search:
                 missing, codes = kind.transform_searched(*args, self._additive.search_edges(j))
                 if codes is not None:
-                    searched[j] = codes
+                    searched[j] = codes, missing
             else:
                 missing = kind.transform(*args)
             if has_missing:
