@@ -127,7 +127,7 @@ numpydoc_validation_exclude = {
     # TabularEncoder's column-list methods, used inside fit and predict (the public
     # fit/transform are scikit-learn's and validated); their docstrings say so, with no
     # example of their own (the class has one)
-    r"\.TabularEncoder\.(transform_columns|transform_chunks|identity|to_dict|from_dict"
+    r"\.TabularEncoder\.(transform_columns|encode_chunks|identity|to_dict|from_dict"
     r"|is_identity|ramp_directions|from_summaries)$",
     # inherited from scikit-learn's TransformerMixin
     r"\.fit_transform$",

@@ -130,7 +130,7 @@ from ._column_encodings import (  # noqa: F401
 __all__ = ["NUMERIC_ENCODINGS", "SKETCH_SIZE", "TabularEncoder", "check_categorical_features",
            "encoders_differ", "summarize", "to_columns", "union_additive_bins"]
 
-#: Rows encoded at once by :meth:`TabularEncoder.transform_chunks`: the encoded
+#: Rows encoded at once by :meth:`TabularEncoder.encode_chunks`: the encoded
 #: chunk (rows x features, float32) then stays in the order of 10-100 MB.
 ENCODE_CHUNK_ROWS = 16384
 
@@ -1161,11 +1161,13 @@ class TabularEncoder(TransformerMixin, BaseEstimator):
         """
         return self._transform(columns, start, stop, skip)[0]
 
-    def _transform(self, columns, start=0, stop=None, skip=None, search=()):
-        """:meth:`transform_columns`, and ``searched``: for the columns in
-        ``search``, the bins in their additive edges that their kind found
-        in the same search as their features
-        (:meth:`~._column_encodings.ColumnEncoding.transform_searched`)."""
+    def _transform(self, columns, start=0, stop=None, skip=None, search=None):
+        """:meth:`transform_columns`, and ``searched``: for the columns ``j``
+        of ``search`` (a dict of their additive edges), ``(bins, missing)``
+        where their kind found the bins in ``search[j]`` in the same search
+        as their features
+        (:meth:`~._column_encodings._NumericColumns.transform_searched`)."""
+        search = search or {}
         n = len(columns[0]) if columns else 0
         stop = n if stop is None else min(stop, n)
         out = np.zeros((stop - start, self.n_features_out_), dtype=np.float32)
@@ -1183,7 +1185,7 @@ class TabularEncoder(TransformerMixin, BaseEstimator):
             args = (self._state(kind, j), col[start:stop], self._name(j),
                     block[:, : width - int(has_missing)])
             if j in search:
-                missing, codes = kind.transform_searched(*args, self._additive.search_edges(j))
+                missing, codes = kind.transform_searched(*args, search[j])
                 if codes is not None:
                     searched[j] = codes, missing
             else:
@@ -1225,8 +1227,8 @@ class TabularEncoder(TransformerMixin, BaseEstimator):
             return self.transform_columns(columns, start, stop, skip), None
         sources = self.additive_sources_
         wanted = sources if code_columns is None else sources[np.asarray(code_columns, dtype=int)]
-        search = {int(j) for j in np.unique(wanted)
-                  if self._additive.search_edges(int(j)) is not None}
+        search = {int(j): self._additive.search_edges(int(j)) for j in np.unique(wanted)}
+        search = {j: edges for j, edges in search.items() if edges is not None}
         encoded, searched = self._transform(columns, start, stop, skip, search)
         codes = self._additive.codes(columns, start, stop, category_codes=self._category_codes,
                                      names=self.names_, code_columns=code_columns,
@@ -1268,8 +1270,9 @@ class TabularEncoder(TransformerMixin, BaseEstimator):
         (:meth:`AdditiveBins.finest <._additive_bins.AdditiveBins.finest>`)."""
         return self._additive.finest()
 
-    def transform_chunks(self, columns, chunk_rows=ENCODE_CHUNK_ROWS, skip=None):
-        """Encode the column arrays chunk by chunk.
+    def encode_chunks(self, columns, chunk_rows=ENCODE_CHUNK_ROWS, skip=None, codes=False,
+                      code_columns=None):
+        """Encode the column arrays chunk by chunk (:meth:`encode` per chunk).
 
         The encoded copy of a large input is then never held whole.
 
@@ -1281,6 +1284,10 @@ class TabularEncoder(TransformerMixin, BaseEstimator):
             Rows per chunk.
         skip : ndarray of bool or None, default=None
             See :meth:`transform_columns`.
+        codes : bool, default=False
+            Whether to find the additive codes too.
+        code_columns : sequence of int or None, default=None
+            See :meth:`additive_codes` (with ``codes`` only).
 
         Yields
         ------
@@ -1288,10 +1295,16 @@ class TabularEncoder(TransformerMixin, BaseEstimator):
             The first row of the chunk.
         encoded : ndarray of shape (n_rows, `n_features_out_`), dtype float32
             The chunk's features.
+        codes : ndarray of shape (n_rows, J), dtype float32, or None
+            Its additive codes; None without ``codes`` or an additive term.
         """
         n = len(columns[0]) if columns else 0
         for start in range(0, n, chunk_rows):
-            yield start, self.transform_columns(columns, start, start + chunk_rows, skip)
+            stop = start + chunk_rows
+            if codes:
+                yield (start, *self.encode(columns, start, stop, skip, code_columns))
+            else:
+                yield start, self.transform_columns(columns, start, stop, skip), None
 
 
 def encoders_differ(a, b, additive=True):

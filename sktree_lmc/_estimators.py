@@ -29,7 +29,6 @@ from ._architectures import ARCHITECTURES, check_model_size, get_architecture
 from ._boosting import feature_gains, grow_oblivious_trees, oblivious_output
 from ._device import DEVICE_CONSTRAINT, prediction_device, resolve_device
 from ._encoding import (
-    ENCODE_CHUNK_ROWS,
     NUMERIC_ENCODINGS,
     TabularEncoder,
     check_categorical_features,
@@ -963,20 +962,15 @@ class _BaseSoftTreeEnsemble(BaseEstimator):
         device = prediction_device(self.device)
         params = self.tree_params_
         module = SoftTreeEnsembleModule.from_params(self.architecture_, params, device)
-        live = None
-        if params.additive is not None and method == "forward":
-            # the columns feature_selection="auto" left at zero add nothing: skipped
-            live = live_code_columns(params.additive, self.encoder_.additive_offsets_)
+        with_codes = params.additive is not None and method == "forward"
+        # the code columns feature_selection="auto" left at zero add nothing: skipped
+        live = (live_code_columns(params.additive, self.encoder_.additive_offsets_)
+                if with_codes else None)
         features = used_features(params.split_weight)
         skip = _unused_columns(features, self.encoder_.feature_groups_, self.n_features_in_)
-        with_codes = params.additive is not None and method == "forward"
-        n, outs = (len(columns[0]) if columns else 0), []
-        for start in range(0, n, ENCODE_CHUNK_ROWS):
-            stop = start + ENCODE_CHUNK_ROWS
-            if with_codes:  # each quantile column searched once, for features and codes
-                chunk, codes = self.encoder_.encode(columns, start, stop, skip, live)
-            else:
-                chunk, codes = self.encoder_.transform_columns(columns, start, stop, skip), None
+        outs = []
+        for _, chunk, codes in self.encoder_.encode_chunks(columns, skip=skip, codes=with_codes,
+                                                           code_columns=live):
             outs.append(predict_chunked(module, self._check_encoded(chunk), output=method,
                                         codes=codes, features=features, contrast=contrast))
         return np.concatenate(outs, axis=0)

@@ -246,7 +246,7 @@ def test_dict_round_trip_and_encoder_methods():
     assert encoders_differ(back, union) is None
     assert_array_equal(back.transform_columns(rows), union.transform_columns(rows))
     assert_array_equal(back.additive_codes(rows), union.additive_codes(rows))
-    chunks = np.concatenate([c for _, c in union.transform_chunks(rows, chunk_rows=7)])
+    chunks = np.concatenate([c for _, c, _ in union.encode_chunks(rows, chunk_rows=7)])
     assert_array_equal(chunks, union.transform_columns(rows))
     assert encoders_differ(union, encoders[0]) is not None
     assert encoders_differ(encoders[0], union) is not None

@@ -215,7 +215,7 @@ def test_predictions_do_not_depend_on_the_encoding_chunk(mixed, monkeypatch):
     est = clf().fit(X, y)
     whole = est.predict_proba(X)
     monkeypatch.setattr("sktree_lmc._encoding.ENCODE_CHUNK_ROWS", 64)
-    monkeypatch.setattr(TabularEncoder.transform_chunks, "__defaults__", (64, None))
+    monkeypatch.setattr(TabularEncoder.encode_chunks, "__defaults__", (64, None, False, None))
     assert_array_equal(est.predict_proba(X), whole)
 
 
