@@ -869,15 +869,7 @@ class _NumericColumns(ColumnEncoding):
         return True
 
     def transform(self, state, values, name, out):
-        x = _numeric(np.asarray(values), name)
-        missing = np.isnan(x)
-        if out.shape[1] == 0:
-            return missing
-        present = ~missing
-        xp = x[present]
-        if xp.size:  # all missing (at predict time): zeros, as any missing value
-            out[present] = self.features(state, xp)
-        return missing
+        return self.transform_searched(state, values, name, out, None)[0]
 
     def transform_searched(self, state, values, name, out, edges):
         """:meth:`transform`, and the bins of the values in ``edges`` when the
@@ -887,19 +879,40 @@ class _NumericColumns(ColumnEncoding):
         ----------
         state, values, name, out
             As for :meth:`transform`.
-        edges : ndarray
-            Sorted edges (the additive term's finest, of this column).
+        edges : ndarray or None
+            Sorted edges (the additive term's finest, of this column); None:
+            :meth:`transform` alone.
 
         Returns
         -------
         missing : ndarray of bool
             As :meth:`transform`'s.
-        codes : ndarray of int or None
+        bins : ndarray of int or None
             ``np.searchsorted(edges, x, side="right")`` of the values ``x``
-            (0 where missing); None when the kind does not search (the
-            caller then searches itself).
+            (0 where missing); None when the kind does not search, or no
+            value is present (the caller then searches itself).
         """
-        return self.transform(state, values, name, out), None
+        x = _numeric(np.asarray(values), name)
+        missing = np.isnan(x)
+        if out.shape[1] == 0:
+            return missing, None
+        if not missing.any():  # slices, not masks
+            out[:], bins = self._features_searched(state, x, edges)
+            return missing, bins
+        present = ~missing
+        if not present.any():  # all missing (at predict time): zeros, as any missing value
+            return missing, None
+        out[present], found = self._features_searched(state, x[present], edges)
+        if found is None:
+            return missing, None
+        bins = np.zeros(len(x), dtype=np.intp)
+        bins[present] = found
+        return missing, bins
+
+    def _features_searched(self, state, xp, edges):
+        """:meth:`features`, and the bins of ``xp`` in ``edges`` where the
+        kind finds them in the same search (None otherwise)."""
+        return self.features(state, xp), None
 
     def features(self, state, xp):
         """Return the features of present values.
@@ -1012,24 +1025,11 @@ class QuantileNormalColumns(_NumericColumns):
         return int(state["quantile_transformers_"] is not None)
 
     def features(self, state, xp):
-        return _quantile_table(state["quantile_transformers_"])(xp)[0][:, None]
+        return self._features_searched(state, xp, None)[0]
 
-    def transform_searched(self, state, values, name, out, edges):
-        qt = state["quantile_transformers_"]
-        if qt is None or out.shape[1] == 0:
-            return self.transform(state, values, name, out), None
-        x = _numeric(np.asarray(values), name)
-        missing = np.isnan(x)
-        if not missing.any():  # slices, not masks
-            scores, codes = _quantile_table(qt, edges)(x)
-            out[:, 0] = scores
-            return missing, codes
-        codes = np.zeros(len(x), dtype=np.intp)
-        present = ~missing
-        if present.any():
-            scores, codes[present] = _quantile_table(qt, edges)(x[present])
-            out[present, 0] = scores
-        return missing, codes
+    def _features_searched(self, state, xp, edges):
+        scores, bins = _quantile_table(state["quantile_transformers_"], edges)(xp)
+        return scores[:, None], bins
 
     def _export_form(self, state):
         return "quantile_normal", (state["quantile_transformers_"],)
