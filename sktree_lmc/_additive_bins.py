@@ -35,19 +35,15 @@ __all__ = ["MAX_ADDITIVE_BINS", "AdditiveBins", "additive_levels"]
 MAX_ADDITIVE_BINS = 2**16
 
 def _coarser_lookup(coarse, fine):
-    """The lookup of :func:`_coarser_codes`: ``lookup[i]`` is the number of
-    edges of ``coarse`` at or below the ``i``-th edge of ``fine`` (0 for
-    ``i = 0``, below every fine edge)."""
-    return np.concatenate([[0], np.searchsorted(coarse, fine, side="right")])
-
-
-def _coarser_codes(coarse, fine, fine_codes):
-    """``np.searchsorted(coarse, x, side="right")`` from
+    """``lookup`` such that ``lookup[fine_codes]`` is
+    ``np.searchsorted(coarse, x, side="right")`` for
     ``fine_codes = np.searchsorted(fine, x, side="right")``, exactly, when
     every edge of ``coarse`` is an edge of ``fine``: the coarse edges at or
     below ``x`` are the coarse edges among the ``fine_codes`` fine edges at
-    or below it."""
-    return _coarser_lookup(coarse, fine)[fine_codes]
+    or below it. ``lookup[i]`` is the number of edges of ``coarse`` at or
+    below the ``i``-th edge of ``fine`` (0 for ``i = 0``, below every fine
+    edge)."""
+    return np.concatenate([[0], np.searchsorted(coarse, fine, side="right")])
 
 
 def _additive_edges(parts, additive_bins):
@@ -333,7 +329,7 @@ class AdditiveBins:
             union of finest bins), the code column of its finest bins:
             :meth:`codes` finds those bins with one binary search, and the
             coarser codes follow from them by a lookup
-            (:func:`_coarser_codes`) instead of a binary search each.
+            (:func:`_coarser_lookup`) instead of a binary search each.
             Computed once per fitted state (it costs as much as encoding
             10,000 rows of 400 columns).
         """
@@ -374,9 +370,10 @@ class AdditiveBins:
         if cached is not None and cached[0] is self.edges_ and cached[1] is self.sources_:
             return cached[2]
         finest, plan = self.finest(), {}
+        resolutions = np.bincount(self.sources_)  # code columns per input column
         for c, j in enumerate(self.sources_):
             j = int(j)
-            if self.edges_[c] is not None and (j in finest or (self.sources_ == j).sum() == 1):
+            if self.edges_[c] is not None and (j in finest or resolutions[j] == 1):
                 plan[j] = finest.get(j, c)
         self._plan = (self.edges_, self.sources_, plan)
         self._lookups = {}
