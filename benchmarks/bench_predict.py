@@ -188,6 +188,22 @@ def time_stages(ours, X, total, repeats):
     return out
 
 
+def _package_commit():
+    """The commit of the checkout whose package runs (``+`` when it has uncommitted
+    changes), or ``"unknown"``: which version was timed, without this machine's paths."""
+    import subprocess
+
+    folder = Path(sktree_lmc.__file__).resolve().parent
+    try:
+        commit = subprocess.run(["git", "-C", str(folder), "rev-parse", "--short", "HEAD"],
+                                capture_output=True, text=True, check=True).stdout.strip()
+        dirty = subprocess.run(["git", "-C", str(folder), "status", "--porcelain", "--", "."],
+                               capture_output=True, text=True, check=True).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown"
+    return commit + ("+" if dirty else "")
+
+
 def _load_average():
     try:
         return os.getloadavg()[0]
@@ -223,7 +239,7 @@ def main(argv=None):
             times = time_models(ours, hgb, X, repeats)
             record = dict(label=args.label, dataset=name, n_rows=len(X), n_features=X.shape[1],
                           repeats=repeats, load_average=round(_load_average(), 2),
-                          package=str(Path(sktree_lmc.__file__).parent))
+                          package=_package_commit())
             for model, (wall, cpu) in times.items():
                 record[f"{model}_wall_rows_s"] = len(X) / statistics.median(wall)
                 record[f"{model}_cpu_rows_s"] = len(X) / statistics.median(cpu)
@@ -238,7 +254,7 @@ def main(argv=None):
         writer = csv.DictWriter(f, fieldnames=list(dict.fromkeys(k for r in records for k in r)))
         writer.writeheader()
         writer.writerows(records)
-    print(f"package: {records[0]['package']}, torch {torch.__version__}, "
+    print(f"package at {records[0]['package']}, torch {torch.__version__}, "
           f"{os.cpu_count()} CPUs, load average {records[0]['load_average']}\n")
     print(markdown(records))
     print(f"\nwrote {path}")
