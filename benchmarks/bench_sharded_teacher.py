@@ -1,10 +1,13 @@
-"""Where the sharded teacher grows: over all shards (``teacher="shared"``) or at each shard.
+"""Where the sharded teacher grows: over all shards, averaged over the shards, or at each shard.
 
 Issue 43 asks that the federated teacher send at most 10 times the bytes of the rows it
 replaces, or be off by default in ``ShardedSoftTreeEnsemble`` with its accuracy cost stated.
-``ShardedSoftTreeEnsemble(teacher="local")`` sends nothing for it: every shard grows its own
-teacher on its rows, as a lone estimator does. This script measures what that costs the
-merged model, for every dataset (``--datasets``) and seed (``--seeds``): the 10,000 / 10,000
+``teacher="shared"`` grows it over all shards from their histograms;
+``teacher="averaged"`` has every shard grow one on its rows and send its trees, and every
+shard distills their average; ``teacher="local"`` sends nothing: every shard grows its own
+teacher on its rows and distills it alone, as a lone estimator does. This script measures
+what each costs the merged model and sends, for every dataset (``--datasets``), seed
+(``--seeds``) and teacher (``--teachers``): the 10,000 / 10,000
 rows of ``benchmarks.bench_accuracy``'s raw split, the default
 ``SoftTreeEnsembleClassifier(random_state=seed)`` fitted on all training rows (``full``) and
 in a ``ShardedSoftTreeEnsemble(n_shards=--shards, split="iid", random_state=seed)`` with each
@@ -16,8 +19,9 @@ resumes):
   shard models and the merged model;
 - ``recovery``: ``(merged - shard_mean) / (full - shard_mean)`` where ``full`` is at least
   half a point above ``shard_mean`` (else empty);
-- ``teacher_bytes``: what the shards sent while the shared teacher grew
-  (``boosting_bytes_``; 0 for ``"local"``), ``row_bytes``: the raw training rows' float64
+- ``teacher_bytes``: what the shards sent for the teacher (``boosting_bytes_``:
+  histograms, or their trees for ``"averaged"``, whose average then goes back to every
+  shard; 0 for ``"local"``), ``row_bytes``: the raw training rows' float64
   bytes (features, target and weight), which the teacher's histograms replace;
 - ``fit_s``: CPU seconds of the sharded fit (this process; the shards fit in turn).
 
@@ -45,14 +49,16 @@ from sktree_lmc.datasets import TABULAR_BENCHMARK
 
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "benchmarks" / "results" / "sharded_teacher"
-TEACHERS = ("shared", "local")
+TEACHERS = ("shared", "averaged", "local")
 FIELDS = ("dataset", "seed", "K", "teacher", "full", "shard_mean", "merged", "recovery",
           "teacher_bytes", "row_bytes", "fit_s")
 SMOKE_PARAMS = dict(n_estimators=8, max_epochs=3)
 
 
-def run(out, datasets, seeds, K, *, n_train=10_000, n_test=10_000, smoke=False):
-    """Measure every run not yet in ``<out>/sharded_teacher.csv``; returns the path."""
+def run(out, datasets, seeds, K, *, n_train=10_000, n_test=10_000, smoke=False,
+        teachers=TEACHERS):
+    """Measure every run of ``teachers`` not yet in ``<out>/sharded_teacher.csv``;
+    returns the path."""
     path = Path(out) / "sharded_teacher.csv"
     path.parent.mkdir(parents=True, exist_ok=True)
     done = {(r["dataset"], r["seed"], r["K"], r["teacher"]) for r in _read(path)}
@@ -61,7 +67,7 @@ def run(out, datasets, seeds, K, *, n_train=10_000, n_test=10_000, smoke=False):
     for name in datasets:
         X_all, y_all = load("raw", name)
         for seed in seeds:
-            todo = [t for t in TEACHERS if (name, str(seed), str(K), t) not in done]
+            todo = [t for t in teachers if (name, str(seed), str(K), t) not in done]
             if not todo:
                 continue
             X, X_test, y, y_test = split(X_all, y_all, n_train, n_test, seed, False)
@@ -120,6 +126,7 @@ def main(argv=None):
     parser.add_argument("--datasets", nargs="+", default=sorted(TABULAR_BENCHMARK))
     parser.add_argument("--seeds", nargs="+", type=int, default=[0])
     parser.add_argument("--shards", type=int, default=4, help="K, IID shards")
+    parser.add_argument("--teachers", nargs="+", choices=TEACHERS, default=list(TEACHERS))
     parser.add_argument("--out", type=Path, default=RESULTS)
     parser.add_argument("--smoke", action="store_true",
                         help="MagicTelescope, 400 rows, tiny models: seconds")
@@ -131,7 +138,8 @@ def main(argv=None):
             path = run(args.out, ["MagicTelescope"], [0], 2, n_train=400, n_test=200,
                        smoke=True)
         else:
-            path = run(args.out, args.datasets, args.seeds, args.shards)
+            path = run(args.out, args.datasets, args.seeds, args.shards,
+                       teachers=args.teachers)
     print(report(path))
     return path
 

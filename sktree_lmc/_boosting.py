@@ -44,8 +44,8 @@ except ImportError:  # pragma: no cover
 from ._architectures import MAX_LEAVES_PER_TREE
 from ._losses import CrossEntropy, SquaredError, as_loss, weighted_mean
 
-__all__ = ["boosted_start", "grow_oblivious_trees", "grow_shared_trees", "oblivious_output",
-           "BoostingSite", "LocalSites", "BOOSTING_ARCHITECTURES"]
+__all__ = ["averaged_trees", "boosted_start", "grow_oblivious_trees", "grow_shared_trees",
+           "oblivious_output", "BoostingSite", "LocalSites", "BOOSTING_ARCHITECTURES"]
 
 #: Shrinkage of every tree's Newton step: the default of scikit-learn's
 #: ``HistGradientBoosting`` and of XGBoost's ``eta`` is 0.1 and 0.3.
@@ -351,6 +351,25 @@ class BoostingSite:
         """Sums of the gradients and Hessians per leaf and output."""
         sums = _cell_sums(self.node[:, None], self.stats, n_leaves)
         return sums[:, 0::2], sums[:, 1::2]
+
+    # -- a site's own trees ------------------------------------------------------------------
+
+    def grow(self, n_trees, depth, mask=None):
+        """``(trees, gains, weight sum)``: the trees
+        :func:`grow_oblivious_trees` grows on this site's rows alone (the
+        prefix chosen on its validation rows, if any), the gains of their
+        splits (``(n_trees, depth)``), and the sum of the site's weights
+        (the rows' share of an average of sites' trees,
+        :func:`averaged_trees`). What a site of ``teacher="averaged"`` sends:
+        its trees, a few hundred bytes each, never a histogram. The site is
+        spent: its rows are binned on its own thresholds."""
+        n_trees, depth = _as_int("n_trees", n_trees, 0), _as_int("depth", depth, 0)
+        weight_sum = self.base_sums()[1]
+        gains = np.zeros((n_trees, depth))
+        trees = grow_shared_trees(LocalSites([self], pack=False), loss=self.loss,
+                                  n_trees=n_trees, depth=depth, n_outputs=self.n_outputs,
+                                  mask=mask, gains=gains)
+        return trees, gains, float(np.sum(weight_sum))
 
 
 def _cell_sums(cells, values, n_cells):
@@ -711,6 +730,37 @@ def grow_shared_trees(sites, *, loss, n_trees, depth, n_outputs, mask=None,
         if gains is not None:
             gains[best_m:] = 0.0
     return base, features, thresholds, leaves
+
+
+def averaged_trees(trees, weights):
+    """One ensemble of oblivious trees whose output is the weighted mean of
+    the outputs of several (``trees``: :func:`grow_oblivious_trees`'s
+    ``(base, features, thresholds, leaves)`` of each; ``weights``: their
+    nonnegative weights, normalized here): their trees side by side, each
+    one's leaves times its ensemble's weight, and the weighted mean of the
+    bases. Exact, as :func:`oblivious_output` sums the trees. Trees that
+    split nowhere and add nothing (those a prefix dropped) are left out.
+
+    Returns
+    -------
+    base, features, thresholds, leaves
+        As :func:`grow_oblivious_trees` returns them, with the trees of all
+        ensembles (at least one tree, when they have any).
+    """
+    w = np.asarray(weights, dtype=np.float64)
+    if len(w) != len(trees) or len(w) == 0 or (w < 0).any() or not w.sum() > 0:
+        raise ValueError(f"averaged_trees needs one nonnegative weight per ensemble with a "
+                         f"positive sum, got {len(w)} weights for {len(trees)} ensembles.")
+    w = w / w.sum()
+    base = sum(wk * np.asarray(t[0], dtype=np.float64) for wk, t in zip(w, trees))
+    features = np.concatenate([t[1] for t in trees])
+    thresholds = np.concatenate([t[2] for t in trees])
+    leaves = np.concatenate([wk * np.asarray(t[3], dtype=np.float64)
+                             for wk, t in zip(w, trees)])
+    live = (features >= 0).any(axis=1) | (leaves != 0).reshape(len(leaves), -1).any(axis=1)
+    if len(live) and not live.any():
+        live[0] = True  # a constant ensemble: one tree of zeros keeps the shapes
+    return base, features[live], thresholds[live], leaves[live]
 
 
 def feature_gains(features, gains, n_features):

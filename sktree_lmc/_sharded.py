@@ -31,7 +31,7 @@ from sklearn.utils.validation import (
     validate_data,
 )
 
-from ._boosting import feature_gains, grow_shared_trees
+from ._boosting import averaged_trees, feature_gains, grow_shared_trees
 from ._bridge import combine
 from ._encoding import (
     SKETCH_SIZE,
@@ -308,14 +308,18 @@ class ShardedSoftTreeEnsemble(MetaEstimatorMixin, BaseEstimator):
     refit_leaves : bool, default=False
         Re-solve the merged model's leaves on all training rows at the end
         (:func:`refit_leaves`; federated, on the workers, for dask input).
-    teacher : {"shared", "local"}, default="shared"
+    teacher : {"shared", "averaged", "local"}, default="shared"
         Where the gradient-boosted teacher of ``teacher_weight > 0`` grows.
         ``"shared"``: once over all shards, from the histograms they send
         (``boosting_bytes_``; no row moves), so that every shard distills the
-        same trees and draws its features by the same gains. ``"local"``:
-        each shard grows its own on its rows, as a lone estimator does, and
-        sends nothing for it. ``split_init="boosting"``'s start is shared
-        either way (every shard must start from the same trees).
+        same trees and draws its features by the same gains. ``"averaged"``:
+        each shard grows a teacher on its own rows and sends its trees (a few
+        hundred bytes each, far fewer than its rows), and every shard
+        distills their average, weighted by the shards' rows: the same
+        teacher everywhere, without histograms. ``"local"``: each shard
+        grows its own on its rows, as a lone estimator does, distills it
+        alone and sends nothing for it. ``split_init="boosting"``'s start is
+        shared either way (every shard must start from the same trees).
     checkpoint : str, path-like or callable, default=None
         After every round, the state to resume from (merged and shard models,
         Adam states, history; parameters only, never rows), written
@@ -364,8 +368,11 @@ class ShardedSoftTreeEnsemble(MetaEstimatorMixin, BaseEstimator):
     boosting_bytes_ : int or None
         Bytes the shards sent while the gradient-boosted trees of
         ``teacher_weight > 0`` or ``split_init="boosting"`` were grown over
-        all of them (before round 1); None when none were (the estimator uses
-        neither, or ``teacher="local"`` without ``split_init="boosting"``).
+        all of them (before round 1): histograms, or with
+        ``teacher="averaged"`` their own trees (the average goes back to
+        every shard: ``n_shards`` times these bytes). None when none were
+        (the estimator uses neither, or ``teacher="local"`` without
+        ``split_init="boosting"``).
     n_alignment_sweeps_ : int
         Refinement sweeps of the last round's N-way alignment
         (``aligner_.n_iter_``).
@@ -453,7 +460,7 @@ class ShardedSoftTreeEnsemble(MetaEstimatorMixin, BaseEstimator):
         "shard_batch_size": [StrOptions({"auto"}),
                              _NumberInterval(Integral, 1, None, closed="left"), None],
         "refit_leaves": ["boolean"],
-        "teacher": [StrOptions({"shared", "local"})],
+        "teacher": [StrOptions({"shared", "averaged", "local"})],
         "n_jobs": [
             _NumberInterval(Integral, 1, None, closed="left"),
             _NumberInterval(Integral, None, -1, closed="right"),
@@ -649,9 +656,10 @@ class ShardedSoftTreeEnsemble(MetaEstimatorMixin, BaseEstimator):
         # the teacher / boosted start of every shard, grown over all shards
         shared_trees, shared_gains = self._grow_shared_trees(shards, base, encoder, validation)
         if shared_trees is not None:
-            clock.lap(f"grew the shared teacher: {len(shared_trees[1])} boosted trees over "
-                      f"{self.n_shards} shards, {self.boosting_bytes_ / 1e6:.1f} MB of "
-                      "histograms received")
+            how = ("the shards' teachers, averaged" if self.teacher == "averaged"
+                   and base.split_init != "boosting" else "grown over")
+            clock.lap(f"the shared teacher: {len(shared_trees[1])} boosted trees, {how} "
+                      f"{self.n_shards} shards, {self.boosting_bytes_ / 1e6:.2f} MB received")
         batch_sizes = self._shard_batch_sizes(base)
         epochs = self._round_epochs(base)
         # The rounds are one run: round r's local fit takes the epochs
@@ -740,6 +748,8 @@ class ShardedSoftTreeEnsemble(MetaEstimatorMixin, BaseEstimator):
         early stopping), if any."""
         self.boosting_bytes_ = None
         boosted = base.split_init == "boosting"
+        if not boosted and self.teacher == "averaged" and base.teacher_weight > 0:
+            return self._averaged_teacher(shards, base, encoder, validation)
         if not (boosted or (base.teacher_weight > 0 and self.teacher == "shared")):
             return None, None  # teacher="local": every shard grows its own
         if boosted and base.max_features not in (None, 1.0):
@@ -769,6 +779,24 @@ class ShardedSoftTreeEnsemble(MetaEstimatorMixin, BaseEstimator):
         log.close()
         self.boosting_bytes_ = sites.bytes_received
         return trees, feature_gains(trees[1], gains, encoder.n_features_out_)
+
+    def _averaged_teacher(self, shards, base, encoder, validation=None):
+        """``teacher="averaged"``: every shard grows the teacher's trees on its
+        own rows (the prefix chosen on its held-out rows, or the first on the
+        user's ``validation`` rows) and sends them, never a histogram; the
+        teacher of every shard is their average, weighted by the shards'
+        weight sums (:func:`averaged_trees`), and its feature gains are the
+        sum of theirs."""
+        sites = shards.boosting_sites(
+            clone(base), encoder,
+            None if validation is None else (validation.X, validation.y,
+                                             validation.sample_weight))
+        with torch_threads(base.n_threads):
+            out = [r[0] for r in sites.call(("grow", (base.n_estimators, base.depth)))]
+        self.boosting_bytes_ = sites.bytes_received
+        F = encoder.n_features_out_
+        gains = sum(feature_gains(trees[1], g, F) for trees, g, _ in out)
+        return averaged_trees([o[0] for o in out], [o[2] for o in out]), gains
 
     def _local_shards(self, X, y, sample_weight, is_clf, rng, base):
         # X as the estimators take it (DataFrames with strings, categories and

@@ -5,6 +5,8 @@ import warnings
 import numpy as np
 import pytest
 import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from numpy.testing import assert_allclose, assert_array_equal
 from sklearn.datasets import make_classification
 
@@ -463,3 +465,62 @@ def test_the_boosted_start_on_every_column_is_the_teacher(monkeypatch, max_featu
                                        max_features=max_features, random_state=0).fit(X, y)
     for a, b in zip(est.teacher_[0], alone.teacher_[0]):
         assert_array_equal(a, b)
+
+
+@settings(max_examples=25, deadline=None)
+@given(n_ensembles=st.integers(1, 4), depth=st.integers(0, 3), n_outputs=st.integers(1, 3),
+       seed=st.integers(0, 2 ** 16))
+def test_averaged_trees_output_the_weighted_mean_of_the_ensembles(n_ensembles, depth,
+                                                                  n_outputs, seed):
+    """averaged_trees is exact: its output is the weighted mean of its ensembles'
+    outputs, and the trees it drops (those a prefix dropped) added nothing."""
+    from sktree_lmc._boosting import averaged_trees
+
+    rng = np.random.default_rng(seed)
+    X = rng.normal(size=(50, 4))
+    ensembles = []
+    for _ in range(n_ensembles):
+        M = int(rng.integers(1, 6))
+        features = rng.integers(-1, 4, size=(M, depth))
+        leaves = rng.normal(size=(M, 1 << depth, n_outputs))
+        dead = rng.random(M) < 0.3  # dropped by a prefix: no split, no value
+        features[dead], leaves[dead] = -1, 0.0
+        ensembles.append((rng.normal(size=n_outputs), features, rng.normal(size=(M, depth)),
+                          leaves))
+    weights = rng.uniform(0.1, 3.0, size=n_ensembles)
+    averaged = averaged_trees(ensembles, weights)
+    expected = sum(w * oblivious_output(X, *t) for w, t in zip(weights, ensembles))
+    assert_allclose(oblivious_output(X, *averaged), expected / weights.sum(), atol=1e-12)
+    live = sum(int(((t[1] >= 0).any(axis=1) | (t[3] != 0).any(axis=(1, 2))).sum())
+               for t in ensembles)
+    assert len(averaged[1]) == max(live, 1)
+
+
+def test_averaged_trees_rejects_bad_weights():
+    from sktree_lmc._boosting import averaged_trees
+
+    trees = (np.zeros(1), np.zeros((1, 1), dtype=int), np.zeros((1, 1)), np.zeros((1, 2, 1)))
+    with pytest.raises(ValueError, match="one nonnegative weight per ensemble"):
+        averaged_trees([trees, trees], [1.0])
+    with pytest.raises(ValueError, match="positive sum"):
+        averaged_trees([trees], [0.0])
+
+
+def test_a_site_grows_on_its_own_rows_the_trees_of_a_plain_fit():
+    """BoostingSite.grow (what a shard of teacher="averaged" sends) is
+    grow_oblivious_trees on the site's rows, with its gains and weight sum."""
+    from sktree_lmc._boosting import BoostingSite
+
+    rng = np.random.default_rng(1)
+    X = rng.normal(size=(300, 4))
+    y = (X[:, 0] - X[:, 2] + rng.normal(size=300) > 0).astype(int)
+    w = rng.uniform(0.5, 2.0, size=300)
+    gains = np.zeros((12, 3))
+    plain = grow_oblivious_trees(X, y, w, loss="softmax", n_trees=12, depth=3, n_outputs=2,
+                                 gains=gains)
+    trees, site_gains, weight_sum = BoostingSite(
+        X, y, w, loss="softmax", n_outputs=2).grow(12, 3)
+    for a, b in zip(trees, plain):
+        assert_array_equal(a, b)
+    assert_array_equal(site_gains, gains)
+    assert weight_sum == pytest.approx(w.sum())

@@ -830,6 +830,47 @@ def test_sharded_local_teacher_is_grown_at_every_shard_on_its_rows(monkeypatch, 
     assert est.predict_proba(X).shape == (len(X), 2) and est.merged_.score(X, Y) > 0.6
 
 
+@pytest.mark.parametrize("n_rounds", [1, 2])
+def test_sharded_averaged_teacher_is_the_mean_of_the_shards_own_teachers(monkeypatch,
+                                                                         n_rounds):
+    """teacher="averaged": each shard grows a teacher on its own rows (the prefix
+    on its held-out rows with round-level early stopping) and sends its trees,
+    fewer bytes than its rows; every shard distills their average, weighted by
+    the shards' rows."""
+    from sktree_lmc._boosting import BoostingSite, averaged_trees, oblivious_output
+
+    grown = _recording(monkeypatch)
+    sent, grow = [], BoostingSite.grow
+
+    def recording(site, *args, **kwargs):
+        sent.append((grow(site, *args, **kwargs), site.X))
+        return sent[-1][0]
+
+    monkeypatch.setattr(BoostingSite, "grow", recording)
+    base = _base(n_estimators=16, depth=2, early_stopping=n_rounds > 1, teacher_weight=0.5)
+    est = ShardedSoftTreeEnsemble(base, n_shards=3, n_rounds=n_rounds, teacher="averaged",
+                                  random_state=0).fit(X, Y)
+    assert grown == [] and len(sent) == 3  # nothing grown over the shards; once per shard
+    sizes = [len(x) for _, x in sent]
+    if n_rounds == 1:  # all of a shard's rows
+        assert sizes == est.shard_sizes_.tolist()
+    else:  # its training rows: the rounds' early stopping holds some out
+        assert all(0 < n < s for n, s in zip(sizes, est.shard_sizes_))
+    assert 0 < est.boosting_bytes_ < X.nbytes
+    teacher = est.estimators_[0].teacher_[0]
+    for e in est.estimators_[1:]:
+        for a, b in zip(e.teacher_[0], teacher):
+            np.testing.assert_array_equal(a, b)
+    expected = averaged_trees([t for (t, _, _), _ in sent], [w for (_, _, w), _ in sent])
+    for a, b in zip(teacher, expected):
+        np.testing.assert_array_equal(a, b)
+    Xe = np.vstack([x for _, x in sent])
+    mean = sum(w * oblivious_output(Xe, *t) for (t, _, w), _ in sent) / sum(
+        w for (_, _, w), _ in sent)
+    np.testing.assert_allclose(oblivious_output(Xe, *teacher), mean, atol=1e-12)
+    assert est.predict_proba(X).shape == (len(X), 2) and est.merged_.score(X, Y) > 0.6
+
+
 def test_sharded_without_boosting_sends_no_histograms():
     est = ShardedSoftTreeEnsemble(_base(teacher_weight=0.0), n_shards=2,
                                   random_state=0).fit(X, Y)

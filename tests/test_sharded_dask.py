@@ -52,13 +52,16 @@ def test_dask_array_gives_the_numpy_result(client):
     assert remote.n_features_in_ == 5 and remote.shard_sizes_.tolist() == [100, 100, 100]
 
 
-@pytest.mark.parametrize("params", [dict(teacher_weight=0.5),
-                                    dict(split_init="boosting", max_features=None)])
-def test_dask_shards_grow_the_shared_trees_of_the_numpy_shards(client, params):
-    """The gradient-boosted trees shared by the shards (the teacher, the boosted start)
-    are grown on the workers from the same sums as in memory: the same models."""
+@pytest.mark.parametrize("params, teacher", [
+    (dict(teacher_weight=0.5), "shared"), (dict(teacher_weight=0.5), "averaged"),
+    (dict(split_init="boosting", max_features=None), "shared")])
+def test_dask_shards_grow_the_shared_trees_of_the_numpy_shards(client, params, teacher):
+    """The gradient-boosted trees shared by the shards (the teacher, the boosted start,
+    the average of the shards' own teachers) are grown on the workers from the same
+    rows and sums as in memory: the same models."""
     est = ShardedSoftTreeEnsemble(_base(early_stopping=True, n_iter_no_change=2, **params),
-                                  n_shards=3, split="contiguous", n_rounds=2, random_state=0)
+                                  n_shards=3, split="contiguous", n_rounds=2, teacher=teacher,
+                                  random_state=0)
     local = clone(est).fit(X, Y)
     remote = clone(est).fit(da.from_array(X, chunks=(100, 5)), da.from_array(Y, chunks=100))
     _assert_same_params(local.merged_.tree_params_, remote.merged_.tree_params_)
