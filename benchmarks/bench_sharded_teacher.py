@@ -10,10 +10,11 @@ what each costs the merged model and sends, for every dataset (``--datasets``), 
 (``--seeds``) and teacher (``--teachers``): the 10,000 / 10,000
 rows of ``benchmarks.bench_accuracy``'s raw split, the default
 ``SoftTreeEnsembleClassifier(random_state=seed)`` fitted on all training rows (``full``) and
-in a ``ShardedSoftTreeEnsemble(n_shards=--shards, split="iid", random_state=seed)`` with each
-teacher (one round: a one-shot merge with weight matching). Columns of the CSV
-(``<out>/sharded_teacher.csv``, one row per run, appended, so that an interrupted run
-resumes):
+in a ``ShardedSoftTreeEnsemble(n_shards=--shards, split=--split, random_state=seed)`` with
+each teacher (one round: a one-shot merge with weight matching; ``--split`` ``"iid"`` or
+``"class_skewed"``). Columns of the CSV (``<out>/sharded_teacher.csv``, or
+``sharded_teacher_<split>.csv`` for skewed shards; one row per run, appended, so that an
+interrupted run resumes):
 
 - ``full``, ``shard_mean``, ``merged``: test accuracy (%) of the full model, the mean of the
   shard models and the merged model;
@@ -55,11 +56,16 @@ FIELDS = ("dataset", "seed", "K", "teacher", "full", "shard_mean", "merged", "re
 SMOKE_PARAMS = dict(n_estimators=8, max_epochs=3)
 
 
+def csv_path(out, shard_split="iid"):
+    """``<out>/sharded_teacher.csv`` for IID shards, ``sharded_teacher_<split>.csv`` else."""
+    return Path(out) / ("sharded_teacher.csv" if shard_split == "iid"
+                        else f"sharded_teacher_{shard_split}.csv")
+
+
 def run(out, datasets, seeds, K, *, n_train=10_000, n_test=10_000, smoke=False,
-        teachers=TEACHERS):
-    """Measure every run of ``teachers`` not yet in ``<out>/sharded_teacher.csv``;
-    returns the path."""
-    path = Path(out) / "sharded_teacher.csv"
+        teachers=TEACHERS, shard_split="iid"):
+    """Measure every run of ``teachers`` not yet in :func:`csv_path`; returns the path."""
+    path = csv_path(out, shard_split)
     path.parent.mkdir(parents=True, exist_ok=True)
     done = {(r["dataset"], r["seed"], r["K"], r["teacher"]) for r in _read(path)}
     params = dict(device="cpu", **(SMOKE_PARAMS if smoke else {}))
@@ -78,7 +84,7 @@ def run(out, datasets, seeds, K, *, n_train=10_000, n_test=10_000, smoke=False,
                 t0 = time.process_time()
                 sharded = ShardedSoftTreeEnsemble(
                     SoftTreeEnsembleClassifier(random_state=seed, **params), n_shards=K,
-                    split="iid", teacher=teacher, random_state=seed).fit(X, y)
+                    split=shard_split, teacher=teacher, random_state=seed).fit(X, y)
                 fit_s = time.process_time() - t0
                 shard_mean = float(np.mean([100 * e.score(X_test, y_test)
                                             for e in sharded.estimators_]))
@@ -127,19 +133,21 @@ def main(argv=None):
     parser.add_argument("--seeds", nargs="+", type=int, default=[0])
     parser.add_argument("--shards", type=int, default=4, help="K, IID shards")
     parser.add_argument("--teachers", nargs="+", choices=TEACHERS, default=list(TEACHERS))
+    parser.add_argument("--split", default="iid", choices=["iid", "class_skewed"],
+                        help="how the rows are shared out (ShardedSoftTreeEnsemble's split)")
     parser.add_argument("--out", type=Path, default=RESULTS)
     parser.add_argument("--smoke", action="store_true",
                         help="MagicTelescope, 400 rows, tiny models: seconds")
     parser.add_argument("--report", action="store_true", help="print the tables and exit")
     args = parser.parse_args(argv)
-    path = args.out / "sharded_teacher.csv"
+    path = csv_path(args.out, args.split)
     if not args.report:
         if args.smoke:
             path = run(args.out, ["MagicTelescope"], [0], 2, n_train=400, n_test=200,
                        smoke=True)
         else:
             path = run(args.out, args.datasets, args.seeds, args.shards,
-                       teachers=args.teachers)
+                       teachers=args.teachers, shard_split=args.split)
     print(report(path))
     return path
 

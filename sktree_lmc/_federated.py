@@ -154,12 +154,14 @@ def _shard_loss(merged, data):
     return float(np.dot(w, loss)), float(w.sum())
 
 
-def _site_validation(held_out, n_sites, validation):
+def _site_validation(held_out, n_sites, validation, every_site=False):
     """The validation rows of each boosting site: the shards' held-out rows,
     or the user's ``validation`` rows ``(X, y, sample_weight)`` at the first
-    site (the prefix of the trees is chosen on their summed loss), or none."""
+    site (the prefix of trees grown over all sites is chosen on their summed
+    loss) or, with ``every_site``, at every site (each grows trees of its
+    own), or none."""
     if validation is not None:
-        return [validation] + [None] * (n_sites - 1)
+        return [validation] * n_sites if every_site else [validation] + [None] * (n_sites - 1)
     return held_out if held_out is not None else [None] * n_sites
 
 
@@ -215,11 +217,12 @@ class _LocalShards:
         parts = [_shard_loss(merged, d) for d in (self.val if validation else self.data)]
         return sum(p[0] for p in parts) / sum(p[1] for p in parts)
 
-    def boosting_sites(self, est, encoder, validation=None):
+    def boosting_sites(self, est, encoder, validation=None, every_site=False):
         """One :class:`BoostingSite` per shard (with its held-out rows, if any,
-        or the first with the user's ``validation`` rows), encoded with
-        ``encoder``."""
-        vals = _site_validation(getattr(self, "val", None), len(self.data), validation)
+        or the first, or with ``every_site`` every one, with the user's
+        ``validation`` rows), encoded with ``encoder``."""
+        vals = _site_validation(getattr(self, "val", None), len(self.data), validation,
+                                every_site)
         return LocalSites([_boosting_site(est, encoder, d, v) for d, v in zip(self.data, vals)])
 
 
@@ -355,11 +358,12 @@ class _DaskShards:
              for d in (self.val if validation else self.data)], what)
         return sum(p[0] for p in parts) / sum(p[1] for p in parts)
 
-    def boosting_sites(self, est, encoder, validation=None):
+    def boosting_sites(self, est, encoder, validation=None, every_site=False):
         """One :class:`BoostingSite` per shard, built and kept on its worker,
-        encoded with ``encoder`` (the first one holds the user's
-        ``validation`` rows, if given)."""
-        vals = _site_validation(getattr(self, "val", None), len(self.data), validation)
+        encoded with ``encoder`` (the first one, or with ``every_site`` every
+        one, holds the user's ``validation`` rows, if given)."""
+        vals = _site_validation(getattr(self, "val", None), len(self.data), validation,
+                                every_site)
         sites = [self.client.submit(_boosting_site, est, encoder, d, v, pure=False)
                  for d, v in zip(self.data, vals)]
         return _DaskSites(self, sites)

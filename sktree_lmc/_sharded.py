@@ -308,18 +308,20 @@ class ShardedSoftTreeEnsemble(MetaEstimatorMixin, BaseEstimator):
     refit_leaves : bool, default=False
         Re-solve the merged model's leaves on all training rows at the end
         (:func:`refit_leaves`; federated, on the workers, for dask input).
-    teacher : {"shared", "averaged", "local"}, default="shared"
+    teacher : {"averaged", "shared", "local"}, default="averaged"
         Where the gradient-boosted teacher of ``teacher_weight > 0`` grows.
-        ``"shared"``: once over all shards, from the histograms they send
-        (``boosting_bytes_``; no row moves), so that every shard distills the
-        same trees and draws its features by the same gains. ``"averaged"``:
-        each shard grows a teacher on its own rows and sends its trees (a few
-        hundred bytes each, far fewer than its rows), and every shard
-        distills their average, weighted by the shards' rows: the same
-        teacher everywhere, without histograms. ``"local"``: each shard
+        ``"averaged"``: each shard grows a teacher on its own rows and sends
+        its trees (a few hundred bytes each; ``boosting_bytes_``), and every
+        shard distills their average, weighted by the shards' rows, and
+        draws its features by the sum of their gains: the same teacher
+        everywhere, in one exchange. ``"shared"``: one teacher grown over
+        all shards from the histograms they send, level after level (no row
+        moves; 20 to 280 times the rows' bytes at 4 shards, for the same
+        merged accuracy: ``docs/benchmarks.md``). ``"local"``: each shard
         grows its own on its rows, as a lone estimator does, distills it
-        alone and sends nothing for it. ``split_init="boosting"``'s start is
-        shared either way (every shard must start from the same trees).
+        alone and sends nothing for it (about a point less accurate once
+        merged). ``split_init="boosting"``'s start is grown over all shards
+        whatever the teacher (every shard must start from the same trees).
     checkpoint : str, path-like or callable, default=None
         After every round, the state to resume from (merged and shard models,
         Adam states, history; parameters only, never rows), written
@@ -460,7 +462,7 @@ class ShardedSoftTreeEnsemble(MetaEstimatorMixin, BaseEstimator):
         "shard_batch_size": [StrOptions({"auto"}),
                              _NumberInterval(Integral, 1, None, closed="left"), None],
         "refit_leaves": ["boolean"],
-        "teacher": [StrOptions({"shared", "averaged", "local"})],
+        "teacher": [StrOptions({"averaged", "shared", "local"})],
         "n_jobs": [
             _NumberInterval(Integral, 1, None, closed="left"),
             _NumberInterval(Integral, None, -1, closed="right"),
@@ -474,7 +476,7 @@ class ShardedSoftTreeEnsemble(MetaEstimatorMixin, BaseEstimator):
                  merge_weights="size", n_rounds=1, local_epochs="auto", shard_fraction=1.0,
                  keep_optimizer_state=True, server_momentum=0.0, server_learning_rate=1.0,
                  first_round_epochs=None, shard_init="independent", shard_batch_size="auto",
-                 refit_leaves=False, teacher="shared",
+                 refit_leaves=False, teacher="averaged",
                  checkpoint=None, worker_timeout=60.0, n_jobs=None, random_state=None,
                  verbose=0):
         self.estimator = estimator
@@ -656,10 +658,13 @@ class ShardedSoftTreeEnsemble(MetaEstimatorMixin, BaseEstimator):
         # the teacher / boosted start of every shard, grown over all shards
         shared_trees, shared_gains = self._grow_shared_trees(shards, base, encoder, validation)
         if shared_trees is not None:
-            how = ("the shards' teachers, averaged" if self.teacher == "averaged"
-                   and base.split_init != "boosting" else "grown over")
-            clock.lap(f"the shared teacher: {len(shared_trees[1])} boosted trees, {how} "
-                      f"{self.n_shards} shards, {self.boosting_bytes_ / 1e6:.2f} MB received")
+            sent = f"{self.boosting_bytes_ / 1e3:,.0f} kB"
+            if self.teacher == "averaged" and base.split_init != "boosting":
+                clock.lap(f"the teacher: the average of the {self.n_shards} shards' own "
+                          f"({len(shared_trees[1])} boosted trees, {sent} of trees received)")
+            else:
+                clock.lap(f"the shared teacher: {len(shared_trees[1])} boosted trees grown over "
+                          f"{self.n_shards} shards ({sent} of histograms received)")
         batch_sizes = self._shard_batch_sizes(base)
         epochs = self._round_epochs(base)
         # The rounds are one run: round r's local fit takes the epochs
@@ -782,15 +787,16 @@ class ShardedSoftTreeEnsemble(MetaEstimatorMixin, BaseEstimator):
 
     def _averaged_teacher(self, shards, base, encoder, validation=None):
         """``teacher="averaged"``: every shard grows the teacher's trees on its
-        own rows (the prefix chosen on its held-out rows, or the first on the
-        user's ``validation`` rows) and sends them, never a histogram; the
+        own rows (the prefix chosen on its held-out rows, or on the user's
+        ``validation`` rows, which every shard then gets) and sends them,
+        never a histogram; the
         teacher of every shard is their average, weighted by the shards'
         weight sums (:func:`averaged_trees`), and its feature gains are the
         sum of theirs."""
         sites = shards.boosting_sites(
             clone(base), encoder,
             None if validation is None else (validation.X, validation.y,
-                                             validation.sample_weight))
+                                             validation.sample_weight), every_site=True)
         with torch_threads(base.n_threads):
             out = [r[0] for r in sites.call(("grow", (base.n_estimators, base.depth)))]
         self.boosting_bytes_ = sites.bytes_received

@@ -371,18 +371,25 @@ def test_dask_sharded_fit_with_the_users_validation_rows():
 
 
 def test_sharded_verbose_says_what_came_before_the_first_round(capsys):
-    """The sharded fit's first line: the encoding and the shared teacher, with its
+    """The sharded fit's first line: the encoding and the teacher, with its
     bytes and times; the elapsed time counts them."""
     ShardedSoftTreeEnsemble(clf(teacher_weight=0.5), n_shards=2, n_rounds=2, random_state=0,
-                            verbose=2).fit(X_TR, Y_TR)
+                            teacher="shared", verbose=2).fit(X_TR, Y_TR)
     lines = capsys.readouterr().err.splitlines()
     assert [line.split(":")[0] for line in lines[:8]] == [
         f"ShardedSoftTreeEnsemble teacher tree {m}/8" for m in range(1, 9)]
     assert "MB_received" in lines[0] and "left <=" in lines[0]
     lines = lines[8:]
     assert re.match(r"ShardedSoftTreeEnsemble: encoded 300 rows in 2 shards into 5 features "
-                    r"\(.*s\); grew the shared teacher: 8 boosted trees over 2 shards, "
-                    r"[0-9.]+ MB of histograms received \(.*s\)$", lines[0]), lines[0]
+                    r"\(.*s\); the shared teacher: 8 boosted trees grown over 2 shards "
+                    r"\([0-9,]+ kB of histograms received\) \(.*s\)$", lines[0]), lines[0]
+    # the default teacher: one exchange of the shards' trees, no line per tree
+    ShardedSoftTreeEnsemble(clf(teacher_weight=0.5), n_shards=2, n_rounds=2, random_state=0,
+                            verbose=2).fit(X_TR, Y_TR)
+    first = capsys.readouterr().err.splitlines()[0]
+    assert re.match(r"ShardedSoftTreeEnsemble: encoded 300 rows in 2 shards into 5 features "
+                    r"\(.*s\); the teacher: the average of the 2 shards' own \([0-9]+ boosted "
+                    r"trees, [0-9,]+ kB of trees received\) \(.*s\)$", first), first
     assert lines[1].startswith("ShardedSoftTreeEnsemble round 1/2")
 
 

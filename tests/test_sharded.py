@@ -419,7 +419,7 @@ def test_rounds_log_when_redirected_and_no_joblib_chatter(capsys):
     """stderr captured (not a terminal): one line per round with the merged
     model's loss, a closing line, and nothing from joblib below verbose=3."""
     est = ShardedSoftTreeEnsemble(_base(max_epochs=1), n_shards=2, n_rounds=2, verbose=1,
-                                  random_state=0).fit(X, Y)
+                                  teacher="shared", random_state=0).fit(X, Y)
     captured = capsys.readouterr()
     lines = captured.err.splitlines()
     # first the shared teacher's growth (ten lines), what came before the rounds (the
@@ -429,6 +429,7 @@ def test_rounds_log_when_redirected_and_no_joblib_chatter(capsys):
         "ShardedSoftTreeEnsemble teacher tree 8/8: MB_received ")
     lines = lines[len(teacher):]
     assert lines[0].startswith("ShardedSoftTreeEnsemble: encoded ")
+    assert "the shared teacher: 8 boosted trees grown over 2 shards (" in lines[0]
     lines = lines[1:]
     assert [line.split(":")[0] for line in lines[:2]] == [
         "ShardedSoftTreeEnsemble round 1/2", "ShardedSoftTreeEnsemble round 2/2"]
@@ -441,6 +442,10 @@ def test_rounds_log_when_redirected_and_no_joblib_chatter(capsys):
                             random_state=0).fit(X, Y)
     captured = capsys.readouterr()
     assert "Parallel" in captured.err + captured.out  # joblib's messages when asked for
+    # the default teacher: one exchange of trees, one line, nothing per tree
+    lines = captured.err.splitlines()
+    assert not any(line.startswith("ShardedSoftTreeEnsemble teacher") for line in lines)
+    assert any("the teacher: the average of the 2 shards' own (" in line for line in lines)
 
 
 def test_bad_n_rounds_and_failing_shard():
@@ -772,7 +777,8 @@ def test_sharded_boosting_is_grown_over_the_rows_of_all_shards(monkeypatch, para
     X, y = _integer_data()
     base = _base(n_estimators=16, depth=2, early_stopping=False, numeric_encoding="standard",
                  additive_bins=None, **params)
-    est = ShardedSoftTreeEnsemble(base, n_shards=3, n_rounds=1, random_state=0).fit(X, y)
+    est = ShardedSoftTreeEnsemble(base, n_shards=3, n_rounds=1, teacher="shared",
+                                  random_state=0).fit(X, y)
     assert len(grown) == 1
     # the trees of all rows, as one fit on them would grow them (no validation rows:
     # early_stopping=False), with the same (shared) encoding
@@ -797,14 +803,28 @@ def test_sharded_boosting_is_grown_over_the_rows_of_all_shards(monkeypatch, para
         assert_same(leaves[0], leaves[2], atol=0.05)
 
 
-def test_sharded_boosting_uses_the_rows_held_out_at_the_shards(monkeypatch):
+@pytest.mark.parametrize("teacher", ["shared", "averaged"])
+def test_sharded_boosting_uses_the_rows_held_out_at_the_shards(monkeypatch, teacher):
+    from sktree_lmc._boosting import BoostingSite
+
     grown = _recording(monkeypatch)
+    grow = BoostingSite.grow
+
+    def recording(site, *args, **kwargs):
+        out = grow(site, *args, **kwargs)
+        grown.append(out[0])
+        return out
+
+    monkeypatch.setattr(BoostingSite, "grow", recording)
     X, y = _integer_data(900, seed=1)
     y = np.where(np.random.default_rng(2).random(900) < 0.3, 1 - y, y)  # noisy: few trees
     base = _base(n_estimators=64, depth=3, teacher_weight=0.5, early_stopping=True)
-    ShardedSoftTreeEnsemble(base, n_shards=3, n_rounds=2, random_state=0).fit(X, y)
-    kept = (grown[0][1] >= 0).any(axis=1).sum()
-    assert 0 < kept < 64  # the prefix chosen on the held-out rows
+    ShardedSoftTreeEnsemble(base, n_shards=3, n_rounds=2, teacher=teacher,
+                            random_state=0).fit(X, y)
+    assert len(grown) == (1 if teacher == "shared" else 3)  # over all shards, or at each
+    for trees in grown:
+        kept = (trees[1] >= 0).any(axis=1).sum()
+        assert 0 < kept < 64  # the prefix chosen on the held-out rows
 
 
 @pytest.mark.parametrize("n_rounds", [1, 2])
