@@ -316,15 +316,15 @@ class ShardedSoftTreeEnsemble(MetaEstimatorMixin, BaseEstimator):
         draws its features by the sum of their gains: the same teacher
         everywhere, in one exchange. ``"shared"``: one teacher grown over
         all shards from the histograms they send, level after level (no row
-        moves): the teacher of a boosting on all rows, for 20 to 280 times
-        the rows' bytes at 4 shards; one-shot merges are no more accurate
-        than with ``"averaged"``, but over ten federated rounds it gained
-        0.7 to 1.1 points (``docs/benchmarks.md``, "The sharded teacher").
-        ``"local"``: each shard
-        grows its own on its rows, as a lone estimator does, distills it
-        alone and sends nothing for it (about a point less accurate once
-        merged). ``split_init="boosting"``'s start is grown over all shards
-        whatever the teacher (every shard must start from the same trees).
+        moves): the teacher of a boosting on all rows, for far more bytes
+        than the rows themselves. One-shot merges are no more accurate than
+        with ``"averaged"``, but federated rounds gain from it (see
+        ``docs/benchmarks.md``, "The sharded teacher"). ``"local"``: each
+        shard grows its own on its rows, as a lone estimator does, distills
+        it alone and sends nothing for it (less accurate once merged: the
+        shards distill different teachers). ``split_init="boosting"``'s
+        start is grown over all shards whatever the teacher (every shard
+        must start from the same trees).
     checkpoint : str, path-like or callable, default=None
         After every round, the state to resume from (merged and shard models,
         Adam states, history; parameters only, never rows), written
