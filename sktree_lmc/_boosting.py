@@ -44,7 +44,7 @@ except ImportError:  # pragma: no cover
 from ._architectures import MAX_LEAVES_PER_TREE
 from ._losses import CrossEntropy, SquaredError, as_loss, weighted_mean
 
-__all__ = ["averaged_trees", "boosted_start", "grow_oblivious_trees", "grow_shared_trees",
+__all__ = ["averaged_site_trees", "averaged_trees", "boosted_start", "grow_oblivious_trees", "grow_shared_trees",
            "oblivious_output", "BoostingSite", "LocalSites", "BOOSTING_ARCHITECTURES"]
 
 #: Shrinkage of every tree's Newton step: the default of scikit-learn's
@@ -761,6 +761,27 @@ def averaged_trees(trees, weights):
     if len(live) and not live.any():
         live[0] = True  # a constant ensemble: one tree of zeros keeps the shapes
     return base, features[live], thresholds[live], leaves[live]
+
+
+def averaged_site_trees(results, loss, n_features):
+    """The average of the trees that sites grew on their own rows
+    (:meth:`BoostingSite.grow`), and the sum of their gains per feature:
+    ``(trees, gains)``, or None when no site can take part.
+
+    ``results``: per site, ``(base sums, grow result)`` (its
+    :meth:`BoostingSite.base_sums` and :meth:`BoostingSite.grow`). Under
+    cross-entropy a site whose rows lack a class is left out: its trees
+    start from the log of a zero share and would push that class's logit
+    down everywhere in the average (the other sites' say nothing of the
+    class they lack). None when every site lacks one.
+    """
+    loss = as_loss(loss)
+    kept = [grown for (sums, _), grown in results
+            if type(loss) is not CrossEntropy or bool(np.all(np.asarray(sums) > 0))]
+    if not kept:
+        return None
+    trees = averaged_trees([t for t, _, _ in kept], [w for _, _, w in kept])
+    return trees, sum(feature_gains(t[1], g, n_features) for t, g, _ in kept)
 
 
 def feature_gains(features, gains, n_features):

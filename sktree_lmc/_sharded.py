@@ -31,7 +31,7 @@ from sklearn.utils.validation import (
     validate_data,
 )
 
-from ._boosting import averaged_trees, feature_gains, grow_shared_trees
+from ._boosting import averaged_site_trees, feature_gains, grow_shared_trees
 from ._bridge import combine
 from ._encoding import (
     SKETCH_SIZE,
@@ -766,6 +766,11 @@ class ShardedSoftTreeEnsemble(MetaEstimatorMixin, BaseEstimator):
                 "every shard, on every feature, but the shard models draw their own feature "
                 f"subsets (max_features={base.max_features!r}): set max_features=None."
             )
+        return self._shared_teacher(shards, base, encoder, validation)
+
+    def _shared_teacher(self, shards, base, encoder, validation=None):
+        """The trees grown over all shards from their histograms, and their
+        gains per encoded feature (``boosting_bytes_``: the histograms' bytes)."""
         sites = shards.boosting_sites(
             clone(base), encoder,
             None if validation is None else (validation.X, validation.y,
@@ -792,20 +797,24 @@ class ShardedSoftTreeEnsemble(MetaEstimatorMixin, BaseEstimator):
         """``teacher="averaged"``: every shard grows the teacher's trees on its
         own rows (the prefix chosen on its held-out rows, or on the user's
         ``validation`` rows, which every shard then gets) and sends them,
-        never a histogram; the
-        teacher of every shard is their average, weighted by the shards'
-        weight sums (:func:`averaged_trees`), and its feature gains are the
-        sum of theirs."""
+        never a histogram; the teacher of every shard is their average,
+        weighted by the shards' weight sums, and its feature gains are the
+        sum of theirs (:func:`averaged_site_trees`: a shard whose training
+        rows lack a class is left out). When every shard lacks a class, the
+        teacher is grown over all shards, as ``teacher="shared"`` does."""
         sites = shards.boosting_sites(
             clone(base), encoder,
             None if validation is None else (validation.X, validation.y,
                                              validation.sample_weight), every_site=True)
         with torch_threads(base.n_threads):
-            out = [r[0] for r in sites.call(("grow", (base.n_estimators, base.depth)))]
+            out = sites.call(("base_sums", ()), ("grow", (base.n_estimators, base.depth)))
         self.boosting_bytes_ = sites.bytes_received
-        F = encoder.n_features_out_
-        gains = sum(feature_gains(trees[1], g, F) for trees, g, _ in out)
-        return averaged_trees([o[0] for o in out], [o[2] for o in out]), gains
+        averaged = averaged_site_trees(out, base._loss, encoder.n_features_out_)
+        if averaged is None:
+            bytes_sent = self.boosting_bytes_
+            averaged = self._shared_teacher(shards, base, encoder, validation)
+            self.boosting_bytes_ += bytes_sent
+        return averaged
 
     def _local_shards(self, X, y, sample_weight, is_clf, rng, base):
         # X as the estimators take it (DataFrames with strings, categories and

@@ -524,3 +524,32 @@ def test_a_site_grows_on_its_own_rows_the_trees_of_a_plain_fit():
         assert_array_equal(a, b)
     assert_array_equal(site_gains, gains)
     assert weight_sum == pytest.approx(w.sum())
+
+
+def test_averaged_site_trees_leave_out_a_site_that_lacks_a_class():
+    """Under cross-entropy a site without a class would pull that class's logit
+    down everywhere in the average (its trees start from log(1e-12)): it is left
+    out, and with every site lacking one there is no average (None)."""
+    from sktree_lmc._boosting import BoostingSite, averaged_site_trees, averaged_trees
+
+    rng = np.random.default_rng(3)
+    results = []
+    for k in range(3):
+        X = rng.normal(size=(150, 3))
+        y = np.digitize(X[:, 0] + 0.3 * rng.normal(size=150), [-0.5, 0.5])
+        if k == 2:
+            y = np.minimum(y, 1)  # site 2 never sees class 2
+        site = BoostingSite(X, y, np.ones(150), loss="softmax", n_outputs=3)
+        results.append((site.base_sums(), site.grow(6, 2)))
+    trees, gains = averaged_site_trees(results, "softmax", 3)
+    expected = averaged_trees([g[0] for _, g in results[:2]], [g[2] for _, g in results[:2]])
+    for a, b in zip(trees, expected):
+        assert_array_equal(a, b)
+    assert gains.shape == (3,) and gains.sum() > 0
+    lacking = averaged_trees([g[0] for _, g in results], [g[2] for _, g in results])
+    # what averaging every site would have done: class 2 far below the others
+    assert oblivious_output(np.zeros((1, 3)), *lacking)[0, 2] < oblivious_output(
+        np.zeros((1, 3)), *trees)[0, 2] - 3
+    assert averaged_site_trees(results[2:], "softmax", 3) is None
+    # squared error has no class to lack
+    assert averaged_site_trees(results[2:], "squared", 3) is not None

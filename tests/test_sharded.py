@@ -891,6 +891,23 @@ def test_sharded_averaged_teacher_is_the_mean_of_the_shards_own_teachers(monkeyp
     assert est.predict_proba(X).shape == (len(X), 2) and est.merged_.score(X, Y) > 0.6
 
 
+def test_sharded_averaged_teacher_falls_back_to_the_shared_one(monkeypatch):
+    """When no shard can take part in the average (every one lacks a class),
+    the teacher is grown over all shards, and both exchanges count."""
+    import sktree_lmc._sharded as sharded
+
+    grown = _recording(monkeypatch)
+    monkeypatch.setattr(sharded, "averaged_site_trees", lambda *args: None)
+    base = _base(n_estimators=8, depth=2, early_stopping=False, teacher_weight=0.5)
+    est = ShardedSoftTreeEnsemble(base, n_shards=2, random_state=0).fit(X, Y)
+    assert len(grown) == 1
+    shared = ShardedSoftTreeEnsemble(base, n_shards=2, teacher="shared",
+                                     random_state=0).fit(X, Y)
+    assert est.boosting_bytes_ > shared.boosting_bytes_
+    for a, b in zip(est.estimators_[0].teacher_[0], shared.estimators_[0].teacher_[0]):
+        np.testing.assert_array_equal(a, b)
+
+
 def test_sharded_without_boosting_sends_no_histograms():
     est = ShardedSoftTreeEnsemble(_base(teacher_weight=0.0), n_shards=2,
                                   random_state=0).fit(X, Y)
