@@ -696,6 +696,17 @@ class _Routing(torch.autograd.Function):
         return _route_backward(s, grad_mu * mu, ctx.steps), None, None
 
 
+def _leaf_gradients(pi, grad_t):
+    """``pi @ grad_t``: the gradient of every leaf probability, ``(L * M, C)
+    @ (C, B)``. For two outputs, two broadcast products instead: a GEMM of
+    inner dimension 2 runs far below the speed of memory on CPUs (the
+    largest kernel of the default training step in a profile; measured in
+    ``docs/benchmarks.md``, "The training step's profile")."""
+    if pi.shape[1] != 2:
+        return pi @ grad_t
+    return torch.mul(pi[:, :1], grad_t[0]).addcmul_(pi[:, 1:], grad_t[1])
+
+
 class _Ensemble(torch.autograd.Function):
     """Ensemble output ``(B, C)`` from split logits ``z`` (N, M, B) and leaf values.
 
@@ -721,7 +732,7 @@ class _Ensemble(torch.autograd.Function):
         grad_pi = mu @ grad_t.T if ctx.needs_input_grad[1] else None
         grad_z = None
         if ctx.needs_input_grad[0]:
-            h = (pi @ grad_t).mul_(mu)  # grad_mu * mu, in a buffer of our own
+            h = _leaf_gradients(pi, grad_t).mul_(mu)  # grad_mu * mu, in a buffer of our own
             grad_z = _route_backward(s, h.view((-1,) + s.shape[1:]), ctx.steps)
         return grad_z, grad_pi, None
 

@@ -565,3 +565,16 @@ def test_routing_buffers_beyond_memory_are_refused_up_front(monkeypatch):
     module = SoftTreeEnsembleModule.from_params(arch, est.tree_params_)  # one row fits
     with pytest.raises(ValueError, match=r"\(training, 64 leaves per tree\).* for 40 row"):
         module(torch.as_tensor(est._encoded_input(X)))  # the trees' input: X encoded
+
+
+@settings(max_examples=30, deadline=None)
+@given(n_outputs=st.integers(1, 4), n_rows=st.integers(1, 40), seed=st.integers(0, 2 ** 16))
+def test_leaf_gradients_are_the_product_of_leaf_values_and_output_gradients(n_outputs, n_rows,
+                                                                            seed):
+    """_leaf_gradients (two broadcast products for two outputs) is pi @ grad_t."""
+    from sktree_lmc._forward import _leaf_gradients
+
+    g = torch.Generator().manual_seed(seed)
+    pi = torch.randn(24, n_outputs, generator=g)
+    grad_t = torch.randn(n_outputs, n_rows, generator=g)
+    torch.testing.assert_close(_leaf_gradients(pi, grad_t), pi @ grad_t, rtol=1e-6, atol=1e-6)
