@@ -44,8 +44,9 @@ except ImportError:  # pragma: no cover
 from ._architectures import MAX_LEAVES_PER_TREE
 from ._losses import CrossEntropy, SquaredError, as_loss, weighted_mean
 
-__all__ = ["averaged_site_trees", "averaged_trees", "boosted_start", "grow_oblivious_trees", "grow_shared_trees",
-           "oblivious_output", "BoostingSite", "LocalSites", "BOOSTING_ARCHITECTURES"]
+__all__ = ["averaged_site_trees", "averaged_trees", "boosted_start", "grow_oblivious_trees",
+           "grow_shared_trees", "oblivious_output", "BoostingSite", "LocalSites",
+           "BOOSTING_ARCHITECTURES"]
 
 #: Shrinkage of every tree's Newton step: the default of scikit-learn's
 #: ``HistGradientBoosting`` and of XGBoost's ``eta`` is 0.1 and 0.3.

@@ -190,6 +190,13 @@ def _check_shard_classes(k, n_rows, classes, present):
         )
 
 
+def _validation_rows(validation):
+    """``(X, y, sample_weight)`` of the user's :class:`~._plan.Validation`
+    rows, or None without them."""
+    return None if validation is None else (validation.X, validation.y,
+                                            validation.sample_weight)
+
+
 def _as_rows(X):
     """``X`` as the estimators take it, indexable by rows: a DataFrame as it is
     (strings, categories, missing values), anything else as a 2-D array of any
@@ -659,10 +666,11 @@ class ShardedSoftTreeEnsemble(MetaEstimatorMixin, BaseEstimator):
         if rounds_es and validation is None:
             shards.hold_out(base.validation_fraction, seeds)
         # the teacher / boosted start of every shard, grown over all shards
-        shared_trees, shared_gains = self._grow_shared_trees(shards, base, encoder, validation)
+        shared_trees, shared_gains, averaged = self._grow_shared_trees(
+            shards, base, encoder, _validation_rows(validation))
         if shared_trees is not None:
             sent = f"{self.boosting_bytes_ / 1e3:,.0f} kB"
-            if self.teacher == "averaged" and base.split_init != "boosting":
+            if averaged:
                 clock.lap(f"the teacher: the average of the {self.n_shards} shards' own "
                           f"({len(shared_trees[1])} boosted trees, {sent} of trees received)")
             else:
@@ -701,8 +709,7 @@ class ShardedSoftTreeEnsemble(MetaEstimatorMixin, BaseEstimator):
             # two rounds, so that one noisy merge does not end the run (the estimator
             # checks every epoch, the rounds only every local_epochs epochs)
             rounds_validation = (base.tol, max(2, -(-base.n_iter_no_change // max(1, epochs[-1]))),
-                                 None if validation is None else (validation.X, validation.y,
-                                                                  validation.sample_weight))
+                                 _validation_rows(validation))
 
         aligner = check_aligner(self.aligner)
         if aligner.random_state is None:
@@ -748,33 +755,32 @@ class ShardedSoftTreeEnsemble(MetaEstimatorMixin, BaseEstimator):
 
     def _grow_shared_trees(self, shards, base, encoder, validation=None):
         """The gradient-boosted trees of ``teacher_weight > 0`` and
-        ``split_init="boosting"``, grown once over all shards (histograms
-        summed over the shards; no row moves), and the gains of their splits
-        per encoded feature; ``(None, None)`` when the estimator uses
-        neither. The prefix of the trees is chosen on the user's
-        ``validation`` rows, or on those held out at the shards (round-level
-        early stopping), if any."""
+        ``split_init="boosting"`` that every shard shares, the gains of their
+        splits per encoded feature, and whether they are the average of the
+        shards' own (:meth:`_averaged_teacher`) rather than grown over all
+        shards from their histograms (:meth:`_shared_teacher`); ``(None,
+        None, False)`` when the shards share none. The prefix of the trees is
+        chosen on the user's ``validation`` rows ``(X, y, sample_weight)``,
+        or on those held out at the shards (round-level early stopping), if
+        any."""
         self.boosting_bytes_ = None
         boosted = base.split_init == "boosting"
         if not boosted and self.teacher == "averaged" and base.teacher_weight > 0:
             return self._averaged_teacher(shards, base, encoder, validation)
         if not (boosted or (base.teacher_weight > 0 and self.teacher == "shared")):
-            return None, None  # teacher="local": every shard grows its own
+            return None, None, False  # teacher="local": every shard grows its own
         if boosted and base.max_features not in (None, 1.0):
             raise ValueError(
                 "split_init='boosting' in ShardedSoftTreeEnsemble grows one boosted start for "
                 "every shard, on every feature, but the shard models draw their own feature "
                 f"subsets (max_features={base.max_features!r}): set max_features=None."
             )
-        return self._shared_teacher(shards, base, encoder, validation)
+        return (*self._shared_teacher(shards, base, encoder, validation), False)
 
     def _shared_teacher(self, shards, base, encoder, validation=None):
         """The trees grown over all shards from their histograms, and their
         gains per encoded feature (``boosting_bytes_``: the histograms' bytes)."""
-        sites = shards.boosting_sites(
-            clone(base), encoder,
-            None if validation is None else (validation.X, validation.y,
-                                             validation.sample_weight))
+        sites = shards.boosting_sites(clone(base), encoder, validation)
         # verbose: about ten lines while the trees grow, with the bytes and the time left
         log = ProgressLog(f"{type(self).__name__} teacher", base.n_estimators,
                           min(self.verbose, 2), unit="tree")
@@ -801,20 +807,19 @@ class ShardedSoftTreeEnsemble(MetaEstimatorMixin, BaseEstimator):
         weighted by the shards' weight sums, and its feature gains are the
         sum of theirs (:func:`averaged_site_trees`: a shard whose training
         rows lack a class is left out). When every shard lacks a class, the
-        teacher is grown over all shards, as ``teacher="shared"`` does."""
-        sites = shards.boosting_sites(
-            clone(base), encoder,
-            None if validation is None else (validation.X, validation.y,
-                                             validation.sample_weight), every_site=True)
+        teacher is grown over all shards, as ``teacher="shared"`` does.
+        Returns the trees, their gains and whether they are the average."""
+        sites = shards.boosting_sites(clone(base), encoder, validation, every_site=True)
         with torch_threads(base.n_threads):
             out = sites.call(("base_sums", ()), ("grow", (base.n_estimators, base.depth)))
         self.boosting_bytes_ = sites.bytes_received
         averaged = averaged_site_trees(out, base._loss, encoder.n_features_out_)
-        if averaged is None:
-            bytes_sent = self.boosting_bytes_
-            averaged = self._shared_teacher(shards, base, encoder, validation)
-            self.boosting_bytes_ += bytes_sent
-        return averaged
+        if averaged is not None:
+            return (*averaged, True)
+        bytes_sent = self.boosting_bytes_
+        shared = self._shared_teacher(shards, base, encoder, validation)
+        self.boosting_bytes_ += bytes_sent
+        return (*shared, False)
 
     def _local_shards(self, X, y, sample_weight, is_clf, rng, base):
         # X as the estimators take it (DataFrames with strings, categories and

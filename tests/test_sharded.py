@@ -891,16 +891,18 @@ def test_sharded_averaged_teacher_is_the_mean_of_the_shards_own_teachers(monkeyp
     assert est.predict_proba(X).shape == (len(X), 2) and est.merged_.score(X, Y) > 0.6
 
 
-def test_sharded_averaged_teacher_falls_back_to_the_shared_one(monkeypatch):
+def test_sharded_averaged_teacher_falls_back_to_the_shared_one(monkeypatch, capsys):
     """When no shard can take part in the average (every one lacks a class),
-    the teacher is grown over all shards, and both exchanges count."""
+    the teacher is grown over all shards, and both exchanges count; the
+    verbose line says which teacher the shards got."""
     import sktree_lmc._sharded as sharded
 
     grown = _recording(monkeypatch)
     monkeypatch.setattr(sharded, "averaged_site_trees", lambda *args: None)
     base = _base(n_estimators=8, depth=2, early_stopping=False, teacher_weight=0.5)
-    est = ShardedSoftTreeEnsemble(base, n_shards=2, random_state=0).fit(X, Y)
+    est = ShardedSoftTreeEnsemble(base, n_shards=2, verbose=1, random_state=0).fit(X, Y)
     assert len(grown) == 1
+    assert "the shared teacher: 8 boosted trees grown over 2 shards" in capsys.readouterr().err
     shared = ShardedSoftTreeEnsemble(base, n_shards=2, teacher="shared",
                                      random_state=0).fit(X, Y)
     assert est.boosting_bytes_ > shared.boosting_bytes_
