@@ -12,17 +12,24 @@ For each dataset and seed (the 10,000 / 10,000 split of ``benchmarks.bench_accur
   ``iid4``, ``iid8``, ``label4``, ``label8``, ``feature4``; ``label``: each site dominated by a
   class, as :func:`sktree_lmc.make_shards` ``"class_skewed"``; ``feature``: each site
   dominated by a quantile range of the first column, skew 0.8), one default model per site,
-  under two protocols:
+  under three protocols:
 
   - ``apart``: every site fits its own encoder (the real case: no shared preprocessing); the
     models are merged on the common encoding of their encoders (:func:`merge_estimators`);
+    every site has a ``random_state`` of its own;
+  - ``apart_same_seed``: as ``apart``, but every site uses the run's seed, as sites that
+    agreed on ``random_state`` would;
   - ``shared``: every site encodes with the full model's encoder (``encoder=``), as
     :class:`~sktree_lmc.ShardedSoftTreeEnsemble` does; the upper bound of the first;
 
 * the merges (weights: the sites' row counts): ``naive`` (no alignment), ``wm`` and ``am``
   (weight and activation matching, every invariance), and ``wm_refit`` (the WM merge with
   :func:`refit_leaves` on all training rows, ``--refit-iter`` iterations: the rows are pooled
-  here, a federated refit computes the same on dask);
+  here, a federated refit computes the same on dask), and ``wm_anneal`` (every site continues
+  the WM merge on its own rows for 3 epochs at a hundredth of the learning rate, and the
+  results are averaged: one more round of messages, no row moves);
+* ``ensemble``: the sites' probabilities averaged, the function a merge of their parameters
+  approximates; what it misses of the full model, no one-shot merge of these sites recovers;
 * ``recovery``: ``(merged - site_mean) / (full - site_mean)``, the share of the gap between the
   sites' mean and the full model that the merge closes (reported where the gap is at least
   half a point);
@@ -40,6 +47,7 @@ pointing to the Tabular-Benchmark folder)::
 from __future__ import annotations
 
 import argparse
+import copy
 import time
 from pathlib import Path
 
@@ -66,7 +74,11 @@ SPLITS = {"iid2": ("iid", 2), "label2": ("label", 2), "feature2": ("feature", 2)
 FIELDS = ("dataset", "seed", "split", "K", "protocol", "recipe", "full", "site_mean",
           "site_min", "site_max", "naive", "wm", "am", "wm_refit", "recovery_wm",
           "recovery_am", "recovery_wm_refit", "barrier_wm", "barrier_am", "barrier_naive",
-          "n_features_sites", "n_features_merged", "merge_s", "fit_s")
+          "n_features_sites", "n_features_merged", "merge_s", "fit_s", "ensemble",
+          "recovery_ensemble", "wm_anneal", "recovery_wm_anneal")
+#: The anneal after a merge (:func:`_anneal`): epochs on every site, and its learning rate as a
+#: fraction of the model's.
+ANNEAL_EPOCHS, ANNEAL_RATE = 3, 0.01
 SMOKE_PARAMS = dict(n_estimators=8, max_epochs=3)
 #: Recipes: the default, and variants measured against it (issue 41's candidates).
 RECIPES = {
@@ -99,6 +111,12 @@ def _cached(path, make):
     path.parent.mkdir(parents=True, exist_ok=True)
     joblib.dump(model, path)
     return model
+
+
+def _site_seed(protocol, seed, k):
+    """Site ``k``'s ``random_state``: the run's seed itself under ``apart_same_seed`` (every
+    site starts from the same draw of the random parts), else one of its own."""
+    return seed if protocol == "apart_same_seed" else 1000 * seed + k
 
 
 def _recovery(merged, site_mean, full):
@@ -138,11 +156,12 @@ def run(out, datasets, seeds, split_names, protocols, recipes, *, n_train=10_000
                         shared = {"encoder": full.encoder_} if protocol == "shared" else {}
                         models = [
                             _cached(out / "cache" / f"{tag}_{split_name}_{protocol}_{k}.joblib",
-                                    lambda k=k, idx=idx: clone(make(1000 * seed + k)).set_params(
+                                    lambda k=k, idx=idx: clone(make(
+                                        _site_seed(protocol, seed, k))).set_params(
                                         **shared).fit(X[idx], y[idx]))
                             for k, idx in enumerate(parts)]
                         fit_s = time.process_time() - t0
-                        row = _measure(models, [len(i) for i in parts], X, y, X_test, y_test,
+                        row = _measure(models, parts, X, y, X_test, y_test,
                                        full_acc, refit_iter)
                         row.update(dataset=name, seed=seed, split=split_name, K=K,
                                    protocol=protocol, recipe=recipe, fit_s=round(fit_s, 1))
@@ -155,10 +174,30 @@ def run(out, datasets, seeds, split_names, protocols, recipes, *, n_train=10_000
     return path
 
 
-def _measure(models, sizes, X, y, X_test, y_test, full_acc, refit_iter):
+def _anneal(merged, parts, X, y, sizes, epochs=ANNEAL_EPOCHS, rate=ANNEAL_RATE):
+    """Every site continues the merged model on its own rows for ``epochs`` epochs at
+    ``rate`` times its learning rate (Adam restarted, no early stopping), and the results,
+    which share the merged model's start, are averaged without alignment."""
+    tuned = []
+    for idx in parts:
+        site = copy.deepcopy(merged).set_params(
+            warm_start=True, max_epochs=epochs, early_stopping=False,
+            learning_rate=rate * merged.learning_rate)
+        tuned.append(site.fit(X[idx], y[idx]))
+    return merge_estimators(tuned, weights=sizes, aligner="naive")
+
+
+def _measure(models, parts, X, y, X_test, y_test, full_acc, refit_iter):
+    sizes = [len(idx) for idx in parts]
     accs = [100 * m.score(X_test, y_test) for m in models]
     site_mean = float(np.mean(accs))
+    # the sites' ensemble: their probabilities averaged with the merge's weights, the function
+    # a merge approximates without another look at the data
+    w = np.asarray(sizes, dtype=float) / np.sum(sizes)
+    proba = sum(wk * m.predict_proba(X_test) for wk, m in zip(w, models))
+    ensemble = 100 * np.mean(models[0].classes_[proba.argmax(axis=1)] == y_test)
     row = {"full": round(full_acc, 4), "site_mean": round(site_mean, 4),
+           "ensemble": round(float(ensemble), 4),
            "site_min": round(min(accs), 4), "site_max": round(max(accs), 4),
            "n_features_sites": int(np.mean([m.encoder_.n_features_out_ for m in models]))}
     t0 = time.perf_counter()
@@ -170,7 +209,9 @@ def _measure(models, sizes, X, y, X_test, y_test, full_acc, refit_iter):
         row[how] = round(100 * model.score(X_test, y_test), 4)
     refitted = refit_leaves(merged["wm"], X, y, max_iter=refit_iter)
     row["wm_refit"] = round(100 * refitted.score(X_test, y_test), 4)
-    for how in ("wm", "am", "wm_refit"):
+    row["wm_anneal"] = round(100 * _anneal(merged["wm"], parts, X, y, sizes).score(
+        X_test, y_test), 4)
+    for how in ("wm", "am", "wm_refit", "ensemble", "wm_anneal"):
         row[f"recovery_{how}"] = _recovery(row[how], site_mean, full_acc)
     if len(models) == 2:
         for how in ("wm", "am", "naive"):
@@ -190,11 +231,12 @@ def report(path):
         groups.setdefault((r["recipe"], r["split"], r["protocol"]), []).append(r)
 
     def mean(rs, col):
-        values = [float(r[col]) for r in rs if r[col] not in ("", None)]
+        values = [float(r[col]) for r in rs if r.get(col) not in ("", None)]
         return f"{np.mean(values):.2f}" if values else "-"
 
-    cols = ("full", "site_mean", "naive", "wm", "am", "wm_refit", "recovery_wm",
-            "recovery_wm_refit", "barrier_wm")
+    cols = ("full", "site_mean", "ensemble", "naive", "wm", "am", "wm_refit", "wm_anneal",
+            "recovery_wm", "recovery_wm_refit", "recovery_wm_anneal", "recovery_ensemble",
+            "barrier_wm")
     lines = ["| recipe | split | protocol | runs | " + " | ".join(cols) + " |",
              "|" + "---|" * (4 + len(cols))]
     for (recipe, split_name, protocol), rs in sorted(groups.items()):
@@ -209,7 +251,7 @@ def main(argv=None):
     parser.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2])
     parser.add_argument("--splits", nargs="+", default=list(SPLITS), choices=list(SPLITS))
     parser.add_argument("--protocols", nargs="+", default=["apart", "shared"],
-                        choices=["apart", "shared"])
+                        choices=["apart", "apart_same_seed", "shared"])
     parser.add_argument("--recipes", nargs="+", default=["default"], choices=list(RECIPES))
     parser.add_argument("--n-train", type=int, default=10_000)
     parser.add_argument("--refit-iter", type=int, default=100)
