@@ -29,7 +29,8 @@ For each dataset and seed (the 10,000 / 10,000 split of ``benchmarks.bench_accur
   the WM merge on its own rows for 3 epochs at a hundredth of the learning rate, and the
   results are averaged: one more round of messages, no row moves);
 * ``ensemble``: the sites' probabilities averaged, the function a merge of their parameters
-  approximates; what it misses of the full model, no one-shot merge of these sites recovers;
+  approximates: the reference for what merging these site models can give without another
+  look at the data;
 * ``recovery``: ``(merged - site_mean) / (full - site_mean)``, the share of the gap between the
   sites' mean and the full model that the merge closes (reported where the gap is at least
   half a point);
