@@ -357,6 +357,37 @@ def test_sorted_quantiles_are_numpys_bit_for_bit(values, n_bins):
         assert_array_equal(sorted_quantiles(np.sort(big), levels), np.quantile(big, levels))
 
 
+_any_float = st.floats(allow_nan=False, allow_infinity=False)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.one_of(_any_float, st.floats(-1.0, 1.0), st.sampled_from([0.0, 1.0, -2.5])),
+                min_size=1, max_size=200),
+       st.lists(st.one_of(st.floats(allow_nan=False), st.sampled_from([0.0, 1.0, -2.5])),
+                max_size=100),
+       st.integers(1, 4), st.integers(0, 2**16))
+def test_sorted_search_is_numpys_searchsorted(knots, values, cells_per_knot, seed):
+    """The grid's search gives ``np.searchsorted(knots, x, side="right")`` for
+    any sorted finite knots (repeated, subnormal, spanning float64's range)
+    and any value (on a knot, next to one, infinite, out of range)."""
+    from sktree_lmc._column_encodings import SortedSearch
+
+    k = np.sort(np.asarray(knots, dtype=np.float64))
+    rng = np.random.default_rng(seed)
+    with np.errstate(over="ignore"):  # the neighbours of float64's largest knots
+        near = [np.nextafter(k, np.inf), np.nextafter(k, -np.inf)]
+        spread = np.isfinite(k[-1] - k[0])
+    x = np.concatenate([np.asarray(values, dtype=np.float64), k, *near, [np.inf, -np.inf],
+                        rng.uniform(k[0], k[-1], 200) if spread else []])
+    search = SortedSearch(k, cells_per_knot)
+    assert_array_equal(search(x), np.searchsorted(k, x, side="right"))
+    # quantiles of heavy-tailed data: cells of many knots next to empty ones
+    heavy = np.unique(np.quantile(np.exp(rng.normal(0, 4, 2000)), np.linspace(0, 1, 500)))
+    probe = np.concatenate([heavy, np.nextafter(heavy, np.inf), np.exp(rng.normal(0, 4, 500))])
+    assert_array_equal(SortedSearch(heavy, cells_per_knot)(probe),
+                       np.searchsorted(heavy, probe, side="right"))
+
+
 @settings(max_examples=150, deadline=None)
 @given(st.lists(st.one_of(st.floats(-1e4, 1e4), st.sampled_from([0.0, 1.0, -2.5])),
                 min_size=1, max_size=80),
