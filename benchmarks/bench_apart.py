@@ -192,7 +192,8 @@ def _anneal(merged, parts, X, y, sizes, epochs=ANNEAL_EPOCHS, rate=ANNEAL_RATE):
             warm_start=True, max_epochs=epochs, early_stopping=False,
             learning_rate=rate * merged.learning_rate)
         tuned.append(site.fit(X[idx], y[idx]))
-    return merge_estimators(tuned, weights=sizes, aligner="naive")
+    annealed = merge_estimators(tuned, weights=sizes, aligner="naive")
+    return annealed.set_params(**merged.get_params())  # the merge's, not the anneal's
 
 
 def _measure(models, parts, X, y, X_test, y_test, full_acc, refit_iter):
