@@ -264,7 +264,8 @@ class SortedSearch:
         # _first[c]: the knots in the cells before c, so a value in cell c has between
         # _first[c] and _first[c + 1] knots at or below it
         self._first = np.concatenate([[0], np.cumsum(counts)]).astype(np.intp)
-        self._steps = int(counts.max(initial=0)).bit_length()
+        # the branchless search's strides: enough for the fullest cell
+        self._strides = [1 << i for i in reversed(range(int(counts.max(initial=0)).bit_length()))]
 
     def _cells(self, x):
         with np.errstate(invalid="ignore", over="ignore"):
@@ -278,8 +279,8 @@ class SortedSearch:
         c = self._cells(x)
         k = np.take(self._first, c)
         last = np.take(self._first, c + 1)
-        for step in (1 << np.arange(self._steps - 1, -1, -1)).tolist():
-            candidate = k + step
+        for stride in self._strides:
+            candidate = k + stride
             ok = np.take(self._padded, np.minimum(candidate, last)) <= x
             ok &= candidate <= last
             k = np.where(ok, candidate, k)
