@@ -300,9 +300,10 @@ class _QuantileNormalTable:
     segment, so one search over the distinct quantiles finds the segment of
     each value, whose left end, reference and slope are gathered and
     interpolated as :func:`numpy.interp` does (its slopes, its formula and
-    its fallbacks where a slope overflows); a value equal to a repeated quantile takes the mean of the
-    references of its run, values within ``BOUNDS_THRESHOLD`` of the ends
-    their bounds, as in sklearn; then ``ndtri`` and sklearn's clip. The
+    its fallbacks where a slope overflows); a value equal to a repeated
+    quantile takes the mean of the references of its run, values within
+    ``BOUNDS_THRESHOLD`` of the ends their bounds, as in sklearn; then
+    ``ndtri`` and sklearn's clip. The
     result is sklearn's within float64 rounding (the forward interpolation
     alone instead of the mean of two; ``tests/test_encoding.py``). The
     search is a :class:`SortedSearch`.
