@@ -261,6 +261,10 @@ CLASSIFIERS = {
     # every tree's columns drawn alike, and the additive term on every column: the default
     # before the teacher-guided draws (docs/benchmarks.md, "Feature selection by the teacher")
     "fs_uniform": Config(_soft_classifier(feature_selection="uniform")),
+    # the default with piecewise-linear features for the splits (issue 42: irregular targets)
+    "ple": Config(_soft_classifier(numeric_encoding="piecewise_linear")),
+    # the default with label smoothing (issue 42: digits' student overfits its 1,347 rows)
+    "ls0.05": Config(_soft_classifier(label_smoothing=0.05)),
     # the gradient-boosted start (an option, not the default: its models merge badly)
     "boosting": Config(_soft_classifier(**NO_TEACHER, split_init="boosting",
                                         max_features=None)),

@@ -40,6 +40,8 @@ VARIANTS = {
     # the trees' columns drawn by the teacher's gains (the default) or alike
     "fs_auto": dict(feature_selection="auto"),
     "fs_uniform": dict(feature_selection="uniform"),
+    # piecewise-linear features for the splits instead of the quantile-normal ones
+    "ple": dict(numeric_encoding="piecewise_linear"),
 }
 
 
