@@ -165,6 +165,38 @@ def test_fits_are_reproducible():
     assert_array_equal(a.predict_proba(X), b.predict_proba(X))
 
 
+def test_stepping_the_kept_additive_rows_alone_changes_no_bit(monkeypatch):
+    """Adam steps only the additive rows the mask keeps when it keeps few of them
+    (``SPARSE_ROWS_FRACTION``): the fit, its Adam state and a warm-started continuation
+    are those of stepping the whole table (``SPARSE_ROWS_FRACTION = 0``), bit for bit."""
+    import sktree_lmc._training as training
+
+    sparse_steps = []
+    optimizer_rows = FeatureMask.optimizer_rows
+
+    def spy(self, module):
+        rows = optimizer_rows(self, module)
+        sparse_steps.append(rows is not None)
+        return rows
+
+    monkeypatch.setattr(FeatureMask, "optimizer_rows", spy)
+    fits = {}
+    for fraction in (training.SPARSE_ROWS_FRACTION, 0.0):
+        monkeypatch.setattr(training, "SPARSE_ROWS_FRACTION", fraction)
+        sparse_steps.clear()
+        est = _clf(warm_start=True).fit(X, Y)  # warm starts keep Adam's state
+        est.set_params(max_epochs=2).fit(X, Y)
+        fits[fraction] = (est, any(sparse_steps))
+    (sparse, used_sparse), (dense, used_dense) = fits.values()
+    assert used_sparse and not used_dense
+    for name in ("split_weight", "split_bias", "leaf_value", "additive"):
+        assert_array_equal(getattr(sparse.tree_params_, name), getattr(dense.tree_params_, name))
+    for key in ("exp_avg", "exp_avg_sq"):
+        assert_array_equal(sparse.optimizer_state_[key].additive,
+                           dense.optimizer_state_[key].additive)
+    assert_array_equal(sparse.predict_proba(X), dense.predict_proba(X))
+
+
 def test_a_warm_start_keeps_the_masked_columns_and_additive_rows_at_zero():
     est = _clf(warm_start=True).fit(X, Y)
     used, additive = _columns_used(est), _additive_columns(est)
