@@ -21,6 +21,7 @@ Nothing here imports the estimators.
 from __future__ import annotations
 
 import copy
+import functools
 import math
 import os
 import sys
@@ -720,7 +721,6 @@ class FeatureMask:
         self.additive = additive
         #: What a guided draw chose, for a verbose fit's line (None otherwise).
         self.note = note
-        self._rows = None  # (kept rows or False,), made by optimizer_rows
 
     @classmethod
     def draw(cls, generator, n_trees, groups, n_per_tree, device):
@@ -822,12 +822,15 @@ class FeatureMask:
         of a table of millions of rows)."""
         if self.additive is None or module.additive is None:
             return None
-        if self._rows is None:
-            kept = self.additive.nonzero().squeeze(1)
-            sparse = kept.numel() <= SPARSE_ROWS_FRACTION * self.additive.numel()
-            self._rows = (kept if sparse else False,)
-        kept = self._rows[0]
-        return None if kept is False else {module.additive: kept}
+        kept = self._kept_rows
+        if kept.numel() > SPARSE_ROWS_FRACTION * self.additive.numel():
+            return None
+        return {module.additive: kept}
+
+    @functools.cached_property
+    def _kept_rows(self):
+        """The indices of the additive table's rows the mask keeps."""
+        return self.additive.nonzero().squeeze(1)
 
 
 class TrainingHooks:
@@ -844,20 +847,14 @@ class TrainingHooks:
         keeps few: :meth:`FeatureMask.optimizer_rows`), then advance the
         schedule and the weight average."""
         rows = None
-        if self.mask is not None and isinstance(optimizer, Adam):
-            rows = self.mask.optimizer_rows(module)
-        self.before_step(module, additive=rows is None)
+        if self.mask is not None:
+            if isinstance(optimizer, Adam):
+                rows = self.mask.optimizer_rows(module)
+            self.mask.mask_gradient(module, additive=rows is None)
         if rows is None:
             optimizer.step()
         else:
             optimizer.step(rows=rows)
-        self.after_step(module)
-
-    def before_step(self, module, additive=True):
-        if self.mask is not None:
-            self.mask.mask_gradient(module, additive)
-
-    def after_step(self, module):
         if self.scheduler is not None:
             self.scheduler.step()
         if self.average is not None:
