@@ -21,7 +21,7 @@ largest size, comes last):
   first step on, so their accuracies differ by noise, not by a bug).
 
 Data: ``make_classification(rows + test_rows, n_features=20, n_informative=15,
-n_redundant=5, random_state=0)`` (the 20-column data of issue 42), split into the first
+n_redundant=5, random_state=0)`` (``bench_shapes``' 20-column data), split into the first
 ``rows`` and the last ``test_rows`` rows, or a shared dataset (``--data electricity``),
 split by ``bench_accuracy.split`` (then at most its rows).
 
@@ -51,10 +51,9 @@ SMOKE_PARAMS = {"n_estimators": 8, "max_epochs": 2}
 def _data(name, rows, test_rows):
     """Training and test rows: ``(X_train, X_test, y_train, y_test)``."""
     if name == "synthetic":
-        from sklearn.datasets import make_classification
+        from .bench_shapes import _synthetic
 
-        X, y = make_classification(rows + test_rows, n_features=20, n_informative=15,
-                                   n_redundant=5, random_state=0)
+        X, y = _synthetic(20, rows + test_rows)
         return X[:rows], X[rows:], y[:rows], y[rows:]
     from .bench_accuracy import load, split
 
@@ -75,14 +74,6 @@ def _timed_proba(model, X):
     return proba, len(X) / (time.perf_counter() - start)
 
 
-def _synchronized(device):
-    """Wait for the GPU's queued work (timings end when the device is done)."""
-    import torch
-
-    if str(device).startswith("cuda"):
-        torch.cuda.synchronize()
-
-
 def measure(data, rows, devices, test_rows, threads, params=None):
     """One record per device of ``devices`` for ``rows`` training rows (see the module doc)."""
     from sklearn.ensemble import HistGradientBoostingClassifier
@@ -97,8 +88,9 @@ def measure(data, rows, devices, test_rows, threads, params=None):
     for device in devices:
         model = SoftTreeEnsembleClassifier(random_state=0, device=device, n_threads=threads,
                                            **(params or {}))
+        # the fit ends with its state copied to the CPU, and the probabilities are NumPy
+        # arrays: both timings end when the device is done
         fit_s, fit_cpu_s = _timed_fit(model, X_tr, y_tr)
-        _synchronized(device)
         proba, rate = _timed_proba(model, X_te)
         record = {
             "data": data, "rows": rows, "test_rows": len(X_te), "device": device,
