@@ -90,19 +90,27 @@ __all__ = ["SoftTreeEnsembleClassifier", "SoftTreeEnsembleRegressor"]
 
 
 # -- what a sparse model skips (feature_selection="auto") ---------------------------------------
-def _training_codes(X, encoder, mask):
-    """The encoded training rows ``X`` without the code columns whose
-    additive rows ``mask`` keeps at zero (``mask.additive``): they would add
-    zeros to every row's additive term, and their rows get no gradient
-    either way, so training skips them (at 400 columns, most of the
-    table)."""
-    if mask is None or mask.additive is None:
-        return X
-    live = live_code_columns(mask.additive.detach().cpu().numpy(), encoder.additive_offsets_)
-    if live is None:
-        return X
+def _training_inputs(X, encoder, mask):
+    """``(X, features)``: the encoded training rows ``X`` without what
+    ``mask`` keeps at zero, and the encoded features their leading columns
+    hold (None: all). Left out: the code columns whose additive rows are
+    zero (``mask.additive``: they would add zeros to every row's additive
+    term, and their rows get no gradient either way), and, where the trees
+    keep few of the encoded features (:meth:`FeatureMask.split_features`),
+    the others (their split weights are zero). At 400 columns, most of
+    both."""
+    if mask is None:
+        return X, None
     F = encoder.n_features_out_
-    return np.concatenate([X[:, :F], X[:, F + live]], axis=1)
+    live = None
+    if mask.additive is not None:
+        live = live_code_columns(mask.additive.detach().cpu().numpy(), encoder.additive_offsets_)
+    features = mask.split_features()
+    if live is None and features is None:
+        return X, None
+    kept = np.arange(F) if features is None else features.cpu().numpy()
+    codes = np.arange(F, X.shape[1]) if live is None else F + live
+    return X[:, np.concatenate([kept, codes])], features
 
 
 def _unused_columns(features, groups, n_columns):
@@ -453,8 +461,8 @@ class _BaseSoftTreeEnsemble(BaseEstimator):
         boosted, target = self._start(module, arch, X, target, sample_weight, split, n_outputs,
                                       generator, hooks.mask, warm, recipe, plan, teacher)
         clock.lap(self._start_note(warm, recipe, plan, hooks.mask))
-        X = _training_codes(X, self.encoder_, hooks.mask)
-        data = _FitTensors.from_arrays(X, target, sample_weight, device)
+        X, features = _training_inputs(X, self.encoder_, hooks.mask)
+        data = _FitTensors.from_arrays(X, target, sample_weight, device, features)
         reference_loss = _reference_loss(module, self._loss, data, train_idx, self.batch_size,
                                          n_outputs)
         callbacks, stopper = self._callbacks(scored, data, val_idx, arch, recipe, boosted, clock)

@@ -936,22 +936,30 @@ class SoftTreeEnsembleModule(nn.Module):
         if memory is not None and z.element_size() * M * B * self._train_elements > memory:
             check_routing_memory(self.arch, M, B, z.device, z.element_size(), training=True)
 
-    def _split_logits(self, X):
-        """All split logits ``z`` in node-major layout ``(N, M, B)``, one matmul."""
+    def _split_logits(self, X, features=None):
+        """All split logits ``z`` in node-major layout ``(N, M, B)``, one matmul
+        (over the columns ``features`` of the split weights alone, when given:
+        see :meth:`forward`)."""
         M, N, Fdim = self.split_weight.shape
-        W = self.split_weight.transpose(0, 1).reshape(N * M, Fdim)
+        weight = self.split_weight
+        if features is not None:
+            weight, Fdim = weight.index_select(2, features), len(features)
+        W = weight.transpose(0, 1).reshape(N * M, Fdim)
         b = self.split_bias.transpose(0, 1).reshape(N * M, 1)
         if X.shape[1] != Fdim:  # the additive term's code columns follow
             X = X[:, :Fdim]
         return torch.addmm(b, W, X.T).view(N, M, X.shape[0])
 
-    def additive_output(self, X):
+    def additive_output(self, X, features=None):
         """The additive term of every row: ``sum_j additive[X[:, F + j]]``.
 
         Parameters
         ----------
         X : torch.Tensor of shape (B, F + J)
             Input samples with their ``J`` code columns.
+        features : torch.Tensor of int or None, default=None
+            The encoded features the ``F`` leading columns of ``X`` hold (see
+            :meth:`forward`); None: all of them.
 
         Returns
         -------
@@ -960,7 +968,8 @@ class SoftTreeEnsembleModule(nn.Module):
         """
         if self.additive is None:
             return None
-        return self.additive_term(X[:, self.split_weight.shape[2]:])
+        F = self.split_weight.shape[2] if features is None else len(features)
+        return self.additive_term(X[:, F:])
 
     def additive_term(self, codes):
         """The additive term of rows given by their table rows alone.
@@ -1033,13 +1042,20 @@ class SoftTreeEnsembleModule(nn.Module):
         mu = self._routing_probabilities(X)
         return torch.einsum("lmb,mlc->bmc", mu, self.leaf_value)
 
-    def forward(self, X):
+    def forward(self, X, features=None):
         """Ensemble output: the sum of the trees (Eq. 4), plus the additive term.
 
         Parameters
         ----------
-        X : torch.Tensor of shape (B, F)
-            Input samples.
+        X : torch.Tensor of shape (B, F) or (B, F + J)
+            Input samples (with their additive code columns).
+        features : torch.Tensor of int or None, default=None
+            The encoded features (sorted indices into the split weights' last
+            axis) that the leading columns of ``X`` hold, in place of all
+            ``F``: every other feature must have a zero weight in every
+            split. The splits' matmul then reads those alone (training on
+            wide data, where feature selection leaves most features unused);
+            the same function, rounded in another order. None: all.
 
         Returns
         -------
@@ -1048,13 +1064,13 @@ class SoftTreeEnsembleModule(nn.Module):
         """
         M, L, C = self.leaf_value.shape
         pi = self.leaf_value.transpose(0, 1).reshape(L * M, C)
-        z = self._split_logits(X)
+        z = self._split_logits(X, features)
         self._check_batch(z)
         out = _Ensemble.apply(z, pi, self._steps)
-        extra = self.additive_output(X)
+        extra = self.additive_output(X, features)
         return out if extra is None else out + extra
 
-    def member_outputs(self, X, n_members):
+    def member_outputs(self, X, n_members, features=None):
         """Outputs of the ensemble's members, each scaled as a whole model.
 
         The ``M`` trees are cut into ``n_members`` consecutive groups
@@ -1071,6 +1087,9 @@ class SoftTreeEnsembleModule(nn.Module):
             Input samples (with their additive code columns).
         n_members : int
             Number of members ``K``, at most ``M``.
+        features : torch.Tensor of int or None, default=None
+            The encoded features the leading columns of ``X`` hold (see
+            :meth:`forward`); None: all.
 
         Returns
         -------
@@ -1084,10 +1103,10 @@ class SoftTreeEnsembleModule(nn.Module):
         scale = torch.zeros((M, K), dtype=self.leaf_value.dtype, device=self.leaf_value.device)
         scale[torch.arange(M), torch.as_tensor(member_of_trees(M, K))] = float(K)
         pi = (self.leaf_value.transpose(0, 1)[:, :, None, :] * scale[None, :, :, None])
-        z = self._split_logits(X)
+        z = self._split_logits(X, features)
         self._check_batch(z)
         out = _Ensemble.apply(z, pi.reshape(L * M, K * C), self._steps).view(-1, K, C)
-        extra = self.additive_output(X)
+        extra = self.additive_output(X, features)
         return out if extra is None else out + extra[:, None, :]
 
     # -- conversion to and from arrays -----------------------------------------

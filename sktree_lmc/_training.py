@@ -66,6 +66,13 @@ ADDITIVE_LR_FACTOR = 0.1
 #: more than it saves). Both give the same step, bit for bit.
 SPARSE_ROWS_FRACTION = 0.5
 
+#: Training reads only the encoded features that some tree's mask keeps
+#: (:meth:`FeatureMask.split_features`) when they are at most this fraction
+#: of all: the splits' matmul then runs over those alone, the same function
+#: rounded in another order. Above it, the saving is small, and every feature
+#: is read, as before (narrow data's fits stay the same, bit for bit).
+SPLIT_FEATURES_FRACTION = 0.5
+
 
 def make_optimizer(module, learning_rate):
     """Adam over ``(split_weight, split_bias, leaf_value)`` at ``learning_rate``,
@@ -158,14 +165,17 @@ def _validation_split(n_samples, validation_fraction, generator, sample_weight=N
 
 
 class _FitTensors(NamedTuple):
-    """Training inputs, encoded targets and sample weights, on the fit device."""
+    """Training inputs, encoded targets and sample weights, on the fit device;
+    ``features``: the encoded features the leading columns of ``X`` hold
+    (see :meth:`~sktree_lmc.SoftTreeEnsembleModule.forward`), None for all."""
 
     X: torch.Tensor
     target: torch.Tensor
     weight: torch.Tensor
+    features: torch.Tensor | None = None
 
     @classmethod
-    def from_arrays(cls, X, target, sample_weight, device):
+    def from_arrays(cls, X, target, sample_weight, device, features=None):
         # The loss is a weighted mean, so the scale of the weights is free: a
         # largest weight of 1 keeps their float32 sums finite.
         weight = np.asarray(sample_weight, dtype=np.float64)
@@ -173,16 +183,18 @@ class _FitTensors(NamedTuple):
             _as_tensor(X, torch.float32, device),
             torch.as_tensor(target, device=device),
             torch.as_tensor(weight / weight.max(), dtype=torch.float32, device=device),
+            None if features is None else torch.as_tensor(features, device=device),
         )
 
 
-def _member_loss(module, loss_fn, X, target, n_members):
+def _member_loss(module, loss_fn, X, target, n_members, features=None):
     """Per-row loss of ``module`` on ``(X, target)``: of its output, or with
     ``n_members > 1`` the mean over its members of each member's loss
-    (:meth:`~sktree_lmc.SoftTreeEnsembleModule.member_outputs`)."""
+    (:meth:`~sktree_lmc.SoftTreeEnsembleModule.member_outputs`); ``X`` holds
+    the encoded ``features`` (None: all)."""
     if n_members == 1:
-        return loss_fn(module(X), target)
-    members = module.member_outputs(X, n_members)  # (B, K, C)
+        return loss_fn(module(X, features), target)
+    members = module.member_outputs(X, n_members, features)  # (B, K, C)
     B, K, C = members.shape
     repeated = target.repeat_interleave(K, dim=0)  # row-major, as members.reshape
     return loss_fn(members.reshape(B * K, C), repeated).view(B, K).mean(dim=1)
@@ -197,7 +209,8 @@ def _train_step(module, optimizer, loss_fn, data, idx, hooks=None, n_members=1):
     (:func:`_member_loss`).
     """
     w = data.weight[idx]
-    per_row = _member_loss(module, loss_fn, data.X[idx], data.target[idx], n_members)
+    per_row = _member_loss(module, loss_fn, data.X[idx], data.target[idx], n_members,
+                           data.features)
     loss = (per_row * w).sum() / w.sum().clamp_min(1e-12)
     optimizer.zero_grad(set_to_none=True)
     loss.backward()
@@ -300,7 +313,8 @@ def _evaluate_loss(module, loss_fn, data, idx):
     idx = torch.as_tensor(idx, device=data.X.device)
     with torch.inference_mode():
         w = data.weight[idx]
-        return float((loss_fn(module(data.X[idx]), data.target[idx]) * w).sum() / w.sum())
+        out = module(data.X[idx], data.features)
+        return float((loss_fn(out, data.target[idx]) * w).sum() / w.sum())
 
 
 class _EarlyStopping:
@@ -826,6 +840,16 @@ class FeatureMask:
         if kept.numel() > SPARSE_ROWS_FRACTION * self.additive.numel():
             return None
         return {module.additive: kept}
+
+    def split_features(self):
+        """The encoded features some tree keeps (sorted indices, on the mask's
+        device) when they are at most :data:`SPLIT_FEATURES_FRACTION` of all,
+        else None: the columns training reads (``features`` of
+        :meth:`~sktree_lmc.SoftTreeEnsembleModule.forward`)."""
+        used = self.mask.any(dim=0)
+        if int(used.sum()) > SPLIT_FEATURES_FRACTION * used.numel():
+            return None
+        return used.nonzero().squeeze(1)
 
     @functools.cached_property
     def _kept_rows(self):

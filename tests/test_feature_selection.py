@@ -9,7 +9,7 @@ import torch
 from conftest import FAST
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from numpy.testing import assert_array_equal
+from numpy.testing import assert_allclose, assert_array_equal
 
 from sktree_lmc import (
     ShardedSoftTreeEnsemble,
@@ -211,6 +211,36 @@ def test_scaling_the_batchs_additive_rows_alone_changes_no_bit(monkeypatch):
         assert_array_equal(getattr(fits[0].tree_params_, name),
                            getattr(fits[1].tree_params_, name))
     assert_array_equal(fits[0].predict_proba(X), fits[1].predict_proba(X))
+
+
+def test_training_reads_the_features_the_trees_keep_where_they_keep_few(monkeypatch):
+    """Where the trees keep at most ``SPLIT_FEATURES_FRACTION`` of the encoded features,
+    training passes those alone to the module (``features``), a fit of the same model up to
+    float32 rounding as reading all of them (``SPLIT_FEATURES_FRACTION = 0``), warm-started
+    continuations included, with the other features' weights still exactly zero."""
+    import sktree_lmc._training as training
+
+    read = []
+    member_loss = training._member_loss
+
+    def spy(module, loss_fn, X, target, n_members, features=None):
+        read.append(X.shape[1] if features is None else len(features))
+        return member_loss(module, loss_fn, X, target, n_members, features)
+
+    monkeypatch.setattr(training, "_member_loss", spy)
+    fits = {}
+    for fraction in (training.SPLIT_FEATURES_FRACTION, 0.0):
+        monkeypatch.setattr(training, "SPLIT_FEATURES_FRACTION", fraction)
+        read.clear()
+        est = _clf(warm_start=True).fit(X, Y)
+        est.set_params(max_epochs=2).fit(X, Y)
+        fits[fraction] = (est, max(read))
+    (few, n_few), (every, n_every) = fits.values()
+    n_used = int((few.tree_params_.split_weight != 0).any(axis=(0, 1)).sum())
+    assert n_few == n_used <= 0.5 * few.encoder_.n_features_out_ < n_every
+    assert _columns_used(few) == _columns_used(every)
+    assert_allclose(few.predict_proba(X), every.predict_proba(X), atol=1e-3)
+    assert_allclose(few.tree_params_.split_weight, every.tree_params_.split_weight, atol=1e-3)
 
 
 def test_a_warm_start_keeps_the_masked_columns_and_additive_rows_at_zero():

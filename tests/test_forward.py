@@ -578,3 +578,41 @@ def test_leaf_gradients_are_the_product_of_leaf_values_and_output_gradients(n_ou
     pi = torch.randn(24, n_outputs, generator=g)
     grad_t = torch.randn(n_outputs, n_rows, generator=g)
     torch.testing.assert_close(_leaf_gradients(pi, grad_t), pi @ grad_t, rtol=1e-6, atol=1e-6)
+
+
+@settings(max_examples=25, deadline=None)
+@given(name=st.sampled_from(ARCHS), depth=st.integers(1, 3), n_features=st.integers(2, 9),
+       n_members=st.sampled_from([1, 2]), data=st.data())
+def test_reading_the_used_features_alone_computes_the_same_function(name, depth, n_features,
+                                                                   n_members, data):
+    """``forward(X[:, features] + codes, features)``: the splits' matmul over the features
+    some split weighs (the others' weights zero): the same outputs and gradients up to
+    float32 rounding (but for the full path's gradients of the weights left out, which the
+    feature mask zeroes), and exactly zero gradients for those weights."""
+    seed = data.draw(st.integers(0, 2**16))
+    keep = data.draw(st.lists(st.booleans(), min_size=n_features, max_size=n_features)
+                     .filter(any))
+    gen = torch.Generator().manual_seed(seed)
+    module = SoftTreeEnsembleModule(get_architecture(name, depth), n_trees=4,
+                                    n_features=n_features, n_outputs=2, generator=gen,
+                                    n_additive=5)
+    features = torch.as_tensor(np.flatnonzero(keep))
+    with torch.no_grad():
+        module.split_weight[:, :, ~torch.as_tensor(keep)] = 0.0
+        module.additive.copy_(torch.randn(5, 2, generator=gen))
+    x = torch.randn(11, n_features, generator=gen)
+    codes = torch.randint(0, 5, (11, 2), generator=gen).float()
+    full, part = torch.cat([x, codes], 1), torch.cat([x[:, features], codes], 1)
+    outputs = []
+    for X, f in ((full, None), (part, features)):
+        module.zero_grad()
+        out = module(X, f) if n_members == 1 else module.member_outputs(X, n_members, f)
+        out.square().sum().backward()
+        outputs.append((out.detach(), {k: p.grad.clone() for k, p in module.named_parameters()}))
+    (out_full, grad_full), (out_part, grad_part) = outputs
+    torch.testing.assert_close(out_part, out_full, rtol=1e-5, atol=1e-5)
+    dropped = ~torch.as_tensor(keep)
+    grad_full["split_weight"][:, :, dropped] = 0.0  # what the feature mask zeroes
+    for key in grad_full:
+        torch.testing.assert_close(grad_part[key], grad_full[key], rtol=1e-4, atol=1e-4)
+    assert not grad_part["split_weight"][:, :, dropped].any()
