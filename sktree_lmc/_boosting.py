@@ -8,10 +8,11 @@ trees): one (feature, threshold) pair per depth level, chosen to maximize the
 summed second-order gain over all the level's nodes, then one Newton leaf
 value per leaf and output, shrunk by :data:`BOOSTING_LEARNING_RATE`. Splits
 are searched on at most :data:`BOOSTING_MAX_BINS` quantile thresholds per
-encoded feature, in histograms of gradients and Hessians over all nodes and
-features at once (the rows binned once; one pass over a level's rows for all
-its nodes, features, outputs, gradients and Hessians, :func:`_cell_sums`; no
-loop over rows or candidate thresholds). Below the root only the left
+encoded feature, in histograms of gradients and Hessians over all nodes
+(the rows binned once; one pass over a level's rows for all its nodes,
+outputs, gradients and Hessians per block of features small enough for the
+histogram table to stay in cache, :func:`_cell_sums`; no loop over rows or
+candidate thresholds). Below the root only the left
 children's histograms are computed (a right child's is its parent's minus its
 sibling's), and for two classes only the first output's (the second's
 gradients are its negative): a quarter of the work, and of what a federated
@@ -67,6 +68,11 @@ BOOSTING_BIN_ROWS = 200_000
 BOOSTING_SLOPE = 200.0
 #: Entries of the (rows x features) code block histogrammed at once.
 _BLOCK_ENTRIES = 1 << 22
+#: Features histogrammed by one kernel call: a table of ``nodes x 16 x 256``
+#: cells of a few hundred kilobytes, which stays in the core's cache while the
+#: rows' values are added to it (a wide level's table of megabytes did not, and
+#: took 2 to 3 times as long). Each cell still sums its rows in their order.
+_CELL_BLOCK = 16
 #: Architectures whose trees can hold an oblivious tree.
 BOOSTING_ARCHITECTURES = ("oblivious", "non_oblivious")
 
@@ -179,11 +185,12 @@ class BoostingSite:
     computation on them: what :func:`grow_shared_trees` asks of a site only
     takes and returns sums over its rows (histograms, loss sums), never rows.
 
-    The rows are binned once (:meth:`start`): the flat cell ``f * n_bins +
-    bin`` of every row and feature, so that a level's histograms are one pass
-    over its rows (:func:`_cell_sums`) for all its nodes, features, outputs,
-    gradients and Hessians, each cell summed over its rows in their order,
-    as ``np.bincount`` sums. The outputs are kept per output
+    The rows are binned once (:meth:`start`): per block of
+    :data:`_CELL_BLOCK` features, the flat cell ``f * n_bins + bin`` of every
+    row and feature, so that a level's histograms of a block are one pass
+    over its rows (:func:`_cell_sums`) for all its nodes, outputs, gradients
+    and Hessians, each cell summed over its rows in their order, as
+    ``np.bincount`` sums. The outputs are kept per output
     (``(n_outputs, n_rows)``).
 
     Parameters
@@ -245,15 +252,21 @@ class BoostingSite:
         self.edges, self.n_bins = edges, max(1, max((len(e) for e in edges), default=0) + 1)
         self.weight = self.weight * weight_scale
         n, F = self.X.shape
-        # the flat cell f * n_bins + bin of every row and feature (the index type
-        # of _cell_sums)
-        self.cells = np.empty((n, F), dtype=np.intp)
-        # and the bins of every feature, feature after feature, for the splits
+        # the bins of every feature, feature after feature, for the splits
         self.codes = np.empty((F, n), dtype=np.uint8 if self.n_bins <= 256 else np.int32)
         for f in range(F):
             self.codes[f] = np.searchsorted(edges[f], self.X[:, f], side="left")
-            self.cells[:, f] = self.codes[f]
-            self.cells[:, f] += f * self.n_bins
+        # and for the histograms, per block of _CELL_BLOCK features, the cell
+        # f * n_bins + bin of every row and feature of the block (f counted from
+        # the block's first), row after row: a level's histograms of a block are
+        # one pass over its rows into a table that stays in the core's cache
+        self._cell_blocks = []
+        for a in range(0, F, _CELL_BLOCK):
+            w = min(F - a, _CELL_BLOCK)
+            kind = _index_type(w * self.n_bins, n * w)
+            block = self.codes[a:a + w].T.astype(kind, order="C")
+            block += (np.arange(w) * self.n_bins).astype(kind)
+            self._cell_blocks.append((a, block))
         self.raw = np.tile(np.asarray(base, dtype=np.float64)[:, None], (1, n))  # (C, n)
         self._onehot = None
         if type(self.loss) is CrossEntropy and self.n_outputs == 2:
@@ -308,22 +321,25 @@ class BoostingSite:
         if left_only:
             rows = np.flatnonzero((node & 1) == 0)
             node, n_nodes, stats = node.take(rows) >> 1, n_nodes // 2, stats.take(rows, axis=0)
-        block = max(1, _BLOCK_ENTRIES // max(len(node), 1))
-        parts = []
-        for a in range(lo, hi, block):
-            b = min(hi, a + block)
-            w = b - a
-            cells = self.cells[:, a:b]
-            if left_only:
-                cells = cells.take(rows, axis=0)
-            # cell (node, f - a, bin) of the block: node * w * n_bins + (f - a) * n_bins + bin
-            if n_nodes == 1:
-                size, skip = b * n_bins, a * n_bins
-            else:
-                offset = np.repeat(node * (w * n_bins) - a * n_bins, w)
-                cells = (offset + cells.ravel()).reshape(-1, w)
-                size, skip = n_nodes * w * n_bins, 0
-            parts.append(_cell_sums(cells, stats, size)[skip:].reshape(n_nodes, w, n_bins, -1))
+        parts, shifts = [], {}
+        for a, block in self._cell_blocks:
+            b = a + block.shape[1]
+            if b <= lo or a >= hi:
+                continue
+            if a < lo or b > hi:  # a block the range cuts: its columns in the range
+                cut = slice(max(lo, a) - a, min(hi, b) - a)
+                block = block[:, cut] - block.dtype.type(cut.start * n_bins)
+            w = block.shape[1]
+            size = n_nodes * w * n_bins
+            cells = block.take(rows, axis=0) if left_only else block
+            if n_nodes > 1:
+                # cell (node, f, bin) of the block: node * w * n_bins + f * n_bins + bin
+                kind = _index_type(size, len(node) * w)
+                cells = cells.astype(kind, copy=not left_only)
+                if (w, kind) not in shifts:
+                    shifts[w, kind] = (node * (w * n_bins)).astype(kind)[:, None]
+                cells += shifts[w, kind]
+            parts.append(_cell_sums(cells, stats, size).reshape(n_nodes, w, n_bins, -1))
         if not parts:  # no feature
             parts = [np.zeros((n_nodes, 0, n_bins, 2 * n_sent))]
         sums = parts[0] if len(parts) == 1 else np.concatenate(parts, axis=1)
@@ -389,13 +405,22 @@ def _cell_sums(cells, values, n_cells):
     out = np.zeros((n_cells, values.shape[1]))
     if n == 0 or m == 0 or values.shape[1] == 0:
         return out
-    index = np.ascontiguousarray(cells, dtype=np.intp).ravel()
-    starts = np.arange(0, n * m + 1, m, dtype=np.intp)
+    kind = np.intp  # or the cells' int32, where every index fits in it
+    if cells.dtype == np.int32 and _index_type(n_cells, n * m) is np.int32:
+        kind = np.int32
+    index = np.ascontiguousarray(cells, dtype=kind).ravel()
+    starts = np.arange(0, n * m + 1, m, dtype=kind)
     ones = _ones(n * m)
     if _csc_matvecs is None:  # pragma: no cover - SciPy without the private kernel
         return scipy.sparse.csc_matrix((ones, index, starts), shape=(n_cells, n)) @ values
     _csc_matvecs(n_cells, n, values.shape[1], starts, index, ones, values.ravel(), out.ravel())
     return out
+
+
+def _index_type(*sizes):
+    """int32 when every index below ``sizes`` fits in it (SciPy's sparse
+    kernels take int32 or intp indices), else intp."""
+    return np.int32 if max(sizes) < np.iinfo(np.int32).max else np.intp
 
 
 _ONES = np.ones(0)
@@ -679,6 +704,10 @@ def grow_shared_trees(sites, *, loss, n_trees, depth, n_outputs, mask=None,
 
     best_loss = best_m = None
     tree = None
+    # each level's histograms, kept from one tree to the next as the arrays the
+    # next tree's histograms of that level are written into (fresh arrays of
+    # megabytes, on wide data, cost more to allocate than to fill)
+    levels = {}
     for m in range(n_trees + 1):
         # add the last tree, start this one: the validation loss of the first m
         # trees, and the root's first histogram block
@@ -700,7 +729,9 @@ def grow_shared_trees(sites, *, loss, n_trees, depth, n_outputs, mask=None,
             for lo, hi in blocks:
                 sums = pending if (lo, hi) == first else received(
                     sites.call(histograms(lo, hi, n_nodes, d > 0)), lo, hi, max(n_nodes // 2, 1))
-                hists[lo, hi] = sums if d == 0 else _with_right_children(parents[lo, hi], sums)
+                hists[lo, hi] = sums if d == 0 else _with_right_children(
+                    parents[lo, hi], sums, levels.get((d, lo, hi)))
+                levels[d, lo, hi] = hists[lo, hi]
                 gain[lo:hi] = _split_gain(*hists[lo, hi], l2, n_outputs)
             parents = hists
             # a split after the last bin is no split: every feature's last
@@ -792,14 +823,19 @@ def feature_gains(features, gains, n_features):
     return np.bincount(features[used], weights=np.asarray(gains)[used], minlength=n_features)
 
 
-def _with_right_children(parent, left):
+def _with_right_children(parent, left, buffers=None):
     """The histograms of all ``2 n`` children of ``n`` nodes from their parents'
     ``(G, H)`` and their left children's (node ``2 i`` is node ``i``'s left
-    child, ``2 i + 1`` its right one: the parent's minus the left)."""
+    child, ``2 i + 1`` its right one: the parent's minus the left).
+    ``buffers``: two arrays of the result's shape to write into (a level's
+    histograms of the tree before, no longer read), or None."""
     out = []
-    for P, L in zip(parent, left):
-        both = np.empty((2 * len(P),) + P.shape[1:])
-        both[0::2], both[1::2] = L, P - L
+    for i, (P, L) in enumerate(zip(parent, left)):
+        shape = (2 * len(P),) + P.shape[1:]
+        both = buffers[i] if buffers is not None and buffers[i].shape == shape else np.empty(
+            shape)
+        both[0::2] = L
+        np.subtract(P, L, out=both[1::2])
         out.append(both)
     return tuple(out)
 
@@ -822,12 +858,33 @@ def _summed(pairs):
     return G, H
 
 
+#: Cells (node, feature, bin) of the gains computed at once: a few hundred
+#: kilobytes per intermediate, which stay in the core's cache and are reused
+#: by the allocator, where the arrays of a whole level (megabytes on wide
+#: data) were fresh memory for every operation.
+_GAIN_BLOCK_CELLS = 1 << 15
+
+
 def _split_gain(G, H, l2, n_outputs=None):
     """Second-order gain of every split "after bin k" of every feature,
     summed over the nodes and outputs: ``G`` and ``H`` of shape
     ``(n_nodes, n_features, n_bins, C)``; returns ``(n_features, n_bins)``.
     ``n_outputs``: 2 where ``G`` and ``H`` are the first output's of two
-    classes (:func:`_all_outputs`): the second's terms are the same."""
+    classes (:func:`_all_outputs`): the second's terms are the same.
+    Computed a block of features at a time (:data:`_GAIN_BLOCK_CELLS`): the
+    same operations on every cell, so the same values."""
+    n_nodes, F, n_bins = G.shape[:3]
+    step = max(1, _GAIN_BLOCK_CELLS // max(n_nodes * n_bins, 1))
+    if F <= step:
+        return _block_gain(G, H, l2, n_outputs)
+    out = np.empty((F, n_bins))
+    for a in range(0, F, step):
+        out[a:a + step] = _block_gain(G[:, a:a + step], H[:, a:a + step], l2, n_outputs)
+    return out
+
+
+def _block_gain(G, H, l2, n_outputs):
+    """:func:`_split_gain` of one block of features."""
     total = np.zeros(G.shape[:3])
     for c in range(G.shape[3]):
         # GL^2 / (HL + l2) + (GT - GL)^2 / (HT - HL + l2), in place; the
