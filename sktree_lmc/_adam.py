@@ -73,26 +73,11 @@ class Adam:
                 p.grad.zero_()
 
     @torch.no_grad()
-    def step(self, rows=None):
+    def step(self):
         """One Adam step of every parameter with a gradient (as
-        :meth:`torch.optim.Adam.step`).
-
-        Parameters
-        ----------
-        rows : dict or None, default=None
-            ``{parameter: row indices}`` (a 1-D integer tensor on the
-            parameter's device): those parameters step only the listed rows
-            (first dimension) of themselves and of their moments, gathered,
-            stepped by the same kernel and written back. Exact, bit for bit,
-            when every other row has a zero gradient and zero moments, since
-            Adam then moves it by exactly 0: the rows of an additive table
-            that a feature mask keeps at zero (most of the table on wide
-            data, where stepping them cost more than the rest of the step).
-        """
-        rows = rows or {}
+        :meth:`torch.optim.Adam.step`)."""
         for group in self.param_groups:
             params, grads, exp_avgs, exp_avg_sqs, steps = [], [], [], [], []
-            scatter = []
             for p in group["params"]:
                 if p.grad is None:
                     continue
@@ -105,16 +90,10 @@ class Adam:
                         "exp_avg": torch.zeros_like(p, memory_format=torch.preserve_format),
                         "exp_avg_sq": torch.zeros_like(p, memory_format=torch.preserve_format),
                     }
-                tensors = (p, p.grad, state["exp_avg"], state["exp_avg_sq"])
-                index = rows.get(p)
-                if index is not None:
-                    tensors = tuple(t.index_select(0, index) for t in tensors)
-                    scatter.append((index, (p, state["exp_avg"], state["exp_avg_sq"]),
-                                    (tensors[0], tensors[2], tensors[3])))
-                params.append(tensors[0])
-                grads.append(tensors[1])
-                exp_avgs.append(tensors[2])
-                exp_avg_sqs.append(tensors[3])
+                params.append(p)
+                grads.append(p.grad)
+                exp_avgs.append(state["exp_avg"])
+                exp_avg_sqs.append(state["exp_avg_sq"])
                 steps.append(state["step"])
             if not params:
                 continue
@@ -123,9 +102,6 @@ class Adam:
                          amsgrad=False, beta1=beta1, beta2=beta2, lr=group["lr"],
                          weight_decay=group["weight_decay"], eps=group["eps"],
                          maximize=False)
-            for index, full, stepped in scatter:
-                for whole, part in zip(full, stepped):
-                    whole.index_copy_(0, index, part)
 
     def state_dict(self):
         """``{"state": {index: state}, "param_groups": [hyperparameters with

@@ -66,6 +66,7 @@ from ._training import (
     LR_SCHEDULES,
     SWA_START,
     FeatureMask,
+    TrainingView,
     TrainingHooks,
     DivergenceCheck,
     EarlyStoppingCallback,
@@ -90,29 +91,6 @@ __all__ = ["SoftTreeEnsembleClassifier", "SoftTreeEnsembleRegressor"]
 
 
 # -- what a sparse model skips (feature_selection="auto") ---------------------------------------
-def _training_inputs(X, encoder, mask):
-    """``(X, features)``: the encoded training rows ``X`` without what
-    ``mask`` keeps at zero, and the encoded features their leading columns
-    hold (None: all). Left out: the code columns whose additive rows are
-    zero (``mask.additive``: they would add zeros to every row's additive
-    term, and their rows get no gradient either way), and, where the trees
-    keep few of the encoded features (:meth:`FeatureMask.split_features`),
-    the others (their split weights are zero). At 400 columns, most of
-    both."""
-    if mask is None:
-        return X, None
-    F = encoder.n_features_out_
-    live = None
-    if mask.additive is not None:
-        live = live_code_columns(mask.additive.detach().cpu().numpy(), encoder.additive_offsets_)
-    features = mask.split_features()
-    if live is None and features is None:
-        return X, None
-    kept = np.arange(F) if features is None else features.cpu().numpy()
-    codes = np.arange(F, X.shape[1]) if live is None else F + live
-    return X[:, np.concatenate([kept, codes])], features
-
-
 def _unused_columns(features, groups, n_columns):
     """Per input column, whether none of its encoded features (``groups``: the
     column of each) is among the used ``features`` (:func:`used_features`;
@@ -449,23 +427,30 @@ class _BaseSoftTreeEnsemble(BaseEstimator):
             X_raw, y, X, target, sample_weight, generator, recipe, plan)
         clock.lap(self._encoding_note(len(train_idx), len(X) - len(train_idx), plan))
         module = self._init_module(arch, n_outputs, generator, device, warm)
-        optimizer = make_optimizer(module, self.learning_rate)
-        if warm and getattr(self, "optimizer_state_", None) is not None:
-            _load_adam_state(optimizer, self.optimizer_state_)
         split = (train_idx, val_idx)
         teacher = self._teacher(X, target, sample_weight, split, n_outputs, generator, warm,
                                 recipe, plan)
-        hooks = self._training_hooks(module, optimizer, generator, device, warm, len(train_idx),
-                                     recipe, plan.schedule_window,
-                                     gains=None if teacher is None else teacher[1])
+        mask = self._feature_mask(module, generator, device, warm,
+                                  gains=None if teacher is None else teacher[1])
         boosted, target = self._start(module, arch, X, target, sample_weight, split, n_outputs,
-                                      generator, hooks.mask, warm, recipe, plan, teacher)
-        clock.lap(self._start_note(warm, recipe, plan, hooks.mask))
-        X, features = _training_inputs(X, self.encoder_, hooks.mask)
-        data = _FitTensors.from_arrays(X, target, sample_weight, device, features)
+                                      generator, mask, warm, recipe, plan, teacher)
+        clock.lap(self._start_note(warm, recipe, plan, mask))
+        # training moves the entries the mask keeps (on wide data, a compact copy)
+        view = TrainingView.of(mask, self.encoder_)
+        state = getattr(self, "optimizer_state_", None) if warm else None
+        if view is not None:
+            X, module, mask, state = (view.inputs(X), view.module(module), view.mask(mask),
+                                      view.state(state))
+        optimizer = make_optimizer(module, self.learning_rate)
+        if state is not None:
+            _load_adam_state(optimizer, state)
+        hooks = self._training_hooks(module, optimizer, len(train_idx), recipe,
+                                     plan.schedule_window, mask)
+        data = _FitTensors.from_arrays(X, target, sample_weight, device)
         reference_loss = _reference_loss(module, self._loss, data, train_idx, self.batch_size,
                                          n_outputs)
-        callbacks, stopper = self._callbacks(scored, data, val_idx, arch, recipe, boosted, clock)
+        callbacks, stopper = self._callbacks(scored, data, val_idx, arch, recipe, boosted, clock,
+                                             view)
         first_epoch = self.n_epochs_
         model, self.n_iter_ = train(
             module, optimizer, self._loss, data, train_idx, batch_size=self.batch_size,
@@ -473,20 +458,23 @@ class _BaseSoftTreeEnsemble(BaseEstimator):
             n_members=self.n_members, callbacks=callbacks, loss_curve=self.loss_curve_)
         self.n_epochs_ = first_epoch + self.n_iter_
         _warn_if_diverged(self.loss_curve_, reference_loss, self.learning_rate)
-        self._end_fit(model, optimizer, stopper, recipe, callbacks[-1].log)
+        params = model.to_params()
+        state = _export_adam_state(optimizer) if recipe.keep_optimizer_state else None
+        if view is not None:
+            params, state = view.expand(params), view.state(state, expand=True)
+        self._end_fit(params, state, stopper, recipe, callbacks[-1].log)
         self.architecture_, self.device_, self.n_outputs_ = arch, str(device), n_outputs
         return self
 
-    def _end_fit(self, model, optimizer, stopper, recipe, log):
-        """The fitted state of a finished fit (the kept epoch, the parameters,
-        Adam's state) and the closing line of a verbose fit."""
+    def _end_fit(self, params, optimizer_state, stopper, recipe, log):
+        """The fitted state of a finished fit (the kept epoch, the parameters
+        ``params``, Adam's state) and the closing line of a verbose fit."""
         self.best_epoch_ = self.n_iter_
         if stopper is not None and stopper.best_epoch is not None:
             self.best_epoch_ = stopper.best_epoch
         log.close(self._fit_summary(stopper, recipe))
-        self.tree_params_ = model.to_params()
-        self.optimizer_state_ = (_export_adam_state(optimizer) if recipe.keep_optimizer_state
-                                 else None)
+        self.tree_params_ = params
+        self.optimizer_state_ = optimizer_state
 
     def _fit_rows(self, X_raw, y, X, target, sample_weight, generator, recipe, plan):
         """The rows of this fit and their roles: ``(X, target, sample_weight,
@@ -660,7 +648,7 @@ class _BaseSoftTreeEnsemble(BaseEstimator):
                                              teacher[0])
         return boosted, target
 
-    def _callbacks(self, scored, data, val_idx, arch, recipe, boosted, clock=None):
+    def _callbacks(self, scored, data, val_idx, arch, recipe, boosted, clock=None, view=None):
         """The callbacks of the epoch loop (validation loss, divergence check,
         early stopping, progress) and the early-stopping one, or None.
         ``scored``: the raw validation rows of a ``scoring`` other than
@@ -677,7 +665,7 @@ class _BaseSoftTreeEnsemble(BaseEstimator):
                                             self.validation_loss_curve_))
         callbacks.append(DivergenceCheck(self.learning_rate))
         if early:
-            score = self._validation_scorer(scored, arch)
+            score = self._validation_scorer(scored, arch, view)
             stopper = EarlyStoppingCallback(
                 self.tol, self.n_iter_no_change, self.validation_score_, score,
                 score_start=boosted).start_on(self._loss, data, val_idx)
@@ -733,7 +721,7 @@ class _BaseSoftTreeEnsemble(BaseEstimator):
         return (f"{stopped} after {self.n_iter_} epochs; kept epoch {self.best_epoch_} "
                 f"({what} {value:.5f})")
 
-    def _validation_scorer(self, scored, arch):
+    def _validation_scorer(self, scored, arch, view=None):
         """None for ``scoring="loss"``, else a function ``module -> score`` of
         a model on the raw validation rows that ``scored()`` returns (``(X, y,
         sample_weight)``), computed with the scikit-learn scorer of
@@ -747,7 +735,9 @@ class _BaseSoftTreeEnsemble(BaseEstimator):
 
         def score(module):
             snapshot = copy.copy(self)
-            snapshot.architecture_, snapshot.tree_params_ = arch, module.to_params()
+            params = module.to_params()
+            snapshot.architecture_ = arch
+            snapshot.tree_params_ = params if view is None else view.expand(params)
             snapshot.n_outputs_ = module.leaf_value.shape[2]
             snapshot.verbose = 0
             return _check_score(scorer(snapshot, X_val, y_val, **kwargs), self.scoring)
@@ -786,35 +776,38 @@ class _BaseSoftTreeEnsemble(BaseEstimator):
         self.n_iter_ = passes + 1
         return self
 
-    def _training_hooks(self, module, optimizer, generator, device, warm, n_train, recipe,
-                        window=None, gains=None):
-        """The recipe around each Adam step (see :mod:`._training`): the
-        per-tree feature mask (drawn from ``generator`` for a new model, by
-        the teacher's ``gains`` per encoded feature when there are some and
-        ``feature_selection="auto"``, recovered from the zero weights when
-        warm-started), the learning-rate
-        schedule over this fit's steps (or over ``window``, ``(epochs before
-        this fit, epochs of the whole run)``: the federated rounds are one run
-        of the schedule), and the weight average."""
+    def _feature_mask(self, module, generator, device, warm, gains=None):
+        """The per-tree feature mask (:class:`~sktree_lmc._training.FeatureMask`,
+        or None), applied to ``module``: drawn from ``generator`` for a new
+        model, by the teacher's ``gains`` per encoded feature when there are
+        some and ``feature_selection="auto"``, recovered from the zero weights
+        when warm-started."""
+        if self.max_features is None:
+            return None
+        enc = self.encoder_
+        if warm:
+            params = self.tree_params_
+            return FeatureMask.from_params(params.split_weight, device, params.additive,
+                                           enc.additive_offsets_)
         mask = None
-        if self.max_features is not None:
-            enc = self.encoder_
-            if warm:
-                params = self.tree_params_
-                mask = FeatureMask.from_params(params.split_weight, device, params.additive,
-                                               enc.additive_offsets_)
-            else:
-                groups = enc.feature_groups_
-                if gains is not None and self.feature_selection == "auto":
-                    mask = FeatureMask.guided(
-                        generator, self.n_estimators, groups, gains, self.max_features, device,
-                        additive_sources=enc.additive_sources_,
-                        additive_offsets=enc.additive_offsets_)
-                if mask is None:
-                    k = resolve_max_features(self.max_features, enc.n_features_in_)
-                    mask = FeatureMask.draw(generator, self.n_estimators, groups, k, device)
-                if mask is not None:
-                    mask.apply(module)
+        groups = enc.feature_groups_
+        if gains is not None and self.feature_selection == "auto":
+            mask = FeatureMask.guided(
+                generator, self.n_estimators, groups, gains, self.max_features, device,
+                additive_sources=enc.additive_sources_, additive_offsets=enc.additive_offsets_)
+        if mask is None:
+            k = resolve_max_features(self.max_features, enc.n_features_in_)
+            mask = FeatureMask.draw(generator, self.n_estimators, groups, k, device)
+        if mask is not None:
+            mask.apply(module)
+        return mask
+
+    def _training_hooks(self, module, optimizer, n_train, recipe, window=None, mask=None):
+        """The recipe around each Adam step (see :mod:`._training`): the
+        feature ``mask`` (:meth:`_feature_mask`), the learning-rate schedule
+        over this fit's steps (or over ``window``, ``(epochs before this fit,
+        epochs of the whole run)``: the federated rounds are one run of the
+        schedule), and the weight average of ``module``."""
         steps_per_epoch = -(-n_train // int(self.batch_size))
         before, total = window or (0, recipe.max_epochs)
         scheduler = make_lr_scheduler(

@@ -43,6 +43,7 @@ elementwise work. The additive table is looked up with ``embedding_bag``
 
 from __future__ import annotations
 
+import copy
 import functools
 import math
 import operator
@@ -936,30 +937,22 @@ class SoftTreeEnsembleModule(nn.Module):
         if memory is not None and z.element_size() * M * B * self._train_elements > memory:
             check_routing_memory(self.arch, M, B, z.device, z.element_size(), training=True)
 
-    def _split_logits(self, X, features=None):
-        """All split logits ``z`` in node-major layout ``(N, M, B)``, one matmul
-        (over the columns ``features`` of the split weights alone, when given:
-        see :meth:`forward`)."""
+    def _split_logits(self, X):
+        """All split logits ``z`` in node-major layout ``(N, M, B)``, one matmul."""
         M, N, Fdim = self.split_weight.shape
-        weight = self.split_weight
-        if features is not None:
-            weight, Fdim = weight.index_select(2, features), len(features)
-        W = weight.transpose(0, 1).reshape(N * M, Fdim)
+        W = self.split_weight.transpose(0, 1).reshape(N * M, Fdim)
         b = self.split_bias.transpose(0, 1).reshape(N * M, 1)
         if X.shape[1] != Fdim:  # the additive term's code columns follow
             X = X[:, :Fdim]
         return torch.addmm(b, W, X.T).view(N, M, X.shape[0])
 
-    def additive_output(self, X, features=None):
+    def additive_output(self, X):
         """The additive term of every row: ``sum_j additive[X[:, F + j]]``.
 
         Parameters
         ----------
         X : torch.Tensor of shape (B, F + J)
             Input samples with their ``J`` code columns.
-        features : torch.Tensor of int or None, default=None
-            The encoded features the ``F`` leading columns of ``X`` hold (see
-            :meth:`forward`); None: all of them.
 
         Returns
         -------
@@ -968,8 +961,7 @@ class SoftTreeEnsembleModule(nn.Module):
         """
         if self.additive is None:
             return None
-        F = self.split_weight.shape[2] if features is None else len(features)
-        return self.additive_term(X[:, F:])
+        return self.additive_term(X[:, self.split_weight.shape[2]:])
 
     def additive_term(self, codes):
         """The additive term of rows given by their table rows alone.
@@ -1042,20 +1034,13 @@ class SoftTreeEnsembleModule(nn.Module):
         mu = self._routing_probabilities(X)
         return torch.einsum("lmb,mlc->bmc", mu, self.leaf_value)
 
-    def forward(self, X, features=None):
+    def forward(self, X):
         """Ensemble output: the sum of the trees (Eq. 4), plus the additive term.
 
         Parameters
         ----------
-        X : torch.Tensor of shape (B, F) or (B, F + J)
-            Input samples (with their additive code columns).
-        features : torch.Tensor of int or None, default=None
-            The encoded features (sorted indices into the split weights' last
-            axis) that the leading columns of ``X`` hold, in place of all
-            ``F``: every other feature must have a zero weight in every
-            split. The splits' matmul then reads those alone (training on
-            wide data, where feature selection leaves most features unused);
-            the same function, rounded in another order. None: all.
+        X : torch.Tensor of shape (B, F)
+            Input samples.
 
         Returns
         -------
@@ -1064,13 +1049,13 @@ class SoftTreeEnsembleModule(nn.Module):
         """
         M, L, C = self.leaf_value.shape
         pi = self.leaf_value.transpose(0, 1).reshape(L * M, C)
-        z = self._split_logits(X, features)
+        z = self._split_logits(X)
         self._check_batch(z)
         out = _Ensemble.apply(z, pi, self._steps)
-        extra = self.additive_output(X, features)
+        extra = self.additive_output(X)
         return out if extra is None else out + extra
 
-    def member_outputs(self, X, n_members, features=None):
+    def member_outputs(self, X, n_members):
         """Outputs of the ensemble's members, each scaled as a whole model.
 
         The ``M`` trees are cut into ``n_members`` consecutive groups
@@ -1087,9 +1072,6 @@ class SoftTreeEnsembleModule(nn.Module):
             Input samples (with their additive code columns).
         n_members : int
             Number of members ``K``, at most ``M``.
-        features : torch.Tensor of int or None, default=None
-            The encoded features the leading columns of ``X`` hold (see
-            :meth:`forward`); None: all.
 
         Returns
         -------
@@ -1103,11 +1085,44 @@ class SoftTreeEnsembleModule(nn.Module):
         scale = torch.zeros((M, K), dtype=self.leaf_value.dtype, device=self.leaf_value.device)
         scale[torch.arange(M), torch.as_tensor(member_of_trees(M, K))] = float(K)
         pi = (self.leaf_value.transpose(0, 1)[:, :, None, :] * scale[None, :, :, None])
-        z = self._split_logits(X, features)
+        z = self._split_logits(X)
         self._check_batch(z)
         out = _Ensemble.apply(z, pi.reshape(L * M, K * C), self._steps).view(-1, K, C)
-        extra = self.additive_output(X, features)
+        extra = self.additive_output(X)
         return out if extra is None else out + extra[:, None, :]
+
+    def compacted(self, features=None, rows=None):
+        """A copy of this module on some of its encoded features and additive
+        table rows: what training moves where a feature mask keeps the rest at
+        zero (:class:`~sktree_lmc._training.TrainingView`).
+
+        Parameters
+        ----------
+        features : torch.Tensor of int or None, default=None
+            Sorted indices of the encoded features kept (the split weights'
+            last axis); the copy's input holds those alone. None: all.
+        rows : torch.Tensor of int or None, default=None
+            Sorted indices of the additive table's rows kept (with their
+            ``additive_scale``); the copy's codes number them from 0. None:
+            all.
+
+        Returns
+        -------
+        SoftTreeEnsembleModule
+            A new module with the same trees, whose parameters are copies of
+            the kept entries: on inputs reduced the same way, it computes the
+            same function (the splits' matmul over fewer features rounds in
+            another order), and its entries are this module's, bit for bit.
+        """
+        module = copy.deepcopy(self)
+        with torch.no_grad():
+            if features is not None:
+                module.split_weight = nn.Parameter(self.split_weight.index_select(2, features))
+            if rows is not None and self.additive is not None:
+                module.additive = nn.Parameter(self.additive.index_select(0, rows))
+                if self.additive_scale is not None:
+                    module.additive_scale = self.additive_scale.index_select(0, rows)
+        return module
 
     # -- conversion to and from arrays -----------------------------------------
     def to_params(self):

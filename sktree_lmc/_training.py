@@ -61,16 +61,16 @@ DATA_INIT_ROWS = 4096
 #: points, default-of-credit-card-clients -1.8 and -1.6 on two seeds).
 ADDITIVE_LR_FACTOR = 0.1
 #: Largest fraction of the additive table's rows a feature mask may keep for
-#: Adam to step those rows alone (:meth:`FeatureMask.optimizer_rows`); above
-#: it the whole table steps (gathering and writing back most of it would cost
-#: more than it saves). Both give the same step, bit for bit.
+#: training to hold those rows alone (:class:`TrainingView`): the table's
+#: gradient, Adam's step and the weight average then pass over them alone.
+#: Above it, the whole table trains (the saving is small). Both give the same
+#: fit, bit for bit.
 SPARSE_ROWS_FRACTION = 0.5
-
-#: Training reads only the encoded features that some tree's mask keeps
-#: (:meth:`FeatureMask.split_features`) when they are at most this fraction
-#: of all: the splits' matmul then runs over those alone, the same function
-#: rounded in another order. Above it, the saving is small, and every feature
-#: is read, as before (narrow data's fits stay the same, bit for bit).
+#: Largest fraction of the encoded features some tree's mask may keep for
+#: training to read those alone (:class:`TrainingView`): the splits' matmul
+#: then runs over them, the same function rounded in another order. Above it,
+#: every feature is read (the saving is small, and narrow data's fits stay the
+#: same, bit for bit).
 SPLIT_FEATURES_FRACTION = 0.5
 
 
@@ -165,17 +165,14 @@ def _validation_split(n_samples, validation_fraction, generator, sample_weight=N
 
 
 class _FitTensors(NamedTuple):
-    """Training inputs, encoded targets and sample weights, on the fit device;
-    ``features``: the encoded features the leading columns of ``X`` hold
-    (see :meth:`~sktree_lmc.SoftTreeEnsembleModule.forward`), None for all."""
+    """Training inputs, encoded targets and sample weights, on the fit device."""
 
     X: torch.Tensor
     target: torch.Tensor
     weight: torch.Tensor
-    features: torch.Tensor | None = None
 
     @classmethod
-    def from_arrays(cls, X, target, sample_weight, device, features=None):
+    def from_arrays(cls, X, target, sample_weight, device):
         # The loss is a weighted mean, so the scale of the weights is free: a
         # largest weight of 1 keeps their float32 sums finite.
         weight = np.asarray(sample_weight, dtype=np.float64)
@@ -183,18 +180,16 @@ class _FitTensors(NamedTuple):
             _as_tensor(X, torch.float32, device),
             torch.as_tensor(target, device=device),
             torch.as_tensor(weight / weight.max(), dtype=torch.float32, device=device),
-            None if features is None else torch.as_tensor(features, device=device),
         )
 
 
-def _member_loss(module, loss_fn, X, target, n_members, features=None):
+def _member_loss(module, loss_fn, X, target, n_members):
     """Per-row loss of ``module`` on ``(X, target)``: of its output, or with
     ``n_members > 1`` the mean over its members of each member's loss
-    (:meth:`~sktree_lmc.SoftTreeEnsembleModule.member_outputs`); ``X`` holds
-    the encoded ``features`` (None: all)."""
+    (:meth:`~sktree_lmc.SoftTreeEnsembleModule.member_outputs`)."""
     if n_members == 1:
-        return loss_fn(module(X, features), target)
-    members = module.member_outputs(X, n_members, features)  # (B, K, C)
+        return loss_fn(module(X), target)
+    members = module.member_outputs(X, n_members)  # (B, K, C)
     B, K, C = members.shape
     repeated = target.repeat_interleave(K, dim=0)  # row-major, as members.reshape
     return loss_fn(members.reshape(B * K, C), repeated).view(B, K).mean(dim=1)
@@ -209,8 +204,7 @@ def _train_step(module, optimizer, loss_fn, data, idx, hooks=None, n_members=1):
     (:func:`_member_loss`).
     """
     w = data.weight[idx]
-    per_row = _member_loss(module, loss_fn, data.X[idx], data.target[idx], n_members,
-                           data.features)
+    per_row = _member_loss(module, loss_fn, data.X[idx], data.target[idx], n_members)
     loss = (per_row * w).sum() / w.sum().clamp_min(1e-12)
     optimizer.zero_grad(set_to_none=True)
     loss.backward()
@@ -313,8 +307,7 @@ def _evaluate_loss(module, loss_fn, data, idx):
     idx = torch.as_tensor(idx, device=data.X.device)
     with torch.inference_mode():
         w = data.weight[idx]
-        out = module(data.X[idx], data.features)
-        return float((loss_fn(out, data.target[idx]) * w).sum() / w.sum())
+        return float((loss_fn(module(data.X[idx]), data.target[idx]) * w).sum() / w.sum())
 
 
 class _EarlyStopping:
@@ -815,46 +808,125 @@ class FeatureMask:
             if self.additive is not None and module.additive is not None:
                 module.additive.mul_(self.additive[:, None])
 
-    def mask_gradient(self, module, additive=True):
-        """Zero the gradients of the masked weights of ``module`` (those of the
-        additive table too, unless ``additive`` is False: the optimizer then
-        steps the kept rows alone, see :meth:`optimizer_rows`)."""
+    def mask_gradient(self, module):
+        """Zero the gradients of the masked weights of ``module``."""
         grad = module.split_weight.grad
         if grad is not None:
             grad.mul_(self.mask[:, None, :])
-        if additive and self.additive is not None and module.additive is not None:
+        if self.additive is not None and module.additive is not None:
             grad = module.additive.grad
             if grad is not None:
                 grad.mul_(self.additive[:, None])
 
-    def optimizer_rows(self, module):
-        """``{module.additive: kept rows}`` when the mask keeps at most
-        :data:`SPARSE_ROWS_FRACTION` of the additive table's rows, else None:
-        the rows :meth:`._adam.Adam.step` steps alone. The others have zero
-        gradients and moments, which Adam moves by exactly 0, so the step is
-        the same, bit for bit, without passing over them (on wide data, most
-        of a table of millions of rows)."""
-        if self.additive is None or module.additive is None:
-            return None
-        kept = self._kept_rows
-        if kept.numel() > SPARSE_ROWS_FRACTION * self.additive.numel():
-            return None
-        return {module.additive: kept}
 
-    def split_features(self):
-        """The encoded features some tree keeps (sorted indices, on the mask's
-        device) when they are at most :data:`SPLIT_FEATURES_FRACTION` of all,
-        else None: the columns training reads (``features`` of
-        :meth:`~sktree_lmc.SoftTreeEnsembleModule.forward`)."""
-        used = self.mask.any(dim=0)
-        if int(used.sum()) > SPLIT_FEATURES_FRACTION * used.numel():
-            return None
-        return used.nonzero().squeeze(1)
+class TrainingView:
+    """The entries of a model that training moves, where a feature mask keeps
+    most of the others at exactly zero (wide data): the encoded features
+    some tree keeps, when they are at most :data:`SPLIT_FEATURES_FRACTION` of
+    all, and the additive table's rows the mask keeps, when they are at most
+    :data:`SPARSE_ROWS_FRACTION` of all. Training runs on a compact copy of
+    the module (:meth:`~sktree_lmc.SoftTreeEnsembleModule.compacted`), of its
+    inputs, of Adam's state and of the mask, and its result is expanded back
+    with zeros for the entries left out, which the mask kept at zero.
 
-    @functools.cached_property
-    def _kept_rows(self):
-        """The indices of the additive table's rows the mask keeps."""
-        return self.additive.nonzero().squeeze(1)
+    The kept rows alone are the same fit, bit for bit (the same values,
+    gradients, Adam steps and averages, without passing over millions of
+    zero rows every step); the kept features alone round the splits' matmul
+    in another order. Code columns with no kept row are dropped from the
+    inputs either way (they add zeros to every row's additive term).
+
+    Parameters
+    ----------
+    features : ndarray of int or None
+        The encoded features kept (sorted); None: all.
+    live : ndarray of int or None
+        The code columns kept (those with a kept row); None: all.
+    rows : ndarray of int or None
+        The additive table's rows kept (sorted); None: all.
+    n_features, n_rows : int
+        Encoded features and additive table rows of the whole model.
+    """
+
+    def __init__(self, features, live, rows, n_features, n_rows):
+        self.features, self.live, self.rows = features, live, rows
+        self.n_features, self.n_rows = n_features, n_rows
+
+    @classmethod
+    def of(cls, mask, encoder):
+        """The view of a fit with feature ``mask`` on ``encoder``'s features,
+        or None where the mask keeps every feature and table row."""
+        if mask is None:
+            return None
+        F = encoder.n_features_out_
+        used = mask.mask.any(dim=0)
+        features = None
+        if int(used.sum()) <= SPLIT_FEATURES_FRACTION * F:
+            features = used.nonzero().squeeze(1).cpu().numpy()
+        live = rows = None
+        if mask.additive is not None:
+            kept = mask.additive.detach().cpu().numpy()
+            live = live_code_columns(kept, encoder.additive_offsets_)
+            if np.count_nonzero(kept) <= SPARSE_ROWS_FRACTION * len(kept):
+                rows = np.flatnonzero(kept)
+        if features is None and live is None and rows is None:
+            return None
+        return cls(features, live, rows, F, len(mask.additive) if rows is not None else 0)
+
+    def inputs(self, X):
+        """Encoded rows ``X`` (features, then code columns) as the compact
+        module reads them: the kept features, then the kept code columns,
+        their codes renumbered to the kept rows."""
+        F = self.n_features
+        features = np.arange(F) if self.features is None else self.features
+        codes = X[:, F:] if self.live is None else X[:, F + self.live]
+        if self.rows is not None:
+            number = np.full(self.n_rows, -1, dtype=np.int64)
+            number[self.rows] = np.arange(len(self.rows))
+            codes = number[codes.astype(np.int64)].astype(X.dtype)
+        return np.concatenate([X[:, features], codes], axis=1)
+
+    def module(self, module):
+        """The compact copy of ``module`` that trains."""
+        def index(a):
+            return None if a is None else torch.as_tensor(a, device=module.split_weight.device)
+        return module.compacted(index(self.features), index(self.rows))
+
+    def mask(self, mask):
+        """``mask`` on the compact module's features and rows."""
+        keep = mask.mask
+        if self.features is not None:
+            keep = keep[:, torch.as_tensor(self.features, device=keep.device)]
+        return FeatureMask(keep, mask.additive if self.rows is None else None, mask.note)
+
+    def params(self, params):
+        """The compact part of a :class:`TreeParams` of the whole model (the
+        parameters, or Adam's moments of them)."""
+        weight, additive = params.split_weight, params.additive
+        if self.features is not None:
+            weight = weight[:, :, self.features]
+        if self.rows is not None and additive is not None:
+            additive = additive[self.rows]
+        return TreeParams(weight, params.split_bias, params.leaf_value, additive)
+
+    def expand(self, params):
+        """A :class:`TreeParams` of the compact module as one of the whole
+        model: zeros for the features and rows left out."""
+        weight, additive = params.split_weight, params.additive
+        if self.features is not None:
+            weight = np.zeros(weight.shape[:2] + (self.n_features,), dtype=weight.dtype)
+            weight[:, :, self.features] = params.split_weight
+        if self.rows is not None and additive is not None:
+            additive = np.zeros((self.n_rows,) + additive.shape[1:], dtype=additive.dtype)
+            additive[self.rows] = params.additive
+        return TreeParams(weight, params.split_bias, params.leaf_value, additive)
+
+    def state(self, state, expand=False):
+        """Adam's state (:func:`_export_adam_state`) of the whole model made
+        compact, or with ``expand`` that of the compact module made whole."""
+        if state is None:
+            return None
+        how = self.expand if expand else self.params
+        return {**state, "exp_avg": how(state["exp_avg"]), "exp_avg_sq": how(state["exp_avg_sq"])}
 
 
 class TrainingHooks:
@@ -866,19 +938,11 @@ class TrainingHooks:
         self.scheduler, self.average, self.mask = scheduler, average, mask
 
     def step(self, module, optimizer):
-        """Mask the gradients, step ``optimizer`` (an :class:`._adam.Adam`
-        steps only the rows of the additive table the mask keeps, where it
-        keeps few: :meth:`FeatureMask.optimizer_rows`), then advance the
-        schedule and the weight average."""
-        rows = None
+        """Mask the gradients, step ``optimizer``, then advance the schedule and
+        the weight average."""
         if self.mask is not None:
-            if isinstance(optimizer, Adam):
-                rows = self.mask.optimizer_rows(module)
-            self.mask.mask_gradient(module, additive=rows is None)
-        if rows is None:
-            optimizer.step()
-        else:
-            optimizer.step(rows=rows)
+            self.mask.mask_gradient(module)
+        optimizer.step()
         if self.scheduler is not None:
             self.scheduler.step()
         if self.average is not None:

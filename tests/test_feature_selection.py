@@ -165,36 +165,85 @@ def test_fits_are_reproducible():
     assert_array_equal(a.predict_proba(X), b.predict_proba(X))
 
 
-def test_stepping_the_kept_additive_rows_alone_changes_no_bit(monkeypatch):
-    """Adam steps only the additive rows the mask keeps when it keeps few of them
-    (``SPARSE_ROWS_FRACTION``): the fit, its Adam state and a warm-started continuation
-    are those of stepping the whole table (``SPARSE_ROWS_FRACTION = 0``), bit for bit."""
+def _views(monkeypatch):
+    """Record the ``TrainingView`` of every fit."""
     import sktree_lmc._training as training
 
-    sparse_steps = []
-    optimizer_rows = FeatureMask.optimizer_rows
+    views, of = [], training.TrainingView.of.__func__
 
-    def spy(self, module):
-        rows = optimizer_rows(self, module)
-        sparse_steps.append(rows is not None)
-        return rows
+    def spy(cls, mask, encoder):
+        views.append(of(cls, mask, encoder))
+        return views[-1]
 
-    monkeypatch.setattr(FeatureMask, "optimizer_rows", spy)
+    monkeypatch.setattr(training.TrainingView, "of", classmethod(spy))
+    return views
+
+
+def test_training_the_kept_additive_rows_alone_changes_no_bit(monkeypatch):
+    """Where the mask keeps at most ``SPARSE_ROWS_FRACTION`` of the additive table's rows,
+    training holds those alone (a compact copy of the model): the fit, its Adam state and a
+    warm-started continuation are those of training the whole table
+    (``SPARSE_ROWS_FRACTION = 0``), bit for bit."""
+    import sktree_lmc._training as training
+
+    views = _views(monkeypatch)
+    monkeypatch.setattr(training, "SPLIT_FEATURES_FRACTION", 0.0)  # every feature read
     fits = {}
     for fraction in (training.SPARSE_ROWS_FRACTION, 0.0):
         monkeypatch.setattr(training, "SPARSE_ROWS_FRACTION", fraction)
-        sparse_steps.clear()
+        views.clear()
         est = _clf(warm_start=True).fit(X, Y)  # warm starts keep Adam's state
         est.set_params(max_epochs=2).fit(X, Y)
-        fits[fraction] = (est, any(sparse_steps))
+        fits[fraction] = (est, [v is not None and v.rows is not None for v in views])
     (sparse, used_sparse), (dense, used_dense) = fits.values()
-    assert used_sparse and not used_dense
+    assert used_sparse == [True, True] and used_dense == [False, False]
     for name in ("split_weight", "split_bias", "leaf_value", "additive"):
         assert_array_equal(getattr(sparse.tree_params_, name), getattr(dense.tree_params_, name))
     for key in ("exp_avg", "exp_avg_sq"):
-        assert_array_equal(sparse.optimizer_state_[key].additive,
-                           dense.optimizer_state_[key].additive)
+        for name in ("split_weight", "additive"):
+            assert_array_equal(getattr(sparse.optimizer_state_[key], name),
+                               getattr(dense.optimizer_state_[key], name))
     assert_array_equal(sparse.predict_proba(X), dense.predict_proba(X))
+
+
+def test_training_reads_the_features_the_trees_keep_where_they_keep_few(monkeypatch):
+    """Where the trees keep at most ``SPLIT_FEATURES_FRACTION`` of the encoded features,
+    training reads those alone: a fit of the same model up to float32 rounding as reading
+    all of them (``SPLIT_FEATURES_FRACTION = 0``), warm-started continuations included, with
+    the other features' weights and Adam moments exactly zero."""
+    import sktree_lmc._training as training
+
+    views = _views(monkeypatch)
+    fits = {}
+    for fraction in (training.SPLIT_FEATURES_FRACTION, 0.0):
+        monkeypatch.setattr(training, "SPLIT_FEATURES_FRACTION", fraction)
+        views.clear()
+        est = _clf(warm_start=True).fit(X, Y)
+        est.set_params(max_epochs=2).fit(X, Y)
+        fits[fraction] = (est, [None if v is None else v.features for v in views])
+    (few, read), (every, read_all) = fits.values()
+    used = (few.tree_params_.split_weight != 0).any(axis=(0, 1))
+    assert read_all == [None, None]
+    for features in read:
+        assert_array_equal(features, np.flatnonzero(used))
+    assert used.sum() <= 0.5 * len(used)
+    assert _columns_used(few) == _columns_used(every)
+    assert not few.optimizer_state_["exp_avg_sq"].split_weight[:, :, ~used].any()
+    assert_allclose(few.predict_proba(X), every.predict_proba(X), atol=1e-3)
+    assert_allclose(few.tree_params_.split_weight, every.tree_params_.split_weight, atol=1e-3)
+
+
+def test_a_scoring_fit_scores_the_whole_model_of_a_compact_training(monkeypatch):
+    """With ``scoring`` other than the loss, early stopping scores the model as a whole
+    (the compact module's parameters expanded): the same fit as without the view's
+    features, up to rounding."""
+    import sktree_lmc._training as training
+
+    views = _views(monkeypatch)
+    est = _clf(scoring="accuracy", early_stopping=True, max_epochs=4).fit(X, Y)
+    assert views[0] is not None and views[0].features is not None
+    assert len(est.validation_score_) == est.n_iter_
+    assert est.score(X, Y) > 0.8
 
 
 def test_scaling_the_batchs_additive_rows_alone_changes_no_bit(monkeypatch):
@@ -211,36 +260,6 @@ def test_scaling_the_batchs_additive_rows_alone_changes_no_bit(monkeypatch):
         assert_array_equal(getattr(fits[0].tree_params_, name),
                            getattr(fits[1].tree_params_, name))
     assert_array_equal(fits[0].predict_proba(X), fits[1].predict_proba(X))
-
-
-def test_training_reads_the_features_the_trees_keep_where_they_keep_few(monkeypatch):
-    """Where the trees keep at most ``SPLIT_FEATURES_FRACTION`` of the encoded features,
-    training passes those alone to the module (``features``), a fit of the same model up to
-    float32 rounding as reading all of them (``SPLIT_FEATURES_FRACTION = 0``), warm-started
-    continuations included, with the other features' weights still exactly zero."""
-    import sktree_lmc._training as training
-
-    read = []
-    member_loss = training._member_loss
-
-    def spy(module, loss_fn, X, target, n_members, features=None):
-        read.append(X.shape[1] if features is None else len(features))
-        return member_loss(module, loss_fn, X, target, n_members, features)
-
-    monkeypatch.setattr(training, "_member_loss", spy)
-    fits = {}
-    for fraction in (training.SPLIT_FEATURES_FRACTION, 0.0):
-        monkeypatch.setattr(training, "SPLIT_FEATURES_FRACTION", fraction)
-        read.clear()
-        est = _clf(warm_start=True).fit(X, Y)
-        est.set_params(max_epochs=2).fit(X, Y)
-        fits[fraction] = (est, max(read))
-    (few, n_few), (every, n_every) = fits.values()
-    n_used = int((few.tree_params_.split_weight != 0).any(axis=(0, 1)).sum())
-    assert n_few == n_used <= 0.5 * few.encoder_.n_features_out_ < n_every
-    assert _columns_used(few) == _columns_used(every)
-    assert_allclose(few.predict_proba(X), every.predict_proba(X), atol=1e-3)
-    assert_allclose(few.tree_params_.split_weight, every.tree_params_.split_weight, atol=1e-3)
 
 
 def test_a_warm_start_keeps_the_masked_columns_and_additive_rows_at_zero():

@@ -582,37 +582,47 @@ def test_leaf_gradients_are_the_product_of_leaf_values_and_output_gradients(n_ou
 
 @settings(max_examples=25, deadline=None)
 @given(name=st.sampled_from(ARCHS), depth=st.integers(1, 3), n_features=st.integers(2, 9),
-       n_members=st.sampled_from([1, 2]), data=st.data())
-def test_reading_the_used_features_alone_computes_the_same_function(name, depth, n_features,
-                                                                   n_members, data):
-    """``forward(X[:, features] + codes, features)``: the splits' matmul over the features
-    some split weighs (the others' weights zero): the same outputs and gradients up to
-    float32 rounding (but for the full path's gradients of the weights left out, which the
-    feature mask zeroes), and exactly zero gradients for those weights."""
+       compact_features=st.booleans(), data=st.data())
+def test_a_compacted_module_computes_the_same_function(name, depth, n_features,
+                                                       compact_features, data):
+    """``module.compacted(features, rows)`` on the kept features and the codes renumbered
+    to the kept rows: the outputs and the gradients of the kept entries of the module
+    whose other entries are zero; bit for bit with all features (rows alone are the same
+    values), up to float32 rounding with fewer (the splits' matmul sums fewer terms)."""
     seed = data.draw(st.integers(0, 2**16))
     keep = data.draw(st.lists(st.booleans(), min_size=n_features, max_size=n_features)
-                     .filter(any))
+                     .filter(any)) if compact_features else [True] * n_features
     gen = torch.Generator().manual_seed(seed)
     module = SoftTreeEnsembleModule(get_architecture(name, depth), n_trees=4,
                                     n_features=n_features, n_outputs=2, generator=gen,
-                                    n_additive=5)
+                                    n_additive=8)
+    rows = torch.tensor([1, 2, 5, 6, 7])  # two code columns' rows: [1, 2] and [5, 6, 7]
     features = torch.as_tensor(np.flatnonzero(keep))
     with torch.no_grad():
         module.split_weight[:, :, ~torch.as_tensor(keep)] = 0.0
-        module.additive.copy_(torch.randn(5, 2, generator=gen))
+        module.additive.copy_(torch.randn(8, 2, generator=gen))
+        module.additive[[0, 3, 4]] = 0.0
+    module.additive_scale = torch.rand(8, 1, generator=gen) + 0.5
     x = torch.randn(11, n_features, generator=gen)
-    codes = torch.randint(0, 5, (11, 2), generator=gen).float()
-    full, part = torch.cat([x, codes], 1), torch.cat([x[:, features], codes], 1)
+    codes = torch.stack([torch.randint(1, 3, (11,), generator=gen),
+                         torch.randint(5, 8, (11,), generator=gen)], 1)
+    number = torch.full((8,), -1, dtype=torch.long)
+    number[rows] = torch.arange(len(rows))
+    small = module.compacted(features if compact_features else None, rows)
     outputs = []
-    for X, f in ((full, None), (part, features)):
-        module.zero_grad()
-        out = module(X, f) if n_members == 1 else module.member_outputs(X, n_members, f)
+    for m, X in ((module, torch.cat([x, codes.float()], 1)),
+                 (small, torch.cat([x[:, features], number[codes].float()], 1))):
+        out = m(X)
         out.square().sum().backward()
-        outputs.append((out.detach(), {k: p.grad.clone() for k, p in module.named_parameters()}))
-    (out_full, grad_full), (out_part, grad_part) = outputs
-    torch.testing.assert_close(out_part, out_full, rtol=1e-5, atol=1e-5)
-    dropped = ~torch.as_tensor(keep)
-    grad_full["split_weight"][:, :, dropped] = 0.0  # what the feature mask zeroes
-    for key in grad_full:
-        torch.testing.assert_close(grad_part[key], grad_full[key], rtol=1e-4, atol=1e-4)
-    assert not grad_part["split_weight"][:, :, dropped].any()
+        outputs.append((out.detach(), dict(m.named_parameters())))
+    (out_full, full), (out_small, part) = outputs
+    check = torch.testing.assert_close if compact_features else (
+        lambda a, b, **kw: torch.equal(a, b) or pytest.fail("not bit for bit"))
+    check(out_small, out_full, rtol=1e-5, atol=1e-5)
+    check(part["split_weight"].grad, full["split_weight"].grad[:, :, features],
+          rtol=1e-4, atol=1e-4)
+    check(part["additive"].grad, full["additive"].grad[rows], rtol=1e-4, atol=1e-4)
+    for key in ("split_bias", "leaf_value"):
+        check(part[key].grad, full[key].grad, rtol=1e-4, atol=1e-4)
+    assert torch.equal(small.additive_scale, module.additive_scale[rows])
+    assert torch.equal(small.split_weight.detach(), module.split_weight.detach()[:, :, features])
