@@ -435,17 +435,9 @@ class _BaseSoftTreeEnsemble(BaseEstimator):
         boosted, target = self._start(module, arch, X, target, sample_weight, split, n_outputs,
                                       generator, mask, warm, recipe, plan, teacher)
         clock.lap(self._start_note(warm, recipe, plan, mask))
-        # training moves the entries the mask keeps (on wide data, a compact copy)
         view = TrainingView.of(mask, self.encoder_)
-        state = getattr(self, "optimizer_state_", None) if warm else None
-        if view is not None:
-            X, module, mask, state = (view.inputs(X), view.module(module), view.mask(mask),
-                                      view.state(state))
-        optimizer = make_optimizer(module, self.learning_rate)
-        if state is not None:
-            _load_adam_state(optimizer, state)
-        hooks = self._training_hooks(module, optimizer, len(train_idx), recipe,
-                                     plan.schedule_window, mask)
+        X, module, optimizer, hooks = self._trainer(view, X, module, mask, warm, len(train_idx),
+                                                    recipe, plan.schedule_window)
         data = _FitTensors.from_arrays(X, target, sample_weight, device)
         reference_loss = _reference_loss(module, self._loss, data, train_idx, self.batch_size,
                                          n_outputs)
@@ -458,23 +450,38 @@ class _BaseSoftTreeEnsemble(BaseEstimator):
             n_members=self.n_members, callbacks=callbacks, loss_curve=self.loss_curve_)
         self.n_epochs_ = first_epoch + self.n_iter_
         _warn_if_diverged(self.loss_curve_, reference_loss, self.learning_rate)
-        params = model.to_params()
-        state = _export_adam_state(optimizer) if recipe.keep_optimizer_state else None
-        if view is not None:
-            params, state = view.expand(params), view.state(state, expand=True)
-        self._end_fit(params, state, stopper, recipe, callbacks[-1].log)
+        self._end_fit(model, optimizer, view, stopper, recipe, callbacks[-1].log)
         self.architecture_, self.device_, self.n_outputs_ = arch, str(device), n_outputs
         return self
 
-    def _end_fit(self, params, optimizer_state, stopper, recipe, log):
-        """The fitted state of a finished fit (the kept epoch, the parameters
-        ``params``, Adam's state) and the closing line of a verbose fit."""
+    def _trainer(self, view, X, module, mask, warm, n_train, recipe, window):
+        """What trains: ``(X, module, optimizer, hooks)``, the compact copies of
+        ``view`` (a :class:`~sktree_lmc._training.TrainingView`: on wide data,
+        the entries the feature ``mask`` keeps) or the whole model, Adam with
+        the state of a warm start, and the recipe's hooks."""
+        state = getattr(self, "optimizer_state_", None) if warm else None
+        if view is not None:
+            X, module, mask, state = (view.inputs(X), view.module(module), view.mask(mask),
+                                      view.state(state))
+        optimizer = make_optimizer(module, self.learning_rate)
+        if state is not None:
+            _load_adam_state(optimizer, state)
+        hooks = self._training_hooks(module, optimizer, n_train, recipe, window, mask)
+        return X, module, optimizer, hooks
+
+    def _end_fit(self, model, optimizer, view, stopper, recipe, log):
+        """The fitted state of a finished fit (the kept epoch, the parameters,
+        Adam's state, expanded from the compact ones of ``view``) and the
+        closing line of a verbose fit."""
         self.best_epoch_ = self.n_iter_
         if stopper is not None and stopper.best_epoch is not None:
             self.best_epoch_ = stopper.best_epoch
         log.close(self._fit_summary(stopper, recipe))
-        self.tree_params_ = params
-        self.optimizer_state_ = optimizer_state
+        params = model.to_params()
+        state = _export_adam_state(optimizer) if recipe.keep_optimizer_state else None
+        if view is not None:
+            params, state = view.expand(params), view.state(state, expand=True)
+        self.tree_params_, self.optimizer_state_ = params, state
 
     def _fit_rows(self, X_raw, y, X, target, sample_weight, generator, recipe, plan):
         """The rows of this fit and their roles: ``(X, target, sample_weight,

@@ -1092,9 +1092,10 @@ class SoftTreeEnsembleModule(nn.Module):
         return out if extra is None else out + extra[:, None, :]
 
     def compacted(self, features=None, rows=None):
-        """A copy of this module on some of its encoded features and additive
-        table rows: what training moves where a feature mask keeps the rest at
-        zero (:class:`~sktree_lmc._training.TrainingView`).
+        """A copy of this module on some of its features and additive table rows.
+
+        What training moves where a feature mask keeps the rest at zero
+        (:class:`~sktree_lmc._training.TrainingView`).
 
         Parameters
         ----------
