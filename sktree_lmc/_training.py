@@ -21,7 +21,6 @@ Nothing here imports the estimators.
 from __future__ import annotations
 
 import copy
-import functools
 import math
 import os
 import sys

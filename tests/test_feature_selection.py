@@ -240,10 +240,15 @@ def test_a_scoring_fit_scores_the_whole_model_of_a_compact_training(monkeypatch)
     import sktree_lmc._training as training
 
     views = _views(monkeypatch)
-    est = _clf(scoring="accuracy", early_stopping=True, max_epochs=4).fit(X, Y)
-    assert views[0] is not None and views[0].features is not None
-    assert len(est.validation_score_) == est.n_iter_
-    assert est.score(X, Y) > 0.8
+    fits = []
+    for fraction in (training.SPLIT_FEATURES_FRACTION, 0.0):
+        monkeypatch.setattr(training, "SPLIT_FEATURES_FRACTION", fraction)
+        fits.append(_clf(scoring="accuracy", early_stopping=True, max_epochs=4).fit(X, Y))
+    assert views[0].features is not None and (views[1] is None or views[1].features is None)
+    compact, whole = fits
+    assert len(compact.validation_score_) == compact.n_iter_ == whole.n_iter_
+    assert_allclose(compact.validation_score_, whole.validation_score_, atol=0.02)
+    assert_allclose(compact.predict_proba(X), whole.predict_proba(X), atol=1e-3)
 
 
 def test_scaling_the_batchs_additive_rows_alone_changes_no_bit(monkeypatch):
