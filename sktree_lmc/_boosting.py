@@ -43,6 +43,7 @@ except ImportError:  # pragma: no cover
     _csc_matvecs = None
 
 from ._architectures import MAX_LEAVES_PER_TREE
+from ._column_encodings import sorted_quantiles
 from ._losses import CrossEntropy, SquaredError, as_loss, weighted_mean
 
 __all__ = ["averaged_site_trees", "averaged_trees", "boosted_start", "grow_oblivious_trees",
@@ -232,10 +233,15 @@ class BoostingSite:
         levels = np.linspace(0, 1, max_bins + 2)
         out = []
         for f in range(self.X.shape[1]):
-            x = self.X[rows, f]
-            values = np.unique(x)
-            out.append((values if len(values) <= max_bins + 1 else None,
-                        np.quantile(x, levels) if len(x) else None))
+            x = np.sort(self.X[rows, f])
+            if len(x) and not np.isnan(x[-1]):
+                # one sort for both: np.unique's and np.quantile's values, bit for bit
+                values = x[np.concatenate(([True], x[1:] != x[:-1]))]
+                quantiles = sorted_quantiles(x, levels)
+            else:
+                values = np.unique(x)
+                quantiles = np.quantile(x, levels) if len(x) else None
+            out.append((values if len(values) <= max_bins + 1 else None, quantiles))
         return out, len(rows)
 
     def shape(self):
