@@ -3,6 +3,8 @@ bit, one pass per level for all histograms, and what a federated site sends."""
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from numpy.testing import assert_allclose, assert_array_equal
 
 from sktree_lmc import _boosting
@@ -292,3 +294,30 @@ def test_feature_blocks_grow_the_same_trees(monkeypatch):
             _same(grow_oblivious_trees(X, target, w, **kw), old)
             sites = [BoostingSite(*p[:3], loss="softmax", n_outputs=3) for p in parts]
             _same(grow_shared_trees(LocalSites(sites), **kw), shared_old)
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.lists(st.sampled_from([0.0, -0.0, 1.5, -2.0, 3.25, 1e-300, 7.0]) | st.floats(
+           -1e6, 1e6, allow_nan=False), min_size=1, max_size=60),
+       st.integers(1, 8), st.booleans())
+def test_the_summary_sorts_once_for_np_unique_and_np_quantile(values, max_bins, nan):
+    """A site's per-feature summary (one sort for the distinct values and the quantiles)
+    equals ``np.unique`` and ``np.quantile``, bit for bit, with repeated values, signed
+    zeros and a feature holding a NaN (NumPy's own path)."""
+    x = np.array(values, dtype=np.float64)
+    X = np.stack([x, x[::-1].copy()], axis=1)
+    if nan:
+        X[0, 1] = np.nan
+    site = BoostingSite(X, np.zeros(len(x), dtype=int), np.ones(len(x)), loss="softmax",
+                        n_outputs=2)
+    summary, n = site.summary(max_bins)
+    assert n == len(x)
+    levels = np.linspace(0, 1, max_bins + 2)
+    for f, (distinct, quantiles) in enumerate(summary):
+        expected = np.unique(X[:, f])
+        if len(expected) <= max_bins + 1:
+            assert_array_equal(distinct, expected)
+            assert np.array_equal(np.signbit(distinct), np.signbit(expected))
+        else:
+            assert distinct is None
+        assert_array_equal(quantiles, np.quantile(X[:, f], levels))
