@@ -67,7 +67,8 @@ BOOSTING_BIN_ROWS = 200_000
 #: rows), the soft trees at slopes 20, 60 and 200 reached 81.1, 82.0 and
 #: 82.4 % (electricity) of the boosted trees' 82.6 % before training.
 BOOSTING_SLOPE = 200.0
-#: Entries of the (rows x features) code block histogrammed at once.
+#: Cells (node, feature, bin, output) of the deepest level's histograms that one
+#: call to the sites asks for (features per call: this over the rest).
 _BLOCK_ENTRIES = 1 << 22
 #: Features histogrammed by one kernel call: a table of ``nodes x 16 x 256``
 #: cells of a few hundred kilobytes, which stays in the core's cache while the

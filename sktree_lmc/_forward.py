@@ -738,45 +738,6 @@ class _Ensemble(torch.autograd.Function):
         return grad_z, grad_pi, None
 
 
-#: How many times more rows than a batch reads (``codes.numel()``) an additive
-#: table of several resolutions must have for the batch's rows alone to be
-#: scaled (:class:`_ScaledRows`) instead of the whole table: the gathers and
-#: the sort of the batch's rows cost more than scaling a small table, far less
-#: than scaling a wide one (measured in ``docs/benchmarks.md``, "The additive
-#: table on wide data"). Both give the same bits.
-SCALED_ROWS_FACTOR = 16
-
-
-class _ScaledRows(torch.autograd.Function):
-    """``(table * scale)[codes]`` (``table`` (R, C), ``scale`` (R, 1), ``codes``
-    (B, J) long) without the product of the whole table, forward or backward.
-
-    The product of the whole table, then its rows, is what autograd would
-    compute, and on wide data (a table of millions of rows, of which a batch
-    reads a few thousand) it was a large part of a training step. Each value is
-    the same single product here, and the gradient is autograd's, bit for bit:
-    the batch's gradients summed into their rows as indexing's backward sums
-    them (``index_put_`` with ``accumulate=True``), then those rows, the only
-    nonzero ones, times their scale (``scale`` gets no gradient: it is a
-    buffer)."""
-
-    @staticmethod
-    def forward(ctx, table, scale, codes):
-        ctx.save_for_backward(scale, codes)
-        ctx.shape = table.shape
-        return table[codes] * scale[codes]
-
-    @staticmethod
-    @torch.autograd.function.once_differentiable
-    def backward(ctx, grad):
-        scale, codes = ctx.saved_tensors
-        grad_table = grad.new_zeros(ctx.shape).index_put_((codes,), grad, accumulate=True)
-        rows = codes.unique()
-        grad_table.index_copy_(0, rows, grad_table.index_select(0, rows)
-                               * scale.index_select(0, rows))
-        return grad_table, None, None
-
-
 def member_of_trees(n_trees, n_members):
     """The member of every tree: ``n_members`` consecutive groups of trees whose
     sizes differ by at most one (``member[m] = m * n_members // n_trees``).
@@ -980,16 +941,9 @@ class SoftTreeEnsembleModule(nn.Module):
             ``additive_scale`` (one factor per row) is set. The estimators set
             it while training a table of several resolutions, so that Adam's
             steps on the table (``additive``) move each row's value
-            (``to_params().additive``) by its own factor. A table of at least
-            :data:`SCALED_ROWS_FACTOR` times as many rows as ``codes`` has
-            values scales the rows of ``codes`` alone (:class:`_ScaledRows`,
-            the same values and gradients, bit for bit).
+            (``to_params().additive``) by its own factor.
         """
-        scale = getattr(self, "additive_scale", None)
-        codes = codes.long()
-        if scale is not None and self.additive.shape[0] >= SCALED_ROWS_FACTOR * codes.numel():
-            return _ScaledRows.apply(self.additive, scale, codes).sum(dim=1)
-        return self._additive_table()[codes].sum(dim=1)
+        return self._additive_table()[codes.long()].sum(dim=1)
 
     def _additive_table(self):
         """The values the table adds: ``additive``, times ``additive_scale`` when set."""

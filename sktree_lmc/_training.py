@@ -869,7 +869,7 @@ class TrainingView:
                 rows = np.flatnonzero(kept)
         if features is None and live is None and rows is None:
             return None
-        return cls(features, live, rows, F, len(mask.additive) if rows is not None else 0)
+        return cls(features, live, rows, F, encoder.n_additive_)
 
     def inputs(self, X):
         """Encoded rows ``X`` (features, then code columns) as the compact

@@ -453,28 +453,3 @@ def test_onnx_export_of_the_additive_term(tmp_path):
     np.testing.assert_allclose(out, clf.decision_function(X_test.astype(np.float64)),
                                rtol=0, atol=1e-5)
 
-
-@settings(max_examples=40, deadline=None)
-@given(n_rows=st.integers(1, 300), n_cols=st.integers(1, 6), n_batch=st.integers(1, 40),
-       n_outputs=st.integers(1, 3), seed=st.integers(0, 2**16))
-def test_scaled_rows_are_autograds_product_of_the_whole_table_bit_for_bit(
-        n_rows, n_cols, n_batch, n_outputs, seed):
-    """The additive term of a table of several resolutions scales the rows a batch reads
-    alone (``_ScaledRows``); its values and the table's gradient are those of scaling the
-    whole table first, to the last bit, repeated rows included."""
-    from sktree_lmc._forward import _ScaledRows
-
-    gen = torch.Generator().manual_seed(seed)
-    table = torch.randn(n_rows, n_outputs, generator=gen)
-    scale = torch.rand(n_rows, 1, generator=gen) * 10 + 1e-3
-    codes = torch.randint(0, n_rows, (n_batch, n_cols), generator=gen)
-    weight = torch.randn(n_batch, n_outputs, generator=gen)
-    results = []
-    for scaled in (lambda t: (t * scale)[codes], lambda t: _ScaledRows.apply(t, scale, codes)):
-        leaf = table.clone().requires_grad_(True)
-        out = scaled(leaf).sum(dim=1)
-        (out * weight).sum().backward()
-        results.append((out.detach(), leaf.grad))
-    (out_whole, grad_whole), (out_rows, grad_rows) = results
-    assert torch.equal(out_rows, out_whole)
-    assert torch.equal(grad_rows, grad_whole)

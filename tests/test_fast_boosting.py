@@ -4,7 +4,7 @@ bit, one pass per level for all histograms, and what a federated site sends."""
 import numpy as np
 import pytest
 from hypothesis import given, settings
-from hypothesis import strategies as st
+from hypothesis import strategies
 from numpy.testing import assert_allclose, assert_array_equal
 
 from sktree_lmc import _boosting
@@ -297,9 +297,9 @@ def test_feature_blocks_grow_the_same_trees(monkeypatch):
 
 
 @settings(max_examples=40, deadline=None)
-@given(st.lists(st.sampled_from([0.0, -0.0, 1.5, -2.0, 3.25, 1e-300, 7.0]) | st.floats(
-           -1e6, 1e6, allow_nan=False), min_size=1, max_size=60),
-       st.integers(1, 8), st.booleans())
+@given(strategies.lists(strategies.sampled_from([0.0, -0.0, 1.5, -2.0, 3.25, 1e-300, 7.0])
+                        | strategies.floats(-1e6, 1e6, allow_nan=False), min_size=1, max_size=60),
+       strategies.integers(1, 8), strategies.booleans())
 def test_the_summary_sorts_once_for_np_unique_and_np_quantile(values, max_bins, nan):
     """A site's per-feature summary (one sort for the distinct values and the quantiles)
     equals ``np.unique`` and ``np.quantile``, bit for bit, with repeated values, signed

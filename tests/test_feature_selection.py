@@ -251,22 +251,6 @@ def test_a_scoring_fit_scores_the_whole_model_of_a_compact_training(monkeypatch)
     assert_allclose(compact.predict_proba(X), whole.predict_proba(X), atol=1e-3)
 
 
-def test_scaling_the_batchs_additive_rows_alone_changes_no_bit(monkeypatch):
-    """A fit whose additive term scales only the rows each batch reads (``_ScaledRows``,
-    forced here by ``SCALED_ROWS_FACTOR = 0``) equals one that scales the whole table every
-    step (``SCALED_ROWS_FACTOR`` infinite), bit for bit."""
-    import sktree_lmc._forward as forward
-
-    fits = []
-    for factor in (0, math.inf):
-        monkeypatch.setattr(forward, "SCALED_ROWS_FACTOR", factor)
-        fits.append(_clf().fit(X, Y))
-    for name in ("split_weight", "split_bias", "leaf_value", "additive"):
-        assert_array_equal(getattr(fits[0].tree_params_, name),
-                           getattr(fits[1].tree_params_, name))
-    assert_array_equal(fits[0].predict_proba(X), fits[1].predict_proba(X))
-
-
 def test_a_warm_start_keeps_the_masked_columns_and_additive_rows_at_zero():
     est = _clf(warm_start=True).fit(X, Y)
     used, additive = _columns_used(est), _additive_columns(est)
