@@ -42,6 +42,10 @@ VARIANTS = {
     "fs_uniform": dict(feature_selection="uniform"),
     # piecewise-linear features for the splits instead of the quantile-normal ones
     "ple": dict(numeric_encoding="piecewise_linear"),
+    # half of the splits started as sharp thresholds on the training rows (issue 42)
+    "split_data": dict(split_init="data"),
+    # every split started sharper: U(-10, 10) weights and biases instead of U(+-1/sqrt(F))
+    "split_10": dict(split_init=10.0),
 }
 
 
