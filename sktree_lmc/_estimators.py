@@ -487,13 +487,16 @@ class _BaseSoftTreeEnsemble(BaseEstimator):
         """The rows of this fit and their roles: ``(X, target, sample_weight,
         (train_idx, val_idx), scored)``. Without ``plan.validation``, early
         stopping holds out ``validation_fraction`` of the training rows (one
-        draw from ``generator``); with it, the user's validation rows, encoded
+        draw from ``generator``, or from a generator of ``plan.split_seed``);
+        with it, the user's validation rows, encoded
         with the fitted encoder, are appended after the training rows, which
         all train. ``scored``: a function that returns the raw validation rows
         ``(X, y, sample_weight)`` a ``scoring`` other than ``"loss"`` is
         computed on."""
         validation = plan.validation
         if validation is None:
+            if plan.split_seed is not None:
+                generator = torch.Generator().manual_seed(plan.split_seed)
             train_idx, val_idx = _validation_split(
                 X.shape[0], self.validation_fraction if recipe.early_stopping else None,
                 generator, sample_weight)

@@ -196,6 +196,13 @@ class FitPlan:
         prefix of the teacher's boosted trees), appended after the training
         rows; every training row then trains. None: early stopping holds out
         ``validation_fraction`` of the training rows.
+    split_seed : int or None
+        Seed of a generator of its own for the held-out validation split.
+        The fit's generator then draws the model's start first, before any
+        draw whose length depends on the number of rows, so that fits of one
+        ``random_state`` on different rows start alike (the shard models of
+        ``ShardedSoftTreeEnsemble(shard_init="shared")``). None: the split is
+        the first draw of the fit's generator.
     """
 
     encoder: Any = None
@@ -207,6 +214,7 @@ class FitPlan:
     recipe: Recipe | None = None
     warm: bool | None = None
     validation: Validation | None = None
+    split_seed: int | None = None
 
     def replace(self, **changes):
         """A copy with ``changes``."""

@@ -50,7 +50,7 @@ from ._persistence import check_format, encoder_as_dict, encoder_from_dict, stam
 from ._plan import FitPlan, Recipe, Validation, auto_early_stopping
 from ._refit import refit_leaves
 from ._threads import torch_threads
-from ._validation import _check_given_encoder, _NumberInterval
+from ._validation import _check_given_encoder, _NumberInterval, _torch_seed
 from ._progress import ProgressLog, Stopwatch, writable
 
 __all__ = ["ShardedSoftTreeEnsemble", "make_shards"]
@@ -683,8 +683,11 @@ class ShardedSoftTreeEnsemble(MetaEstimatorMixin, BaseEstimator):
         windows = [(sum(epochs[:r]), sum(epochs)) for r in range(self.n_rounds)]
         clones = []
         # "shared": one seed, the first shard's, starts every shard model; the
-        # per-shard seeds still draw the shards' validation rows
-        model_seeds = [seeds[0]] * len(seeds) if self.shard_init == "shared" else seeds
+        # per-shard seeds still draw the shards' validation rows (of the rounds), and
+        # a shard fit's own validation split comes from a generator apart, so that
+        # shards of different sizes draw the same start after it
+        shared = self.shard_init == "shared"
+        model_seeds = [seeds[0]] * len(seeds) if shared else seeds
         for seed, batch_size in zip(model_seeds, batch_sizes):
             est = clone(base)
             if batch_size is not None and "batch_size" in est.get_params():
@@ -701,6 +704,7 @@ class ShardedSoftTreeEnsemble(MetaEstimatorMixin, BaseEstimator):
         first_plan = FitPlan(
             encoder=encoder, boosting_trees=shared_trees, feature_gains=shared_gains,
             validation=None if rounds_es else validation,
+            split_seed=_torch_seed(int(seeds[0]), offset=1) if shared else None,
             recipe=Recipe.from_estimator(clones[0], keep_optimizer_state=(
                 (self.n_rounds > 1 and self.keep_optimizer_state) or clones[0].warm_start)))
         rounds_validation = None

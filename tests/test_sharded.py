@@ -102,15 +102,20 @@ def test_sequential_run_is_reproducible_and_equals_merge_of_its_shards():
         _assert_same_params(refit.tree_params_, model.tree_params_)
 
 
+@pytest.mark.parametrize("early_stopping", [False, True])
 @pytest.mark.parametrize("shard_init", ["independent", "shared"])
-def test_shard_init_starts_the_shards_from_one_or_from_their_own_seeds(shard_init):
+def test_shard_init_starts_the_shards_from_one_or_from_their_own_seeds(shard_init,
+                                                                       early_stopping):
     """``shard_init="shared"``: every shard model of round 1 starts from one seed (the same
     splits, leaves and feature masks, as FedAvg's clients start from the server's model), so
     after a step of a tiny learning rate they are still equal to 1e-4, yet trained on their
-    own rows; ``"independent"``: each from its own seed, far apart."""
-    base = _base(max_features=0.5, max_epochs=1, learning_rate=1e-7, early_stopping=False)
+    own rows; ``"independent"``: each from its own seed, far apart. With early stopping each
+    shard fit holds out its own validation rows first, and the shards here differ in size
+    (120, 120 and 119 rows): they still start alike (the split is drawn apart)."""
+    base = _base(max_features=0.5, max_epochs=1, learning_rate=1e-7,
+                 early_stopping=early_stopping)
     est = ShardedSoftTreeEnsemble(base, n_shards=3, shard_init=shard_init,
-                                  random_state=0).fit(X, Y)
+                                  random_state=0).fit(X[:-1], Y[:-1])
     models = est.estimators_
     seeds = {m.random_state for m in models}
     masks = [m.tree_params_.split_weight == 0 for m in models]
