@@ -6,7 +6,7 @@ import pickle
 import numpy as np
 import pytest
 from conftest import FAST
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 from numpy.testing import assert_allclose, assert_array_equal
 from sklearn.compose import ColumnTransformer
@@ -366,6 +366,7 @@ _any_float = st.floats(allow_nan=False, allow_infinity=False)
        st.lists(st.one_of(st.floats(allow_nan=False), st.sampled_from([0.0, 1.0, -2.5])),
                 max_size=100),
        st.integers(1, 4), st.integers(0, 2**16))
+@example(knots=[0.0, -0.0], values=[-0.0, 0.0], cells_per_knot=1, seed=0)  # signed zeros
 def test_sorted_search_is_numpys_searchsorted(knots, values, cells_per_knot, seed):
     """The grid's search gives ``np.searchsorted(knots, x, side="right")`` for
     any sorted finite knots (repeated, subnormal, spanning float64's range)
@@ -376,7 +377,9 @@ def test_sorted_search_is_numpys_searchsorted(knots, values, cells_per_knot, see
     rng = np.random.default_rng(seed)
     with np.errstate(over="ignore"):  # the neighbours of float64's largest knots
         near = [np.nextafter(k, np.inf), np.nextafter(k, -np.inf)]
-        spread = np.isfinite(k[-1] - k[0])
+        # values drawn between the extreme knots, when they differ (not 0.0 and -0.0) and
+        # their distance is finite
+        spread = np.isfinite(k[-1] - k[0]) and k[-1] > k[0]
     x = np.concatenate([np.asarray(values, dtype=np.float64), k, *near, [np.inf, -np.inf],
                         rng.uniform(k[0], k[-1], 200) if spread else []])
     search = SortedSearch(k, cells_per_knot)
