@@ -39,6 +39,11 @@ class, ``random_state=s``.
     CSV): ``MagicTelescope/fLength:`` (9 features), ``california/MedInc`` (7 features) and
     ``electricity/nswdemand`` (6 features); each has thousands of distinct values, so every
     K gives exactly K classes of (nearly) equal size.
+  - ``classes_discrete``: a discrete column of ``default-of-credit-card-clients`` as the
+    target, the features being the other columns (that column and ``target`` dropped), the
+    rows of a class with fewer than ``MIN_CLASS_ROWS`` rows dropped (``DISCRETE_TARGETS``:
+    the repayment statuses ``x6``, ``x7`` and ``x8``, 5 or 6 classes of very unequal size).
+    Unlike the binned columns, the classes are the data's own values.
 
 * kind ``small`` (the seven datasets): ``rows_100``, ``rows_300``, ``rows_1000``: that many
   training rows, the test rows 10,000 (the rest of a dataset with fewer than
@@ -67,7 +72,8 @@ dataset of its column, ``classes_K``); ``make_classification`` and ``digits`` ru
 their shape is chosen. ``--smoke``: ``MagicTelescope`` only, 300/300 rows (100 training rows
 for the small-data shape), seed 0, the tiny models of ``bench_accuracy.SMOKE_PARAMS`` (the MLP
 too, at ``max_iter=10``), and the shapes ``SMOKE_SHAPES`` (``noise_gauss_5``,
-``noise_shuffled_5``, ``width_20`` on 600 rows, ``digits``, ``classes_3``, ``rows_100``); its
+``noise_shuffled_5``, ``width_20`` on 600 rows, ``digits``, ``classes_3``, ``rows_100``; not
+``classes_discrete``, whose dataset is not MagicTelescope); its
 CSV is ``smoke_shapes.csv``.
 
 ``--report DIR`` only reads the CSV and writes a Markdown table of the mean test accuracy per
@@ -111,6 +117,11 @@ COLUMNS = ("shape",) + tuple(ACCURACY_COLUMNS)
 NOISE_SEED = 0
 #: Numeric columns made multiclass targets by quantile bins (``classes_K``).
 CLASS_TARGETS = ("MagicTelescope/fLength:", "california/MedInc", "electricity/nswdemand")
+#: Discrete columns made multiclass targets as they are (``classes_discrete``).
+DISCRETE_TARGETS = ("default-of-credit-card-clients/x6", "default-of-credit-card-clients/x7",
+                    "default-of-credit-card-clients/x8")
+#: Fewest rows a class of ``classes_discrete`` keeps (rarer classes' rows are dropped).
+MIN_CLASS_ROWS = 100
 KINDS = ("noise", "width", "classes", "small")
 
 MODELS = {
@@ -166,6 +177,18 @@ def quantile_target(name, n_classes):
     return frame.drop(columns=[column, "target"]).to_numpy(dtype=np.float64), y
 
 
+def discrete_target(name, min_rows=MIN_CLASS_ROWS):
+    """Dataset ``<dataset>/<column>``: the other columns (no ``target``) and ``column`` as the
+    target, the rows of its values held by fewer than ``min_rows`` rows dropped."""
+    dataset, column = name.split("/")
+    frame = _frame(dataset)
+    y = frame[column].to_numpy()
+    values, counts = np.unique(y, return_counts=True)
+    keep = np.isin(y, values[counts >= min_rows])
+    X = frame.drop(columns=[column, "target"]).to_numpy(dtype=np.float64)
+    return X[keep], y[keep]
+
+
 def _synthetic(n_features, n_samples=20_000):
     from sklearn.datasets import make_classification
 
@@ -201,7 +224,7 @@ def _noise_shape(adder, k):
 
 
 def _shapes(noise=(50, 200), widths=(20, 100, 400), n_classes=(3, 5, 10),
-            rows=(100, 300, 1000), width_samples=20_000, n_test=10_000):
+            rows=(100, 300, 1000), width_samples=20_000, n_test=10_000, discrete=True):
     shapes = {}
     if 0 in noise or not noise:
         shapes["noise_0"] = Shape("noise", _raw, _tabular)
@@ -219,6 +242,9 @@ def _shapes(noise=(50, 200), widths=(20, 100, 400), n_classes=(3, 5, 10),
     for c in n_classes:
         shapes[f"classes_{c}"] = Shape("classes", lambda d, c=c: quantile_target(d, c),
                                        lambda: CLASS_TARGETS)
+    if discrete:
+        shapes["classes_discrete"] = Shape("classes", discrete_target,
+                                           lambda: DISCRETE_TARGETS)
     for r in rows:
         shapes[f"rows_{r}"] = Shape("small", _raw, _tabular, r, n_test)
     return shapes
@@ -228,7 +254,7 @@ def _shapes(noise=(50, 200), widths=(20, 100, 400), n_classes=(3, 5, 10),
 SHAPES = _shapes(noise=(0, 50, 200))
 #: The shapes of ``--smoke``: small sizes, one or two of each kind (split 300/300 there).
 SMOKE_SHAPES = _shapes(noise=(5,), widths=(20,), n_classes=(3,), rows=(100,),
-                       width_samples=600, n_test=300)
+                       width_samples=600, n_test=300, discrete=False)
 
 
 def _split(shape, X, y, seed, smoke):

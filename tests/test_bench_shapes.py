@@ -89,7 +89,7 @@ def test_shape_table_and_data(tabular_data_home):
     assert list(bench.SHAPES) == [
         "noise_0", "noise_gauss_50", "noise_gauss_200", "noise_shuffled_50",
         "noise_shuffled_200", "width_20", "width_100", "width_400", "digits", "classes_3",
-        "classes_5", "classes_10", "rows_100", "rows_300", "rows_1000"]
+        "classes_5", "classes_10", "classes_discrete", "rows_100", "rows_300", "rows_1000"]
     assert list(bench.select_shapes(["small", "digits"], bench.SHAPES)) == [
         "digits", "rows_100", "rows_300", "rows_1000"]
     with pytest.raises(ValueError):
@@ -99,3 +99,8 @@ def test_shape_table_and_data(tabular_data_home):
     X, y = bench.SHAPES["classes_5"].load("california/MedInc")
     assert X.shape[1] == 7 and np.array_equal(np.unique(y), np.arange(5))
     assert np.bincount(y).min() >= 0.19 * len(y)  # quantile bins: near-equal classes
+    # a discrete column as it is: its own values, the classes of fewer than 100 rows dropped
+    X, y = bench.SHAPES["classes_discrete"].load("default-of-credit-card-clients/x6")
+    values, counts = np.unique(y, return_counts=True)
+    assert X.shape == (len(y), 19) and len(values) == 6 and counts.min() >= 100
+    assert len(y) < 13272  # rows of the rare values left out
