@@ -1,7 +1,8 @@
 """One-off: bench_merge_axis.measure with a start shared by every model whatever its
 random_state (the module's draw and the trees' column draw from fixed generators)."""
 import sys, json
-sys.path.insert(0, "/work/main")
+from pathlib import Path
+sys.path.insert(0, str(Path(__file__).resolve().parents[4]))  # the repository's root
 import torch
 import sktree_lmc._estimators as _e
 B = _e._BaseSoftTreeEnsemble

@@ -2,7 +2,8 @@
 import sys, json, time, warnings
 import numpy as np, torch, pandas as pd
 from threadpoolctl import threadpool_limits
-sys.path.insert(0, "/work/main")
+from pathlib import Path
+sys.path.insert(0, str(Path(__file__).resolve().parents[4]))  # the repository's root
 from benchmarks.bench_shapes import _frame, CLASS_TARGETS
 from benchmarks.bench_accuracy import split
 from sktree_lmc import SoftTreeEnsembleRegressor
