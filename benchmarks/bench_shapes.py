@@ -49,6 +49,18 @@ class, ``random_state=s``.
   training rows, the test rows 10,000 (the rest of a dataset with fewer than
   ``n_train + 10,000`` rows: ``split`` keeps ``n_train``).
 
+* kind ``uci`` (real data of other shapes, from files this repository does not ship): copies of
+  UCI datasets as CSV files (no header, numeric, the class label last) in the folder named by
+  the environment variable ``SKTREE_LMC_UCI_DATA`` (``UCI_FILES``: their names, where they come
+  from and their SHA-256, checked on load); split 75/25 stratified as ``digits``. A shape whose
+  files are absent has no datasets and is skipped.
+
+  - ``uci_wide``: real data with 165 to 278 columns and 315 to 1,500 training rows
+    (``UCI_WIDE``): arrhythmia (binary), musk (v1, binary), semeion (10 classes), mfeat-fac
+    and mfeat-pix (10 classes);
+  - ``uci_classes``: real multiclass data with 18 to 64 columns (``UCI_CLASSES``): texture
+    (11 classes), optdigits (10), segment (7), steel (7), cardio (10) and waveform (3).
+
 Seeds 0, 1, 2 (seed s: split seed s and ``random_state=s``). Models (``MODELS``): ``hgb`` =
 ``HistGradientBoostingClassifier(random_state=s)``, ``default`` =
 ``SoftTreeEnsembleClassifier(random_state=s, device="cpu")``, ``mlp`` = ``bench_accuracy``'s
@@ -86,6 +98,9 @@ from __future__ import annotations
 
 import argparse
 import csv
+import hashlib
+import io
+import os
 import shutil
 import sys
 import warnings
@@ -122,7 +137,28 @@ DISCRETE_TARGETS = ("default-of-credit-card-clients/x6", "default-of-credit-card
                     "default-of-credit-card-clients/x8")
 #: Fewest rows a class of ``classes_discrete`` keeps (rarer classes' rows are dropped).
 MIN_CLASS_ROWS = 100
-KINDS = ("noise", "width", "classes", "small")
+KINDS = ("noise", "width", "classes", "small", "uci")
+#: The folder of the ``uci`` shapes' files.
+UCI_ENV = "SKTREE_LMC_UCI_DATA"
+#: The ``uci`` datasets: name -> (file, the first 16 hex digits of its SHA-256). The files are
+#: those of the GitHub repository ``Shihab-Shahriar/UCI_Dataset`` at commit ``82bf791a``
+#: (copies of UCI Machine Learning Repository datasets; ``mfeat.csv`` there is mfeat-pix).
+UCI_FILES = {
+    "arrhythmia": ("arrhythmia.csv", "d827e15b743a31db"),
+    "musk": ("musk.csv", "27cfd277231dfe29"),
+    "semeion": ("semeion.csv", "7ae898aeb35b0c2f"),
+    "mfeat-fac": ("mfeat-fac.csv", "9d59f7a50c3f315d"),
+    "mfeat-pix": ("mfeat.csv", "2693719ffc06a2cd"),
+    "texture": ("texture.csv", "887efdc535cd684a"),
+    "optdigits": ("optdigits.csv", "b645dfc0c676759f"),
+    "segment": ("segment.csv", "e9c90b4bce5d1ad5"),
+    "steel": ("steel.csv", "42c4824012dfd453"),
+    "cardio": ("Cardio.csv", "421db6c5735c59d1"),
+    "waveform": ("waveform.csv", "8e423d3c0f7693ab"),
+}
+#: The wide ones (hundreds of columns) and the multiclass ones of fewer columns.
+UCI_WIDE = ("arrhythmia", "musk", "semeion", "mfeat-fac", "mfeat-pix")
+UCI_CLASSES = ("texture", "optdigits", "segment", "steel", "cardio", "waveform")
 
 MODELS = {
     "hgb": Config(_hgb),
@@ -130,8 +166,8 @@ MODELS = {
     "mlp": Config(_mlp),
     # variants of the default, as bench_accuracy defines them: every tree's columns drawn
     # alike (the default before feature_selection="auto"), piecewise-linear features for the
-    # splits, label smoothing (issue 42)
-    **{name: CLASSIFIERS[name] for name in ("fs_uniform", "ple", "ls0.05")},
+    # splits, label smoothing, no teacher (issue 42)
+    **{name: CLASSIFIERS[name] for name in ("fs_uniform", "ple", "ls0.05", "teacher_off")},
 }
 #: The models of the table (the others are variants run on demand).
 TABLE_MODELS = ("hgb", "default", "mlp")
@@ -202,6 +238,34 @@ def _digits():
     return load_digits(return_X_y=True)
 
 
+def _uci_folder():
+    folder = os.environ.get(UCI_ENV)
+    return Path(folder) if folder else None
+
+
+def uci_available(names):
+    """The datasets of ``names`` whose file is in the ``SKTREE_LMC_UCI_DATA`` folder."""
+    folder = _uci_folder()
+    return tuple(n for n in names if folder is not None and (folder / UCI_FILES[n][0]).is_file())
+
+
+def uci_dataset(name):
+    """``(X, y)`` of the ``uci`` dataset ``name``: its file's columns, the last one (the
+    class) as integers. Raises ValueError when the file's SHA-256 is not the one the
+    benchmark's numbers were measured on."""
+    folder = _uci_folder()
+    if folder is None:
+        raise ValueError(f"the uci shapes read their files from ${UCI_ENV}, which is not set")
+    file, digest = UCI_FILES[name]
+    data = (folder / file).read_bytes()
+    found = hashlib.sha256(data).hexdigest()[:16]
+    if found != digest:
+        raise ValueError(f"{folder / file} is not the file the benchmark expects: SHA-256 "
+                         f"{found}..., expected {digest}...")
+    table = np.loadtxt(io.BytesIO(data), delimiter=",", ndmin=2)
+    return table[:, :-1], table[:, -1].astype(np.int64)
+
+
 class Shape(NamedTuple):
     """One shape: ``load(dataset)`` returns ``(X, y)`` before the split; ``datasets()`` names
     the datasets; the split is ``split(X, y, n_train, n_test, ...)``, or a stratified
@@ -224,7 +288,8 @@ def _noise_shape(adder, k):
 
 
 def _shapes(noise=(50, 200), widths=(20, 100, 400), n_classes=(3, 5, 10),
-            rows=(100, 300, 1000), width_samples=20_000, n_test=10_000, discrete=True):
+            rows=(100, 300, 1000), width_samples=20_000, n_test=10_000, discrete=True,
+            uci=True):
     shapes = {}
     if 0 in noise or not noise:
         shapes["noise_0"] = Shape("noise", _raw, _tabular)
@@ -247,6 +312,10 @@ def _shapes(noise=(50, 200), widths=(20, 100, 400), n_classes=(3, 5, 10),
                                            lambda: DISCRETE_TARGETS)
     for r in rows:
         shapes[f"rows_{r}"] = Shape("small", _raw, _tabular, r, n_test)
+    if uci:
+        for name, names in (("uci_wide", UCI_WIDE), ("uci_classes", UCI_CLASSES)):
+            shapes[name] = Shape("uci", uci_dataset, lambda names=names: uci_available(names),
+                                 test_fraction=0.25, tabular=False)
     return shapes
 
 
@@ -254,7 +323,7 @@ def _shapes(noise=(50, 200), widths=(20, 100, 400), n_classes=(3, 5, 10),
 SHAPES = _shapes(noise=(0, 50, 200))
 #: The shapes of ``--smoke``: small sizes, one or two of each kind (split 300/300 there).
 SMOKE_SHAPES = _shapes(noise=(5,), widths=(20,), n_classes=(3,), rows=(100,),
-                       width_samples=600, n_test=300, discrete=False)
+                       width_samples=600, n_test=300, discrete=False, uci=False)
 
 
 def _split(shape, X, y, seed, smoke):
@@ -305,6 +374,9 @@ def run(csv_path, shapes, models, seeds, datasets=None, smoke=False):
     commit = git_commit()
     warm, appended = False, 0
     for shape_name, shape in shapes.items():
+        if not _selected_datasets(shape, datasets):
+            print(f"{shape_name}: no datasets" + (f" (no files in ${UCI_ENV})"
+                  if shape.kind == "uci" else "") + "; skipped", file=sys.stderr)
         for dataset in _selected_datasets(shape, datasets):
             todo = [(s, m) for s in seeds for m in models
                     if (shape_name, dataset, str(s), m) not in done]

@@ -89,7 +89,8 @@ def test_shape_table_and_data(tabular_data_home):
     assert list(bench.SHAPES) == [
         "noise_0", "noise_gauss_50", "noise_gauss_200", "noise_shuffled_50",
         "noise_shuffled_200", "width_20", "width_100", "width_400", "digits", "classes_3",
-        "classes_5", "classes_10", "classes_discrete", "rows_100", "rows_300", "rows_1000"]
+        "classes_5", "classes_10", "classes_discrete", "rows_100", "rows_300", "rows_1000",
+        "uci_wide", "uci_classes"]
     assert list(bench.select_shapes(["small", "digits"], bench.SHAPES)) == [
         "digits", "rows_100", "rows_300", "rows_1000"]
     with pytest.raises(ValueError):
@@ -104,3 +105,23 @@ def test_shape_table_and_data(tabular_data_home):
     values, counts = np.unique(y, return_counts=True)
     assert X.shape == (len(y), 19) and len(values) == 6 and counts.min() >= 100
     assert len(y) < 13272  # rows of the rare values left out
+
+
+def test_uci_shapes_read_checked_files_and_skip_without_them(tmp_path, monkeypatch):
+    bench = _module()
+    monkeypatch.delenv(bench.UCI_ENV, raising=False)
+    assert bench.SHAPES["uci_wide"].datasets() == ()
+    with pytest.raises(ValueError, match=bench.UCI_ENV):
+        bench.uci_dataset("musk")
+    monkeypatch.setenv(bench.UCI_ENV, str(tmp_path))
+    (tmp_path / "musk.csv").write_text("1,2.5,0\n3,4,1\n")
+    assert bench.SHAPES["uci_wide"].datasets() == ("musk",)
+    with pytest.raises(ValueError, match="not the file the benchmark expects"):
+        bench.uci_dataset("musk")
+    # a file with the expected digest loads as its columns, the last the class
+    import hashlib
+    digest = hashlib.sha256(b"1,2.5,0\n3,4,1\n").hexdigest()[:16]
+    monkeypatch.setitem(bench.UCI_FILES, "musk", ("musk.csv", digest))
+    X, y = bench.uci_dataset("musk")
+    assert np.array_equal(X, [[1, 2.5], [3, 4]]) and np.array_equal(y, [0, 1])
+    assert y.dtype == np.int64
