@@ -424,7 +424,7 @@ def refit_objective(estimators, weights):
     w = w / w.sum()
     teach = [float(e.teacher_weight) if getattr(e, "teacher_", None) and e.teacher_weight > 0
              else 0.0 for e in estimators]
-    smooth = [float(getattr(e, "label_smoothing", 0.0)) for e in estimators]
+    smooth = [e._label_smoothing() for e in estimators]
     ref = estimators[0]
     # what model 0's hyperparameters give: its teacher weight applies when the
     # merged model has teachers (overrides["teacher_"])

@@ -416,7 +416,7 @@ class _BaseSoftTreeEnsemble(BaseEstimator):
         X, y, target, sample_weight, n_outputs = self._prepare_fit_data(
             X, y, sample_weight, warm, plan)
         recipe = recipe.resolved(X.shape[0], plan.validation)
-        self.do_early_stopping_ = bool(recipe.early_stopping)
+        self._note_recipe(recipe)
         check_model_size(self.arch, self.depth, self.n_estimators, self.encoder_.n_features_out_,
                          n_outputs)  # a clear error, with the cost, before any allocation
         arch = get_architecture(self.arch, self.depth)
@@ -453,6 +453,10 @@ class _BaseSoftTreeEnsemble(BaseEstimator):
         self._end_fit(model, optimizer, view, stopper, recipe, callbacks[-1].log)
         self.architecture_, self.device_, self.n_outputs_ = arch, str(device), n_outputs
         return self
+
+    def _note_recipe(self, recipe):
+        """Record what the fit's resolved ``recipe`` decided (``do_early_stopping_``)."""
+        self.do_early_stopping_ = bool(recipe.early_stopping)
 
     def _trainer(self, view, X, module, mask, warm, n_train, recipe, window):
         """What trains: ``(X, module, optimizer, hooks)``, the compact copies of
@@ -1306,8 +1310,14 @@ class SoftTreeEnsembleClassifier(ClassifierMixin, _BaseSoftTreeEnsemble):
         Weights of the classes in the loss, multiplying ``sample_weight``, as
         in scikit-learn's classifiers (a dict of label to weight, missing
         classes 1; ``"balanced"``: ``n_samples / (n_classes * count)``).
-    label_smoothing : float in [0, 1), default=0.0
-        Label smoothing of the cross-entropy.
+    label_smoothing : float in [0, 1) or "auto", default=0.0
+        Label smoothing of the cross-entropy: the targets are mixed with the
+        uniform distribution at this weight. ``"auto"``: 0.05 on a fit that
+        ``early_stopping="auto"`` runs without early stopping (small data,
+        where nothing else stops the model from fitting its training rows with
+        certainty), else 0 (``label_smoothing_`` says which). It helps single
+        models on small multiclass data and costs merges of models of small
+        data, hence not the default (:ref:`encoding_and_training`).
     teacher_weight : float in [0, 1), default=0.75
         Distillation: before training, gradient boosting grows a teacher of
         ``n_estimators`` oblivious trees of ``depth`` on the training rows,
@@ -1357,6 +1367,9 @@ class SoftTreeEnsembleClassifier(ClassifierMixin, _BaseSoftTreeEnsemble):
         Validation loss per epoch when the fit early-stopped, else None.
     do_early_stopping_ : bool
         Whether the last fit early-stopped (``early_stopping="auto"`` decided).
+    label_smoothing_ : float
+        The label smoothing of the last fit (``label_smoothing="auto"``
+        decided).
     n_iter_ : int
         Epochs run by the last call to :meth:`fit`.
     best_epoch_ : int
@@ -1398,7 +1411,7 @@ class SoftTreeEnsembleClassifier(ClassifierMixin, _BaseSoftTreeEnsemble):
     _parameter_constraints: dict = {
         **_BaseSoftTreeEnsemble._parameter_constraints,
         "class_weight": [dict, StrOptions({"balanced"}), None],
-        "label_smoothing": [_NumberInterval(Real, 0, 1, closed="left")],
+        "label_smoothing": [_NumberInterval(Real, 0, 1, closed="left"), StrOptions({"auto"})],
     }
 
     def __init__(
@@ -1554,7 +1567,19 @@ class SoftTreeEnsembleClassifier(ClassifierMixin, _BaseSoftTreeEnsemble):
 
     @property
     def _loss(self):
-        return CrossEntropy(self.label_smoothing)
+        return CrossEntropy(self._label_smoothing())
+
+    def _label_smoothing(self):
+        """The label smoothing of the loss: ``label_smoothing``, or for
+        ``"auto"`` what the last fit decided (``label_smoothing_``; 0 before
+        a fit)."""
+        if self.label_smoothing != "auto":
+            return float(self.label_smoothing)
+        return float(getattr(self, "label_smoothing_", 0.0))
+
+    def _note_recipe(self, recipe):
+        super()._note_recipe(recipe)
+        self.label_smoothing_ = float(recipe.label_smoothing)
 
     def partial_fit(self, X, y, classes=None, sample_weight=None):
         """One pass over the given rows, continuing from the previous calls.

@@ -50,6 +50,9 @@ class Recipe:
     keep_optimizer_state : bool
         Whether Adam's state is kept after the fit (``optimizer_state_``), so
         that a later fit continues it.
+    label_smoothing : float or "auto"
+        The classifier's label smoothing (0 for a regressor); ``"auto"`` until
+        :meth:`resolved` decides it with the early stopping.
     """
 
     max_epochs: int
@@ -59,13 +62,15 @@ class Recipe:
     averaging: str | None
     teacher_weight: float
     keep_optimizer_state: bool
+    label_smoothing: float | str = 0.0
 
     @classmethod
     def from_estimator(cls, est, **changes):
         """The recipe of ``est``'s hyperparameters, with ``changes``."""
         values = {f.name: getattr(est, f.name) for f in dataclasses.fields(cls)
-                  if f.name != "keep_optimizer_state"}
+                  if f.name not in ("keep_optimizer_state", "label_smoothing")}
         values["keep_optimizer_state"] = bool(est.warm_start)
+        values["label_smoothing"] = getattr(est, "label_smoothing", 0.0)  # none: a regressor
         values.update(changes)
         return cls(**values)
 
@@ -73,11 +78,17 @@ class Recipe:
         """This recipe with ``early_stopping="auto"`` decided for a fit of
         ``n_samples`` training rows: on with validation rows of the user's own,
         or above :data:`EARLY_STOPPING_AUTO_ROWS` rows (see
-        :func:`auto_early_stopping`); unchanged when it is a bool."""
-        if self.early_stopping != "auto":
-            return self
-        return dataclasses.replace(
-            self, early_stopping=auto_early_stopping(n_samples, validation is not None))
+        :func:`auto_early_stopping`); and ``label_smoothing="auto"``:
+        :data:`AUTO_LABEL_SMOOTHING` where ``early_stopping="auto"`` decided
+        to run without early stopping (small data), else 0."""
+        early = self.early_stopping
+        if early == "auto":
+            early = auto_early_stopping(n_samples, validation is not None)
+        smoothing = self.label_smoothing
+        if isinstance(smoothing, str):  # "auto"
+            small = self.early_stopping == "auto" and not early
+            smoothing = AUTO_LABEL_SMOOTHING if small else 0.0
+        return dataclasses.replace(self, early_stopping=early, label_smoothing=smoothing)
 
     #: The recipe of ``partial_fit``: one epoch at the constant learning
     #: rate, no averaging, no early stopping, no teacher, Adam's state kept.
@@ -91,6 +102,14 @@ class Recipe:
 #: 1,000 rows is 100 rows) and costs more than it saves: chosen by
 #: measurement (``docs/benchmarks.md``, "Early stopping on small data").
 EARLY_STOPPING_AUTO_ROWS = 3_000
+
+
+#: ``label_smoothing="auto"`` on a fit that ``early_stopping="auto"`` runs
+#: without early stopping (small data): with no rows held out to stop it, the
+#: model fits its training rows to the last epoch, and smoothing the targets
+#: keeps it from fitting them with certainty. Measured in
+#: ``docs/benchmarks.md``, "Label smoothing on small data" (not the default).
+AUTO_LABEL_SMOOTHING = 0.05
 
 
 def auto_early_stopping(n_samples, has_validation):

@@ -248,3 +248,60 @@ def test_data_split_init_with_constant_columns_keeps_the_uniform_start(encoding)
     w, b = est.tree_params_.split_weight, est.tree_params_.split_bias
     assert np.isfinite(w).all() and np.abs(b).max() <= 1.0  # no threshold was drawn
     assert est.predict(X).shape == (50,)
+
+
+@pytest.mark.parametrize("early_stopping, n_samples, validation, given, expected", [
+    ("auto", 3_000, None, "auto", 0.05),   # small data: auto runs it without early stopping
+    ("auto", 3_001, None, "auto", 0.0),    # early stopping on: the validation rows stop it
+    ("auto", 300, "X_val", "auto", 0.0),   # rows of the user's own: early stopping on
+    (False, 300, None, "auto", 0.0),       # turned off by hand: not auto's small data
+    (True, 300, None, "auto", 0.0),
+    ("auto", 300, None, 0.2, 0.2),         # a number is used as it is
+    ("auto", 30_000, None, 0.0, 0.0),
+])
+def test_auto_label_smoothing_smooths_where_auto_early_stopping_is_off(
+        early_stopping, n_samples, validation, given, expected):
+    from sktree_lmc._plan import AUTO_LABEL_SMOOTHING, Recipe
+
+    assert AUTO_LABEL_SMOOTHING == 0.05
+    est = SoftTreeEnsembleClassifier(early_stopping=early_stopping, label_smoothing=given)
+    recipe = Recipe.from_estimator(est).resolved(n_samples, validation)
+    assert recipe.label_smoothing == expected
+    assert recipe.early_stopping == (n_samples > 3_000 or validation is not None
+                                     if early_stopping == "auto" else early_stopping)
+
+
+def test_regressors_recipe_has_no_label_smoothing():
+    from sktree_lmc import SoftTreeEnsembleRegressor
+    from sktree_lmc._plan import Recipe
+
+    assert Recipe.from_estimator(SoftTreeEnsembleRegressor()).resolved(300).label_smoothing == 0
+
+
+@pytest.mark.parametrize("n_samples, explicit", [(400, 0.05), (3_200, 0.0)])
+def test_auto_label_smoothing_fits_as_its_resolved_value(n_samples, explicit):
+    """A fit with "auto" is bit for bit the fit with the value it resolves to, and its
+    loss (the refit's objective too) carries that value."""
+    Xs, ys = make_classification(n_samples=n_samples, n_features=5, n_classes=3,
+                                 n_informative=3, random_state=0)
+    params = dict(FAST, max_epochs=2, random_state=0)
+    assert SoftTreeEnsembleClassifier().label_smoothing == 0.0  # "auto" is an option
+    auto = SoftTreeEnsembleClassifier(label_smoothing="auto", **params).fit(Xs, ys)
+    fixed = SoftTreeEnsembleClassifier(label_smoothing=explicit, **params).fit(Xs, ys)
+    other = SoftTreeEnsembleClassifier(label_smoothing=0.05 - explicit, **params).fit(Xs, ys)
+    assert auto.label_smoothing_ == explicit and auto._loss.label_smoothing == explicit
+    assert auto.do_early_stopping_ == (n_samples > 3_000)
+    assert_array_equal(auto.tree_params_.leaf_value, fixed.tree_params_.leaf_value)
+    assert auto.loss_curve_ == fixed.loss_curve_
+    assert not np.array_equal(auto.tree_params_.leaf_value, other.tree_params_.leaf_value)
+
+
+def test_a_merge_refits_with_the_smoothing_its_models_resolved():
+    """The refit objective of a merge weighs the models' resolved smoothing: "auto" on
+    small data counts as 0.05."""
+    a = _fit(0, label_smoothing="auto")
+    b = _fit(1)
+    assert (a.label_smoothing_, b.label_smoothing_) == (0.05, 0.0)
+    merged = merge_estimators(a, b, lam=0.5)
+    assert merged.label_smoothing == pytest.approx(0.025)
+    assert merged._loss.label_smoothing == pytest.approx(0.025)

@@ -48,6 +48,9 @@ def _objective(est, X, y, sample_weight=None, alpha=1e-4):
             probs = np.mean([softmax(oblivious_output(Xe, *t), axis=1) for t in est.teacher_],
                             axis=0)
             target = (1 - est.teacher_weight) * target + est.teacher_weight * probs
+        # label smoothing (torch's): the target mixed with the uniform distribution
+        s = est._label_smoothing()
+        target = (1 - s) * target + s / len(est.classes_)
         loss = -(target * logp).sum(axis=1)
     else:
         t = (np.asarray(y, dtype=np.float64).reshape(len(y), -1) - est.y_mean_) / est.y_scale_
