@@ -1,8 +1,8 @@
 """The merge axis of a change to the training recipe, in one short run.
 
-For each dataset (10,000 training and 10,000 test rows, or halves; split seed 0,
-stratified) and each recipe of ``--variants`` (``VARIANTS``: keyword arguments of the default
-``SoftTreeEnsembleClassifier``):
+For each dataset (10,000 training and 10,000 test rows, or halves; split seed ``--seed``,
+0 by default, stratified) and each recipe of ``--variants`` (``VARIANTS``: keyword arguments
+of the default ``SoftTreeEnsembleClassifier``):
 
 * two models on all training rows (``random_state`` 0 and 1), their test accuracy, the
   accuracy of their weight-matching merge (``merge_estimators(a, b)``) and the barrier
@@ -11,6 +11,9 @@ stratified) and each recipe of ``--variants`` (``VARIANTS``: keyword arguments o
   own encoder), the accuracy of their 4-way merge weighted by rows, and the recovery:
   ``(merge - mean site) / (mean full model - mean site)``;
 * the first epoch's training loss of the two full models (the overshoot of the first steps).
+
+With ``--seed s`` the quarters are drawn with ``RandomState(s)`` and every ``random_state``
+above is ``100 * s`` more; seed 0 is the measurement as it always was.
 
 One JSON line per (dataset, variant) is printed and appended to ``--out``.
 
@@ -51,25 +54,28 @@ VARIANTS = {
 }
 
 
-def measure(name, variant, n_train=10_000, extra=None):
-    """One (dataset, variant) record."""
+def measure(name, variant, n_train=10_000, extra=None, seed=0):
+    """One (dataset, variant) record of seed ``seed`` (see :func:`measure_split`)."""
     from .bench_accuracy import load, split
 
-    X_tr, X_te, y_tr, y_te = split(*load("raw", name), n_train, n_train, 0, True)
+    X_tr, X_te, y_tr, y_te = split(*load("raw", name), n_train, n_train, seed, True)
     params = {**VARIANTS[variant], **(extra or {})}
-    return {"dataset": name, "variant": variant, **measure_split(X_tr, X_te, y_tr, y_te, params)}
+    record = measure_split(X_tr, X_te, y_tr, y_te, params, seed)
+    return {"dataset": name, "variant": variant, **({"seed": seed} if seed else {}), **record}
 
 
-def measure_split(X_tr, X_te, y_tr, y_te, params):
+def measure_split(X_tr, X_te, y_tr, y_te, params, seed=0):
     """The merge axis of the default classifier with ``params`` on one train/test split: the
-    record's fields after ``dataset`` and ``variant``."""
+    record's fields after ``dataset`` and ``variant``. Seed ``s`` draws the quarters with
+    ``RandomState(s)`` and adds ``100 * s`` to every model's ``random_state``."""
     from sktree_lmc import SoftTreeEnsembleClassifier, merge_estimators
 
     n = len(y_tr)
-    quarters = np.array_split(np.random.RandomState(0).permutation(n), 4)
+    quarters = np.array_split(np.random.RandomState(seed).permutation(n), 4)
 
-    def model(seed):
-        return SoftTreeEnsembleClassifier(random_state=seed, device="cpu", **params)
+    def model(state):
+        return SoftTreeEnsembleClassifier(random_state=100 * seed + state, device="cpu",
+                                          **params)
 
     def acc(m):
         return 100 * m.score(X_te, y_te)
@@ -99,6 +105,8 @@ def main(argv=None):
     parser.add_argument("--datasets", nargs="+", default=["MagicTelescope"])
     parser.add_argument("--variants", nargs="+", default=list(VARIANTS), choices=list(VARIANTS))
     parser.add_argument("--out", type=Path, default=RESULTS)
+    parser.add_argument("--seed", type=int, default=0,
+                        help="split seed; models' random_state + 100 * seed (default 0)")
     parser.add_argument("--smoke", action="store_true", help="seconds: 600 rows, tiny models")
     args = parser.parse_args(argv)
     torch.set_num_threads(1)
@@ -110,7 +118,7 @@ def main(argv=None):
     records = []
     for name in args.datasets:
         for variant in args.variants:
-            record = measure(name, variant, n_train, extra)
+            record = measure(name, variant, n_train, extra, args.seed)
             records.append(record)
             append_json_line(args.out, record)
     return records
