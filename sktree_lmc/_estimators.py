@@ -1310,14 +1310,16 @@ class SoftTreeEnsembleClassifier(ClassifierMixin, _BaseSoftTreeEnsemble):
         Weights of the classes in the loss, multiplying ``sample_weight``, as
         in scikit-learn's classifiers (a dict of label to weight, missing
         classes 1; ``"balanced"``: ``n_samples / (n_classes * count)``).
-    label_smoothing : float in [0, 1) or "auto", default=0.0
+    label_smoothing : float in [0, 1) or "auto", default="auto"
         Label smoothing of the cross-entropy: the targets are mixed with the
         uniform distribution at this weight. ``"auto"``: 0.05 on a fit that
         ``early_stopping="auto"`` runs without early stopping (small data,
         where nothing else stops the model from fitting its training rows with
-        certainty), else 0 (``label_smoothing_`` says which). It helps single
-        models on small multiclass data and costs merges of models of small
-        data, hence not the default (:ref:`encoding_and_training`).
+        certainty), else 0 (``label_smoothing_`` says which). See
+        :ref:`encoding_and_training`.
+
+        .. versionchanged:: 0.1
+           The default is ``"auto"`` (was 0.0).
     teacher_weight : float in [0, 1), default=0.75
         Distillation: before training, gradient boosting grows a teacher of
         ``n_estimators`` oblivious trees of ``depth`` on the training rows,
@@ -1446,7 +1448,7 @@ class SoftTreeEnsembleClassifier(ClassifierMixin, _BaseSoftTreeEnsemble):
         scoring="loss",
         additive_bins=(16, 64, 256, 1024, 4096),
         class_weight=None,
-        label_smoothing=0.0,
+        label_smoothing="auto",
         teacher_weight=0.75,
         n_members=1,
         encoder=None,

@@ -107,8 +107,8 @@ EARLY_STOPPING_AUTO_ROWS = 3_000
 #: ``label_smoothing="auto"`` on a fit that ``early_stopping="auto"`` runs
 #: without early stopping (small data): with no rows held out to stop it, the
 #: model fits its training rows to the last epoch, and smoothing the targets
-#: keeps it from fitting them with certainty. Measured in
-#: ``docs/benchmarks.md``, "Label smoothing on small data" (not the default).
+#: keeps it from fitting them with certainty. Chosen by measurement
+#: (``docs/benchmarks.md``, "Label smoothing on small data").
 AUTO_LABEL_SMOOTHING = 0.05
 
 

@@ -285,7 +285,7 @@ def test_auto_label_smoothing_fits_as_its_resolved_value(n_samples, explicit):
     Xs, ys = make_classification(n_samples=n_samples, n_features=5, n_classes=3,
                                  n_informative=3, random_state=0)
     params = dict(FAST, max_epochs=2, random_state=0)
-    assert SoftTreeEnsembleClassifier().label_smoothing == 0.0  # "auto" is an option
+    assert SoftTreeEnsembleClassifier().label_smoothing == "auto"  # the default
     auto = SoftTreeEnsembleClassifier(label_smoothing="auto", **params).fit(Xs, ys)
     fixed = SoftTreeEnsembleClassifier(label_smoothing=explicit, **params).fit(Xs, ys)
     other = SoftTreeEnsembleClassifier(label_smoothing=0.05 - explicit, **params).fit(Xs, ys)
@@ -299,8 +299,8 @@ def test_auto_label_smoothing_fits_as_its_resolved_value(n_samples, explicit):
 def test_a_merge_refits_with_the_smoothing_its_models_resolved():
     """The refit objective of a merge weighs the models' resolved smoothing: "auto" on
     small data counts as 0.05."""
-    a = _fit(0, label_smoothing="auto")
-    b = _fit(1)
+    a = _fit(0)
+    b = _fit(1, label_smoothing=0.0)
     assert (a.label_smoothing_, b.label_smoothing_) == (0.05, 0.0)
     merged = merge_estimators(a, b, lam=0.5)
     assert merged.label_smoothing == pytest.approx(0.025)

@@ -1,11 +1,12 @@
 """One-off script of docs/benchmarks.md, "Label smoothing on small data" (issue 42); not
 maintained. ``bench_merge_axis``'s measurement (``measure_split``) on ``load_digits``
-(``bench_shapes``' split, seed 0): two models on all training rows (``random_state`` 0, 1),
-their weight-matching merge and barrier; four models on IID quarters (``random_state``
-10-13) and their 4-way merge.
+(``bench_shapes``' split of seed SEED, 0 by default): two models on all training rows
+(``random_state`` 0, 1, plus 100 * SEED), their weight-matching merge and barrier; four models
+on IID quarters (``random_state`` 10-13, plus 100 * SEED) and their 4-way merge.
 
-Usage: python merge_axis_digits_oneoff.py VARIANT, VARIANT "default" or "ls_auto"
-(``label_smoothing="auto"``). Prints one JSON line.
+Usage: python merge_axis_digits_oneoff.py VARIANT [SEED], VARIANT "ls_off"
+(``label_smoothing=0.0``, the default before issue 42) or "ls_auto" (``label_smoothing="auto"``,
+the default since). Prints one JSON line.
 """
 import json
 import sys
@@ -21,11 +22,13 @@ from benchmarks.bench_shapes import SHAPES, _split  # noqa: E402
 def main():
     torch.set_num_threads(1)
     variant = sys.argv[1]
-    params = {"default": {}, "ls_auto": {"label_smoothing": "auto"}}[variant]
+    seed = int(sys.argv[2]) if len(sys.argv) > 2 else 0
+    params = {"ls_off": {"label_smoothing": 0.0}, "ls_auto": {"label_smoothing": "auto"}}[variant]
     shape = SHAPES["digits"]
     X, y = shape.load("digits")
-    record = measure_split(*_split(shape, X, y, 0, False), params)
-    print(json.dumps({"dataset": "digits", "variant": variant, **record}))
+    record = measure_split(*_split(shape, X, y, seed, False), params, seed)
+    print(json.dumps({"dataset": "digits", "variant": variant,
+                      **({"seed": seed} if seed else {}), **record}))
 
 
 if __name__ == "__main__":
