@@ -153,6 +153,8 @@ DOCS_EXTRAS = ["sphinx", "numpydoc", "sphinx_gallery", "pydata_sphinx_theme", "m
 @pytest.mark.slow
 @pytest.mark.skipif(not all(_has(m) for m in DOCS_EXTRAS),
                     reason="needs the docs extras: pip install -e '.[docs]'")
+@pytest.mark.skipif(os.environ.get("SKTREE_LMC_CI_BUILDS_DOCS") == "1",
+                    reason=".ci/run builds the documentation itself, with -W, after the tests")
 def test_sphinx_build_with_warnings_as_errors(tmp_path):
     """The documented build command, warnings as errors, entirely in a temporary folder.
 
