@@ -279,8 +279,6 @@ MIXED = {
     "default": Config(_soft_classifier(), requires=("categorical_features",)),
     "ab256": Config(_soft_classifier(**AB256)),
     "no_teacher": Config(_soft_classifier(**NO_TEACHER)),
-    # the default without the teacher, all else the default's (small data, issue 42)
-    "teacher_off": Config(_soft_classifier(teacher_weight=0.0)),
     "lr1e-2": Config(_soft_classifier(**AB256, learning_rate=PREVIOUS_LEARNING_RATE),
                      requires=("categorical_features",)),
     "no_additive": Config(_soft_classifier(**NO_ADDITIVE)),
