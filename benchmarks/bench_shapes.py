@@ -374,10 +374,11 @@ def run(csv_path, shapes, models, seeds, datasets=None, smoke=False):
     commit = git_commit()
     warm, appended = False, 0
     for shape_name, shape in shapes.items():
-        if not _selected_datasets(shape, datasets):
+        names = _selected_datasets(shape, datasets)
+        if not names:
             print(f"{shape_name}: no datasets" + (f" (no files in ${UCI_ENV})"
                   if shape.kind == "uci" else "") + "; skipped", file=sys.stderr)
-        for dataset in _selected_datasets(shape, datasets):
+        for dataset in names:
             todo = [(s, m) for s in seeds for m in models
                     if (shape_name, dataset, str(s), m) not in done]
             if not todo:
