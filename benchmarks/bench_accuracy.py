@@ -327,7 +327,7 @@ TASKS = {
 }
 COLUMNS = ("dataset", "seed", "model", "n_train", "n_test", "n_features", "test_score",
            "train_score", "fit_cpu_s", "fit_wall_s", "predict_rows_per_s", "epochs", "n_iter",
-           "commit")
+           "commit", "test_log_loss")
 
 
 # -- data --------------------------------------------------------------------------------------
@@ -437,11 +437,17 @@ def read_rows(path):
         return list(csv.DictReader(fh))
 
 
-def append_row(path, row):
-    new = not path.exists()
+def append_row(path, row, columns=COLUMNS):
+    """Append ``row`` to the CSV ``path``, written with the header ``columns`` when new. An
+    existing file keeps its own header: the fields it lacks (columns added since, such as
+    ``test_log_loss``) are left out of its rows rather than shifting them."""
+    header = None
+    if path.exists():
+        with open(path, newline="") as fh:
+            header = next(csv.reader(fh), None)
     with open(path, "a", newline="") as fh:
-        writer = csv.DictWriter(fh, fieldnames=COLUMNS)
-        if new:
+        writer = csv.DictWriter(fh, fieldnames=header or columns, extrasaction="ignore")
+        if not header:
             writer.writeheader()
         writer.writerow(row)
 
@@ -457,7 +463,7 @@ def append_json_line(path, record):
 
 def measure(est, X_tr, X_te, y_tr, y_te, metric):
     """Fit ``est`` and return the measured fields of one row."""
-    from sklearn.metrics import r2_score
+    from sklearn.metrics import log_loss, r2_score
 
     t_cpu, t_wall = time.process_time(), time.perf_counter()
     est.fit(X_tr, y_tr)
@@ -469,13 +475,16 @@ def measure(est, X_tr, X_te, y_tr, y_te, metric):
         pred = np.asarray(est.classes_)[np.argmax(proba, axis=1)]
         test = 100.0 * float(np.mean(pred == y_te))
         train = 100.0 * float(np.mean(est.predict(X_tr) == y_tr))
+        loss = round(float(log_loss(y_te, proba, labels=est.classes_)), 5)
     else:
         pred = est.predict(X_te)
         seconds = time.perf_counter() - t0
         test, train = r2_score(y_te, pred), r2_score(y_tr, est.predict(X_tr))
+        loss = ""
     final = est[-1] if hasattr(est, "steps") else est
     digits = 3 if metric == "acc" else 5
     return dict(test_score=round(test, digits), train_score=round(train, digits),
+                test_log_loss=loss,
                 fit_cpu_s=round(fit_cpu, 3), fit_wall_s=round(fit_wall, 3),
                 predict_rows_per_s=round(len(y_te) / max(seconds, 1e-9)),
                 epochs=getattr(final, "n_epochs_", ""), n_iter=getattr(final, "n_iter_", ""))

@@ -97,7 +97,6 @@ CSV is ``smoke_shapes.csv``.
 from __future__ import annotations
 
 import argparse
-import csv
 import hashlib
 import io
 import os
@@ -118,6 +117,7 @@ from .bench_accuracy import (
     _hgb,
     _mlp,
     _soft_classifier,
+    append_row,
     build as _build_config,
     git_commit,
     measure,
@@ -355,15 +355,6 @@ def build(model, seed, n_train, smoke):
     return est
 
 
-def append_row(path, row):
-    new = not path.exists()
-    with open(path, "a", newline="") as fh:
-        writer = csv.DictWriter(fh, fieldnames=COLUMNS)
-        if new:
-            writer.writeheader()
-        writer.writerow(row)
-
-
 def run(csv_path, shapes, models, seeds, datasets=None, smoke=False):
     """Measure every missing (shape, dataset, seed, model) row of ``shapes`` (a dict of
     :class:`Shape`); returns the number of rows appended."""
@@ -400,7 +391,7 @@ def run(csv_path, shapes, models, seeds, datasets=None, smoke=False):
                     row.update(shape=shape_name, dataset=dataset, seed=seed, model=model,
                                n_train=len(y_tr), n_test=len(y_te), n_features=X_tr.shape[1],
                                commit=commit)
-                    append_row(csv_path, row)
+                    append_row(csv_path, row, COLUMNS)
                     appended += 1
                     print(f"{shape_name} {dataset} seed {seed} {model}: test "
                           f"{row['test_score']} train {row['train_score']} fit "

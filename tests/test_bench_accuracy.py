@@ -51,6 +51,7 @@ def test_accuracy_smoke_runs_skips_resumes_and_reports(tmp_path):
     hgb = [r for r in rows if r["model"] == "hgb"]
     assert all(50 <= float(r["test_score"]) <= 100 and float(r["fit_cpu_s"]) >= 0
                and float(r["predict_rows_per_s"]) > 0 for r in hgb)
+    assert all(0 < float(r["test_log_loss"]) < 5 for r in hgb)
     assert {(r["dataset"], r["n_train"], r["n_test"]) for r in rows} == {
         ("MagicTelescope", "300", "300")}
     if "default" not in skipped:
@@ -67,7 +68,7 @@ def test_accuracy_smoke_runs_skips_resumes_and_reports(tmp_path):
     reg = _rows(tmp_path / "smoke_regression.csv")
     assert {r["dataset"] for r in reg} == {"diabetes", "california/MedInc"}
     assert _models(reg) == (["hgb"] if "paper" in reg_skipped else ["hgb", "paper"])
-    assert all(float(r["test_score"]) <= 1 for r in reg)
+    assert all(float(r["test_score"]) <= 1 and r["test_log_loss"] == "" for r in reg)
 
     text = bench.main(["--smoke", "--out", str(tmp_path), "--report", str(tmp_path / "rep")])
     assert (tmp_path / "rep" / "bench_accuracy.md").read_text() == text
@@ -87,3 +88,18 @@ def test_mixed_data_has_two_categorical_columns_and_ten_percent_missing():
     assert abs(float(X.isna().to_numpy().mean()) - 0.1) < 1e-4
     X2, _ = bench.load("mixed", "bank-marketing")
     assert X2.isna().equals(X.isna())  # fixed seed
+
+
+def test_append_row_keeps_an_existing_files_header(tmp_path):
+    """A CSV written before a column was added keeps its header and its rows' alignment."""
+    bench = _module()
+    path = tmp_path / "old.csv"
+    old = [c for c in bench.COLUMNS if c != "test_log_loss"]
+    path.write_text(",".join(old) + "\n")
+    row = {c: str(i) for i, c in enumerate(bench.COLUMNS)}
+    bench.append_row(path, row)
+    (written,) = _rows(path)
+    assert list(written) == old and all(written[c] == row[c] for c in old)
+    fresh = tmp_path / "new.csv"
+    bench.append_row(fresh, row)
+    assert _rows(fresh) == [row]

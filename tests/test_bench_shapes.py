@@ -48,7 +48,7 @@ def test_shapes_smoke_runs_resumes_and_reports(tmp_path, tabular_data_home):
     assert all((r["n_train"], r["n_test"]) == ("300", "300") for r in rows
                if r["shape"] != "rows_100")
     assert all(0 <= float(r["test_score"]) <= 100 and float(r["predict_rows_per_s"]) > 0
-               for r in rows)
+               and float(r["test_log_loss"]) > 0 for r in rows)
     assert all(int(r["epochs"]) <= 2 for r in rows if r["model"] == "default")
     assert all(int(r["n_iter"]) <= 10 for r in rows if r["model"] in ("hgb", "mlp"))
     # a second run finds every row done: nothing is appended
