@@ -1312,7 +1312,7 @@ class SoftTreeEnsembleClassifier(ClassifierMixin, _BaseSoftTreeEnsemble):
         classes 1; ``"balanced"``: ``n_samples / (n_classes * count)``).
     label_smoothing : float in [0, 1) or "auto", default="auto"
         Label smoothing of the cross-entropy: the targets are mixed with the
-        uniform distribution at this weight. ``"auto"``: 0.05 on a fit that
+        uniform distribution at this weight. ``"auto"``: 0.02 on a fit that
         ``early_stopping="auto"`` runs without early stopping (small data,
         where nothing else stops the model from fitting its training rows with
         certainty), else 0 (``label_smoothing_`` says which). See

@@ -251,7 +251,7 @@ def test_data_split_init_with_constant_columns_keeps_the_uniform_start(encoding)
 
 
 @pytest.mark.parametrize("early_stopping, n_samples, validation, given, expected", [
-    ("auto", 3_000, None, "auto", 0.05),   # small data: auto runs it without early stopping
+    ("auto", 3_000, None, "auto", 0.02),   # small data: auto runs it without early stopping
     ("auto", 3_001, None, "auto", 0.0),    # early stopping on: the validation rows stop it
     ("auto", 300, "X_val", "auto", 0.0),   # rows of the user's own: early stopping on
     (False, 300, None, "auto", 0.0),       # turned off by hand: not auto's small data
@@ -263,7 +263,7 @@ def test_auto_label_smoothing_smooths_where_auto_early_stopping_is_off(
         early_stopping, n_samples, validation, given, expected):
     from sktree_lmc._plan import AUTO_LABEL_SMOOTHING, Recipe
 
-    assert AUTO_LABEL_SMOOTHING == 0.05
+    assert AUTO_LABEL_SMOOTHING == 0.02
     est = SoftTreeEnsembleClassifier(early_stopping=early_stopping, label_smoothing=given)
     recipe = Recipe.from_estimator(est).resolved(n_samples, validation)
     assert recipe.label_smoothing == expected
@@ -278,7 +278,7 @@ def test_regressors_recipe_has_no_label_smoothing():
     assert Recipe.from_estimator(SoftTreeEnsembleRegressor()).resolved(300).label_smoothing == 0
 
 
-@pytest.mark.parametrize("n_samples, explicit", [(400, 0.05), (3_200, 0.0)])
+@pytest.mark.parametrize("n_samples, explicit", [(400, 0.02), (3_200, 0.0)])
 def test_auto_label_smoothing_fits_as_its_resolved_value(n_samples, explicit):
     """A fit with "auto" is bit for bit the fit with the value it resolves to, and its
     loss (the refit's objective too) carries that value."""
@@ -288,7 +288,7 @@ def test_auto_label_smoothing_fits_as_its_resolved_value(n_samples, explicit):
     assert SoftTreeEnsembleClassifier().label_smoothing == "auto"  # the default
     auto = SoftTreeEnsembleClassifier(label_smoothing="auto", **params).fit(Xs, ys)
     fixed = SoftTreeEnsembleClassifier(label_smoothing=explicit, **params).fit(Xs, ys)
-    other = SoftTreeEnsembleClassifier(label_smoothing=0.05 - explicit, **params).fit(Xs, ys)
+    other = SoftTreeEnsembleClassifier(label_smoothing=0.02 - explicit, **params).fit(Xs, ys)
     assert auto.label_smoothing_ == explicit and auto._loss.label_smoothing == explicit
     assert auto.do_early_stopping_ == (n_samples > 3_000)
     assert_array_equal(auto.tree_params_.leaf_value, fixed.tree_params_.leaf_value)
@@ -298,10 +298,10 @@ def test_auto_label_smoothing_fits_as_its_resolved_value(n_samples, explicit):
 
 def test_a_merge_refits_with_the_smoothing_its_models_resolved():
     """The refit objective of a merge weighs the models' resolved smoothing: "auto" on
-    small data counts as 0.05."""
+    small data counts as 0.02."""
     a = _fit(0)
     b = _fit(1, label_smoothing=0.0)
-    assert (a.label_smoothing_, b.label_smoothing_) == (0.05, 0.0)
+    assert (a.label_smoothing_, b.label_smoothing_) == (0.02, 0.0)
     merged = merge_estimators(a, b, lam=0.5)
-    assert merged.label_smoothing == pytest.approx(0.025)
-    assert merged._loss.label_smoothing == pytest.approx(0.025)
+    assert merged.label_smoothing == pytest.approx(0.01)
+    assert merged._loss.label_smoothing == pytest.approx(0.01)
