@@ -441,15 +441,13 @@ def append_row(path, row, columns=COLUMNS):
     """Append ``row`` to the CSV ``path``, written with the header ``columns`` when new. An
     existing file keeps its own header: the fields it lacks (columns added since, such as
     ``test_log_loss``) are left out of its rows rather than shifting them."""
+    from .lmc.core import append_rows
+
     header = None
     if path.exists():
         with open(path, newline="") as fh:
             header = next(csv.reader(fh), None)
-    with open(path, "a", newline="") as fh:
-        writer = csv.DictWriter(fh, fieldnames=header or columns, extrasaction="ignore")
-        if not header:
-            writer.writeheader()
-        writer.writerow(row)
+    append_rows(path, [row], header or columns)
 
 
 def append_json_line(path, record):
