@@ -49,8 +49,8 @@ VARIANTS = {
     "split_data": dict(split_init="data"),
     # every split started sharper: U(-10, 10) weights and biases instead of U(+-1/sqrt(F))
     "split_10": dict(split_init=10.0),
-    # label smoothing at 0.05 on the fits without early stopping (the sites; the default
-    # since issue 42), and none (the default before)
+    # label smoothing at AUTO_LABEL_SMOOTHING on the fits without early stopping (the sites;
+    # the default since issue 42), and none (the default before)
     "ls_auto": dict(label_smoothing="auto"),
     "ls_off": dict(label_smoothing=0.0),
 }
