@@ -21,8 +21,9 @@ encoder's map into them out):
 kind                   union, and the map of encoder ``i``
 =====================  ==========================================================
 ``"none"``             the value itself; the identity
-``"standard"``         one center and scale (the parents' common value, else
-                       their mean): ``(x - m_i) / s_i = (s_U / s_i) u +
+``"standard"``         one center and scale (the parents' common values, else
+                       the scales' mean and the center that keeps every
+                       parent's shift smallest): ``(x - m_i) / s_i = (s_U / s_i) u +
                        (m_U - m_i) / s_i``, the shift taken back on a missing
                        row through the union's missing indicator (which the
                        union then has)
@@ -121,9 +122,30 @@ def _union_identity(kind):
     return union
 
 
+def _balanced_center(centers, scales):
+    """The union's center: the parents' common value, else the point ``c``
+    that minimizes the largest shift ``|c - m_i| / s_i`` of a parent.
+
+    A parent's translation adds ``W * (c - m_i) / s_i`` to its split biases,
+    which are stored in float32: a shift far larger than the parent's own
+    features (a part whose mean one outlier moved) would lose their digits in
+    that sum. The minimax point lies where two parents' shifts are equal,
+    ``(m_i s_k + m_k s_i) / (s_i + s_k)``, for the pair that gives it.
+    """
+    centers = np.asarray([float(v) for v in centers])
+    scales = np.asarray([float(v) for v in scales])
+    if np.all(centers == centers[0]):
+        return float(centers[0])
+    candidates = [(centers[i] * scales[k] + centers[k] * scales[i]) / (scales[i] + scales[k])
+                  for i in range(centers.size) for k in range(i + 1, centers.size)]
+    worst = [np.max(np.abs(c - centers) / scales) for c in candidates]
+    return float(candidates[int(np.argmin(worst))])
+
+
 def _union_standard(states, name):
-    """``"standard"``: one center and scale; a weight factor and a shift."""
-    center = _common(s["center_"] for s in states)
+    """``"standard"``: one center and scale; a weight factor and a shift (the
+    center :func:`_balanced_center`, so that no parent's shift is large)."""
+    center = _balanced_center([s["center_"] for s in states], [s["scale_"] for s in states])
     scale = _common(s["scale_"] for s in states)
     maps = []
     for s in states:

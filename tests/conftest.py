@@ -6,6 +6,9 @@
 - Runs torch on one intra-op thread: the tests' tensors are small, and on the 2-core CI machine
   extra threads (and GridSearchCV/joblib workers each starting their own) only oversubscribe.
   Worker processes inherit it through ``OMP_NUM_THREADS``.
+- Hypothesis runs derandomized under ``CI=true`` (profile ``"ci"``: every run draws the same
+  examples, so a green CI run means the same thing twice; the examples that once failed are kept
+  as explicit ``@example``s); elsewhere the default profile searches anew each run.
 - ``FAST``: the settings of the tiny, quickly fitted models of the tests (``from conftest import
   FAST``; a module that needs better-trained models overrides what it must, visibly), and shared
   fitted models, fitted once per session: ``clf_data`` (two 3-class classifiers and their data)
@@ -28,6 +31,12 @@ os.environ.setdefault("OMP_NUM_THREADS", "1")
 # scikit-learn's check_array_api_input (numpy namespace) runs only with this set; the
 # estimators take NumPy input, which it checks.
 os.environ.setdefault("SCIPY_ARRAY_API", "1")
+
+from hypothesis import settings as _hypothesis_settings  # noqa: E402
+
+_hypothesis_settings.register_profile("ci", derandomize=True, print_blob=True)
+if os.environ.get("CI", "").lower() == "true":
+    _hypothesis_settings.load_profile("ci")
 
 # Imported after the variables above: torch reads OMP_NUM_THREADS and scipy SCIPY_ARRAY_API
 # when first imported.
