@@ -35,6 +35,7 @@ from ._metrics import (
 )
 from ._params import TreeParams
 from ._refit import refit_leaves
+from ._report import MergeQualityWarning, MergeReport
 from ._sharded import ShardedSoftTreeEnsemble, make_shards
 
 __version__ = "0.1.0.dev0"
@@ -44,6 +45,8 @@ __all__ = [
     "Alignment",
     "InterpolationCurve",
     "InterpolationCurveDisplay",
+    "MergeQualityWarning",
+    "MergeReport",
     "ModelAligner",
     "ShardedSoftTreeEnsemble",
     "SoftTreeEnsembleClassifier",

@@ -223,6 +223,10 @@ def _hat_features(x, knots, dtype=np.float32):
 #: :class:`~sklearn.preprocessing.QuantileTransformer`'s ``BOUNDS_THRESHOLD``
 #: and the clip of its normal output, as it computes them.
 _BOUNDS_THRESHOLD = 1e-7
+#: A category no encoder was fitted on: what a probe row of a column with an
+#: infrequent feature holds for it (see ``OneHotColumns.sample``).
+_UNSEEN_CATEGORY = "\x00sktree_lmc: a category outside the fitted ones"
+
 _NORMAL_CLIP = (float(stats.norm.ppf(_BOUNDS_THRESHOLD - np.spacing(1))),
                 float(stats.norm.ppf(1 - (_BOUNDS_THRESHOLD - np.spacing(1)))))
 
@@ -892,6 +896,32 @@ class ColumnEncoding:
         """
         return None
 
+    def sample(self, state, levels):
+        """Values of the column drawn from its fitted distribution.
+
+        The fitted state is a summary of the training values (quantiles,
+        knots, moments, categories), so values at the quantile ``levels``
+        of that summary are a sample of the column's marginal distribution
+        without the rows: the probe rows of merge diagnostics and the
+        feature scales of weight matching
+        (:func:`~sktree_lmc._common_encoding.probe_columns`).
+
+        Parameters
+        ----------
+        state : dict
+            The column's fitted state.
+        levels : ndarray of float64 of shape (n,)
+            Levels in ``[0, 1)``.
+
+        Returns
+        -------
+        values : ndarray of shape (n,) or None
+            Present values (float64 for numeric kinds, object for
+            categorical ones), or None when the state says nothing of the
+            distribution (``"none"``).
+        """
+        return None
+
 
 class _NumericColumns(ColumnEncoding):
     """The numeric kinds' summary and transform: missing values are NaN, the
@@ -1040,6 +1070,9 @@ class StandardColumns(_NumericColumns):
     def _export_form(self, state):
         return "affine", (state["center_"], state["scale_"])
 
+    def sample(self, state, levels):
+        return state["center_"] + state["scale_"] * ndtri(np.clip(levels, 1e-6, 1 - 1e-6))
+
     def difference(self, a, b, name):
         for key, what in (("center_", "mean"), ("scale_", "scale")):
             if _arrays_differ(a[key], b[key]):
@@ -1089,6 +1122,13 @@ class QuantileNormalColumns(_NumericColumns):
 
     def _export_form(self, state):
         return "quantile_normal", (state["quantile_transformers_"],)
+
+    def sample(self, state, levels):
+        qt = state["quantile_transformers_"]
+        if qt is None:
+            return None
+        q = np.asarray(qt.quantiles_, dtype=np.float64)[:, 0]
+        return np.interp(levels, np.linspace(0.0, 1.0, q.size), q)
 
     def difference(self, a, b, name):
         qa, qb = a["quantile_transformers_"], b["quantile_transformers_"]
@@ -1145,6 +1185,14 @@ class PiecewiseLinearColumns(_NumericColumns):
 
     def _export_form(self, state):
         return "hat", (state["knots_"],)
+
+    def sample(self, state, levels):
+        # the knots are the distinct quantiles at evenly spaced levels: the quantile
+        # function, approximately (a repeated quantile kept once)
+        knots = np.asarray(state["knots_"], dtype=np.float64)
+        if not knots.size:
+            return None
+        return np.interp(levels, np.linspace(0.0, 1.0, knots.size), knots)
 
     def difference(self, a, b, name):
         if _arrays_differ(a["knots_"], b["knots_"]):
@@ -1230,6 +1278,15 @@ class OneHotColumns(ColumnEncoding):
 
     def export_form(self, state):
         return "one_hot", (len(state["categories_"]), state["has_infrequent_"])
+
+    def sample(self, state, levels):
+        # the categories (and one category that is none of them, for the infrequent
+        # feature), equally often: the state keeps no counts
+        values = list(state["categories_"])
+        if state["has_infrequent_"] or not values:
+            values.append(_UNSEEN_CATEGORY)
+        picks = np.minimum((levels * len(values)).astype(np.int64), len(values) - 1)
+        return np.asarray(values, dtype=object)[picks]
 
     def difference(self, a, b, name):
         ca, cb = a["categories_"], b["categories_"]
@@ -1317,6 +1374,21 @@ class StackedColumns(_NumericColumns):
     def _export_form(self, state):
         forms = [kind.export_form(sub) for kind, sub in self.parts(state)]
         return "stack", ([form for form in forms if form[0] != "empty"],)
+
+    def sample(self, state, levels):
+        # a mixture of the sub-encodings' distributions, in equal shares
+        parts = [(kind, sub) for kind, sub in self.parts(state) if kind.width(sub)]
+        if not parts:
+            return None
+        scaled = levels * len(parts)
+        which = np.minimum(scaled.astype(np.int64), len(parts) - 1)
+        out = np.zeros(levels.shape)
+        for i, (kind, sub) in enumerate(parts):
+            values = kind.sample(sub, scaled[which == i] - i)
+            if values is None:
+                return None
+            out[which == i] = values
+        return out
 
     def difference(self, a, b, name):
         pa, pb = self.parts(a), self.parts(b)

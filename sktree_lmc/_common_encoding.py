@@ -82,7 +82,8 @@ from ._column_encodings import (
 )
 from ._encoding import TabularEncoder, encoders_differ
 
-__all__ = ["UNIONS", "EncodingTranslation", "common_encoder", "matching_view"]
+__all__ = ["UNIONS", "EncodingTranslation", "common_encoder", "feature_scales", "matching_view",
+           "probe_columns"]
 
 
 class _Map(NamedTuple):
@@ -615,3 +616,79 @@ def matching_view(encoder):
     P = np.zeros((encoder.n_features_out_, start))
     P[np.arange(len(cols)), cols] = 1.0
     return P
+
+
+def probe_columns(encoder, n_rows=2048, *, missing_share=0.0, random_state=0):
+    """Rows drawn from the distribution a fitted encoder summarizes.
+
+    An encoder fitted on training rows keeps a summary of every column (its
+    quantiles, knots, moments or categories: see each kind's ``sample``).
+    Each column of the probe rows holds the column's values at ``n_rows``
+    evenly spaced quantile levels, in an order of its own (a random
+    permutation per column): a sample of every column's marginal
+    distribution, the columns independent. They are the points on which
+    models that saw none of each other's rows can be compared.
+
+    Parameters
+    ----------
+    encoder : TabularEncoder
+        A fitted encoder (a union of encoders included).
+    n_rows : int, default=2048
+        Rows to draw.
+    missing_share : float, default=0.0
+        Share of the rows, in every column that had missing values, made
+        missing (``NaN``, or ``None`` in a categorical column).
+    random_state : int, default=0
+        Seed of the columns' orders (and of the missing rows).
+
+    Returns
+    -------
+    columns : list of ndarray or None
+        One array of ``n_rows`` values per input column (float64 for numeric
+        columns, object for categorical ones), or None for a column whose
+        state says nothing of its distribution (``numeric_encoding="none"``).
+    """
+    rng = np.random.RandomState(random_state)
+    levels = (np.arange(n_rows) + 0.5) / n_rows
+    columns = []
+    for j, kind in enumerate(encoder._kinds()):
+        values = kind.sample(kind.state(encoder, j), levels[rng.permutation(n_rows)])
+        if values is not None and missing_share and encoder.has_missing_[j]:
+            values = values.astype(object) if encoder.categorical_[j] else values.copy()
+            values[rng.rand(n_rows) < missing_share] = None if encoder.categorical_[j] else np.nan
+        columns.append(values)
+    return columns
+
+
+def feature_scales(encoder, n_rows=2048):
+    """The root mean square of every feature of ``encoder`` on its probe rows.
+
+    A split computes ``sum_f W[f] * x_f``: how much a difference in the
+    weight of feature ``f`` changes what the split computes grows with the
+    size of ``x_f``. Quantile-normal features of a column that is mostly one
+    value (a count that is 0 on most rows) sit near the clip of the normal
+    scores (about -5.2) on most rows, and other features within about 1:
+    weight matching compares ``W[f] * scale[f]``, the coefficients in units
+    of what the split computes, so that such a feature weighs as much as it
+    moves the splits (:class:`~sktree_lmc.ModelAligner`,
+    ``scale_features=True``).
+
+    Parameters
+    ----------
+    encoder : TabularEncoder
+        A fitted encoder.
+    n_rows : int, default=2048
+        Probe rows (:func:`probe_columns`, without missing values).
+
+    Returns
+    -------
+    scales : ndarray of float64 of shape (`n_features_out_`,)
+        Each feature's root mean square; 1 for the features the probe rows
+        leave at zero (missing indicators, columns of ``"none"``, whose
+        distribution the encoder does not know).
+    """
+    columns = probe_columns(encoder, n_rows)
+    filled = [np.zeros(n_rows) if c is None else c for c in columns]
+    features = np.asarray(encoder.transform_columns(filled), dtype=np.float64)
+    rms = np.sqrt(np.mean(features ** 2, axis=0))
+    return np.where(rms > 0, rms, 1.0)

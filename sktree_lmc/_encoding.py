@@ -298,8 +298,9 @@ def check_categorical_features(categorical_features, n_features, feature_names, 
     )
 
 
-def summarize(columns, categorical, *, numeric_encoding="piecewise_linear", n_bins=16,
-              sketch_size=None, names=None, additive_bins=None, sample_weight=None):
+def summarize(columns, categorical, *, numeric_encoding="quantile_normal", n_bins=16,
+              sketch_size=None, names=None, additive_bins=(16, 64, 256, 1024, 4096),
+              sample_weight=None):
     """What :meth:`TabularEncoder.from_summaries` needs of some rows' columns.
 
     Run where the rows live (a dask worker, for its partitions); the summary
@@ -312,8 +313,10 @@ def summarize(columns, categorical, *, numeric_encoding="piecewise_linear", n_bi
         The column arrays of :func:`to_columns`.
     categorical : ndarray of bool
         Which columns are categorical (the same mask for every part).
-    numeric_encoding : {"piecewise_linear", "quantile_normal", "standard", "none"}
-    n_bins : int
+    numeric_encoding : {"piecewise_linear", "quantile_normal", "standard", "none"}, \
+            default="quantile_normal"
+        The encoder's ``numeric_encoding``.
+    n_bins : int, default=16
         The encoder's ``n_bins``: a numeric column with at most ``n_bins + 1``
         distinct values sends them (its knots are then exact).
     sketch_size : int >= 2 or None, default=None
@@ -323,7 +326,7 @@ def summarize(columns, categorical, *, numeric_encoding="piecewise_linear", n_bi
         quantile levels instead (``SKETCH_SIZE`` = 1,001 levels: every 0.1%).
     names : sequence of str, default=None
         Column names, for error messages.
-    additive_bins : int, sequence of int or None, default=None
+    additive_bins : int, sequence of int or None, default=(16, 64, 256, 1024, 4096)
         The encoder's ``additive_bins``: with it, every numeric column sends
         its ``values`` or ``quantiles`` (as for the quantile encodings), for
         the bins.
@@ -491,10 +494,13 @@ class TabularEncoder(TransformerMixin, BaseEstimator):
     Parameters
     ----------
     numeric_encoding : {"piecewise_linear", "quantile_normal", "standard", "none"}, \
-            default="piecewise_linear"
+            default="quantile_normal"
         Encoding of the numeric columns: the degree-1 spline ("hat") basis on
         quantile knots (one feature per knot), the quantile transform to a
-        standard normal, ``(x - mean) / std``, or the value itself.
+        standard normal, ``(x - mean) / std``, or the value itself. The
+        defaults of the encoder are the estimators' (this one and
+        ``additive_bins``), so that an encoder fitted once and passed as
+        ``encoder=`` gives the model the estimator would have fitted alone.
     n_bins : int, default=16
         Quantile bins of the piecewise-linear encoding (``n_bins + 1`` knots
         before removing duplicates, so fewer for columns with few distinct
@@ -502,7 +508,8 @@ class TabularEncoder(TransformerMixin, BaseEstimator):
     max_categories : int, default=32
         Most frequent categories kept per categorical column; the others
         share one "infrequent" feature.
-    additive_bins : int in [2, 65536], sequence of int or None, default=None
+    additive_bins : int in [2, 65536], sequence of int or None, \
+            default=(16, 64, 256, 1024, 4096)
         Quantile bins per numeric column of the additive term (the
         estimators' ``additive_bins``): :meth:`additive_codes` gives every
         value its row of the additive table. The bins are quantile bins:
@@ -674,8 +681,8 @@ class TabularEncoder(TransformerMixin, BaseEstimator):
         "categorical_features": [StrOptions({"from_dtype"}), "array-like", None],
     }
 
-    def __init__(self, numeric_encoding="piecewise_linear", n_bins=16, max_categories=32,
-                 additive_bins=None, categorical_features="from_dtype"):
+    def __init__(self, numeric_encoding="quantile_normal", n_bins=16, max_categories=32,
+                 additive_bins=(16, 64, 256, 1024, 4096), categorical_features="from_dtype"):
         self.numeric_encoding = numeric_encoding
         self.n_bins = n_bins
         self.max_categories = max_categories
@@ -911,8 +918,8 @@ class TabularEncoder(TransformerMixin, BaseEstimator):
 
     @classmethod
     def from_summaries(cls, summaries, categorical, names=None, *,
-                       numeric_encoding="piecewise_linear", n_bins=16, max_categories=32,
-                       additive_bins=None):
+                       numeric_encoding="quantile_normal", n_bins=16, max_categories=32,
+                       additive_bins=(16, 64, 256, 1024, 4096)):
         """The encoder fitted on the union of the rows that ``summaries`` describe.
 
         Each summary is the :func:`summarize` of one part of the rows (e.g.

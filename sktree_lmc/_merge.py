@@ -14,10 +14,11 @@ from __future__ import annotations
 import dataclasses
 import re
 import sys
+import warnings
 from numbers import Integral, Real
 
 import numpy as np
-from sklearn.base import BaseEstimator, clone
+from sklearn.base import BaseEstimator, clone, is_classifier
 from sklearn.utils._param_validation import InvalidParameterError, StrOptions, validate_params
 from sklearn.utils.validation import check_is_fitted
 
@@ -33,15 +34,25 @@ from ._bridge import (
     transform_rows,
     with_params,
 )
-from ._common_encoding import matching_view
+from ._common_encoding import feature_scales, matching_view
 from ._device import DEVICE_CONSTRAINT, resolve_device
 from ._matching import INVARIANCES, _align_optimizer_state, dp_cost
 from ._nway import _check_weights, align_many
 from ._progress import ProgressLog
+from ._report import (
+    MergeQualityWarning,
+    _predictions,
+    ensemble_predictions,
+    merge_report,
+    probe_rows,
+)
 from ._validation import _NumberInterval
 
 __all__ = ["ALIGNER_SHORTCUTS", "ModelAligner", "check_aligner", "fit_aligner",
            "merge_estimators"]
+
+#: Regression losses with the log link, whose merges average predictions geometrically.
+_LOG_LINK_LOSSES = ("poisson", "gamma")
 
 #: String shortcuts accepted wherever an ``aligner`` is: the settings they stand for.
 ALIGNER_SHORTCUTS = {
@@ -86,6 +97,17 @@ class ModelAligner(BaseEstimator):
     weighting : bool, default=True
         Scale split parameters by the square root of the number of leaves
         they affect when comparing trees (Section 3.2 of the paper).
+    scale_features : bool, default=True
+        Weight matching only: compare each split weight times the size (root
+        mean square) of its feature on the distribution the input encoder
+        summarizes (:func:`~sktree_lmc._common_encoding.feature_scales`),
+        i.e. in units of what the split computes, instead of the raw
+        coefficients. It matters where features differ in size: a
+        quantile-normal column that is one value on most rows (counts, codes)
+        sits near the clip of the normal scores. ``False`` is the paper's
+        weight matching. Features whose distribution the encoder does not
+        know (``numeric_encoding="none"``, missing indicators) keep a scale
+        of 1.
     n_samples : int, default=512
         Rows of ``X`` sampled for activation matching.
     reference : int, default=0
@@ -148,6 +170,7 @@ class ModelAligner(BaseEstimator):
         "method": [StrOptions({"wm", "am"})],
         "invariances": [StrOptions(set(INVARIANCES))],
         "weighting": ["boolean"],
+        "scale_features": ["boolean"],
         "n_samples": [_NumberInterval(Integral, 1, None, closed="left")],
         "verbose": ["verbose"],
         "reference": [_NumberInterval(Integral, 0, None, closed="left")],
@@ -157,12 +180,13 @@ class ModelAligner(BaseEstimator):
         "device": DEVICE_CONSTRAINT,
     }
 
-    def __init__(self, method="wm", invariances="all", weighting=True, n_samples=512,
-                 reference=0, max_iter=20, tol=1e-3, random_state=None, device="cpu",
-                 verbose=0):
+    def __init__(self, method="wm", invariances="all", weighting=True, scale_features=True,
+                 n_samples=512, reference=0, max_iter=20, tol=1e-3, random_state=None,
+                 device="cpu", verbose=0):
         self.method = method
         self.invariances = invariances
         self.weighting = weighting
+        self.scale_features = scale_features
         self.n_samples = n_samples
         self.reference = reference
         self.max_iter = max_iter
@@ -246,7 +270,8 @@ class ModelAligner(BaseEstimator):
             )
         w = _check_weights(weights, K)
         ref = estimators[self.reference]
-        params = [_matching_params(est) for est in estimators]
+        params = [_matching_params(est, self.scale_features and self.method == "wm")
+                  for est in estimators]
         scale = target_scale(estimators, w)
         if scale is not None:  # compare regressors in one target standardization
             params = [scale_leaves(p, f) for p, f in zip(params, scale[2])]
@@ -382,22 +407,27 @@ def _aligned_state(est, alignment):
     return {"optimizer_state_": _align_optimizer_state(state, alignment)}
 
 
-def _matching_params(est):
+def _matching_params(est, scale_features=False):
     """The parameters weight matching compares: ``tree_params_``, with the
-    split weights of side-by-side blocks of a common encoding (the models'
-    own quantile-normal features of one column, see
+    split weights times their features' sizes when ``scale_features``
+    (:func:`~sktree_lmc._common_encoding.feature_scales`), and those of
+    side-by-side blocks of a common encoding (the models' own quantile-normal
+    features of one column, see
     :func:`~sktree_lmc._common_encoding.matching_view`) summed into one block,
     so that the models' weights on their own features of a column meet. The
     alignment found applies to the full parameters (it permutes trees, nodes
     and leaves, never features)."""
     params = est.tree_params_
-    if est.encoder_.column_kinds_ is None:  # every column of its default kind: no stack
+    weight = params.split_weight
+    if scale_features and not est.encoder_.is_identity:
+        weight = weight * feature_scales(est.encoder_).astype(weight.dtype)
+    if est.encoder_.column_kinds_ is not None:  # a stacked column: its blocks summed
+        view = matching_view(est.encoder_)
+        if view is not None and view.shape[0] != view.shape[1]:
+            weight = weight @ view.astype(weight.dtype)
+    if weight is params.split_weight:
         return params
-    view = matching_view(est.encoder_)
-    if view is None or view.shape[0] == view.shape[1]:
-        return params
-    return dataclasses.replace(params, split_weight=np.ascontiguousarray(
-        params.split_weight @ view.astype(params.split_weight.dtype)))
+    return dataclasses.replace(params, split_weight=np.ascontiguousarray(weight))
 
 
 def _search_estimate(aligner, arch, ref):
@@ -485,13 +515,13 @@ def fit_aligner(aligner, estimators, X=None, weights=None):
 @validate_params(
     {
         "lam": [_NumberInterval(Real, 0, 1, closed="both")],
-        "aligner": [StrOptions(set(ALIGNER_SHORTCUTS)), ModelAligner],
+        "aligner": [StrOptions(set(ALIGNER_SHORTCUTS) | {"auto"}), ModelAligner],
         "X": ["array-like", None],
         "weights": ["array-like", None],
     },
     prefer_skip_nested_validation=True,
 )
-def merge_estimators(a, b=None, lam=0.5, *, aligner="wm", X=None, weights=None):
+def merge_estimators(a, b=None, lam=0.5, *, aligner="auto", X=None, weights=None):
     """Align ``b`` to ``a`` and interpolate their parameters.
 
     Returns a new fitted estimator of the same class whose parameters are
@@ -509,15 +539,22 @@ def merge_estimators(a, b=None, lam=0.5, *, aligner="wm", X=None, weights=None):
         is then a Pipeline with that preprocessing and the merged model.
     lam : float in [0, 1], default=0.5
         Interpolation weight of ``b``.
-    aligner : {"wm", "am", "naive"} or ModelAligner, default="wm"
-        How ``b`` is aligned to ``a``: weight matching, activation matching
-        (on ``X``), no alignment (naive interpolation), or a
-        :class:`ModelAligner` carrying any other settings (invariances,
-        weighting, rows, seed, device, N-way refinement). An aligner already
-        fitted on these models (in this order, with these weights) is used as
-        is, without aligning again.
+    aligner : {"auto", "wm", "am", "naive"} or ModelAligner, default="auto"
+        How ``b`` is aligned to ``a``. ``"auto"`` merges with weight matching
+        and with activation matching (on ``X``, else on probe rows drawn from
+        the models' input encoding) and keeps the merge closer to the
+        models' ensemble (see ``merge_report_`` below); ``"wm"``: weight
+        matching; ``"am"``: activation matching (on ``X``); ``"naive"``: no
+        alignment (naive interpolation); or a :class:`ModelAligner` carrying
+        any other settings (invariances, weighting, rows, seed, device, N-way
+        refinement). An aligner already fitted on these models (in this
+        order, with these weights) is used as is, without aligning again.
     X : array-like of shape (n_samples, n_features), default=None
-        Data for activation matching; required when the aligner uses it.
+        Rows for activation matching (required by ``aligner="am"``) and for
+        the merge report; without them the report (and ``"auto"``'s
+        activation matching) uses 2,048 probe rows drawn from the input
+        encoding's summary of every column (its quantiles, knots and
+        categories; the columns independent), so no data is needed.
     weights : array-like of shape (K,), default=None
         N-way form only: weights of the K models (uniform when None).
 
@@ -535,6 +572,21 @@ def merge_estimators(a, b=None, lam=0.5, *, aligner="wm", X=None, weights=None):
         None: the models' moments belong to their own parameters), so a
         warm-started ``fit`` of the merged model continues from the merged
         parameters with a fresh Adam.
+
+        The merged model has ``merge_report_``, a
+        :class:`~sktree_lmc.MergeReport`: how far its predictions are from
+        the models' ensemble (their predictions averaged with the merge's
+        weights, the function a merge approximates) relative to the models'
+        own distance from it. A merge farther from the ensemble than the
+        models are issues a :class:`~sktree_lmc.MergeQualityWarning`.
+
+        Regressors with the log link (``loss="poisson"`` or ``"gamma"``):
+        averaging their raw outputs averages their predictions
+        geometrically, below their mean; the merged model's scale
+        ``y_scale_`` is multiplied by the ensemble's mean prediction over
+        the merged model's, on the report's rows, so that it predicts on
+        average what the models do (at ``lam=0`` and ``lam=1`` the factor
+        is 1 up to rounding).
 
     Raises
     ------
@@ -603,8 +655,68 @@ def merge_estimators(a, b=None, lam=0.5, *, aligner="wm", X=None, weights=None):
         if weights is not None:
             raise TypeError("weights= is for a list of models; use lam= with two models.")
         models = [a, b]
-    estimators, _ = split_pipelines(models)
-    fitted = fit_aligner(aligner, models, X, weights)
-    weights_of = fitted.weights_ if isinstance(a, (list, tuple)) else [1 - lam, lam]
-    merged = combine(estimators, fitted.aligned_params(estimators), weights_of)
+    estimators, head = split_pipelines(models)
+    weights_of = (_check_weights(weights, len(models)) if isinstance(a, (list, tuple))
+                  else np.array([1 - lam, lam]))
+    if X is not None:
+        rows, rows_kind = transform_rows(head, X), "X"
+    else:
+        rows, rows_kind = probe_rows(estimators[0]), "probe"
+    members, ensemble = ensemble_predictions(estimators, weights_of, rows)
+    if isinstance(aligner, str) and aligner == "auto":
+        # AM on X when given, else on the probe rows (in the final step's input space)
+        am_rows = X if X is not None else rewrap_rows(head, rows)
+        candidates = [("wm", ModelAligner(), X)]
+        if am_rows is not None:
+            candidates.append(("am", ModelAligner(method="am", random_state=0), am_rows))
+    else:
+        candidates = [(_aligner_name(aligner), aligner, X)]
+    best, tried = None, {}
+    for name, candidate, candidate_X in candidates:
+        fitted = fit_aligner(candidate, models, candidate_X, weights)
+        merged = combine(estimators, fitted.aligned_params(estimators), weights_of)
+        merged = _mean_corrected(merged, ensemble, rows)
+        report = merge_report(_predictions(merged, rows), members, ensemble, weights_of,
+                              aligner=name, rows=rows_kind)
+        tried[name] = report.disagreement
+        if best is None or report.disagreement < best[1].disagreement:
+            best = (merged, report)
+    merged, report = best
+    merged.merge_report_ = dataclasses.replace(report, candidates=tried)
+    if report.flagged:
+        warnings.warn(
+            f"The merged model is farther from the models' ensemble than the models are "
+            f"(disagreement {report.disagreement:.2f} on {report.n_rows} "
+            f"{'probe rows' if rows_kind == 'probe' else 'rows of X'}, aligner "
+            f"{report.aligner!r}): the merge lost what the models know. Try aligner='auto', "
+            "aligner='am' with rows X, or refit_leaves on the merged model; merge_report_ "
+            "has the figures.", MergeQualityWarning, stacklevel=2)
     return rewrap(models[0], merged)
+
+
+def _aligner_name(aligner):
+    """The report's name of an ``aligner`` argument."""
+    if isinstance(aligner, str):
+        return aligner
+    if aligner.invariances == "none":
+        return "naive"
+    return aligner.method
+
+
+def rewrap_rows(head, rows):
+    """Rows in the final step's input space, for an aligner fitted on the whole
+    Pipelines: ``rows`` itself without preprocessing (a Pipeline's probe rows
+    cannot be taken back through its preprocessing: activation matching of
+    Pipelines without ``X`` uses weight matching's merge alone)."""
+    return rows if head is None else None
+
+
+def _mean_corrected(merged, ensemble, rows):
+    """A log-link regressor's merge with ``y_scale_`` times the ensemble's mean
+    prediction over its own on ``rows``; anything else unchanged."""
+    if is_classifier(merged) or getattr(merged, "loss", None) not in _LOG_LINK_LOSSES:
+        return merged
+    own = _predictions(merged, rows).mean(axis=0)
+    factor = np.where(own > 0, ensemble.mean(axis=0) / np.where(own > 0, own, 1.0), 1.0)
+    merged.y_scale_ = np.asarray(merged.y_scale_, dtype=np.float64) * factor
+    return merged

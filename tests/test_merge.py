@@ -212,7 +212,8 @@ def test_aligner_params_and_clone():
     al = ModelAligner(method="am", invariances="perm", weighting=False, n_samples=7,
                       reference=1, random_state=3)
     params = al.get_params()
-    assert params == dict(method="am", invariances="perm", weighting=False, n_samples=7,
+    assert params == dict(method="am", invariances="perm", weighting=False, scale_features=True,
+                          n_samples=7,
                           reference=1, max_iter=20, tol=1e-3, random_state=3, device="cpu",
                           verbose=0)
     c = clone(al)

@@ -1,0 +1,206 @@
+"""How good a merge is, measured without the sites' rows: the merge report.
+
+A merge of models trained apart is meant to approximate their ensemble (the
+sites' predictions averaged with the merge's weights): that function is what
+the models know together, and averaging their parameters can only approximate
+it. :func:`merge_report` compares the merged model with that ensemble on rows
+drawn from the distribution its input encoder summarizes
+(:func:`~sktree_lmc._common_encoding.probe_columns`: every column's fitted
+quantiles, knots or categories, the columns independent), or on rows the user
+gives, and relates the distance to the members' own distance from the
+ensemble. :func:`~sktree_lmc.merge_estimators` stores the result on the merged
+model (``merge_report_``), warns with :class:`MergeQualityWarning` when the
+merge is farther from the ensemble than the members are, and with
+``aligner="auto"`` keeps the alignment whose merge is closest.
+
+This module imports the encoding's probe rows and nothing of the estimators'
+internals but their public predictions.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+from sklearn.base import is_classifier
+
+from ._common_encoding import probe_columns
+
+__all__ = ["MergeQualityWarning", "MergeReport", "ensemble_predictions", "merge_report",
+           "probe_rows"]
+
+#: A merge whose distance to the ensemble is above this multiple of the members' mean
+#: distance is flagged (see MergeReport.disagreement).
+FLAG_THRESHOLD = 1.0
+
+#: Distances below this are rounding (a merge at lam=0, or of equal models).
+_NEGLIGIBLE = 1e-4
+
+
+class MergeQualityWarning(UserWarning):
+    """A merged model is farther from its members' ensemble than the members are.
+
+    Raised (as a warning) by :func:`~sktree_lmc.merge_estimators` when its
+    report (``merge_report_``) finds the merged model's predictions farther
+    from the members' averaged predictions than the members themselves are
+    on average: the merge lost what the models know. Try
+    ``aligner="auto"``, ``aligner="am"`` with rows ``X``, or
+    :func:`~sktree_lmc.refit_leaves` on the merged model.
+    """
+
+
+@dataclasses.dataclass(frozen=True)
+class MergeReport:
+    """The quality of a merge, measured against its members' ensemble.
+
+    Attributes
+    ----------
+    aligner : str
+        The alignment of the merge: ``"wm"``, ``"am"``, ``"naive"``, or
+        ``"custom"`` for a :class:`~sktree_lmc.ModelAligner` of other
+        settings.
+    disagreement : float
+        ``distance / member_distance``: below 1, the merged model is closer
+        to the ensemble than the members are on average (a merge that
+        works); above 1 it is flagged.
+    distance : float
+        Mean distance of the merged model's predictions from the ensemble's:
+        the total variation distance of the class probabilities
+        (classifiers), or the root mean square difference of the predictions
+        over the ensemble predictions' standard deviation (regressors).
+    member_distance : float
+        The same distance of every member from the ensemble, averaged with
+        the merge's weights.
+    rows : {"probe", "X"}
+        Where it was measured: rows drawn from the input encoder's summaries
+        of the columns (no data needed), or the rows ``X`` given to the merge.
+    n_rows : int
+        Rows measured.
+    candidates : dict
+        ``aligner="auto"``: the ``disagreement`` of every alignment tried
+        (the kept one included); otherwise the kept one's alone.
+    flagged : bool
+        ``disagreement > 1`` (and ``distance`` above rounding):
+        :class:`MergeQualityWarning` was issued.
+    """
+
+    aligner: str
+    disagreement: float
+    distance: float
+    member_distance: float
+    rows: str
+    n_rows: int
+    candidates: dict
+    flagged: bool
+
+
+def probe_rows(estimator, n_rows=2048, random_state=0):
+    """Raw input rows drawn from the distribution ``estimator.encoder_`` summarizes.
+
+    Parameters
+    ----------
+    estimator : fitted soft tree ensemble
+        Its encoder gives every column's values
+        (:func:`~sktree_lmc._common_encoding.probe_columns`, with 1/16 of the
+        rows missing in the columns that had missing values).
+    n_rows : int, default=2048
+        Rows to draw.
+    random_state : int, default=0
+        Seed of the columns' orders.
+
+    Returns
+    -------
+    X : ndarray or pandas.DataFrame of shape (n_rows, n_features_in_)
+        A DataFrame with the fitted column names when the model was fitted on
+        one, else a float64 array (an object array with categorical columns).
+        Columns whose distribution the encoder does not know hold zeros.
+    """
+    encoder = estimator.encoder_
+    columns = probe_columns(encoder, n_rows, missing_share=1 / 16, random_state=random_state)
+    columns = [np.zeros(n_rows) if c is None else c for c in columns]
+    names = getattr(estimator, "feature_names_in_", None)
+    if names is not None:
+        import pandas as pd
+
+        return pd.DataFrame({name: c for name, c in zip(names, columns)})
+    if any(c.dtype == object for c in columns):
+        return np.column_stack([c.astype(object) for c in columns])
+    return np.column_stack(columns)
+
+
+def _predictions(estimator, X):
+    """Class probabilities of a classifier, predictions (2-D) of a regressor."""
+    if is_classifier(estimator):
+        return estimator.predict_proba(X)
+    out = np.asarray(estimator.predict(X), dtype=np.float64)
+    return out.reshape(len(out), -1)
+
+
+def ensemble_predictions(estimators, weights, X):
+    """The members' predictions on ``X`` and their weighted average.
+
+    Parameters
+    ----------
+    estimators : list of fitted soft tree ensembles
+        The members (of one class).
+    weights : array-like of shape (K,)
+        Non-negative weights, normalized here.
+    X : array-like
+        Rows every member can predict.
+
+    Returns
+    -------
+    members : list of ndarray of shape (n, C)
+        Probabilities (classifiers) or predictions (regressors) per member.
+    ensemble : ndarray of shape (n, C)
+        Their weighted average.
+    """
+    w = np.asarray(weights, dtype=np.float64)
+    w = w / w.sum()
+    members = [_predictions(est, X) for est in estimators]
+    return members, sum(wi * p for wi, p in zip(w, members))
+
+
+def _distance(pred, ensemble, classifier, spread):
+    """Total variation (classifiers), or RMS difference over ``spread``."""
+    if classifier:
+        return float(0.5 * np.abs(pred - ensemble).sum(axis=1).mean())
+    return float(np.sqrt(np.mean((pred - ensemble) ** 2)) / spread)
+
+
+def merge_report(merged, members, ensemble, weights, *, aligner, rows, candidates=None):
+    """The :class:`MergeReport` of ``merged`` against its members' ensemble.
+
+    Parameters
+    ----------
+    merged : ndarray of shape (n, C)
+        The merged model's predictions (probabilities for classifiers).
+    members, ensemble : see :func:`ensemble_predictions`
+        The members' predictions on the same rows, and their average.
+    weights : array-like of shape (K,)
+        The merge's weights.
+    aligner : str
+        The name of the alignment used.
+    rows : {"probe", "X"}
+        Where the rows came from.
+    candidates : dict or None, default=None
+        The disagreements of the alignments tried (``aligner="auto"``).
+
+    Returns
+    -------
+    MergeReport
+    """
+    classifier = members[0].shape[1] > 1 and np.allclose(members[0].sum(axis=1), 1.0)
+    spread = float(np.std(ensemble)) or 1.0
+    w = np.asarray(weights, dtype=np.float64)
+    w = w / w.sum()
+    distance = _distance(merged, ensemble, classifier, spread)
+    member = float(sum(wi * _distance(p, ensemble, classifier, spread)
+                       for wi, p in zip(w, members)))
+    disagreement = distance / max(member, _NEGLIGIBLE)
+    candidates = dict(candidates or {aligner: disagreement})
+    # a merge at an endpoint (lam=0) or of equal models: both distances are rounding
+    flagged = disagreement > FLAG_THRESHOLD and distance > _NEGLIGIBLE
+    return MergeReport(aligner=aligner, disagreement=float(disagreement), distance=distance,
+                       member_distance=member, rows=rows, n_rows=int(len(ensemble)),
+                       candidates=candidates, flagged=bool(flagged))
