@@ -119,6 +119,14 @@ import numpy as np
 
 from sktree_lmc.datasets import PAPER_TRAINING
 
+from ._common import frame as _frame
+from ._common import hgb as _hgb
+from ._common import hgb_cat as _hgb_cat
+from ._common import hgb_reg as _hgb_reg
+from ._common import mlp as _mlp
+from ._common import soft_classifier as _soft_classifier
+from ._common import soft_regressor as _soft_regressor
+
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "benchmarks" / "results" / "accuracy"
 SEEDS = (0, 1, 2)
@@ -160,48 +168,6 @@ def additive_bins_arg(text):
         return None if text == "none" else text
     bins = tuple(int(b) for b in text.split(","))
     return bins[0] if len(bins) == 1 else bins
-
-
-def _soft_classifier(**params):
-    def make(seed):
-        from sktree_lmc import SoftTreeEnsembleClassifier
-
-        return SoftTreeEnsembleClassifier(**{"random_state": seed, "device": "cpu", **params})
-    return make
-
-
-def _soft_regressor(**params):
-    def make(seed):
-        from sktree_lmc import SoftTreeEnsembleRegressor
-
-        return SoftTreeEnsembleRegressor(**{"random_state": seed, "device": "cpu", **params})
-    return make
-
-
-def _hgb(seed):
-    from sklearn.ensemble import HistGradientBoostingClassifier
-
-    return HistGradientBoostingClassifier(random_state=seed)
-
-
-def _hgb_cat(seed):
-    from sklearn.ensemble import HistGradientBoostingClassifier
-
-    return HistGradientBoostingClassifier(categorical_features="from_dtype", random_state=seed)
-
-
-def _hgb_reg(seed):
-    from sklearn.ensemble import HistGradientBoostingRegressor
-
-    return HistGradientBoostingRegressor(random_state=seed)
-
-
-def _mlp(seed):
-    from sklearn.neural_network import MLPClassifier
-    from sklearn.pipeline import make_pipeline
-    from sklearn.preprocessing import StandardScaler
-
-    return make_pipeline(StandardScaler(), MLPClassifier(random_state=seed, early_stopping=True))
 
 
 #: The default before the two finest resolutions (``additive_bins=(16, 64, 256)``); the
@@ -335,19 +301,6 @@ def default_data_home():
     from .lmc.core import default_data_home as home
 
     return home()
-
-
-_FRAMES = {}
-
-
-def _frame(name):
-    """The Tabular-Benchmark dataset ``name`` as a DataFrame (features and ``target``)."""
-    if name not in _FRAMES:
-        from sktree_lmc.datasets import load_tabular_benchmark
-
-        _FRAMES[name] = load_tabular_benchmark(name, data_home=default_data_home(),
-                                               as_frame=True).frame
-    return _FRAMES[name]
 
 
 def make_mixed(X, *, min_distinct=50, bins=(10, 30), missing=0.1, seed=0):
