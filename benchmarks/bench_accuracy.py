@@ -50,7 +50,7 @@ Models (``CLASSIFIERS``; ``--models`` selects):
 * variants of ``no_teacher`` changing one parameter, tried and not kept: ``label_smoothing``
   (label_smoothing=0.1) and ``init_data_additive`` (split_init="data");
 * the gradient-boosted start, an option and not the default (its models merge badly;
-  ``docs/benchmarks.md``): ``boosting`` (split_init="boosting", max_features=None, no
+  ``docs/benchmarks_archive.md``): ``boosting`` (split_init="boosting", max_features=None, no
   teacher) and ``boosting_depth6`` (the same at depth=6).
 
 A config whose construction raises ``TypeError`` (a parameter the installed estimator does
@@ -187,7 +187,7 @@ CLASSIFIERS = {
     "mlp": Config(_mlp),
     "paper": Config(_soft_classifier(**PAPER_PARAMS), paper=True),
     "default": Config(_soft_classifier()),
-    # the default before the additive term's 1024 and 4096 bins (docs/benchmarks.md, "Finer
+    # the default before the additive term's 1024 and 4096 bins (docs/benchmarks_archive.md, "Finer
     # bins"), and the default with the teacher's weight at 0.5, tried with them, not kept
     "ab256": Config(_soft_classifier(**AB256)),
     "teacher0.5": Config(_soft_classifier(teacher_weight=0.5)),
@@ -195,7 +195,7 @@ CLASSIFIERS = {
     # the default without the teacher, all else the default's (small data, issue 42)
     "teacher_off": Config(_soft_classifier(teacher_weight=0.0)),
     # the trees trained as 8 members, each on its own loss (an option, not the default:
-    # docs/benchmarks.md, "Members")
+    # docs/benchmarks_archive.md, "Members")
     "members8": Config(_soft_classifier(**AB256, n_members=8)),
     # the learning rate with the teacher: 1e-2 was the default until 3e-2 became it
     "lr1e-2": Config(_soft_classifier(**AB256, learning_rate=PREVIOUS_LEARNING_RATE)),
@@ -212,22 +212,23 @@ CLASSIFIERS = {
     "depth2": Config(_soft_classifier(**NO_ADDITIVE, depth=2)),
     "init_data": Config(_soft_classifier(**NO_ADDITIVE, split_init="data")),
     # variants of the three-resolution default without the teacher, tried and not kept
-    # (docs/benchmarks.md)
+    # (docs/benchmarks_archive.md)
     "label_smoothing": Config(_soft_classifier(**NO_TEACHER, label_smoothing=0.1)),
     "init_data_additive": Config(_soft_classifier(**NO_TEACHER, split_init="data")),
     # early stopping on and off, whatever the default (the size above which
-    # early_stopping="auto" turns it on was chosen with these; docs/benchmarks.md, "Early
+    # early_stopping="auto" turns it on was chosen with these; docs/benchmarks_archive.md, "Early
     # stopping on small data")
     "es_on": Config(_soft_classifier(early_stopping=True)),
     "es_off": Config(_soft_classifier(early_stopping=False)),
     # a linear warm-up of the learning rate over this fraction of the steps (the first
-    # epochs overshot without one; docs/benchmarks.md, "Warm-up")
+    # epochs overshot without one; docs/benchmarks_archive.md, "Warm-up")
     "warmup0.005": Config(_soft_classifier(warmup_fraction=0.005)),
     "warmup0.01": Config(_soft_classifier(warmup_fraction=0.01)),
     "warmup0.02": Config(_soft_classifier(warmup_fraction=0.02)),
     "warmup0.05": Config(_soft_classifier(warmup_fraction=0.05)),
     # every tree's columns drawn alike, and the additive term on every column: the default
-    # before the teacher-guided draws (docs/benchmarks.md, "Feature selection by the teacher")
+    # before the teacher-guided draws (docs/benchmarks_archive.md, "Feature selection by the
+    # teacher")
     "fs_uniform": Config(_soft_classifier(feature_selection="uniform")),
     # the default with piecewise-linear features for the splits (issue 42: irregular targets)
     "ple": Config(_soft_classifier(numeric_encoding="piecewise_linear")),
