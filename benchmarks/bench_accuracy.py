@@ -50,7 +50,7 @@ Models (``CLASSIFIERS``; ``--models`` selects):
 * variants of ``no_teacher`` changing one parameter, tried and not kept: ``label_smoothing``
   (label_smoothing=0.1) and ``init_data_additive`` (split_init="data");
 * the gradient-boosted start, an option and not the default (its models merge badly;
-  ``docs/benchmarks.md``): ``boosting`` (split_init="boosting", max_features=None, no
+  ``docs/benchmarks_archive.md``): ``boosting`` (split_init="boosting", max_features=None, no
   teacher) and ``boosting_depth6`` (the same at depth=6).
 
 A config whose construction raises ``TypeError`` (a parameter the installed estimator does
@@ -119,6 +119,14 @@ import numpy as np
 
 from sktree_lmc.datasets import PAPER_TRAINING
 
+from ._common import frame as _frame
+from ._common import hgb as _hgb
+from ._common import hgb_cat as _hgb_cat
+from ._common import hgb_reg as _hgb_reg
+from ._common import mlp as _mlp
+from ._common import soft_classifier as _soft_classifier
+from ._common import soft_regressor as _soft_regressor
+
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "benchmarks" / "results" / "accuracy"
 SEEDS = (0, 1, 2)
@@ -162,48 +170,6 @@ def additive_bins_arg(text):
     return bins[0] if len(bins) == 1 else bins
 
 
-def _soft_classifier(**params):
-    def make(seed):
-        from sktree_lmc import SoftTreeEnsembleClassifier
-
-        return SoftTreeEnsembleClassifier(**{"random_state": seed, "device": "cpu", **params})
-    return make
-
-
-def _soft_regressor(**params):
-    def make(seed):
-        from sktree_lmc import SoftTreeEnsembleRegressor
-
-        return SoftTreeEnsembleRegressor(**{"random_state": seed, "device": "cpu", **params})
-    return make
-
-
-def _hgb(seed):
-    from sklearn.ensemble import HistGradientBoostingClassifier
-
-    return HistGradientBoostingClassifier(random_state=seed)
-
-
-def _hgb_cat(seed):
-    from sklearn.ensemble import HistGradientBoostingClassifier
-
-    return HistGradientBoostingClassifier(categorical_features="from_dtype", random_state=seed)
-
-
-def _hgb_reg(seed):
-    from sklearn.ensemble import HistGradientBoostingRegressor
-
-    return HistGradientBoostingRegressor(random_state=seed)
-
-
-def _mlp(seed):
-    from sklearn.neural_network import MLPClassifier
-    from sklearn.pipeline import make_pipeline
-    from sklearn.preprocessing import StandardScaler
-
-    return make_pipeline(StandardScaler(), MLPClassifier(random_state=seed, early_stopping=True))
-
-
 #: The default before the two finest resolutions (``additive_bins=(16, 64, 256)``); the
 #: variants measured when it was the default keep it explicitly.
 AB256 = {"additive_bins": PREVIOUS_ADDITIVE_BINS}
@@ -221,7 +187,7 @@ CLASSIFIERS = {
     "mlp": Config(_mlp),
     "paper": Config(_soft_classifier(**PAPER_PARAMS), paper=True),
     "default": Config(_soft_classifier()),
-    # the default before the additive term's 1024 and 4096 bins (docs/benchmarks.md, "Finer
+    # the default before the additive term's 1024 and 4096 bins (docs/benchmarks_archive.md, "Finer
     # bins"), and the default with the teacher's weight at 0.5, tried with them, not kept
     "ab256": Config(_soft_classifier(**AB256)),
     "teacher0.5": Config(_soft_classifier(teacher_weight=0.5)),
@@ -229,7 +195,7 @@ CLASSIFIERS = {
     # the default without the teacher, all else the default's (small data, issue 42)
     "teacher_off": Config(_soft_classifier(teacher_weight=0.0)),
     # the trees trained as 8 members, each on its own loss (an option, not the default:
-    # docs/benchmarks.md, "Members")
+    # docs/benchmarks_archive.md, "Members")
     "members8": Config(_soft_classifier(**AB256, n_members=8)),
     # the learning rate with the teacher: 1e-2 was the default until 3e-2 became it
     "lr1e-2": Config(_soft_classifier(**AB256, learning_rate=PREVIOUS_LEARNING_RATE)),
@@ -246,22 +212,23 @@ CLASSIFIERS = {
     "depth2": Config(_soft_classifier(**NO_ADDITIVE, depth=2)),
     "init_data": Config(_soft_classifier(**NO_ADDITIVE, split_init="data")),
     # variants of the three-resolution default without the teacher, tried and not kept
-    # (docs/benchmarks.md)
+    # (docs/benchmarks_archive.md)
     "label_smoothing": Config(_soft_classifier(**NO_TEACHER, label_smoothing=0.1)),
     "init_data_additive": Config(_soft_classifier(**NO_TEACHER, split_init="data")),
     # early stopping on and off, whatever the default (the size above which
-    # early_stopping="auto" turns it on was chosen with these; docs/benchmarks.md, "Early
+    # early_stopping="auto" turns it on was chosen with these; docs/benchmarks_archive.md, "Early
     # stopping on small data")
     "es_on": Config(_soft_classifier(early_stopping=True)),
     "es_off": Config(_soft_classifier(early_stopping=False)),
     # a linear warm-up of the learning rate over this fraction of the steps (the first
-    # epochs overshot without one; docs/benchmarks.md, "Warm-up")
+    # epochs overshot without one; docs/benchmarks_archive.md, "Warm-up")
     "warmup0.005": Config(_soft_classifier(warmup_fraction=0.005)),
     "warmup0.01": Config(_soft_classifier(warmup_fraction=0.01)),
     "warmup0.02": Config(_soft_classifier(warmup_fraction=0.02)),
     "warmup0.05": Config(_soft_classifier(warmup_fraction=0.05)),
     # every tree's columns drawn alike, and the additive term on every column: the default
-    # before the teacher-guided draws (docs/benchmarks.md, "Feature selection by the teacher")
+    # before the teacher-guided draws (docs/benchmarks_archive.md, "Feature selection by the
+    # teacher")
     "fs_uniform": Config(_soft_classifier(feature_selection="uniform")),
     # the default with piecewise-linear features for the splits (issue 42: irregular targets)
     "ple": Config(_soft_classifier(numeric_encoding="piecewise_linear")),
@@ -335,19 +302,6 @@ def default_data_home():
     from .lmc.core import default_data_home as home
 
     return home()
-
-
-_FRAMES = {}
-
-
-def _frame(name):
-    """The Tabular-Benchmark dataset ``name`` as a DataFrame (features and ``target``)."""
-    if name not in _FRAMES:
-        from sktree_lmc.datasets import load_tabular_benchmark
-
-        _FRAMES[name] = load_tabular_benchmark(name, data_home=default_data_home(),
-                                               as_frame=True).frame
-    return _FRAMES[name]
 
 
 def make_mixed(X, *, min_distinct=50, bins=(10, 30), missing=0.1, seed=0):

@@ -57,8 +57,10 @@ import joblib
 import numpy as np
 from sklearn.base import clone
 
+from benchmarks._common import append_csv as _append
+from benchmarks._common import read_csv as _read
+from benchmarks._common import recovery as _recovery
 from benchmarks.bench_accuracy import load, split
-from benchmarks.bench_barriers import _append, _read
 from sktree_lmc import (
     ModelAligner,
     SoftTreeEnsembleClassifier,
@@ -121,11 +123,6 @@ def _site_seed(protocol, seed, k):
     """Site ``k``'s ``random_state``: the run's seed itself under ``apart_same_seed`` (every
     site starts from the same draw of the random parts), else one of its own."""
     return seed if protocol == "apart_same_seed" else 1000 * seed + k
-
-
-def _recovery(merged, site_mean, full):
-    gap = full - site_mean
-    return "" if gap < 0.5 else round((merged - site_mean) / gap, 4)
 
 
 def run(out, datasets, seeds, split_names, protocols, recipes, *, n_train=10_000,

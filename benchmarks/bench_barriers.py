@@ -33,7 +33,6 @@ Run from the repository root (``SKTREE_LMC_DATA`` pointing to the Tabular-Benchm
 from __future__ import annotations
 
 import argparse
-import csv
 import shutil
 import time
 from pathlib import Path
@@ -42,6 +41,8 @@ import joblib
 import numpy as np
 import torch
 
+from benchmarks._common import append_csv as _append
+from benchmarks._common import read_csv as _read
 from benchmarks.bench_accuracy import (
     PREVIOUS_LEARNING_RATE,
     additive_bins_arg,
@@ -60,23 +61,6 @@ BARRIER_FIELDS = ("dataset", "pair", "seed_a", "seed_b", "method", "invariances"
 REFIT_FIELDS = ("dataset", "pair", "merge", "split", "acc_a", "acc_b", "acc_merged",
                 "acc_refit", "refit_time_s")
 SMOKE_PARAMS = dict(n_estimators=8, max_epochs=3)
-
-
-def _append(path, fields, rows):
-    new = not path.exists()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path, "a", newline="") as f:
-        writer = csv.DictWriter(f, fieldnames=fields, extrasaction="ignore")
-        if new:
-            writer.writeheader()
-        writer.writerows(rows)
-
-
-def _read(path):
-    if not path.exists():
-        return []
-    with open(path, newline="") as f:
-        return list(csv.DictReader(f))
 
 
 def _model(out, dataset, seed, X, y, smoke, split_init=None, additive_bins="default",

@@ -51,9 +51,9 @@ SMOKE_PARAMS = {"n_estimators": 8, "max_epochs": 2}
 def _data(name, rows, test_rows):
     """Training and test rows: ``(X_train, X_test, y_train, y_test)``."""
     if name == "synthetic":
-        from .bench_shapes import _synthetic
+        from ._common import synthetic
 
-        X, y = _synthetic(20, rows + test_rows)
+        X, y = synthetic(20, rows + test_rows)
         return X[:rows], X[rows:], y[:rows], y[rows:]
     from .bench_accuracy import load, split
 

@@ -108,21 +108,26 @@ from typing import Callable, NamedTuple
 
 import numpy as np
 
+from ._common import frame as _frame
+from ._common import hgb as _hgb
+from ._common import mlp as _mlp
+from ._common import soft_classifier as _soft_classifier
+from ._common import synthetic as _synthetic
 from .bench_accuracy import (
     CLASSIFIERS,
-    COLUMNS as ACCURACY_COLUMNS,
     SMOKE_PARAMS,
     Config,
-    _frame,
-    _hgb,
-    _mlp,
-    _soft_classifier,
     append_row,
-    build as _build_config,
     git_commit,
     measure,
     read_rows,
     split,
+)
+from .bench_accuracy import (
+    COLUMNS as ACCURACY_COLUMNS,
+)
+from .bench_accuracy import (
+    build as _build_config,
 )
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -223,13 +228,6 @@ def discrete_target(name, min_rows=MIN_CLASS_ROWS):
     keep = np.isin(y, values[counts >= min_rows])
     X = frame.drop(columns=[column, "target"]).to_numpy(dtype=np.float64)
     return X[keep], y[keep]
-
-
-def _synthetic(n_features, n_samples=20_000):
-    from sklearn.datasets import make_classification
-
-    return make_classification(n_samples, n_features=n_features, n_informative=15,
-                               n_redundant=min(10, n_features - 15), random_state=0)
 
 
 def _digits():

@@ -42,9 +42,10 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from benchmarks._common import append_csv as _append
+from benchmarks._common import read_csv as _read
+from benchmarks._common import recovery as _recovery
 from benchmarks.bench_accuracy import load, split
-from benchmarks.bench_apart import _recovery
-from benchmarks.bench_barriers import _append, _read
 from sktree_lmc import ShardedSoftTreeEnsemble, SoftTreeEnsembleClassifier
 from sktree_lmc.datasets import TABULAR_BENCHMARK
 

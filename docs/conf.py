@@ -205,6 +205,7 @@ html_sidebars = {
     "development": [],
     "changelog": [],
     "benchmarks": [],
+    "benchmarks_archive": [],
     "sharded": [],
     "auto_examples/*": [],
 }

@@ -1190,9 +1190,6 @@ class SoftTreeEnsembleClassifier(ClassifierMixin, _BaseSoftTreeEnsemble):
         teacher's soft targets, which keep the validation loss improving
         longer; the paper's protocol uses 1e-2 (``docs/benchmarks.md``, "The
         learning rate with the teacher").
-
-        .. versionchanged:: 0.1
-           The default is 3e-2 (was 1e-2).
     batch_size : int, default=512
         Minibatch size.
     max_epochs : int, default=150
@@ -1206,9 +1203,6 @@ class SoftTreeEnsembleClassifier(ClassifierMixin, _BaseSoftTreeEnsemble):
         below, a tenth of the rows is too few to choose an epoch, and all
         ``max_epochs`` run on every row (``do_early_stopping_`` says which).
         See :ref:`encoding_and_training`.
-
-        .. versionchanged:: 0.1
-           The default was True.
     validation_fraction : float, default=0.1
         Held-out fraction for early stopping (without ``X_val``).
     n_iter_no_change : int, default=10
@@ -1265,9 +1259,6 @@ class SoftTreeEnsembleClassifier(ClassifierMixin, _BaseSoftTreeEnsemble):
         learning rate before the schedule. The default's 1.5 epochs (of
         150) keep the first steps at 3e-2 from overshooting (a training loss
         of up to 4 in epoch 1 without it); see :ref:`encoding_and_training`.
-
-        .. versionchanged:: 0.1
-           The default was 0.0.
     averaging : {"ema", "swa"} or None, default="ema"
         Weight averaging; the average is the fitted model (and what early
         stopping evaluates): ``"ema"``, a moving average with decay
@@ -1303,9 +1294,6 @@ class SoftTreeEnsembleClassifier(ClassifierMixin, _BaseSoftTreeEnsemble):
         as time stamps. Symmetry ops keep the table and merging averages it.
         None: no term; on wide data ``(16, 64, 256)`` is smaller and faster.
         See :ref:`encoding_and_training`.
-
-        .. versionchanged:: 0.1
-           The default is ``(16, 64, 256, 1024, 4096)`` (was ``(16, 64, 256)``).
     class_weight : dict, "balanced" or None, default=None
         Weights of the classes in the loss, multiplying ``sample_weight``, as
         in scikit-learn's classifiers (a dict of label to weight, missing
@@ -1317,9 +1305,6 @@ class SoftTreeEnsembleClassifier(ClassifierMixin, _BaseSoftTreeEnsemble):
         where nothing else stops the model from fitting its training rows with
         certainty), else 0 (``label_smoothing_`` says which). See
         :ref:`encoding_and_training`.
-
-        .. versionchanged:: 0.1
-           The default is ``"auto"`` (was 0.0).
     teacher_weight : float in [0, 1), default=0.75
         Distillation: before training, gradient boosting grows a teacher of
         ``n_estimators`` oblivious trees of ``depth`` on the training rows,
@@ -1328,9 +1313,6 @@ class SoftTreeEnsembleClassifier(ClassifierMixin, _BaseSoftTreeEnsemble):
         keep their labels). The model, its symmetries and merging are
         unchanged; it gains accuracy at a longer fit. 0: the labels alone.
         Ignored by ``partial_fit``. See :ref:`encoding_and_training`.
-
-        .. versionchanged:: 0.1
-           The default is 0.75 (was 0).
     n_members : int, default=1
         Train the trees as ``n_members`` members (at most ``n_estimators``),
         each on its own loss as a whole model, as in TabM (Gorishniy et al.,

@@ -454,9 +454,6 @@ def refit_leaves(estimator, X, y, sample_weight=None, *, alpha=1e-4, max_iter=50
         (see ``docs/benchmarks.md``, "The refit's tolerance"); the problem
         is ill-conditioned, and ``tol=0`` runs to the unique optimum (raise
         ``max_iter``).
-
-        .. versionchanged:: 0.1
-           The default was 1e-7.
     cache_size : float >= 0, default=256
         Memory in MiB (per partition for dask input) for the leaf-probability
         features ``Phi`` (``n * M * L`` values), as in :class:`sklearn.svm.SVC`:

@@ -388,9 +388,6 @@ class ShardedSoftTreeEnsemble(MetaEstimatorMixin, BaseEstimator):
     n_alignment_sweeps_ : int
         Refinement sweeps of the last round's N-way alignment
         (``aligner_.n_iter_``).
-
-        .. versionchanged:: 0.1
-           Renamed from ``n_iter_``, which now counts rounds.
     encoder_ : TabularEncoder
         The input encoding of every shard model and of the merged model,
         fitted once before the shards train: on all rows, or for dask input

@@ -1,4 +1,5 @@
-"""Helpers shared by the symmetry and matching tests."""
+"""Helpers shared by several test modules: random tree parameters and cheap fitted models of
+them (symmetry and matching tests), a small binary problem with tiny models, and small data."""
 
 import copy
 import functools
@@ -38,3 +39,39 @@ def model_with_params(name, depth, params):
     trees see the raw features (``numeric_encoding="none"``) and nothing else
     (``additive_bins=None``)."""
     return copy.deepcopy(_template(name, depth)).set_tree_params(params)
+
+
+# -- a small binary problem and tiny models, shared by the validation-set, partial_fit,
+#    dask-prediction, verbose, feature-importance and sharded-refit tests -------------------
+def _binary_problem():
+    from sklearn.datasets import make_classification
+
+    X, y = make_classification(n_samples=400, n_features=5, n_informative=3, random_state=0)
+    return X, y
+
+
+X, Y = _binary_problem()
+X_TR, X_VA, Y_TR, Y_VA = X[:300], X[300:], Y[:300], Y[300:]
+
+
+def clf(**kw):
+    """A FAST classifier (``random_state=0``) with ``kw`` on top."""
+    from conftest import FAST
+
+    return SoftTreeEnsembleClassifier(**{**FAST, "random_state": 0, **kw})
+
+
+def reg(**kw):
+    """A FAST regressor (``random_state=0``) with ``kw`` on top."""
+    from conftest import FAST
+
+    from sktree_lmc import SoftTreeEnsembleRegressor
+
+    return SoftTreeEnsembleRegressor(**{**FAST, "random_state": 0, **kw})
+
+
+def three_feature_binary_data(n=40):
+    """``n`` rows of 3 Gaussian features and a linear binary label."""
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(n, 3))
+    return X, (X[:, 0] + 0.3 * X[:, 1] > 0).astype(int)

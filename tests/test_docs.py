@@ -13,6 +13,7 @@ import doctest
 import importlib.util
 import inspect
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -194,3 +195,22 @@ def test_user_guide_pages_are_in_the_toctree():
     labels = "".join(p.read_text() for p in (DOCS / "user_guide").glob("*.rst"))
     for label in ["encoding_and_training", "validation_and_losses", "additive_per_column"]:
         assert f".. _{label}:" in labels, label
+
+
+# -- the README names every extra; the guide shows the paper's settings ----------------------
+def test_readme_extras_and_the_paper_settings_in_the_docs():
+    readme = (ROOT / "README.md").read_text()
+    extras = re.search(r"Other extras: (.*?)\n\n", readme, re.S).group(1)
+    for extra in ("export", "tests", "plot", "progress", "distributed", "docs", "benchmarks"):
+        assert f"`{extra}`" in extras
+    import tomllib
+
+    declared = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"][
+        "optional-dependencies"]
+    assert set(declared) <= {m for m in re.findall(r"`(\w+)`", extras)}
+    assert "version 0.2" not in (ROOT / "docs" / "sharded.md").read_text()
+    guide = (ROOT / "docs" / "user_guide" / "encoding_and_training.rst").read_text()
+    paper = guide[guide.index(">>> PAPER = dict("):]
+    paper = paper[:paper.index(">>> X_train")]
+    for setting in ("teacher_weight=0", "additive_bins=None", "learning_rate=1e-2"):
+        assert setting in paper

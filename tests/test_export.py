@@ -7,6 +7,7 @@ import warnings
 import numpy as np
 import pytest
 import torch
+from _helpers import three_feature_binary_data
 from conftest import FAST
 from numpy.testing import assert_allclose, assert_array_equal
 from sklearn.exceptions import NotFittedError
@@ -26,6 +27,8 @@ ARCHS = ["oblivious", "non_oblivious", "decision_list", "decision_list_modified"
 ENCODINGS = ["piecewise_linear", "quantile_normal", "standard", "none"]
 SETTINGS = dict(FAST, depth=3, random_state=0)
 ATOL = 1e-5
+#: The tiny classifier of the exported module whose number of columns is checked.
+TINY = dict(n_estimators=4, max_epochs=2, device="cpu", random_state=0)
 
 
 def _data(n=120, seed=0):
@@ -317,3 +320,52 @@ def test_skops_trusted_types(tmp_path, frame_clf):
     expected = sharded.aligner_.align(sharded.estimators_)[1].tree_params_
     assert_array_equal(aligned.split_weight, expected.split_weight)
     assert_array_equal(aligned.leaf_value, expected.leaf_value)
+
+
+@pytest.fixture(scope="module")
+def exported():
+    X, y = three_feature_binary_data()
+    clf = SoftTreeEnsembleClassifier(**TINY).fit(X, y)
+    return export_module(clf), X
+
+
+def test_exported_module_refuses_another_number_of_columns(exported):
+    module, X = exported
+    Xt = torch.tensor(X, dtype=torch.float32)
+    assert module(Xt).shape == (len(X),)
+    with pytest.raises(ValueError, match=r"X has 4 column\(s\), but the exported module "
+                                         r"expects 3"):
+        module(torch.cat([Xt, Xt[:, :1]], dim=1))
+    with pytest.raises(ValueError, match=r"X has 2 column\(s\), but the exported module "
+                                         r"expects 3"):
+        module(Xt[:, :2])
+    with pytest.raises(ValueError, match=r"2-D tensor of shape \(n_samples, 3\), got 1 "):
+        module(Xt[:, 0])
+    with pytest.raises(ValueError, match="got 3 dimension"):
+        module(Xt[:, :, None])
+    with pytest.raises(TypeError, match="torch.Tensor of shape .* got ndarray"):
+        module(np.hstack([X, X[:, :1]]))
+    with pytest.raises(ValueError, match="4 column"):
+        module.encode(torch.cat([Xt, Xt[:, :1]], dim=1))
+
+
+def test_exported_graphs_keep_the_number_of_columns(exported):
+    """torch.export resolves the check on the static number of columns (a guard of the
+    program); torch.jit.trace records it as a reshape, without a TracerWarning."""
+    module, X = exported
+    Xt = torch.tensor(X, dtype=torch.float32)
+    wide = torch.cat([Xt, Xt[:, :1]], dim=1)
+    program = torch.export.export(module, (Xt[:16],),
+                                  dynamic_shapes=({0: torch.export.Dim("batch")},))
+    with torch.no_grad():
+        assert torch.equal(program.module()(Xt), module(Xt))
+    with pytest.raises(Exception, match="3"):
+        program.module()(wide)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        traced = torch.jit.trace(module, (Xt[:16],))
+    assert not [w for w in caught if "Tracer" in type(w.message).__name__]
+    with torch.no_grad():
+        assert torch.equal(traced(Xt), module(Xt))
+    with pytest.raises(RuntimeError, match=r"\[40, 3\]"):
+        traced(wide)

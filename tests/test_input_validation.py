@@ -1,4 +1,5 @@
-"""Fuzz test of the public entry points, as a new user would call them.
+"""Input validation of the public entry points, tested with random inputs (hypothesis), as a
+new user would call them.
 
 fit, predict, predict_proba, merge_estimators, interpolation_curve and
 lmc_barrier are called with fuzzed shapes, dtypes, extreme and non-finite
@@ -13,7 +14,7 @@ The models are tiny and ``max_examples`` modest, so that the module runs in
 well under 30 s. To count outcomes over many more examples, run::
 
     SKTREE_LMC_FUZZ_EXAMPLES=1000 SKTREE_LMC_FUZZ_COUNTS=counts.json \\
-        python -m pytest tests/test_fuzz.py -q -p no:cacheprovider
+        python -m pytest tests/test_input_validation.py -q -p no:cacheprovider
 
 which records every call's outcome ("clear error", "success" or "other")
 per entry point in ``counts.json`` instead of failing on the first "other";
@@ -397,7 +398,7 @@ def models():
 
 @FUZZ
 @given(data=st.data(), classifier=st.booleans(), frame=st.sampled_from([False, False, True]))
-def test_fuzz_fit(data, classifier, frame):
+def test_fit_on_random_data_errs_clearly_or_fits_finite(data, classifier, frame):
     """Fuzzed hyperparameters (the input encoding and the training recipe included)
     on fuzzed arrays or DataFrames (numeric, string, category, missing columns)."""
     cls = SoftTreeEnsembleClassifier if classifier else SoftTreeEnsembleRegressor
@@ -429,7 +430,7 @@ def finite_floats():
     classifier=st.booleans(),
     arch=st.sampled_from(sorted(HYPERPARAMETERS["arch"][0])),
 )
-def test_fuzz_fit_on_extreme_finite_values(X, y_reg, classifier, arch):
+def test_fit_on_extreme_finite_values_is_finite(X, y_reg, classifier, arch):
     """Valid settings, finite data of any magnitude: a clear error or a finite model."""
     est = (SoftTreeEnsembleClassifier if classifier else SoftTreeEnsembleRegressor)(
         **{**BASE, "arch": arch})
@@ -443,7 +444,7 @@ def test_fuzz_fit_on_extreme_finite_values(X, y_reg, classifier, arch):
 
 @FUZZ
 @given(data=st.data())
-def test_fuzz_predict(models, data):
+def test_predict_on_random_data_errs_clearly_or_is_finite(models, data):
     name = data.draw(st.sampled_from(["clf0", "clf_3class", "reg0", "unfitted", "clf_frame"]),
                      label="model")
     est = models[name]
@@ -518,7 +519,7 @@ MERGE_KWARGS = {
 
 @FUZZ
 @given(data=st.data())
-def test_fuzz_merge_estimators(models, data):
+def test_merge_estimators_on_random_arguments_errs_clearly_or_is_finite(models, data):
     a, b = data.draw(model_pairs(models), label="models")
     as_list = data.draw(st.sampled_from([False, False, True]), label="list form")
     # lam with a list, or weights with two models, is a mistake too
@@ -546,7 +547,7 @@ LAMBDAS = [2, 3, 0, 1, -1, True, 2.5, "abc", None, [0.0, 1.0], [1.0, 0.5, 0.0], 
 
 @FUZZ
 @given(data=st.data())
-def test_fuzz_interpolation_curve(models, data):
+def test_interpolation_curve_on_random_arguments_errs_clearly_or_is_finite(models, data):
     a, b = data.draw(model_pairs(models), label="models")
     X = data.draw(eval_data(models), label="X")
     n = len(X) if isinstance(X, np.ndarray) and X.ndim else 0
@@ -590,7 +591,7 @@ def test_fuzz_interpolation_curve(models, data):
     ),
     greater_is_better=st.sampled_from([True, False, np.True_, "yes", None, 1]),
 )
-def test_fuzz_lmc_barrier(values, lambdas, greater_is_better):
+def test_lmc_barrier_on_random_values_errs_clearly_or_is_finite(values, lambdas, greater_is_better):
     def check(barrier):
         if not isinstance(barrier, float) or not np.isfinite(barrier) or barrier < 0:
             return f"barrier {barrier!r} is not a finite non-negative float"
@@ -600,8 +601,7 @@ def test_fuzz_lmc_barrier(values, lambdas, greater_is_better):
             lambda: lmc_barrier(values, lambdas, greater_is_better=greater_is_better), check)
 
 
-# Findings of the fuzz of issue 20: each one was a raw error of another library, a
-# crash or a wrong result before its fix.
+# -- merge weights and the aligner's settings: clear errors, no overflow ---------------------
 
 
 @pytest.mark.parametrize(
@@ -621,7 +621,7 @@ def test_fuzz_lmc_barrier(values, lambdas, greater_is_better):
     ],
 )
 def test_merge_weights_are_validated(clf_data, weights, error, match):
-    """Issue 20: string weights gave numpy's "could not convert string to float"."""
+    """Regression: string weights gave numpy's "could not convert string to float"."""
     a, b = clf_data[:2]
     with pytest.raises(error, match=match):
         merge_estimators([a, b], weights=weights)
@@ -637,7 +637,7 @@ def test_huge_merge_weights_do_not_overflow(clf_data):
 
 
 def test_aligned_params_refuses_other_estimators(clf_data):
-    """Issue 20: ``ModelAligner.aligned_params`` applied the alignments to models it was
+    """Regression: ``ModelAligner.aligned_params`` applied the alignments to models it was
     not fitted on, and to a list of the wrong length (zip silently truncated)."""
     a, b, X, y = clf_data
     c = SoftTreeEnsembleClassifier(**{**a.get_params(), "random_state": 3}).fit(X, y)
@@ -662,7 +662,7 @@ def test_aligned_params_refuses_other_estimators(clf_data):
     ],
 )
 def test_aligner_errors_name_the_aligner(clf_data, params, match):
-    """Issue 20: through merge_estimators the errors of ModelAligner's own settings said
+    """Regression: through merge_estimators the errors of ModelAligner's own settings said
     "The 'tol' parameter of merge_estimators", which has no such parameter."""
     a, b, X, y = clf_data
     calls = [
@@ -678,7 +678,7 @@ def test_aligner_errors_name_the_aligner(clf_data, params, match):
         assert "interpolation_curve" not in str(info.value)
 
 
-# Findings of the fuzz of the input encoding and the training recipe.
+# -- constant columns: a model with no feature ---------------------------------------------
 
 
 @pytest.mark.parametrize("classifier", [True, False])
@@ -700,7 +700,7 @@ def test_all_constant_columns_give_a_constant_model(classifier):
     assert finite(merged.predict(X).astype(float))
 
 
-# -- surfaces the first fuzz missed (issue 44) -----------------------------------------------
+# -- checkpoints, merges of teacher and no-teacher models, verbose streams -------------------
 
 
 @pytest.fixture(scope="module")
@@ -722,8 +722,8 @@ def checkpoint_file(tmp_path_factory):
 @given(how=st.sampled_from(["truncate", "flip", "append", "zero", "header"]),
        where=st.floats(0, 1, exclude_max=True), change=st.sampled_from([{}, {"n_rounds": 3},
                                                                        {"n_shards": 3}]))
-def test_fuzz_resume_from_damaged_or_other_checkpoints(checkpoint_file, tmp_path_factory, how,
-                                                       where, change):
+def test_resume_from_damaged_or_other_checkpoints_is_a_clear_error(
+        checkpoint_file, tmp_path_factory, how, where, change):
     """A damaged checkpoint file, or one of other settings, is a clear error naming what
     is wrong; never a raw error nor a model of the wrong configuration."""
     from sktree_lmc import ShardedSoftTreeEnsemble
@@ -753,7 +753,7 @@ def test_fuzz_resume_from_damaged_or_other_checkpoints(checkpoint_file, tmp_path
 
 @FUZZ
 @given(data=st.data())
-def test_fuzz_teacher_and_no_teacher_merges_are_order_independent(models, data):
+def test_teacher_and_no_teacher_merges_are_order_independent(models, data):
     """A model trained with a teacher merged with one trained without (any order,
     lam, refit or not): finite predictions that do not depend on the order."""
     from sktree_lmc import refit_leaves
@@ -791,7 +791,8 @@ class _Unwritable:
 @FUZZ
 @given(stream=st.sampled_from(["closed", "write", "flush", "none", "object"]),
        verbose=st.sampled_from([1, 2, 3]), sharded=st.booleans())
-def test_fuzz_verbose_on_odd_streams(models, monkeypatch_module, stream, verbose, sharded):
+def test_verbose_fit_runs_on_odd_stderr_streams(models, monkeypatch_module, stream, verbose,
+                                                sharded):
     """verbose fits with a closed, failing, missing or not-a-stream stderr: the fit runs."""
     import io
     import sys

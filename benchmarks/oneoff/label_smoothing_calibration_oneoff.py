@@ -1,4 +1,4 @@
-"""One-off script of docs/benchmarks.md, "Label smoothing and calibration" (issue 42); not
+"""One-off script of docs/benchmarks_archive.md, "Label smoothing and calibration" (issue 42); not
 maintained.
 
 Test accuracy and log-loss of ``SoftTreeEnsembleClassifier(label_smoothing=EPS)`` (the
@@ -19,7 +19,7 @@ from threadpoolctl import threadpool_limits
 from sklearn.ensemble import HistGradientBoostingClassifier
 from sklearn.metrics import log_loss
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[4]))  # the repository's root
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the repository's root
 from benchmarks.bench_shapes import SHAPES, _split
 from sktree_lmc import SoftTreeEnsembleClassifier
 

@@ -1,17 +1,17 @@
-"""One-off script of docs/benchmarks.md, "What HGB's lead on the 5-class targets is made of"
+"""One-off script of docs/benchmarks_archive.md, "What HGB's lead on the 5-class targets is made of"
 (issue 42); not maintained.
 
 HistGradientBoostingClassifier on bench_shapes' ``classes_5`` targets (seed 0, 10,000 /
 10,000 rows), with its structure restricted (interaction constraints, shallower trees, fewer
 bins), and with one column at a time coarsened to its 16 training quantile bins. Writes
-``hgb_resolution.csv`` next to this file. Usage: python hgb_resolution_oneoff.py
+``docs/_static/benchmarks/multiclass/hgb_resolution.csv``. Usage: python hgb_resolution_oneoff.py
 """
 import csv, sys, warnings
 from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[4]))  # the repository's root
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the repository's root
 from benchmarks.bench_shapes import SHAPES, _split
 from sklearn.ensemble import HistGradientBoostingClassifier
 
@@ -31,7 +31,8 @@ def fit_score(X_tr, X_te, y_tr, y_te, **params):
 
 def main():
     shape = SHAPES["classes_5"]
-    out = Path(__file__).with_name("hgb_resolution.csv")
+    out = (Path(__file__).resolve().parents[2] / "docs" / "_static" / "benchmarks" / "multiclass"
+           / "hgb_resolution.csv")
     with open(out, "w", newline="") as fh:
         writer = csv.writer(fh)
         writer.writerow(["dataset", "variant", "test", "train"])

@@ -1,9 +1,9 @@
-"""One-off script of docs/benchmarks.md, "Sharper splits" (issue 42): regressors binned into the classes_5 classes. Not maintained."""
+"""One-off script of docs/benchmarks_archive.md, "Sharper splits" (issue 42): regressors binned into the classes_5 classes. Not maintained."""
 import sys, json, time, warnings
 import numpy as np, torch, pandas as pd
 from threadpoolctl import threadpool_limits
 from pathlib import Path
-sys.path.insert(0, str(Path(__file__).resolve().parents[4]))  # the repository's root
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the repository's root
 from benchmarks.bench_shapes import _frame, CLASS_TARGETS
 from benchmarks.bench_accuracy import split
 from sktree_lmc import SoftTreeEnsembleRegressor

@@ -1,6 +1,6 @@
-"""Findings of the input encoder's fuzz (issue 44), each fixed in ``TabularEncoder``:
-date and time columns (NaT, their unit), objects that are not numbers, the order and
-range of ``additive_bins``, one additive bin per value, and rows of zero weight."""
+"""What ``TabularEncoder`` accepts and how: date and time columns (NaT, their unit), objects
+that are not numbers, the order and range of ``additive_bins``, one additive bin per value, and
+rows of zero weight."""
 
 import datetime
 

@@ -1,4 +1,4 @@
-"""One-off script of docs/benchmarks.md, "Sharper splits" (issue 42); not maintained.
+"""One-off script of docs/benchmarks_archive.md, "Sharper splits" (issue 42); not maintained.
 
 It patches private internals (the split start, the optimizer groups, the teacher targets)
 through environment variables: FANIN_S (bound S/sqrt(F)), MIX_S (per-tree scale), SPLIT_LR
@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np, torch
 from threadpoolctl import threadpool_limits
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[4]))  # the repository's root
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the repository's root
 from benchmarks.bench_shapes import SHAPES, _split
 from sktree_lmc import SoftTreeEnsembleClassifier
 from sklearn.ensemble import HistGradientBoostingClassifier

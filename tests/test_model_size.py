@@ -1,6 +1,6 @@
-"""Findings of the fuzz of issue 44: NumPy integer hyperparameters in the teacher's
-boosting, the exported module's number of columns, trees too deep to train, and the
-types that loading with skops needs trusted."""
+"""Model sizes: depths and tree counts given as NumPy integers fit and initialize as the Python
+ints, and trees too deep to train (too many leaves, routing tables or buffers) are refused at
+once with the sizes named."""
 
 import time
 import warnings
@@ -8,17 +8,13 @@ import warnings
 import numpy as np
 import pytest
 import torch
+from _helpers import three_feature_binary_data
 from numpy.testing import assert_array_equal
 
 from sktree_lmc import (
-    ShardedSoftTreeEnsemble,
     SoftTreeEnsembleClassifier,
     SoftTreeEnsembleModule,
-    SoftTreeEnsembleRegressor,
-    export_module,
     get_architecture,
-    merge_estimators,
-    refit_leaves,
 )
 from sktree_lmc._architectures import (
     MAX_LEAVES_PER_TREE,
@@ -32,13 +28,7 @@ from sktree_lmc._forward import _routing_elements_per_row, check_routing_memory,
 TINY = dict(n_estimators=4, max_epochs=2, device="cpu", random_state=0)
 
 
-def _data(n=40):
-    rng = np.random.default_rng(0)
-    X = rng.normal(size=(n, 3))
-    return X, (X[:, 0] + 0.3 * X[:, 1] > 0).astype(int)
-
-
-# -- 1. NumPy integers in the teacher's boosting -------------------------------------------
+# -- NumPy integers as depths and tree counts ---------------------------------------------
 @pytest.mark.parametrize("params", [dict(depth=np.uint8(2)), dict(n_estimators=np.int8(4)),
                                     dict(n_estimators=np.uint16(4)),
                                     dict(depth=np.int8(3), n_estimators=np.uint8(4))],
@@ -47,7 +37,7 @@ def test_numpy_integer_depth_and_trees_fit_like_ints(params):
     """The classifier's default trains a teacher: ``depth=np.uint8(2)`` overflowed in
     ``1 << depth`` (OverflowError), ``n_estimators=np.int8(4)`` in the routing memory
     estimate (a RuntimeWarning, and a wrong estimate). Both fit as the Python ints."""
-    X, y = _data()
+    X, y = three_feature_binary_data()
     with warnings.catch_warnings():
         warnings.filterwarnings("error", message=".*overflow", category=RuntimeWarning)
         got = SoftTreeEnsembleClassifier(**{**TINY, **params}).fit(X, y)
@@ -60,7 +50,7 @@ def test_numpy_integer_depth_and_trees_fit_like_ints(params):
 
 
 def test_boosting_converts_numpy_integers_and_refuses_other_types():
-    X, y = _data()
+    X, y = three_feature_binary_data()
     w = np.ones(len(X))
     kw = dict(loss="softmax", n_outputs=2)
     ref = grow_oblivious_trees(X, y, w, n_trees=3, depth=2, max_bins=255, **kw)
@@ -102,57 +92,7 @@ def test_routing_memory_estimate_in_python_ints():
         check_routing_memory(arch, 8.0, 64)
 
 
-# -- 2. the exported module's columns --------------------------------------------------------
-@pytest.fixture(scope="module")
-def exported():
-    X, y = _data()
-    clf = SoftTreeEnsembleClassifier(**TINY).fit(X, y)
-    return export_module(clf), X
-
-
-def test_exported_module_refuses_another_number_of_columns(exported):
-    module, X = exported
-    Xt = torch.tensor(X, dtype=torch.float32)
-    assert module(Xt).shape == (len(X),)
-    with pytest.raises(ValueError, match=r"X has 4 column\(s\), but the exported module "
-                                         r"expects 3"):
-        module(torch.cat([Xt, Xt[:, :1]], dim=1))
-    with pytest.raises(ValueError, match=r"X has 2 column\(s\), but the exported module "
-                                         r"expects 3"):
-        module(Xt[:, :2])
-    with pytest.raises(ValueError, match=r"2-D tensor of shape \(n_samples, 3\), got 1 "):
-        module(Xt[:, 0])
-    with pytest.raises(ValueError, match="got 3 dimension"):
-        module(Xt[:, :, None])
-    with pytest.raises(TypeError, match="torch.Tensor of shape .* got ndarray"):
-        module(np.hstack([X, X[:, :1]]))
-    with pytest.raises(ValueError, match="4 column"):
-        module.encode(torch.cat([Xt, Xt[:, :1]], dim=1))
-
-
-def test_exported_graphs_keep_the_number_of_columns(exported):
-    """torch.export resolves the check on the static number of columns (a guard of the
-    program); torch.jit.trace records it as a reshape, without a TracerWarning."""
-    module, X = exported
-    Xt = torch.tensor(X, dtype=torch.float32)
-    wide = torch.cat([Xt, Xt[:, :1]], dim=1)
-    program = torch.export.export(module, (Xt[:16],),
-                                  dynamic_shapes=({0: torch.export.Dim("batch")},))
-    with torch.no_grad():
-        assert torch.equal(program.module()(Xt), module(Xt))
-    with pytest.raises(Exception, match="3"):
-        program.module()(wide)
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        traced = torch.jit.trace(module, (Xt[:16],))
-    assert not [w for w in caught if "Tracer" in type(w.message).__name__]
-    with torch.no_grad():
-        assert torch.equal(traced(Xt), module(Xt))
-    with pytest.raises(RuntimeError, match=r"\[40, 3\]"):
-        traced(wide)
-
-
-# -- 3. trees too deep to train --------------------------------------------------------------
+# -- trees too deep to train ---------------------------------------------------------------
 def test_model_size_matches_the_tables():
     for name in ("non_oblivious", "oblivious", "decision_list", "decision_list_modified"):
         for depth in (1, 2, 3, 5, 7):
@@ -206,7 +146,7 @@ def test_deep_fit_is_refused_quickly():
     """An oblivious depth-20 fit of one tree on 60 rows ran for 76-245 s (the routing
     schedule of 2**21 positions built and run in Python); now a ValueError at once,
     with the teacher (the default) and without."""
-    X, y = _data(60)
+    X, y = three_feature_binary_data(60)
     for extra in ({}, dict(teacher_weight=0.0, additive_bins=None)):
         est = SoftTreeEnsembleClassifier(arch="oblivious", depth=20, n_estimators=1,
                                          max_epochs=1, device="cpu", **extra)
@@ -234,53 +174,3 @@ def test_oblivious_table_unchanged_and_huge_tables_refused():
             get_architecture(name, depth)
     with pytest.raises(ValueError, match="depth=1000 has 2\\*\\*1000 leaves .*2\\*\\*1970 GiB"):
         get_architecture("non_oblivious", 1000)  # was an OverflowError in the message
-
-
-# -- 4. skops: the types to trust --------------------------------------------------------------
-def _torch_objects(obj, path="est", seen=None):
-    """Paths of the torch objects (device, dtype, tensor, ...) held anywhere in ``obj``."""
-    seen = set() if seen is None else seen
-    if id(obj) in seen:
-        return []
-    seen.add(id(obj))
-    if type(obj).__module__.split(".")[0] == "torch":
-        return [path]
-    items = []
-    if isinstance(obj, dict):
-        items = [(f"{path}[{k!r}]", v) for k, v in obj.items()]
-    elif isinstance(obj, (list, tuple)):
-        items = [(f"{path}[{i}]", v) for i, v in enumerate(obj)]
-    elif hasattr(obj, "__dict__") and not isinstance(obj, type):
-        items = [(f"{path}.{k}", v) for k, v in vars(obj).items()]
-    return [p for sub, v in items for p in _torch_objects(v, sub, seen)]
-
-
-def test_fitted_state_holds_no_torch_object():
-    """With the default ``device="auto"`` no fitted attribute holds a torch object
-    (``device_`` is a str): after fit, merge_estimators, refit_leaves, for both
-    estimators and the sharded meta-estimator."""
-    X, y = _data(60)
-    kw = dict(n_estimators=4, max_epochs=2, random_state=0)  # device="auto"
-    a = SoftTreeEnsembleClassifier(**kw).fit(X, y)
-    b = SoftTreeEnsembleClassifier(**{**kw, "random_state": 1}).fit(X, y)
-    reg = SoftTreeEnsembleRegressor(**kw).fit(X, X[:, 1])
-    sharded = ShardedSoftTreeEnsemble(SoftTreeEnsembleClassifier(n_estimators=4, max_epochs=2),
-                                      n_shards=2, random_state=0).fit(X, y)
-    models = [a, reg, merge_estimators(a, b), refit_leaves(a, X, y),
-              refit_leaves(reg, X, X[:, 1]), sharded]
-    for model in models:
-        assert _torch_objects(model) == []
-        assert isinstance(getattr(model, "device_", "cpu"), str)
-
-
-def test_skops_loads_a_torch_device_parameter_with_the_documented_trusted_list(tmp_path):
-    sio = pytest.importorskip("skops.io")
-    X, y = _data(60)
-    est = SoftTreeEnsembleClassifier(**{**TINY, "device": torch.device("cpu")}).fit(X, y)
-    path = tmp_path / "model.skops"
-    sio.dump(est, path)
-    trusted = ["sktree_lmc._estimators.SoftTreeEnsembleClassifier"]  # the documented list
-    assert sio.get_untrusted_types(file=path) == trusted
-    back = sio.load(path, trusted=trusted)
-    assert back.get_params()["device"] == torch.device("cpu")
-    assert_array_equal(back.predict_proba(X), est.predict_proba(X))

@@ -2,7 +2,7 @@
 random_state (the module's draw and the trees' column draw from fixed generators)."""
 import sys, json
 from pathlib import Path
-sys.path.insert(0, str(Path(__file__).resolve().parents[4]))  # the repository's root
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the repository's root
 import torch
 import sktree_lmc._estimators as _e
 B = _e._BaseSoftTreeEnsemble

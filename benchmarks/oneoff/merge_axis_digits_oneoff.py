@@ -1,4 +1,4 @@
-"""One-off script of docs/benchmarks.md, "Label smoothing on small data" (issue 42); not
+"""One-off script of docs/benchmarks_archive.md, "Label smoothing on small data" (issue 42); not
 maintained. ``bench_merge_axis``'s measurement (``measure_split``) on ``load_digits``
 (``bench_shapes``' split of seed SEED, 0 by default): two models on all training rows
 (``random_state`` 0, 1, plus 100 * SEED), their weight-matching merge and barrier; four models
@@ -15,7 +15,7 @@ from pathlib import Path
 
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[4]))  # the repository's root
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the repository's root
 from benchmarks.bench_merge_axis import measure_split  # noqa: E402
 from benchmarks.bench_shapes import SHAPES, _split  # noqa: E402
 
