@@ -85,7 +85,7 @@ def test_encoders_differ_names_the_additive_bins():
 
 def test_encoder_without_additive_term_refuses_codes():
     columns = [np.arange(5.0)]
-    enc = TabularEncoder()._fit_columns(columns, np.array([False]))
+    enc = TabularEncoder(additive_bins=None)._fit_columns(columns, np.array([False]))
     with pytest.raises(ValueError, match="no additive term"):
         enc.additive_codes(columns)
     assert TabularEncoder.from_dict(enc.to_dict()).n_additive_ == 0
@@ -369,12 +369,13 @@ def test_bins_from_summaries_equal_fit_or_come_close_with_sketches():
     X, _ = _frame(n=3000)
     columns, _ = to_columns(X)
     cat = np.array([False, False, True])
-    fitted = TabularEncoder(additive_bins=16)._fit_columns(columns, cat)
+    fitted = TabularEncoder("piecewise_linear", additive_bins=16)._fit_columns(columns, cat)
     halves = [[c[:1000] for c in columns], [c[1000:] for c in columns]]
     for sketch, exact in ((None, True), (101, False)):
         parts = [summarize(h, cat, numeric_encoding="piecewise_linear", sketch_size=sketch,
                            additive_bins=16) for h in halves]
-        merged = TabularEncoder.from_summaries(parts, cat, additive_bins=16)
+        merged = TabularEncoder.from_summaries(parts, cat, numeric_encoding="piecewise_linear",
+                                               additive_bins=16)
         for j in (0, 1):
             a, b = fitted.additive_edges_[j], merged.additive_edges_[j]
             if exact:
@@ -383,7 +384,8 @@ def test_bins_from_summaries_equal_fit_or_come_close_with_sketches():
                 assert a.shape == b.shape and np.abs(a - b).max() < 0.05
         assert merged.n_additive_ == fitted.n_additive_
     with pytest.raises(ValueError, match="additive_bins"):
-        TabularEncoder.from_summaries(parts, cat, additive_bins=8)
+        TabularEncoder.from_summaries(parts, cat, numeric_encoding="piecewise_linear",
+                                      additive_bins=8)
     # several resolutions: exact from the values, as fit
     parts = [summarize(h, cat, numeric_encoding="none", additive_bins=(4, 16)) for h in halves]
     merged = TabularEncoder.from_summaries(parts, cat, numeric_encoding="none",

@@ -140,7 +140,7 @@ def test_fit_transform_arrays_and_zero_weights():
     assert encoders_differ(weighted, TabularEncoder(n_bins=4).fit(X[w > 0])) is None
     # a string NumPy array: its string columns are categorical
     S = np.array([["a", 1.0], ["b", 2.0], [None, 3.0], ["a", np.nan]], dtype=object)
-    enc = TabularEncoder(n_bins=2).fit(S)
+    enc = TabularEncoder("piecewise_linear", n_bins=2).fit(S)
     assert enc.categorical_.tolist() == [True, False]
     assert enc.get_feature_names_out().tolist() == [
         "x0=a", "x0=b", "x0_missing", "x1_knot0", "x1_knot1", "x1_knot2", "x1_missing"]
@@ -262,7 +262,7 @@ def test_fit_once_and_reuse_merges_at_no_extra_cost(encoding):
 
 def test_clone_keeps_a_fitted_encoder_fitted():
     X, y = _mixed()
-    enc = TabularEncoder(n_bins=4).fit(X)
+    enc = TabularEncoder("piecewise_linear", n_bins=4).fit(X)
     est = SoftTreeEnsembleClassifier(**FAST, encoder=enc, random_state=0)
     cloned = clone(est)
     assert cloned.encoder is not enc and encoders_differ(cloned.encoder, enc) is None

@@ -440,4 +440,4 @@ def test_encode_equals_transform_and_codes(mixed, additive_bins):
             assert_array_equal(encoded, enc.transform_columns(columns, start, stop))
             assert_array_equal(codes, enc.additive_codes(columns, start, stop,
                                                          code_columns=code_columns))
-    assert TabularEncoder("quantile_normal").fit(X).encode(columns)[1] is None
+    assert TabularEncoder("quantile_normal", additive_bins=None).fit(X).encode(columns)[1] is None

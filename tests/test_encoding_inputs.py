@@ -52,7 +52,8 @@ def test_nat_is_a_missing_value_of_a_datetime_column(source):
     assert_array_equal(np.isnan(x), np.isnat(stamps))
     assert x[0] == 1577836800.0 and x[-1] == 1656676800.5
     for encoding in NUMERIC_ENCODINGS:
-        enc, out = _fit_transform(columns, [False], numeric_encoding=encoding, n_bins=4)
+        enc, out = _fit_transform(columns, [False], numeric_encoding=encoding, n_bins=4,
+                                  additive_bins=None)
         assert enc.has_missing_.tolist() == [True]
         missing = np.isnat(stamps)
         assert_array_equal(out[:, -1], missing)  # the missing indicator
@@ -60,7 +61,7 @@ def test_nat_is_a_missing_value_of_a_datetime_column(source):
         # the same encoder as for the seconds with NaN, the documented missing value
         secs = (stamps - np.datetime64(0, "s")) / np.timedelta64(1, "s")
         assert_array_equal(out, _fit_transform([secs], [False], numeric_encoding=encoding,
-                                               n_bins=4)[1])
+                                               n_bins=4, additive_bins=None)[1])
     # NaT passed to the encoder directly, at fit and at prediction time
     enc = TabularEncoder("standard")._fit_columns([stamps], np.array([False]))
     assert enc.has_missing_.tolist() == [True]

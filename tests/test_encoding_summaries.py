@@ -24,10 +24,12 @@ def _parts(columns, n_parts, rng, sort_by=None):
 
 
 def _from_parts(columns, categorical, parts, sketch_size=SKETCH_SIZE, **settings):
+    settings = {"numeric_encoding": "piecewise_linear", "additive_bins": None, **settings}
     summaries = [summarize([c[p] for c in columns], categorical, sketch_size=sketch_size,
                            numeric_encoding=settings.get("numeric_encoding",
                                                          "piecewise_linear"),
-                           n_bins=settings.get("n_bins", 16))
+                           n_bins=settings.get("n_bins", 16),
+                           additive_bins=settings["additive_bins"])
                  for p in parts]
     return TabularEncoder.from_summaries(summaries, categorical, **settings)
 
@@ -68,7 +70,7 @@ def test_summaries_of_small_parts_give_the_exact_encoder(encoding):
     frame = _mixed_frame(2400, rng)
     frame.loc[:100, "lognormal"] = np.nan  # missing in the first part only
     columns, categorical = to_columns(frame)
-    exact = TabularEncoder(encoding, 16, 3)._fit_columns(columns, categorical)
+    exact = TabularEncoder(encoding, 16, 3, None)._fit_columns(columns, categorical)
     merged = _from_parts(columns, categorical, _parts(columns, 3, rng, sort_by=0),
                          numeric_encoding=encoding, n_bins=16, max_categories=3)
     assert_array_equal(merged.has_missing_, [True, False, True, False, True])
@@ -136,15 +138,18 @@ def test_sketched_knots_are_close_to_the_exact_ones():
 def test_sketch_summaries_are_small():
     rng = np.random.RandomState(0)
     x = rng.randn(50000)
-    summary = summarize([x], np.array([False]), sketch_size=SKETCH_SIZE)
+    summary = summarize([x], np.array([False]), numeric_encoding="piecewise_linear",
+                        sketch_size=SKETCH_SIZE, additive_bins=None)
     (col,) = summary["columns"]
     assert col["count"] == 50000 and "values" not in col and col["distinct"] is None
     assert col["quantiles"].shape == (SKETCH_SIZE,)
     assert col["quantiles"][0] == x.min() and col["quantiles"][-1] == x.max()
     with pytest.raises(ValueError, match="n_bins=16, the encoder has n_bins=8"):
-        TabularEncoder.from_summaries([summary], np.array([False]), n_bins=8)
+        TabularEncoder.from_summaries([summary], np.array([False]), n_bins=8,
+                                      numeric_encoding="piecewise_linear", additive_bins=None)
     with pytest.raises(ValueError, match="does not describe the given columns"):
-        TabularEncoder.from_summaries([summary], np.array([True]))
+        TabularEncoder.from_summaries([summary], np.array([True]),
+                                      numeric_encoding="piecewise_linear", additive_bins=None)
     with pytest.raises(ValueError, match="infinity in column 'a'"):
         summarize([np.array([1.0, np.inf])], np.array([False]), names=["a"])
 
@@ -163,7 +168,8 @@ def test_quantile_normal_from_sketches_is_close_to_the_exact_transform():
     rng = np.random.RandomState(0)
     x = np.r_[rng.lognormal(size=30000), rng.normal(5, 1, size=20000)]
     parts = [x[:20000], x[20000:35000], x[35000:]]
-    exact = TabularEncoder("quantile_normal")._fit_columns([x], np.array([False]))
+    exact = TabularEncoder("quantile_normal", additive_bins=None)._fit_columns(
+        [x], np.array([False]))
     summaries = [summarize([p], np.array([False]), numeric_encoding="quantile_normal",
                            sketch_size=SKETCH_SIZE) for p in parts]
     assert all("values" not in s["columns"][0] for s in summaries)  # sketches only

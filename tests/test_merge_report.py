@@ -1,0 +1,170 @@
+"""The quality of a merge without the sites' rows: probe rows drawn from the encoder, the
+features' scales weight matching compares in, ``merge_report_``, ``aligner="auto"`` and the
+log-link merge's mean."""
+
+import warnings
+
+import numpy as np
+import pytest
+from conftest import FAST
+from numpy.testing import assert_allclose
+
+from sktree_lmc import (
+    MergeQualityWarning,
+    MergeReport,
+    ModelAligner,
+    SoftTreeEnsembleClassifier,
+    SoftTreeEnsembleRegressor,
+    TabularEncoder,
+    merge_estimators,
+)
+from sktree_lmc._common_encoding import feature_scales, probe_columns
+from sktree_lmc._merge import _matching_params
+
+
+def _credit_like(n, rng):
+    """A continuous column, a count that is 0 on most rows with sentinel codes 96/98, a
+    ratio with extreme outliers, and a categorical column with missing values."""
+    x0 = rng.standard_normal(n)
+    count = np.where(rng.rand(n) < 0.85, 0.0, rng.poisson(1.5, n) + 1.0)
+    count[rng.rand(n) < 0.01] = 96.0
+    count[rng.rand(n) < 0.01] = 98.0
+    ratio = rng.exponential(0.5, n)
+    ratio[rng.rand(n) < 0.005] = 2e4
+    cat = rng.choice(np.array(["a", "b", "c", "d"], dtype=object), n).astype(object)
+    cat[rng.rand(n) < 0.1] = None
+    return [x0, count, ratio, cat]
+
+
+def test_probe_columns_sample_each_columns_fitted_distribution():
+    rng = np.random.RandomState(0)
+    columns = _credit_like(3000, rng)
+    enc = TabularEncoder(max_categories=3)._fit_columns(columns, np.array([0, 0, 0, 1], bool))
+    probes = probe_columns(enc, 1000, missing_share=0.25, random_state=1)
+    for j in range(3):  # numeric: within the fitted range, its quantiles' shares
+        present = probes[j][~np.isnan(probes[j])]
+        assert present.min() >= np.min(columns[j]) and present.max() <= np.max(columns[j])
+    assert 0.8 < np.mean(probes[1] == 0.0) < 0.9  # the count's zeros keep their share
+    assert np.isnan(probes[1]).sum() == 0  # no missing values in a column that had none
+    cats = probes[3]
+    assert 0.15 < np.mean([v is None for v in cats]) < 0.35  # the missing share asked
+    seen = {v for v in cats if v is not None}
+    assert set(enc.categories_[3]) < seen  # the kept categories, and one outside them
+    # the same rows for the same seed, another order for another
+    again = probe_columns(enc, 1000, missing_share=0.25, random_state=1)
+    assert all(np.array_equal(a, b, equal_nan=True) for a, b in zip(probes[:3], again[:3]))
+    other = probe_columns(enc, 1000, random_state=2)
+    assert not np.array_equal(other[0], probes[0])
+    assert_allclose(np.sort(other[0]), np.sort(probe_columns(enc, 1000)[0]))
+
+
+def test_feature_scales_are_the_features_sizes_on_the_fitted_distribution():
+    rng = np.random.RandomState(0)
+    columns = _credit_like(3000, rng)[:3]
+    enc = TabularEncoder()._fit_columns(columns, np.zeros(3, bool))
+    scales = feature_scales(enc)
+    features = enc.transform_columns(columns).astype(np.float64)
+    assert_allclose(scales, np.sqrt((features ** 2).mean(axis=0)), rtol=0.05)
+    # a continuous column's normal scores are about 1; the mostly-zero count's sit near
+    # the clip of the normal scores, and weigh several times more
+    assert 0.9 < scales[0] < 1.1 and scales[1] > 3
+    # "none" says nothing of the distribution: 1
+    plain = TabularEncoder("none", additive_bins=None)._fit_columns(columns, np.zeros(3, bool))
+    assert_allclose(feature_scales(plain), 1.0)
+
+
+def test_weight_matching_compares_weights_in_units_of_the_features(clf_pair):
+    a, _ = clf_pair
+    scaled = _matching_params(a, scale_features=True).split_weight
+    raw = _matching_params(a, scale_features=False).split_weight
+    assert raw is a.tree_params_.split_weight
+    assert_allclose(scaled, raw * feature_scales(a.encoder_).astype(np.float32), rtol=1e-6)
+    # the aligner's switch, and AM ignores it
+    assert ModelAligner().scale_features is True
+
+
+def test_merge_report_of_a_working_merge_and_of_a_forced_naive_one(clf_pair, magic):
+    a, b = clf_pair
+    X, y = magic
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", MergeQualityWarning)
+        merged = merge_estimators(a, b, aligner="wm")
+    report = merged.merge_report_
+    assert isinstance(report, MergeReport) and report.aligner == "wm"
+    assert report.rows == "probe" and report.n_rows == 2048 and not report.flagged
+    assert report.disagreement < 1 and report.candidates == {"wm": report.disagreement}
+    # the distance is the total variation from the ensemble's probabilities
+    assert report.distance == pytest.approx(report.disagreement * report.member_distance)
+    with pytest.warns(MergeQualityWarning, match="farther from the models' ensemble"):
+        naive = merge_estimators(a, b, aligner="naive")
+    assert naive.merge_report_.flagged and naive.merge_report_.disagreement > 1
+    # rows given: measured there
+    on_x = merge_estimators(a, b, aligner="wm", X=X)
+    assert on_x.merge_report_.rows == "X" and on_x.merge_report_.n_rows == len(X)
+    ens = (a.predict_proba(X) + b.predict_proba(X)) / 2
+    tv = 0.5 * np.abs(on_x.predict_proba(X) - ens).sum(axis=1).mean()
+    assert on_x.merge_report_.distance == pytest.approx(tv, rel=1e-6)
+
+
+def test_auto_keeps_the_alignment_closest_to_the_ensemble(clf_pair):
+    a, b = clf_pair
+    merged = merge_estimators(a, b)  # the default is "auto"
+    report = merged.merge_report_
+    assert set(report.candidates) == {"wm", "am"}
+    assert report.aligner == min(report.candidates, key=report.candidates.get)
+    assert report.disagreement == report.candidates[report.aligner]
+    assert report.aligner == "wm"  # these models: WM's merge is the closer one
+    wm = merge_estimators(a, b, aligner="wm")
+    assert_allclose(wm.tree_params_.leaf_value, merged.tree_params_.leaf_value)
+
+
+def test_a_merge_at_an_endpoint_is_the_model_and_is_not_flagged(clf_pair, magic):
+    a, b = clf_pair
+    X, _ = magic
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", MergeQualityWarning)
+        at_a = merge_estimators(a, b, lam=0.0)
+        at_b = merge_estimators(a, b, lam=1.0)
+    assert_allclose(at_a.predict_proba(X), a.predict_proba(X), atol=1e-6)
+    assert_allclose(at_b.predict_proba(X), b.predict_proba(X), atol=1e-6)
+    assert not at_a.merge_report_.flagged and not at_b.merge_report_.flagged
+
+
+@pytest.mark.parametrize("loss", ["poisson", "gamma"])
+def test_log_link_merges_predict_the_ensembles_mean(loss):
+    """Averaging log-link outputs averages predictions geometrically, below their mean;
+    the merge's scale is corrected to the ensemble's mean, and the endpoints stay exact."""
+    rng = np.random.RandomState(0)
+    X = rng.standard_normal((800, 4))
+    mu = np.exp(0.8 * X[:, 0] - 0.5 * X[:, 1] + 0.3)
+    y = rng.poisson(mu).astype(float) if loss == "poisson" else rng.gamma(2.0, mu / 2.0)
+    settings = dict(FAST, n_estimators=16, max_epochs=10, loss=loss)
+    # two sites split by a column: their target means differ
+    site = X[:, 0] > 0
+    a = SoftTreeEnsembleRegressor(random_state=1, **settings).fit(X[site], y[site])
+    b = SoftTreeEnsembleRegressor(random_state=2, **settings).fit(X[~site], y[~site])
+    ens = (a.predict(X) + b.predict(X)) / 2
+    merged = merge_estimators(a, b, X=X)
+    assert merged.predict(X).mean() == pytest.approx(ens.mean(), rel=1e-5)
+    without_rows = merge_estimators(a, b)  # corrected on the probe rows
+    assert abs(without_rows.predict(X).mean() / ens.mean() - 1) < 0.05
+    for lam, model in ((0.0, a), (1.0, b)):
+        end = merge_estimators(a, b, lam=lam)
+        assert_allclose(end.predict(X), model.predict(X), rtol=1e-6)
+
+
+def test_tabular_encoder_defaults_are_the_estimators():
+    """An encoder fitted once with its defaults and passed as ``encoder=`` gives the model
+    the estimator fits alone."""
+    rng = np.random.RandomState(0)
+    X = np.column_stack(_credit_like(400, rng)[:3])
+    y = (X[:, 0] + (X[:, 1] > 0) > 0.5).astype(int)
+    shared = ("numeric_encoding", "n_bins", "max_categories", "additive_bins",
+              "categorical_features")
+    enc_params = TabularEncoder().get_params()
+    est_params = SoftTreeEnsembleClassifier().get_params()
+    assert {k: enc_params[k] for k in shared} == {k: est_params[k] for k in shared}
+    alone = SoftTreeEnsembleClassifier(random_state=0, **FAST).fit(X, y)
+    given = SoftTreeEnsembleClassifier(random_state=0, encoder=TabularEncoder().fit(X),
+                                       **FAST).fit(X, y)
+    assert_allclose(given.predict_proba(X), alone.predict_proba(X))
