@@ -58,9 +58,30 @@ def mlp(seed):
 _FRAMES = {}
 
 
+#: Datasets of the robustness set (``../shared/data/robustness`` beside the repository, or
+#: ``$SKTREE_LMC_ROBUSTNESS_DATA``): data on which a part of the package was seen to fail, in
+#: the Tabular-Benchmark's format (numeric features, last column ``target``).
+ROBUSTNESS = ("credit",)
+
+
+def robustness_home():
+    """The folder of the robustness datasets."""
+    import os
+    from pathlib import Path
+
+    folder = os.environ.get("SKTREE_LMC_ROBUSTNESS_DATA")
+    if folder:
+        return Path(folder)
+    return Path(__file__).resolve().parent.parent.parent / "shared" / "data" / "robustness"
+
+
 def frame(name):
     """The Tabular-Benchmark dataset ``name`` as a DataFrame (features and ``target``), loaded
     once per process."""
+    if name in ROBUSTNESS and name not in _FRAMES:
+        import pandas as pd
+
+        _FRAMES[name] = pd.read_csv(robustness_home() / f"{name}.csv.gz")
     if name not in _FRAMES:
         from sktree_lmc.datasets import load_tabular_benchmark
 

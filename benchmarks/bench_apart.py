@@ -22,8 +22,13 @@ For each dataset and seed (the 10,000 / 10,000 split of ``benchmarks.bench_accur
   - ``shared``: every site encodes with the full model's encoder (``encoder=``), as
     :class:`~sktree_lmc.ShardedSoftTreeEnsemble` does; the upper bound of the first;
 
-* the merges (weights: the sites' row counts): ``naive`` (no alignment), ``wm`` and ``am``
-  (weight and activation matching, every invariance), and ``wm_refit`` (the WM merge with
+* the merges (weights: the sites' row counts): ``auto`` (the default of
+  :func:`merge_estimators`, no rows given: WM or AM on probe rows drawn from the encoders,
+  whichever is closer to the sites' ensemble there; ``auto_aligner`` and
+  ``auto_disagreement`` are its ``merge_report_``), ``naive`` (no alignment), ``wm`` and
+  ``am`` (weight matching, and activation matching on the training rows, every invariance),
+  ``wm_raw`` (weight matching on the raw coefficients, ``scale_features=False``, the
+  paper's; ``wm_raw_disagreement`` its report, which flags it above 1), and ``wm_refit`` (the WM merge with
   :func:`refit_leaves` on all training rows, ``--refit-iter`` iterations: the rows are pooled
   here, a federated refit computes the same on dask), and ``wm_anneal`` (every site continues
   the WM merge on its own rows for 3 epochs at a hundredth of the learning rate, and the
@@ -43,7 +48,12 @@ pointing to the Tabular-Benchmark folder)::
 
     python -m benchmarks.bench_apart --datasets electricity --seeds 0 --splits iid4
     python -m benchmarks.bench_apart --report
+    python -m benchmarks.bench_apart --datasets credit --splits iid2 iid4 iid8 --quick
     python -m benchmarks.bench_apart --smoke        # seconds, for the tests
+
+``--quick`` measures the merges alone (no refit, anneal nor barrier). ``credit`` (the
+robustness set) is read from ``../shared/data/robustness`` beside the repository or
+``$SKTREE_LMC_ROBUSTNESS_DATA``.
 """
 
 from __future__ import annotations
@@ -51,6 +61,7 @@ from __future__ import annotations
 import argparse
 import copy
 import time
+import warnings
 from pathlib import Path
 
 import joblib
@@ -62,6 +73,7 @@ from benchmarks._common import read_csv as _read
 from benchmarks._common import recovery as _recovery
 from benchmarks.bench_accuracy import load, split
 from sktree_lmc import (
+    MergeQualityWarning,
     ModelAligner,
     SoftTreeEnsembleClassifier,
     interpolation_curve,
@@ -81,7 +93,8 @@ FIELDS = ("dataset", "seed", "split", "K", "protocol", "recipe", "full", "site_m
           "recovery_am", "recovery_wm_refit", "barrier_wm", "barrier_am", "barrier_naive",
           "n_features_sites", "n_features_merged", "merge_s", "fit_s", "ensemble",
           "recovery_ensemble", "wm_anneal", "recovery_wm_anneal", "wm_anneal_refit",
-          "recovery_wm_anneal_refit")
+          "recovery_wm_anneal_refit", "auto", "auto_aligner", "auto_disagreement",
+          "wm_raw", "wm_raw_disagreement", "recovery_auto")
 #: The anneal after a merge (:func:`_anneal`): epochs on every site, and its learning rate as a
 #: fraction of the model's.
 ANNEAL_EPOCHS, ANNEAL_RATE = 3, 0.01
@@ -126,7 +139,7 @@ def _site_seed(protocol, seed, k):
 
 
 def run(out, datasets, seeds, split_names, protocols, recipes, *, n_train=10_000,
-        n_test=10_000, refit_iter=100, smoke=False):
+        n_test=10_000, refit_iter=100, smoke=False, quick=False):
     """Measure every configuration not yet in ``<out>/apart.csv``."""
     path = out / "apart.csv"
     done = {(r["dataset"], r["seed"], r["split"], r["protocol"], r["recipe"])
@@ -163,14 +176,16 @@ def run(out, datasets, seeds, split_names, protocols, recipes, *, n_train=10_000
                             for k, idx in enumerate(parts)]
                         fit_s = time.process_time() - t0
                         row = _measure(models, parts, X, y, X_test, y_test,
-                                       full_acc, refit_iter)
+                                       full_acc, refit_iter, quick=quick)
                         row.update(dataset=name, seed=seed, split=split_name, K=K,
                                    protocol=protocol, recipe=recipe, fit_s=round(fit_s, 1))
                         _append(path, FIELDS, [row])
                         print(f"{name} seed {seed} {split_name} {protocol} {recipe}: full "
-                              f"{row['full']:.2f} sites {row['site_mean']:.2f} naive "
-                              f"{row['naive']:.2f} wm {row['wm']:.2f} am {row['am']:.2f} "
-                              f"refit {row['wm_refit']:.2f} recovery {row['recovery_wm']}",
+                              f"{row['full']:.2f} sites {row['site_mean']:.2f} ensemble "
+                              f"{row['ensemble']:.2f} auto {row['auto']:.2f} "
+                              f"({row['auto_aligner']}) wm {row['wm']:.2f} wm_raw "
+                              f"{row['wm_raw']:.2f} am {row['am']:.2f} naive "
+                              f"{row['naive']:.2f} refit {row.get('wm_refit', '-')}",
                               flush=True)
     return path
 
@@ -195,7 +210,7 @@ def _anneal(merged, parts, X, y, sizes, epochs=ANNEAL_EPOCHS, rate=ANNEAL_RATE):
     return annealed.set_params(**merged.get_params())  # the merge's, not the anneal's
 
 
-def _measure(models, parts, X, y, X_test, y_test, full_acc, refit_iter):
+def _measure(models, parts, X, y, X_test, y_test, full_acc, refit_iter, quick=False):
     sizes = [len(idx) for idx in parts]
     accs = [100 * m.score(X_test, y_test) for m in models]
     site_mean = float(np.mean(accs))
@@ -209,12 +224,25 @@ def _measure(models, parts, X, y, X_test, y_test, full_acc, refit_iter):
            "site_min": round(min(accs), 4), "site_max": round(max(accs), 4),
            "n_features_sites": int(np.mean([m.encoder_.n_features_out_ for m in models]))}
     t0 = time.perf_counter()
-    merged = {how: merge_estimators(models, weights=sizes, aligner=_aligner(how), X=X)
-              for how in ("naive", "wm", "am")}
-    row["merge_s"] = round(time.perf_counter() - t0, 2)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", MergeQualityWarning)  # measured, not shown
+        merged = {how: merge_estimators(models, weights=sizes, aligner=_aligner(how), X=X)
+                  for how in ("naive", "wm", "am")}
+        row["merge_s"] = round(time.perf_counter() - t0, 2)
+        merged["auto"] = merge_estimators(models, weights=sizes)  # the default: no rows
+        merged["wm_raw"] = merge_estimators(models, weights=sizes,
+                                            aligner=ModelAligner(scale_features=False))
     row["n_features_merged"] = merged["wm"].encoder_.n_features_out_
     for how, model in merged.items():
         row[how] = round(100 * model.score(X_test, y_test), 4)
+    row["auto_aligner"] = merged["auto"].merge_report_.aligner
+    row["auto_disagreement"] = round(merged["auto"].merge_report_.disagreement, 4)
+    row["wm_raw_disagreement"] = round(merged["wm_raw"].merge_report_.disagreement, 4)
+    row["recovery_auto"] = _recovery(row["auto"], site_mean, full_acc)
+    if quick:
+        for how in ("wm", "am", "ensemble"):
+            row[f"recovery_{how}"] = _recovery(row[how], site_mean, full_acc)
+        return row
     refitted = refit_leaves(merged["wm"], X, y, max_iter=refit_iter)
     row["wm_refit"] = round(100 * refitted.score(X_test, y_test), 4)
     annealed = _anneal(merged["wm"], parts, X, y, sizes)
@@ -244,7 +272,8 @@ def report(path):
         values = [float(r[col]) for r in rs if r.get(col) not in ("", None)]
         return f"{np.mean(values):.2f}" if values else "-"
 
-    cols = ("full", "site_mean", "ensemble", "naive", "wm", "am", "wm_refit", "wm_anneal",
+    cols = ("full", "site_mean", "ensemble", "auto", "wm_raw", "naive", "wm", "am", "wm_refit",
+            "wm_anneal",
             "wm_anneal_refit", "recovery_wm", "recovery_wm_refit", "recovery_wm_anneal",
             "recovery_wm_anneal_refit", "recovery_ensemble", "barrier_wm")
     lines = ["| recipe | split | protocol | runs | " + " | ".join(cols) + " |",
@@ -269,6 +298,8 @@ def main(argv=None):
     parser.add_argument("--smoke", action="store_true",
                         help="MagicTelescope, 600 rows, tiny models: seconds")
     parser.add_argument("--report", action="store_true", help="print the table and exit")
+    parser.add_argument("--quick", action="store_true",
+                        help="the merges only: no refit, anneal nor barrier")
     args = parser.parse_args(argv)
     if args.report:
         print(report(args.out / "apart.csv"))
@@ -278,7 +309,8 @@ def main(argv=None):
                    ["default"], n_train=300, n_test=300, refit_iter=5, smoke=True)
     else:
         path = run(args.out, args.datasets, args.seeds, args.splits, args.protocols,
-                   args.recipes, n_train=args.n_train, refit_iter=args.refit_iter)
+                   args.recipes, n_train=args.n_train, refit_iter=args.refit_iter,
+                   quick=args.quick)
     print(report(path))
     return path
 
