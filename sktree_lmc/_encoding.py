@@ -615,14 +615,15 @@ class TabularEncoder(TransformerMixin, BaseEstimator):
     ...     "color": ["red", "blue", "red", None, "green", "blue", "red", "green"],
     ... })
     >>> y = np.array([0, 0, 0, 1, 1, 1, 1, 0])
-    >>> enc = TabularEncoder().fit(X)
+    >>> enc = TabularEncoder("piecewise_linear", additive_bins=None).fit(X)
     >>> enc.categorical_.tolist(), enc.has_missing_.tolist()
     ([False, True], [True, True])
     >>> enc.categories_[1].tolist()
     ['blue', 'green', 'red']
 
-    "size" has 7 distinct values, hence 7 knots and 7 hat features, plus its
-    missing indicator; "color" has 3 categories plus its missing indicator.
+    With the piecewise-linear encoding (the default, ``"quantile_normal"``,
+    gives one feature per numeric column), "size" has 7 distinct values, hence
+    7 knots and 7 hat features, plus its missing indicator; "color" has 3 categories plus its missing indicator.
     The trees split on these 12 features:
 
     >>> enc.widths_.tolist(), enc.n_features_out_
@@ -659,11 +660,12 @@ class TabularEncoder(TransformerMixin, BaseEstimator):
 
     >>> from sktree_lmc._encoding import summarize, to_columns
     >>> Xn = np.array([[0.0, 1.0], [1.0, np.nan], [2.0, 3.0], [3.0, 4.0]])
-    >>> enc = TabularEncoder(n_bins=2).fit(Xn)
+    >>> settings = dict(numeric_encoding="piecewise_linear", n_bins=2, additive_bins=None)
+    >>> enc = TabularEncoder(**settings).fit(Xn)
     >>> columns, categorical = to_columns(Xn)
-    >>> parts = [summarize([c[:2] for c in columns], categorical, n_bins=2, sketch_size=1001),
-    ...          summarize([c[2:] for c in columns], categorical, n_bins=2, sketch_size=1001)]
-    >>> merged = TabularEncoder.from_summaries(parts, categorical, n_bins=2)
+    >>> parts = [summarize([c[:2] for c in columns], categorical, sketch_size=1001, **settings),
+    ...          summarize([c[2:] for c in columns], categorical, sketch_size=1001, **settings)]
+    >>> merged = TabularEncoder.from_summaries(parts, categorical, **settings)
     >>> merged.knots_[0].tolist() == enc.knots_[0].tolist() == [0.0, 1.5, 3.0]
     True
     """

@@ -1219,8 +1219,9 @@ def predict_chunked(module, X, output="forward", chunk_rows=None, routing="auto"
     ``chunk_rows`` rows: the last chunk is padded with zero rows. Every row
     therefore goes through the same kernels with the same shapes whatever the
     number of rows in ``X``, so its result does not depend on how rows are
-    batched: bit-identical in our tests on the CPU with 1, 2 and 3 threads,
-    for chunks of a multiple of 64 rows (the default always is; with odd
+    batched: bit-identical in our tests on the CPU at a given number of threads
+    (1, 2 or 3; across numbers of threads the kernels may split their sums
+    otherwise, up to float32 rounding), for chunks of a multiple of 64 rows (the default always is; with odd
     chunk sizes the vectorized loops' scalar tails moved results by one
     float32 ulp). The chunk's buffers are allocated once and
     reused, sized to stay in cache (:func:`inference_chunk_rows`), and ``X``

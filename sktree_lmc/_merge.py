@@ -656,6 +656,7 @@ def merge_estimators(a, b=None, lam=0.5, *, aligner="auto", X=None, weights=None
             raise TypeError("weights= is for a list of models; use lam= with two models.")
         models = [a, b]
     estimators, head = split_pipelines(models)
+    check_compatible(estimators)  # the errors of models that cannot merge come first
     weights_of = (_check_weights(weights, len(models)) if isinstance(a, (list, tuple))
                   else np.array([1 - lam, lam]))
     if X is not None:

@@ -2,7 +2,7 @@
 
 A fitted soft tree ensemble pickles its fitted objects as plain types (the
 architecture as ``(name, depth)``, the parameters and Adam's moments as
-dicts of arrays, the encoders as dicts), so that :mod:`skops.io` loads it
+dicts of arrays, the encoders and a merge report as dicts), so that :mod:`skops.io` loads it
 with only the estimator classes trusted. Every state carries
 :data:`PICKLE_FORMAT`; a state without it, or with another one, was written
 by another version of the package and is refused with a clear error instead
@@ -20,6 +20,7 @@ import torch
 from ._architectures import TreeArchitecture, get_architecture
 from ._encoding import TabularEncoder
 from ._params import TreeParams
+from ._report import MergeReport
 
 __all__: list = []
 
@@ -30,6 +31,8 @@ PICKLE_FORMAT = 1
 FORMAT_KEY = "_sktree_lmc_pickle_format"
 #: The key marking an encoder stored as its dict.
 _ENCODER_KEY = "__tabular_encoder__"
+#: The key marking a merge report stored as its dict.
+_REPORT_KEY = "__merge_report__"
 #: The key marking a ``device`` parameter given as a :class:`torch.device`.
 _DEVICE_KEY = "__torch_device__"
 
@@ -95,6 +98,8 @@ def estimator_state(state):
     for key in ("encoder_", "encoder"):
         if isinstance(state.get(key), TabularEncoder):
             state[key] = encoder_as_dict(state[key])
+    if isinstance(state.get("merge_report_"), MergeReport):
+        state["merge_report_"] = {_REPORT_KEY: dataclasses.asdict(state["merge_report_"])}
     if isinstance(state.get("device"), torch.device):  # skops would need it trusted
         state["device"] = {_DEVICE_KEY: str(state["device"])}
     return stamp(state)
@@ -107,6 +112,9 @@ def restore_estimator_state(state, cls):
     for key in ("encoder_", "encoder"):
         if key in state:
             state[key] = encoder_from_dict(state[key])
+    report = state.get("merge_report_")
+    if isinstance(report, dict) and _REPORT_KEY in report:
+        state["merge_report_"] = MergeReport(**report[_REPORT_KEY])
     device = state.get("device")
     if isinstance(device, dict) and _DEVICE_KEY in device:
         state["device"] = torch.device(str(device[_DEVICE_KEY]))

@@ -40,18 +40,35 @@ _NEGLIGIBLE = 1e-4
 class MergeQualityWarning(UserWarning):
     """A merged model is farther from its members' ensemble than the members are.
 
-    Raised (as a warning) by :func:`~sktree_lmc.merge_estimators` when its
-    report (``merge_report_``) finds the merged model's predictions farther
-    from the members' averaged predictions than the members themselves are
-    on average: the merge lost what the models know. Try
-    ``aligner="auto"``, ``aligner="am"`` with rows ``X``, or
-    :func:`~sktree_lmc.refit_leaves` on the merged model.
+    Issued by :func:`~sktree_lmc.merge_estimators` when its report
+    (``merge_report_``) finds the merged model's predictions farther from
+    the members' averaged predictions than the members themselves are on
+    average: the merge lost what the models know. Try ``aligner="auto"``,
+    ``aligner="am"`` with rows ``X``, or :func:`~sktree_lmc.refit_leaves` on
+    the merged model.
+
+    Examples
+    --------
+    >>> import warnings
+    >>> from sklearn.datasets import make_classification
+    >>> from sktree_lmc import MergeQualityWarning, SoftTreeEnsembleClassifier
+    >>> from sktree_lmc import merge_estimators
+    >>> X, y = make_classification(n_samples=300, random_state=0)
+    >>> a, b = (SoftTreeEnsembleClassifier(n_estimators=16, max_epochs=20, device="cpu",
+    ...                                    random_state=s).fit(X, y) for s in (1, 2))
+    >>> with warnings.catch_warnings(record=True) as caught:
+    ...     warnings.simplefilter("always")
+    ...     naive = merge_estimators(a, b, aligner="naive")  # no alignment
+    >>> naive.merge_report_.flagged
+    True
+    >>> any(issubclass(w.category, MergeQualityWarning) for w in caught)
+    True
     """
 
 
 @dataclasses.dataclass(frozen=True)
 class MergeReport:
-    """The quality of a merge, measured against its members' ensemble.
+    """How close a merged model is to its members' ensemble.
 
     Attributes
     ----------
@@ -72,16 +89,29 @@ class MergeReport:
         The same distance of every member from the ensemble, averaged with
         the merge's weights.
     rows : {"probe", "X"}
-        Where it was measured: rows drawn from the input encoder's summaries
-        of the columns (no data needed), or the rows ``X`` given to the merge.
+        The rows compared: rows drawn from the input encoder's summaries of
+        the columns (no data needed), or the rows ``X`` given to the merge.
     n_rows : int
-        Rows measured.
+        Number of rows compared.
     candidates : dict
         ``aligner="auto"``: the ``disagreement`` of every alignment tried
         (the kept one included); otherwise the kept one's alone.
     flagged : bool
         ``disagreement > 1`` (and ``distance`` above rounding):
         :class:`MergeQualityWarning` was issued.
+
+    Examples
+    --------
+    >>> from sklearn.datasets import make_classification
+    >>> from sktree_lmc import SoftTreeEnsembleClassifier, merge_estimators
+    >>> X, y = make_classification(n_samples=300, random_state=0)
+    >>> a, b = (SoftTreeEnsembleClassifier(n_estimators=8, max_epochs=5, device="cpu",
+    ...                                    random_state=s).fit(X, y) for s in (1, 2))
+    >>> report = merge_estimators(a, b).merge_report_
+    >>> report.rows, sorted(report.candidates)
+    ('probe', ['am', 'wm'])
+    >>> bool(report.disagreement < 1), report.flagged
+    (True, False)
     """
 
     aligner: str

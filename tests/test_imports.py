@@ -135,9 +135,13 @@ def test_the_dask_layer_imports_no_other_module():
 
 
 def test_benchmarks_use_only_public_names():
-    """No private ``sktree_lmc`` module or name is imported under ``benchmarks/``."""
+    """No private ``sktree_lmc`` module or name is imported under ``benchmarks/``, except by the
+    one-off experiment scripts of ``benchmarks/oneoff/``, which patch internals on purpose (its
+    README says so) and are not maintained as the benchmarks are."""
     private = []
     for path in sorted((PACKAGE.parent / "benchmarks").rglob("*.py")):
+        if "oneoff" in path.relative_to(PACKAGE.parent / "benchmarks").parts:
+            continue
         for node in ast.walk(ast.parse(path.read_text())):
             if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("sktree_lmc"):
                 names = [node.module] + [f"{node.module}.{a.name}" for a in node.names]
