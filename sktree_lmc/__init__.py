@@ -19,6 +19,7 @@ from ._encoding import TabularEncoder
 from ._estimators import SoftTreeEnsembleClassifier, SoftTreeEnsembleRegressor
 from ._export import encode_categories, export_module
 from ._forward import SoftTreeEnsembleModule
+from ._onnx import export_onnx
 from ._matching import (
     Alignment,
     activation_matching,
@@ -58,6 +59,7 @@ __all__ = [
     "best_ops_for_pairs",
     "encode_categories",
     "export_module",
+    "export_onnx",
     "get_architecture",
     "interpolation_curve",
     "is_valid_op",
