@@ -161,14 +161,16 @@ class _Slots:
             self.sizes.append(size)
 
     def layout(self):
-        self.width = max(self.sizes, default=1)
-        self.base = {j: k * self.width for k, j in enumerate(self.columns)}
+        """Place the blocks one after the other."""
+        starts = np.concatenate([[0], np.cumsum(self.sizes)]).astype(np.int64)
+        self.base = {j: int(starts[k]) for k, j in enumerate(self.columns)}
+        self.total = int(starts[-1])
 
     def table(self, g, columns, values, hint="table", dtype=np.float64):
         """A flat table holding ``values[k]`` (an array over the slots of
         ``columns[k]``) at the slots' positions; gathered by :meth:`read`."""
         trailing = np.asarray(values[0]).shape[1:]
-        flat = np.zeros((len(self.columns) * self.width,) + trailing, dtype=dtype)
+        flat = np.zeros((self.total,) + trailing, dtype=dtype)
         for j, v in zip(columns, values):
             v = np.asarray(v, dtype=dtype)
             flat[self.base[j]: self.base[j] + len(v)] = v
@@ -180,7 +182,7 @@ class _Slots:
                     axis=axis)
 
 
-def _search(g, x, tables, base, width):
+def _search(g, x, tables, base):
     """Global slot ``base[k] + count(tables[k] <= x[k])`` of every value of
     ``x`` (``(K, n)`` float64; NaN gives the count 0), int64 ``(K, n)``.
 
@@ -195,8 +197,7 @@ def _search(g, x, tables, base, width):
     P = 1
     while P <= lengths.max(initial=0):
         P *= 2
-    if P > width - 1:  # pragma: no cover - the layout leaves room
-        raise RuntimeError("export_onnx: slot blocks too small for the search.")
+    width = P + 1
     flat = np.full(len(tables) * width, np.inf)
     for k, t in enumerate(tables):
         flat[k * width + 1: k * width + 1 + len(t)] = t
@@ -312,18 +313,12 @@ def _slot_plan(encoder, groups, additive_columns):
     categorical = sorted({j for j, _, _ in groups["one_hot"]}
                          | {j for j, e in additive_columns.items() if e is None})
     needed = sorted(set(slots.points) | set(categorical))
-    P = 1
-    while P <= max((len(u) for u in slots.points.values()), default=0):
-        P *= 2
     for j in needed:
         if j in slots.points:
             slots.add(j, len(slots.points[j]) + 2)
         else:
             slots.add(j, len(encoder.categories_[j]) + 2)
     slots.layout()
-    slots.width = max(slots.width, P + 2)
-    slots.layout_width = slots.width
-    slots.base = {j: k * slots.width for k, j in enumerate(slots.columns)}
     return slots
 
 
@@ -334,7 +329,7 @@ def _find_slots(g, X, missing, slots, encoder):
     if numeric:
         x = g.rows(X, numeric, "x")
         found = _search(g, x, [slots.points[j] for j in numeric],
-                        [slots.base[j] for j in numeric], slots.width)
+                        [slots.base[j] for j in numeric])
         missing_slot = g.i64(_col([slots.base[j] + len(slots.points[j]) + 1 for j in numeric]))
         miss = g.mask(g.rows(missing, numeric, "missing"), "INT64")
         parts.append(g.op("Add", found, g.op("Mul", miss, g.op("Sub", missing_slot, found))))
@@ -625,10 +620,19 @@ def _leaf_trees(g, features, arch, params, wanted, leaf_values):
 
 
 # -- the additive term -------------------------------------------------------------------
-def _additive_columns(encoder):
-    """``{column: additive edges per resolution, or None (categorical)}``."""
+def _live_code_columns(encoder, table):
+    """The additive code columns whose table rows are not all zero (those that
+    ``feature_selection`` left out add nothing)."""
+    offsets = np.asarray(encoder.additive_offsets_, dtype=np.int64)
+    return [c for c in range(len(offsets) - 1)
+            if np.any(table[offsets[c]: offsets[c + 1]] != 0)]
+
+
+def _additive_columns(encoder, table):
+    """``{column: additive edges per live resolution, or None (categorical)}``."""
     cols = {}
-    for c, j in enumerate(int(v) for v in encoder.additive_sources_):
+    for c in _live_code_columns(encoder, table):
+        j = int(encoder.additive_sources_[c])
         if encoder.categorical_[j]:
             cols[j] = None
         else:
@@ -643,9 +647,11 @@ def _additive(g, encoder, table, slots):
     table = np.asarray(table, dtype=np.float64)
     sources = np.asarray(encoder.additive_sources_, dtype=np.int64)
     offsets = np.asarray(encoder.additive_offsets_, dtype=np.int64)
+    live = np.zeros(len(sources), dtype=bool)
+    live[_live_code_columns(encoder, table)] = True
     columns, values = [], []
-    for j in sorted(set(sources.tolist())):
-        cs = np.flatnonzero(sources == j)
+    for j in sorted(set(sources[live].tolist())):
+        cs = np.flatnonzero((sources == j) & live)
         if encoder.categorical_[j]:
             n_cats = len(encoder.categories_[j])
             rows = np.zeros((n_cats + 2, table.shape[1]))
@@ -757,7 +763,9 @@ def _build(est, categories):
     if len(wanted) == 0:  # no split reads a feature: one, weighed by zeros
         wanted = np.array([0])
     groups, indicators = _encoding_plan(encoder, wanted)
-    additive_columns = _additive_columns(encoder) if table is not None else {}
+    additive_columns = {} if table is None else _additive_columns(encoder, table)
+    if not additive_columns:  # no table, or only zeros
+        table = None
     slots = _slot_plan(encoder, groups, additive_columns)
     if slots.columns:
         _find_slots(g, X, missing, slots, encoder)
