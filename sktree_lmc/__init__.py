@@ -19,7 +19,7 @@ from ._encoding import TabularEncoder
 from ._estimators import SoftTreeEnsembleClassifier, SoftTreeEnsembleRegressor
 from ._export import encode_categories, export_module
 from ._forward import SoftTreeEnsembleModule
-from ._onnx import export_onnx
+from ._onnx import export_onnx, onnx_inputs
 from ._matching import (
     Alignment,
     activation_matching,
@@ -66,6 +66,7 @@ __all__ = [
     "lmc_barrier",
     "make_shards",
     "merge_estimators",
+    "onnx_inputs",
     "pairwise_tree_similarity",
     "random_ops",
     "refit_leaves",

@@ -53,7 +53,7 @@ from ._export import (
 )
 from ._forward import routing_plan
 
-__all__ = ["export_onnx"]
+__all__ = ["export_onnx", "onnx_inputs"]
 
 #: The ONNX opsets of the graph (default domain, and ``ai.onnx.ml`` for the
 #: string categories' ``LabelEncoder``).
@@ -282,7 +282,7 @@ def _quantile_tables(transformer, points):
     counts = np.searchsorted(q, np.concatenate([[-np.inf], points]), side="right")
     j = np.clip(counts - 1, 0, len(q) - 2)
     tabs = [q[j], q[j + 1], r[j], r[j + 1], slope[j], 0.5 * (r[j] + r[first[j]])]
-    return [np.append(t, 0.0) for t in tabs]  # the missing slot: any value
+    return [np.append(t, t[0]) for t in tabs]  # the missing slot: any finite value
 
 
 def _hat_tables(knots, points):
@@ -291,7 +291,8 @@ def _hat_tables(knots, points):
     knots = np.asarray(knots, dtype=np.float64)
     counts = np.searchsorted(knots, np.concatenate([[-np.inf], points]), side="right")
     i = np.clip(counts - 1, 0, len(knots) - 2)
-    return [np.append(i, 0), np.append(knots[i], 0.0), np.append(knots[i + 1], 0.0)]
+    i = np.append(i, 0)  # the missing slot: any interval (its features are zeroed)
+    return [i, knots[i], knots[i + 1]]
 
 
 def _slot_plan(encoder, groups, additive_columns):
@@ -603,7 +604,7 @@ def _leaf_trees(g, features, arch, params, wanted, leaf_values):
                     sig2 = sig2[:1]
                 pos = g.op("Mul", g.op("Unsqueeze", prev, g.i64([1])),
                            g.op("Gather", sides, g.i64(sig2), axis=0))
-                pos = g.op("Reshape", pos, g.i64([-1, M, 0]))
+                pos = g.op("Reshape", pos, g.i64([len(members), M, -1]))
             else:
                 pos = g.op("Mul", g.op("Gather", levels[d - 1], g.i64(parents), axis=0),
                            g.op("Gather", sides, g.i64(sig), axis=0))
@@ -944,3 +945,62 @@ def export_onnx(estimator, path, *, categories="strings"):
     path = os.fspath(path)
     onnx.save_model(model, path)  # one file: the initializers embedded
     return path
+
+
+def onnx_inputs(estimator, X, *, categories="strings"):
+    """Raw rows as the inputs of the graph of :func:`export_onnx`.
+
+    Numeric columns become the float64 array ``X`` (``NaN`` for a missing
+    value); categorical columns, with ``categories="strings"``, the string
+    array ``X_categorical``: ``str`` of each value, ``""`` for a missing one
+    (``None``, ``NaN``, ``pd.NA``, ``pd.NaT``); with ``categories="codes"``,
+    their category codes in ``X`` (:func:`~sktree_lmc.encode_categories`).
+    ``X`` is checked against the fit as in ``predict``. A serving system
+    builds the same arrays without this package.
+
+    Parameters
+    ----------
+    estimator : SoftTreeEnsembleClassifier, SoftTreeEnsembleRegressor or \
+            ShardedSoftTreeEnsemble
+        The fitted estimator that was exported.
+    X : array-like or pandas DataFrame of shape (n_samples, n_features)
+        Raw rows, as given to ``predict``.
+    categories : {"strings", "codes"}, default="strings"
+        As given to :func:`export_onnx`.
+
+    Returns
+    -------
+    feed : dict of str to ndarray
+        ``{"X": ...}``, and ``"X_categorical"`` with ``categories="strings"``
+        when the estimator has categorical columns: the ``input_feed`` of
+        ``onnxruntime.InferenceSession.run``.
+
+    See Also
+    --------
+    export_onnx : The graph that takes these inputs.
+    """
+    from ._column_encodings import _missing_mask, _numeric
+    from ._export import encoder_inputs
+
+    if categories not in ("strings", "codes"):
+        raise ValueError(f"categories must be 'strings' or 'codes', got {categories!r}.")
+    est = _fitted_ensemble(estimator)
+    enc = est.encoder_
+    columns = est._input_columns(X)
+    cat = [j for j in range(enc.n_features_in_) if enc.categorical_[j]]
+    if categories == "codes" or not cat:
+        return {"X": encoder_inputs(enc, columns)}
+    num = [j for j in range(enc.n_features_in_) if not enc.categorical_[j]]
+    n = len(columns[0]) if columns else 0
+    values = np.empty((n, len(num)), dtype=np.float64)
+    for k, j in enumerate(num):
+        values[:, k] = _numeric(np.asarray(columns[j]), enc._name(j))
+    strings = np.empty((n, len(cat)), dtype=object)
+    for k, j in enumerate(cat):
+        col = np.asarray(columns[j], dtype=object)
+        missing = _missing_mask(col)
+        strings[:, k] = ["" if m else str(v) for v, m in zip(col.tolist(), missing)]
+    feed = {"X_categorical": strings}
+    if num:
+        feed["X"] = values
+    return feed
