@@ -908,6 +908,7 @@ def export_onnx(estimator, path, *, categories="strings"):
 
     Examples
     --------
+    >>> import os, tempfile
     >>> import numpy as np
     >>> import onnxruntime
     >>> from sklearn.datasets import make_classification
@@ -915,10 +916,17 @@ def export_onnx(estimator, path, *, categories="strings"):
     >>> X, y = make_classification(n_samples=200, n_features=5, random_state=0)
     >>> clf = SoftTreeEnsembleClassifier(n_estimators=8, max_epochs=2,
     ...                                  random_state=0).fit(X, y)
-    >>> path = export_onnx(clf, "model.onnx")  # doctest: +SKIP
-    >>> session = onnxruntime.InferenceSession(path)  # doctest: +SKIP
-    >>> label, proba, scores = session.run(None, {"X": X})  # doctest: +SKIP
-    >>> bool(np.allclose(proba, clf.predict_proba(X), atol=1e-5))  # doctest: +SKIP
+    >>> folder = tempfile.mkdtemp()
+    >>> path = export_onnx(clf, os.path.join(folder, "model.onnx"))
+    >>> os.listdir(folder)  # one file, the weights inside
+    ['model.onnx']
+    >>> session = onnxruntime.InferenceSession(path)
+    >>> [i.name for i in session.get_inputs()], [o.name for o in session.get_outputs()]
+    (['X'], ['predict', 'predict_proba', 'decision_function'])
+    >>> label, proba, scores = session.run(None, {"X": X})
+    >>> bool(np.allclose(proba, clf.predict_proba(X), atol=1e-5))
+    True
+    >>> bool((label == clf.predict(X)).all())
     True
     """
     from sklearn.pipeline import Pipeline
@@ -978,6 +986,31 @@ def onnx_inputs(estimator, X, *, categories="strings"):
     See Also
     --------
     export_onnx : The graph that takes these inputs.
+
+    Examples
+    --------
+    >>> import os, tempfile
+    >>> import numpy as np
+    >>> import onnxruntime
+    >>> import pandas as pd
+    >>> from sktree_lmc import SoftTreeEnsembleRegressor, export_onnx, onnx_inputs
+    >>> X = pd.DataFrame({"rooms": [1.0, 2.0, np.nan, 3.0, 4.0, 2.0, 5.0, 3.0],
+    ...                   "city": ["Oslo", "Rome", "Oslo", "Lima", None, "Rome", "Lima",
+    ...                            "Oslo"]})
+    >>> y = [100.0, 180.0, 120.0, 260.0, 300.0, 190.0, 380.0, 250.0]
+    >>> reg = SoftTreeEnsembleRegressor(n_estimators=8, max_epochs=5,
+    ...                                 random_state=0).fit(X, y)
+    >>> path = export_onnx(reg, os.path.join(tempfile.mkdtemp(), "model.onnx"))
+    >>> new = pd.DataFrame({"rooms": [2.5, np.nan], "city": ["Rome", None]})
+    >>> feed = onnx_inputs(reg, new)
+    >>> feed["X"], feed["X_categorical"]
+    (array([[2.5],
+           [nan]]), array([['Rome'],
+           ['']], dtype=object))
+    >>> session = onnxruntime.InferenceSession(path)
+    >>> (pred,) = session.run(None, feed)
+    >>> bool(np.allclose(pred, reg.predict(new), atol=1e-5))
+    True
     """
     from ._column_encodings import _missing_mask, _numeric
     from ._export import encoder_inputs
