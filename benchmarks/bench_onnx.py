@@ -42,7 +42,7 @@ def float64_scores(model, X):
     """The model's logits from a float64 forward (encoding as the estimator's)."""
     import torch
 
-    from sktree_lmc._forward import SoftTreeEnsembleModule
+    from sktree_lmc import SoftTreeEnsembleModule
 
     columns = model._input_columns(X)
     enc = model.encoder_

@@ -206,6 +206,32 @@ def test_labels_and_regressor_outputs(tmp_path):
     assert_allclose(pred, poisson.predict(X_test), rtol=1e-6, atol=ATOL)
 
 
+def test_degenerate_columns(tmp_path):
+    """Only categorical columns (a graph with string input only), with and without
+    the additive term; a constant column and one missing throughout fit."""
+    pd = pytest.importorskip("pandas")
+    rng = np.random.RandomState(0)
+    frame = pd.DataFrame({"a": rng.choice(list("xyz"), 150).astype(object),
+                          "b": pd.Categorical(rng.choice([1, 2], 150))})
+    frame.loc[::5, "a"] = None
+    y = rng.randint(0, 2, 150)
+    for bins in (None, 16):
+        clf = SoftTreeEnsembleClassifier(**SETTINGS, additive_bins=bins).fit(frame, y)
+        session = _session(clf, tmp_path)
+        assert [i.name for i in session.get_inputs()] == ["X_categorical"]
+        assert onnx_inputs(clf, frame.iloc[:2])["X_categorical"].tolist() == [
+            ["", str(frame.b[0])], [frame.a[1], str(frame.b[1])]]  # row 0: missing
+        _check_classifier(clf, session, frame)
+    X = rng.standard_normal((150, 3))
+    X[:, 1], X[:, 2] = 3.0, np.nan
+    X_test = rng.standard_normal((40, 3)) * 3
+    X_test[::3, 1], X_test[::4, 2], X_test[::5, 0] = 3.0, 1.0, np.nan
+    for encoding in ENCODINGS:
+        reg = SoftTreeEnsembleRegressor(**SETTINGS, numeric_encoding=encoding).fit(X, X[:, 0])
+        out = _outputs(_session(reg, tmp_path), {"X": X_test})
+        assert_allclose(out["predict"], reg.predict(X_test), rtol=0, atol=ATOL)
+
+
 def test_deep_oblivious_trees_take_the_leaf_path(tmp_path):
     X, X_test, y = _data()
     depth = MAX_MONOMIAL_DEPTH + 1
