@@ -55,14 +55,11 @@ from ._export import (
     _EXPM2,
     _P0,
     _P1,
-    _P2,
     _Q0,
     _Q1,
-    _Q2,
     _S2PI,
     BOUNDS_THRESHOLD,
     _fitted_ensemble,
-    _interp_tables,
 )
 from ._forward import routing_plan
 
