@@ -19,6 +19,7 @@ from ._encoding import TabularEncoder
 from ._estimators import SoftTreeEnsembleClassifier, SoftTreeEnsembleRegressor
 from ._export import encode_categories, export_module
 from ._forward import SoftTreeEnsembleModule
+from ._onnx import export_onnx, onnx_inputs
 from ._matching import (
     Alignment,
     activation_matching,
@@ -61,12 +62,14 @@ __all__ = [
     "best_ops_for_pairs",
     "encode_categories",
     "export_module",
+    "export_onnx",
     "get_architecture",
     "interpolation_curve",
     "is_valid_op",
     "lmc_barrier",
     "make_shards",
     "merge_estimators",
+    "onnx_inputs",
     "pairwise_tree_similarity",
     "random_ops",
     "refit_leaves",
