@@ -627,7 +627,8 @@ class TabularEncoder(TransformerMixin, BaseEstimator):
     >>> enc.transform(X).shape
     (8, 12)
 
-    Fitted once, it is the encoding of every model given it as ``encoder``:
+    Fitted once, it is the encoding of every model given it as ``encoder``
+    (each keeps a copy as ``encoder_``, untouched if ``enc`` is refitted):
     models fitted on different rows (different sites) then encode alike and
     merge without extra features. A missing value or a category unseen in
     ``fit`` is accepted at prediction time:
@@ -636,8 +637,10 @@ class TabularEncoder(TransformerMixin, BaseEstimator):
     ...                                random_state=0).fit(X[:4], y[:4])
     >>> b = SoftTreeEnsembleClassifier(n_estimators=4, max_epochs=2, encoder=enc,
     ...                                random_state=1).fit(X[4:], y[4:])
-    >>> a.encoder_ is enc, b.get_tree_params().split_weight.shape  # (trees, splits, features)
-    (True, (4, 4, 12))
+    >>> a.encoder_ is enc, a.encoder_.n_features_out_ == enc.n_features_out_  # a copy
+    (False, True)
+    >>> b.get_tree_params().split_weight.shape  # (trees, splits, features)
+    (4, 4, 12)
     >>> merged = merge_estimators(a, b)
     >>> merged.encoder_.n_features_out_
     12

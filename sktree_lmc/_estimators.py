@@ -1343,6 +1343,8 @@ class SoftTreeEnsembleClassifier(ClassifierMixin, _BaseSoftTreeEnsemble):
         same encoder see the same features, and merge. ``numeric_encoding``,
         ``n_bins``, ``categorical_features``, ``max_categories`` and
         ``additive_bins`` are then unused. It must match ``X``'s columns.
+        ``fit`` keeps a deep copy as ``encoder_``: refitting the object given
+        later does not change the fitted model.
 
     Attributes
     ----------
@@ -1834,8 +1836,8 @@ class SoftTreeEnsembleRegressor(RegressorMixin, _BaseSoftTreeEnsemble):
         :class:`SoftTreeEnsembleClassifier`.
     encoder : TabularEncoder or None, default=None
         A fitted input encoding to use instead of fitting one in ``fit``, so
-        that models see the same features and merge; see
-        :class:`SoftTreeEnsembleClassifier`.
+        that models see the same features and merge (``fit`` keeps a deep
+        copy as ``encoder_``); see :class:`SoftTreeEnsembleClassifier`.
     loss : {"squared_error", "absolute_error", "quantile", "poisson", "gamma"}, \
             default="squared_error"
         The training loss, as HistGradientBoostingRegressor's, averaged over
