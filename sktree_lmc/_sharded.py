@@ -50,7 +50,12 @@ from ._persistence import check_format, encoder_as_dict, encoder_from_dict, stam
 from ._plan import FitPlan, Recipe, Validation, auto_early_stopping
 from ._refit import refit_leaves
 from ._threads import torch_threads
-from ._validation import _check_given_encoder, _NumberInterval, _torch_seed
+from ._validation import (
+    _check_given_encoder,
+    _NumberInterval,
+    _rescaled_weights,
+    _torch_seed,
+)
 from ._progress import ProgressLog, Stopwatch, writable
 
 __all__ = ["ShardedSoftTreeEnsemble", "make_shards"]
@@ -837,7 +842,14 @@ class ShardedSoftTreeEnsemble(MetaEstimatorMixin, BaseEstimator):
         if is_clf:
             check_classification_targets(y)
         if sample_weight is not None:
-            sample_weight = _check_sample_weight(sample_weight, X, dtype=np.float32)
+            # checked as the estimators check theirs: in float64, rescaled by a
+            # power of two when subnormal or huge (only the ratios matter), then
+            # float32 (the shards' copies)
+            sample_weight = _rescaled_weights(_check_sample_weight(
+                sample_weight, X, dtype=np.float64, ensure_non_negative=True))
+            if not sample_weight.sum() > 0:
+                raise ValueError("sample_weight sums to zero: there is nothing to fit.")
+            sample_weight = sample_weight.astype(np.float32)
         n = _num_samples(X)
         if n < 2 * self.n_shards:
             raise ValueError(
