@@ -848,6 +848,7 @@ class _BaseSoftTreeEnsemble(BaseEstimator):
                 f"n_estimators) changed from {fitted} to {wanted}. Set warm_start=False to "
                 "fit a new model."
             )
+        self._check_warm_loss()
         enc = self.encoder_
         given = plan.encoder if plan.encoder is not None else self.encoder
         if given is not None:
@@ -868,6 +869,10 @@ class _BaseSoftTreeEnsemble(BaseEstimator):
                 f"{fitted} to {wanted}. Set warm_start=False to fit a new model."
             )
         return True
+
+    def _check_warm_loss(self):
+        """Raise a clear error when a fit continuing the fitted parameters
+        has another training loss than theirs (their leaves are in its units)."""
 
     def _prepare_fit_data(self, X, y, sample_weight, warm=False, plan=None):
         """Validate the training data and encode it (fitting the encoder unless
@@ -1914,7 +1919,17 @@ class SoftTreeEnsembleRegressor(RegressorMixin, _BaseSoftTreeEnsemble):
 
     #: Private fitted state (besides the public ``*_`` attributes), copied
     #: into estimators built from parameters (see ``_bridge.with_params``).
-    _fitted_private_attrs = ("_y_1d",)
+    _fitted_private_attrs = ("_y_1d", "_fitted_loss")
+
+    def _check_warm_loss(self):
+        fitted = getattr(self, "_fitted_loss", None)  # None: fitted before it was recorded
+        if fitted is not None and fitted != self.loss:
+            raise ValueError(
+                "warm_start=True (and partial_fit) continues from the fitted parameters, but "
+                f"loss changed from {fitted!r} to {self.loss!r}: the fitted leaves and target "
+                f"scale are those of loss={fitted!r}. Set loss={fitted!r} back, or fit a new "
+                "model (warm_start=False, or fit instead of partial_fit)."
+            )
 
     def _check_y(self, y):
         y = _check_y(y, multi_output=True, y_numeric=True, estimator=self)
@@ -1925,6 +1940,7 @@ class SoftTreeEnsembleRegressor(RegressorMixin, _BaseSoftTreeEnsemble):
     def _encode_targets(self, y, sample_weight, warm=False, classes=None):
         y = np.asarray(y, dtype=np.float64)
         y2 = y.reshape(len(y), -1)
+        self._fitted_loss = self.loss  # checked by the next warm fit (_check_warm_loss)
         if warm:  # keep the standardization the fitted leaves are expressed in
             if y2.shape[1] != self.n_outputs_:
                 raise ValueError(
