@@ -5,6 +5,7 @@ from __future__ import annotations
 import copy
 import dataclasses
 import functools
+import re
 import warnings
 from numbers import Integral, Real
 
@@ -88,6 +89,16 @@ from ._training import (
 )
 
 __all__ = ["SoftTreeEnsembleClassifier", "SoftTreeEnsembleRegressor"]
+
+
+def _named(exc, name, new_name):
+    """The message of ``exc`` (about ``name``: scikit-learn's checks say "y"
+    or "X") with ``name`` as a word replaced by ``new_name`` (``y_val``),
+    and the rows that disagree in number named."""
+    message = re.sub(rf"\b{name}\b", new_name, str(exc))
+    if "inconsistent numbers of samples" in message:
+        message = f"X_val and y_val: {message}"
+    return message
 
 
 # -- what a sparse model skips (feature_selection="auto") ---------------------------------------
@@ -344,8 +355,10 @@ class _BaseSoftTreeEnsemble(BaseEstimator):
         takes (float64 or int64), for losses evaluated outside ``fit``."""
         raise NotImplementedError
 
-    def _check_y(self, y):  # pragma: no cover - abstract
-        """Validated targets (scikit-learn's checks for this kind of estimator)."""
+    def _check_y(self, y, name="y", training=True):  # pragma: no cover - abstract
+        """Validated targets (scikit-learn's checks for this kind of estimator);
+        errors name ``name``. ``training=False`` (validation targets): only
+        the loss's domain, not what standardizing them needs."""
         raise NotImplementedError
 
     def _target_weights(self, y):
@@ -378,7 +391,9 @@ class _BaseSoftTreeEnsemble(BaseEstimator):
             They are encoded with the encoder fitted on ``X`` (they do not
             shape it). Needs ``early_stopping=True``. In a
             :class:`~sklearn.pipeline.Pipeline`, pass it as
-            ``<step>__X_val``; with metadata routing enabled,
+            ``<step>__X_val``, already transformed: the steps before this
+            estimator do not transform it (a width other than ``X``'s is a
+            ValueError naming ``X_val``); with metadata routing enabled,
             ``Pipeline(..., transform_input=["X_val"])`` also applies the
             preprocessing steps to it.
         y_val : array-like of shape (n_val,) or (n_val, n_targets), default=None
@@ -523,12 +538,29 @@ class _BaseSoftTreeEnsemble(BaseEstimator):
         """The user's validation rows checked against the fit (features,
         labels or targets) and encoded: ``(X_val, y_val, target_val,
         sample_weight_val)``, the targets in the encoding of ``target``."""
-        columns = to_columns(validation.X)[0]
-        validate_data(self, validation.X, reset=False, skip_check_array=True)
+        try:
+            columns = to_columns(validation.X)[0]
+        except ValueError as exc:
+            raise ValueError(_named(exc, "X", "X_val")) from None
+        if len(columns) != self.n_features_in_:
+            raise ValueError(
+                f"X_val has {len(columns)} features, but this estimator is fitted on X of "
+                f"{self.n_features_in_} features (its encoder's input). In a Pipeline, X_val "
+                "(passed as "
+                "fit(X, y, <step>__X_val=...)) is not transformed by the steps before this "
+                "estimator: pass it transformed by them, pipeline[:-1].transform(X_val)."
+            )
+        try:
+            validate_data(self, validation.X, reset=False, skip_check_array=True)
+        except ValueError as exc:
+            raise ValueError(_named(exc, "X", "X_val")) from None
         X_val = self._with_codes(columns)
-        y_val = self._check_y(validation.y)
-        check_consistent_length(X_val, y_val)
-        target_val = np.asarray(self._fitted_targets(y_val), dtype=target.dtype)
+        try:  # y_val need only be in the loss's domain (all-zero Poisson counts are valid)
+            y_val = self._check_y(validation.y, name="y_val", training=False)
+            check_consistent_length(X_val, y_val)
+            target_val = np.asarray(self._fitted_targets(y_val), dtype=target.dtype)
+        except ValueError as exc:
+            raise ValueError(_named(exc, "y", "y_val")) from None
         try:
             weight = _check_sample_weight(validation.sample_weight, X_val, dtype=np.float64,
                                           ensure_non_negative=True)
@@ -1555,7 +1587,7 @@ class SoftTreeEnsembleClassifier(ClassifierMixin, _BaseSoftTreeEnsemble):
             )
         return idx.astype(np.int64)
 
-    def _check_y(self, y):
+    def _check_y(self, y, name="y", training=True):
         return _check_y(y, estimator=self)
 
     def _refit_targets(self, X, y):
@@ -1931,10 +1963,14 @@ class SoftTreeEnsembleRegressor(RegressorMixin, _BaseSoftTreeEnsemble):
                 "model (warm_start=False, or fit instead of partial_fit)."
             )
 
-    def _check_y(self, y):
+    def _check_y(self, y, name="y", training=True):
         y = _check_y(y, multi_output=True, y_numeric=True, estimator=self)
-        _check_float32_range(np.asarray(y, dtype=np.float64), "y")
-        self._loss.check_target(np.asarray(y, dtype=np.float64).reshape(len(y), -1))
+        _check_float32_range(np.asarray(y, dtype=np.float64), name)
+        y2 = np.asarray(y, dtype=np.float64).reshape(len(y), -1)
+        if training:
+            self._loss.check_target(y2, name)
+        else:
+            self._loss.check_domain(y2, name)
         return y
 
     def _encode_targets(self, y, sample_weight, warm=False, classes=None):
