@@ -838,6 +838,25 @@ class TabularEncoder(TransformerMixin, BaseEstimator):
     def __sklearn_is_fitted__(self):
         return hasattr(self, "n_features_in_")
 
+    def __getstate__(self):
+        """The state to pickle, in plain types only (the additive term's bins
+        as their :meth:`to_dict` entries), so that :mod:`skops.io` loads a
+        standalone encoder with only this class trusted."""
+        state = dict(super().__getstate__())  # a copy: object's is the __dict__ itself
+        additive = state.pop("_additive", None)
+        if additive is not None:
+            state.update(additive.to_dict())
+        return state
+
+    def __setstate__(self, state):
+        """Restore a state of :meth:`__getstate__` (or of a version that
+        pickled the bins as an object)."""
+        state = dict(state)
+        if "_additive" not in state:
+            additive = {key: state.pop(key) for key in AdditiveBins.STATE_KEYS if key in state}
+            state["_additive"] = AdditiveBins.from_dict(additive)
+        super().__setstate__(state)
+
     def __sklearn_clone__(self):
         # a fitted encoder given to an estimator as ``encoder`` is a fitted
         # setting: clone(estimator) keeps it fitted (a copy)

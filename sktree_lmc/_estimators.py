@@ -13,7 +13,8 @@ import numpy as np
 import torch
 from scipy.special import log_softmax, softmax
 from sklearn.base import BaseEstimator, ClassifierMixin, RegressorMixin, _fit_context, clone
-from sklearn.metrics import check_scoring
+from sklearn.dummy import DummyRegressor
+from sklearn.metrics import check_scoring, get_scorer
 from sklearn.utils import _safe_indexing
 from sklearn.utils._param_validation import StrOptions
 from sklearn.utils.class_weight import compute_sample_weight
@@ -26,7 +27,12 @@ from sklearn.utils.validation import (
     validate_data,
 )
 
-from ._architectures import ARCHITECTURES, check_model_size, get_architecture
+from ._architectures import (
+    ARCHITECTURES,
+    MAX_LEAVES_PER_TREE,
+    check_model_size,
+    get_architecture,
+)
 from ._boosting import feature_gains, grow_oblivious_trees, oblivious_output
 from ._device import DEVICE_CONSTRAINT, prediction_device, resolve_device
 from ._encoding import (
@@ -626,6 +632,7 @@ class _BaseSoftTreeEnsemble(BaseEstimator):
             self.optimizer_state_ = plan.start.optimizer_state
             for key, value in plan.start.target_scale.items():
                 setattr(self, key, np.array(value, copy=True))
+        self._check_scoring()
         continued = plan.start is not None or (
             self.warm_start if plan.warm is None else plan.warm)
         warm = self._check_warm_start(continued, plan)
@@ -646,9 +653,33 @@ class _BaseSoftTreeEnsemble(BaseEstimator):
         the trees are drawn (they are drawn by its gains; see
         :meth:`_grow_teacher`). None without a teacher, and with a new boosted
         start, whose trees are the teacher (:meth:`_start`)."""
+        self._check_boosted_depth(recipe, warm)
         if not recipe.teacher_weight > 0 or (self.split_init == "boosting" and not warm):
             return None
         return self._grow_teacher(X, target, sample_weight, split, n_outputs, generator, plan)
+
+    def _check_boosted_depth(self, recipe, warm):
+        """Raise a ``ValueError`` that names the setting to change when the
+        gradient-boosted trees of the teacher (``teacher_weight > 0``) or of
+        the boosted start (``split_init="boosting"``), oblivious trees of
+        ``depth``, would have more leaves than a tree may (the model itself,
+        as a deep decision list, may be fine)."""
+        if self.depth < MAX_LEAVES_PER_TREE.bit_length():  # 2**depth <= the limit
+            return
+        causes = []
+        if recipe.teacher_weight > 0:
+            causes.append(f"the teacher (teacher_weight={recipe.teacher_weight:g}; set "
+                          "teacher_weight=0 to train without it)")
+        if self.split_init == "boosting" and not warm:
+            causes.append("the boosted start (split_init='boosting'; use split_init='data' "
+                          "or 'fan_in')")
+        if causes:
+            raise ValueError(
+                f"depth={self.depth}: the gradient-boosted oblivious trees of "
+                f"{' and of '.join(causes)} would have 2**{self.depth} leaves each, more than "
+                f"the limit of {MAX_LEAVES_PER_TREE:,} (MAX_LEAVES_PER_TREE); the "
+                f"arch={self.arch!r} model itself does not need them. Or use a smaller depth."
+            )
 
     def _grow_teacher(self, X, target, sample_weight, split, n_outputs, generator, plan):
         """``(trees, gains)``: the gradient-boosted trees grown on the training
@@ -902,6 +933,15 @@ class _BaseSoftTreeEnsemble(BaseEstimator):
             )
         return True
 
+    def _check_scoring(self):
+        """Raise a ``ValueError`` naming ``scoring`` for a scorer name that
+        scikit-learn does not know, before any training."""
+        if isinstance(self.scoring, str) and self.scoring != "loss":
+            try:
+                get_scorer(self.scoring)
+            except ValueError as exc:
+                raise ValueError(f"scoring={self.scoring!r}: {exc}") from None
+
     def _check_warm_loss(self):
         """Raise a clear error when a fit continuing the fitted parameters
         has another training loss than theirs (their leaves are in its units)."""
@@ -1057,8 +1097,10 @@ class _BaseSoftTreeEnsemble(BaseEstimator):
           absolute difference between its bins' values (quantile bins hold
           about as many training rows each).
 
-        The sum over all columns is normalized to 1 (all zeros for a constant
-        model). It needs no data, so it is cheap, but it assumes even splits
+        The sum over all columns is normalized to 1, except for a constant
+        model (every leaf alike, no additive term): then no column moves the
+        output, and the importances are all zeros (as those of scikit-learn's
+        forests of single-leaf trees), rather than shares of nothing. It needs no data, so it is cheap, but it assumes even splits
         and equally filled bins; with ``numeric_encoding="none"`` the split
         weights are in the columns' own units, so the trees' share depends on
         them. :func:`sklearn.inspection.permutation_importance` measures
@@ -1067,7 +1109,7 @@ class _BaseSoftTreeEnsemble(BaseEstimator):
         Returns
         -------
         importances : ndarray of shape (`n_features_in_`,)
-            Non-negative, summing to 1.
+            Non-negative, summing to 1; all zeros for a constant model.
         """
         check_is_fitted(self, "tree_params_")
         return feature_importances(self.tree_params_, self.architecture_, self.encoder_,
@@ -1600,11 +1642,39 @@ class SoftTreeEnsembleClassifier(ClassifierMixin, _BaseSoftTreeEnsemble):
         teachers = self.teacher_
         if not teachers or not self.teacher_weight > 0:
             return target
+        self._check_teachers(teachers)
         Xe = np.asarray(X[:, : self.encoder_.n_features_out_], dtype=np.float64)
         loss = self._loss
         probs = np.mean([loss.teacher_targets(oblivious_output(Xe, *t)) for t in teachers],
                         axis=0)
         return loss.mix(target, probs, slice(None), self.teacher_weight, self.n_outputs_)
+
+    def _check_teachers(self, teachers):
+        """Raise a ``ValueError`` naming ``teacher_`` when a teacher does not
+        describe this model (modified, or of another model): ``(base,
+        features, thresholds, leaves)`` of oblivious trees on the encoded
+        features, with ``n_outputs_`` outputs."""
+        n_out, n_features = self.n_outputs_, self.encoder_.n_features_out_
+        for i, teacher in enumerate(teachers):
+            if not isinstance(teacher, (tuple, list)) or len(teacher) != 4:
+                raise ValueError(f"teacher_[{i}] must be a tuple (base, features, thresholds, "
+                                 "leaves) of the model's boosted trees; it was modified.")
+            base, features, thresholds, leaves = (np.asarray(a) for a in teacher)
+            if base.shape != (n_out,) or leaves.ndim != 3 or leaves.shape[2] != n_out:
+                raise ValueError(
+                    f"teacher_[{i}] has base of shape {base.shape} and leaves of shape "
+                    f"{leaves.shape}, but the model has n_outputs_={n_out} outputs: teacher_ "
+                    "was modified or comes from another model.")
+            if (features.ndim != 2 or thresholds.shape != features.shape
+                    or leaves.shape[:2] != (features.shape[0], 2 ** features.shape[1])):
+                raise ValueError(
+                    f"teacher_[{i}]'s features {features.shape}, thresholds {thresholds.shape} "
+                    f"and leaves {leaves.shape} do not describe oblivious trees (trees, depth), "
+                    "(trees, depth), (trees, 2**depth, outputs): teacher_ was modified.")
+            if features.size and not (0 <= features.min() and features.max() < n_features):
+                raise ValueError(
+                    f"teacher_[{i}] splits on features outside the model's {n_features} encoded "
+                    "features: teacher_ was modified or comes from another model.")
 
     @property
     def _loss(self):
@@ -1952,6 +2022,25 @@ class SoftTreeEnsembleRegressor(RegressorMixin, _BaseSoftTreeEnsemble):
     #: Private fitted state (besides the public ``*_`` attributes), copied
     #: into estimators built from parameters (see ``_bridge.with_params``).
     _fitted_private_attrs = ("_y_1d", "_fitted_loss")
+
+    def _check_scoring(self):
+        """Also refuse, before any training, a scorer that does not apply to
+        regression targets (``"accuracy"``, ``"roc_auc"``, ...): it is tried
+        on a constant regressor's predictions of two real targets."""
+        super()._check_scoring()
+        if not isinstance(self.scoring, str) or self.scoring == "loss":
+            return
+        X, y = np.zeros((2, 1)), np.array([0.5, 1.5])
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                get_scorer(self.scoring)(DummyRegressor().fit(X, y), X, y)
+        except Exception:  # noqa: BLE001 - any failure: not a regression scorer
+            raise ValueError(
+                f"scoring={self.scoring!r} does not apply to a regressor: it is a "
+                "classification metric, for classifiers. Use scoring='loss' or a regression "
+                "scorer, such as 'r2' or 'neg_mean_squared_error'."
+            ) from None
 
     def _check_warm_loss(self):
         fitted = getattr(self, "_fitted_loss", None)  # None: fitted before it was recorded
