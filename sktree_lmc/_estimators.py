@@ -129,7 +129,11 @@ def _is_dask(X):
 
 
 def _predict_partition(part, estimator, method):
-    """``estimator.method`` on one partition (a NumPy block or a pandas frame)."""
+    """``estimator.method`` on one partition (a NumPy block or a pandas frame);
+    an empty partition (a filter that kept none of its rows) gives an empty
+    block of the output's width and dtype."""
+    if part.shape[0] == 0:
+        return estimator._prediction_meta(method)
     return getattr(estimator, method)(part)
 
 
