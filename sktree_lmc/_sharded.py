@@ -41,11 +41,25 @@ from ._encoding import (
     encoders_differ,
     to_columns,
 )
-from ._estimators import SoftTreeEnsembleClassifier, _BaseSoftTreeEnsemble, _lazy_on_dask
+from ._estimators import (
+    SoftTreeEnsembleClassifier,
+    SoftTreeEnsembleRegressor,
+    _BaseSoftTreeEnsemble,
+    _lazy_on_dask,
+)
 from ._dask import is_dask_collection
 from ._federated import _DaskShards, _LocalShards, run_rounds
 from ._merge import ALIGNER_SHORTCUTS, ModelAligner, check_aligner
-from ._checkpoint import config_of, read_checkpoint, write_checkpoint
+from ._architectures import SymmetryOps, TreeArchitecture
+from ._checkpoint import (
+    check_checkpoint_path,
+    config_of,
+    qualified_name,
+    read_checkpoint,
+    write_checkpoint,
+)
+from ._matching import Alignment
+from ._params import TreeParams
 from ._persistence import check_format, encoder_as_dict, encoder_from_dict, stamp
 from ._plan import FitPlan, Recipe, Validation, auto_early_stopping
 from ._refit import refit_leaves
@@ -59,6 +73,18 @@ from ._validation import (
 from ._progress import ProgressLog, Stopwatch, writable
 
 __all__ = ["ShardedSoftTreeEnsemble", "make_shards"]
+
+
+def checkpoint_types():
+    """The classes a checkpoint file may hold, by qualified name: the only
+    ones :func:`~._checkpoint.read_checkpoint` rebuilds (the estimators, the
+    aligner and its alignments, parameters and architectures, the encoder and
+    the ``QuantileTransformer`` of its quantile encoding)."""
+    from sklearn.preprocessing import QuantileTransformer
+
+    classes = (SoftTreeEnsembleClassifier, SoftTreeEnsembleRegressor, ModelAligner, Alignment,
+               SymmetryOps, TreeArchitecture, TreeParams, TabularEncoder, QuantileTransformer)
+    return {qualified_name(cls): cls for cls in classes}
 
 
 def _largest_remainder(total, fractions):
@@ -342,7 +368,15 @@ class ShardedSoftTreeEnsemble(MetaEstimatorMixin, BaseEstimator):
         Adam states, history; parameters only, never rows), written
         atomically to this file with a checksum, or passed to this callable as
         a dict. ``fit(X, y, resume_from=...)`` continues from it after
-        checking that the settings and the input encoding are the same.
+        checking that the settings and the input encoding are the same. A
+        path names the file (not a directory; ``<path>.tmp`` is written
+        beside it, then renamed). The file holds plain data only (read with
+        ``torch.load(weights_only=True)``; the package's own types and the
+        encoder's ``QuantileTransformer`` are rebuilt, any other type is
+        refused), so reading it runs no code; its checksum detects damage,
+        not tampering: resume only from files of a source you trust to hold
+        the model you want. Settings that are not plain values (a callable
+        ``scoring``) cannot be written to a file: use a callable.
     worker_timeout : float > 0, default=60.0
         Dask input only: the longest time, in seconds, that the fit waits
         while the scheduler has no worker alive (workers that come back cost
@@ -519,18 +553,20 @@ class ShardedSoftTreeEnsemble(MetaEstimatorMixin, BaseEstimator):
 
     def _checkpoint_writer(self):
         """A callable for ``run_rounds`` from ``checkpoint`` (None, a callable,
-        or a path written atomically, with a checksum, after every round)."""
+        or a path written atomically, with a checksum, after every round; a
+        directory is a ValueError)."""
         if self.checkpoint is None or callable(self.checkpoint):
             return self.checkpoint
         path = os.fspath(self.checkpoint)
-        return lambda state: write_checkpoint(state, path)
+        check_checkpoint_path(path)
+        return lambda state: write_checkpoint(state, path, checkpoint_types())
 
     def _resume_state(self, resume_from):
         """The :class:`RoundState` of ``resume_from`` (a path or a dict),
         checked against this fit's settings."""
         if resume_from is None:
             return None
-        state = read_checkpoint(resume_from)
+        state = read_checkpoint(resume_from, checkpoint_types())
         if len(state.shards) != self.n_shards:
             raise ValueError(
                 f"resume_from holds {len(state.shards)} shard models but n_shards="
@@ -635,6 +671,7 @@ class ShardedSoftTreeEnsemble(MetaEstimatorMixin, BaseEstimator):
                 "True."
             )
         resume = self._resume_state(resume_from)  # before any work: a clear error first
+        self._checkpoint_writer()  # a checkpoint path that is a directory: an error first
         is_clf = self._is_classifier()
         rng = check_random_state(self.random_state)
         seeds = rng.randint(np.iinfo(np.int32).max, size=self.n_shards)
