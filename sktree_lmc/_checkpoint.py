@@ -75,6 +75,19 @@ def _plain(value):
     return "hash:" + joblib.hash(value)
 
 
+def rows_fingerprint(X, y, sample_weight=None):
+    """A fingerprint of the training rows in their order: :func:`joblib.hash`
+    of the values (a permutation of the rows changes it), or for dask
+    collections their deterministic dask token (computed from how they are
+    built, without reading the partitions)."""
+    if any(type(v).__module__.partition(".")[0] in ("dask", "dask_expr")
+           for v in (X, y, sample_weight)):
+        from dask.base import tokenize
+
+        return "dask:" + tokenize(X, y, sample_weight)
+    return "hash:" + joblib.hash((X, y, sample_weight))
+
+
 def config_of(meta_estimator):
     """The configuration a checkpoint is written under: the meta-estimator's
     deep parameters (nested estimators by their own parameters), as plain
@@ -154,23 +167,69 @@ class RoundState:
             raise ValueError(f"{source} is an incomplete checkpoint: it lacks {missing}.")
         out = cls(**{key: state[key] for key in cls._KEYS})
         if not (isinstance(out.round, Integral) and out.round >= 1
-                and isinstance(out.shards, list) and len(out.history) == out.round
+                and isinstance(out.shards, list) and isinstance(out.history, list)
+                and isinstance(out.participation, list)
+                and len(out.history) == out.round
                 and len(out.participation) == len(out.shards)):
             raise ValueError(f"{source} is an inconsistent checkpoint (round {out.round!r}, "
-                             f"{len(out.history)} history entries).")
+                             f"{_length(out.history)} history entries).")
+        out._check_entries(source)
         return out
+
+    def _check_entries(self, source):
+        """A ValueError naming ``source`` and the entry when an entry is not
+        of its kind (an edited state): the models fitted soft tree
+        ensembles, the aligner fitted, the server and best states triples."""
+        def fail(what, value):
+            kind = _KINDS[what.partition("[")[0]]
+            raise ValueError(f"{source} is an altered checkpoint: {what} is "
+                             f"{type(value).__name__} {_short(value)}, not {kind}.")
+
+        for k, shard in enumerate(self.shards):
+            if not _is_fitted_model(shard):
+                fail(f"shards[{k}]", shard)
+        if not _is_fitted_model(self.merged):
+            fail("merged", self.merged)
+        if self.aligner is not None and not hasattr(self.aligner, "alignments_"):
+            fail("aligner", self.aligner)
+        if not (isinstance(self.server, (tuple, list)) and len(self.server) == 3):
+            fail("server", self.server)
+        if not (isinstance(self.best, (tuple, list)) and len(self.best) == 3
+                and isinstance(self.best[0], Real)
+                and (self.best[1] is None or _is_fitted_model(self.best[1]))):
+            fail("best", self.best)
+        if not (isinstance(self.no_improve, Integral) and self.no_improve >= 0):
+            fail("no_improve", self.no_improve)
+        for k, entry in enumerate(self.history):
+            if not isinstance(entry, dict):
+                fail(f"history[{k}]", entry)
+        for k, entry in enumerate(self.participation):
+            if not (entry is None or (isinstance(entry, (tuple, list)) and len(entry) == 2)):
+                fail(f"participation[{k}]", entry)
+        if not isinstance(self.config, dict):
+            fail("config", self.config)
 
     def check_resumable(self, config, n_rounds, source="resume_from"):
         """A ValueError naming every setting that differs from ``config``
-        (and the round when it is beyond ``n_rounds``)."""
+        (and the round when it is beyond ``n_rounds``, or the rows when
+        their fingerprint ``config["rows"]`` differs: other rows, or the
+        same rows in another order)."""
         differ = [f"{name}: {self.config.get(name, '<absent>')!r} in the checkpoint, "
                   f"{config.get(name, '<absent>')!r} now"
-                  for name in sorted(set(self.config) | set(config))
+                  for name in sorted((set(self.config) | set(config)) - {"rows"})
                   if self.config.get(name, "<absent>") != config.get(name, "<absent>")]
         if differ:
             raise ValueError(
                 f"{source} was written by a fit with other settings; resuming would mix two "
                 "configurations. Differences: " + "; ".join(differ) + "."
+            )
+        written, now = self.config.get("rows"), config.get("rows")
+        if written is not None and now is not None and written != now:
+            raise ValueError(
+                f"{source} was written by a fit on other data: the training rows (X, y and "
+                "sample_weight, in their order) differ from the checkpoint's. Resume with the "
+                "rows of the interrupted fit, in the same order (the shards are drawn by "
+                "position)."
             )
         if not 1 <= self.round <= n_rounds:
             raise ValueError(
@@ -311,6 +370,29 @@ def from_plain(data, trusted, source="resume_from"):
     raise ValueError(f"{source} has a malformed payload (an unknown entry "
                      f"{sorted(map(str, data))[:3]}): the file is not a checkpoint of this "
                      "package.")
+
+
+#: What every entry of a :class:`RoundState` is (its error messages).
+_KINDS = {"shards": "a fitted soft tree ensemble", "merged": "a fitted soft tree ensemble",
+          "aligner": "a fitted ModelAligner or None",
+          "server": "a triple (velocity, previous, alignment)",
+          "best": "a triple (loss, model or None, aligner)",
+          "no_improve": "a non-negative int", "history": "a dict",
+          "participation": "None or a pair (round, position)", "config": "a dict"}
+
+
+def _is_fitted_model(value):
+    """Whether ``value`` is (like) a fitted soft tree ensemble."""
+    return hasattr(value, "tree_params_") and hasattr(value, "get_params")
+
+
+def _length(value):
+    return len(value) if hasattr(value, "__len__") else repr(value)
+
+
+def _short(value):
+    text = repr(value)
+    return text if len(text) <= 40 else text[:37] + "..."
 
 
 def write_checkpoint(state, path, trusted):

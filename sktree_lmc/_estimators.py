@@ -1653,6 +1653,10 @@ class SoftTreeEnsembleClassifier(ClassifierMixin, _BaseSoftTreeEnsemble):
                         axis=0)
         return loss.mix(target, probs, slice(None), self.teacher_weight, self.n_outputs_)
 
+    #: The fitted state a pickled classifier must hold (checked when loaded).
+    _required_fitted_attrs = ("tree_params_", "architecture_", "encoder_", "n_features_in_",
+                              "n_outputs_", "classes_")
+
     def _check_teachers(self, teachers):
         """Raise a ``ValueError`` naming ``teacher_`` when a teacher does not
         describe this model (modified, or of another model): ``(base,
@@ -2026,6 +2030,9 @@ class SoftTreeEnsembleRegressor(RegressorMixin, _BaseSoftTreeEnsemble):
     #: Private fitted state (besides the public ``*_`` attributes), copied
     #: into estimators built from parameters (see ``_bridge.with_params``).
     _fitted_private_attrs = ("_y_1d", "_fitted_loss")
+    #: The fitted state a pickled regressor must hold (checked when loaded).
+    _required_fitted_attrs = ("tree_params_", "architecture_", "encoder_", "n_features_in_",
+                              "n_outputs_", "y_mean_", "y_scale_")
 
     def _check_scoring(self):
         """Also refuse, before any training, a scorer that does not apply to

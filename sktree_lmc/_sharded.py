@@ -56,11 +56,18 @@ from ._checkpoint import (
     config_of,
     qualified_name,
     read_checkpoint,
+    rows_fingerprint,
     write_checkpoint,
 )
 from ._matching import Alignment
 from ._params import TreeParams
-from ._persistence import check_format, encoder_as_dict, encoder_from_dict, stamp
+from ._persistence import (
+    check_complete_state,
+    check_format,
+    encoder_as_dict,
+    encoder_from_dict,
+    stamp,
+)
 from ._plan import FitPlan, Recipe, Validation, auto_early_stopping
 from ._refit import refit_leaves
 from ._threads import torch_threads
@@ -561,9 +568,18 @@ class ShardedSoftTreeEnsemble(MetaEstimatorMixin, BaseEstimator):
         check_checkpoint_path(path)
         return lambda state: write_checkpoint(state, path, checkpoint_types())
 
-    def _resume_state(self, resume_from):
+    def _config(self, X, y, sample_weight, resume_from):
+        """The configuration checkpoints are written under and checked
+        against (:func:`config_of`), with the fingerprint of the training
+        rows in their order when this fit writes or resumes a checkpoint."""
+        config = config_of(self)
+        if self.checkpoint is not None or resume_from is not None:
+            config["rows"] = rows_fingerprint(X, y, sample_weight)
+        return config
+
+    def _resume_state(self, resume_from, config):
         """The :class:`RoundState` of ``resume_from`` (a path or a dict),
-        checked against this fit's settings."""
+        checked against this fit's settings (``config``: :meth:`_config`)."""
         if resume_from is None:
             return None
         state = read_checkpoint(resume_from, checkpoint_types())
@@ -572,7 +588,7 @@ class ShardedSoftTreeEnsemble(MetaEstimatorMixin, BaseEstimator):
                 f"resume_from holds {len(state.shards)} shard models but n_shards="
                 f"{self.n_shards}."
             )
-        state.check_resumable(config_of(self), self.n_rounds)
+        state.check_resumable(config, self.n_rounds)
         return state
 
     def _shard_batch_sizes(self, base):
@@ -670,7 +686,8 @@ class ShardedSoftTreeEnsemble(MetaEstimatorMixin, BaseEstimator):
                 "False. When passing X_val and y_val to fit, set early_stopping to 'auto' or "
                 "True."
             )
-        resume = self._resume_state(resume_from)  # before any work: a clear error first
+        config = self._config(X, y, sample_weight, resume_from)
+        resume = self._resume_state(resume_from, config)  # before any work: a clear error first
         self._checkpoint_writer()  # a checkpoint path that is a directory: an error first
         is_clf = self._is_classifier()
         rng = check_random_state(self.random_state)
@@ -780,7 +797,7 @@ class ShardedSoftTreeEnsemble(MetaEstimatorMixin, BaseEstimator):
             first_plan=first_plan, later_recipe={"max_epochs": epochs[-1]},
             schedule_windows=windows if self.n_rounds > 1 else None,
             shard_fraction=self.shard_fraction, sample_seed=seeds,
-            checkpoint=self._checkpoint_writer(), resume=resume, config=config_of(self),
+            checkpoint=self._checkpoint_writer(), resume=resume, config=config,
         )
         self.estimators_ = result["estimators"]
         self.merged_, self.aligner_ = result["merged"], result["aligner"]
@@ -1138,6 +1155,8 @@ class ShardedSoftTreeEnsemble(MetaEstimatorMixin, BaseEstimator):
         from ._matching import Alignment
 
         state = check_format(state, type(self))
+        check_complete_state(state, type(self), ("estimators_", "merged_", "encoder_",
+                                                 "n_features_in_"))
         aligner = state.get("aligner_")
         if isinstance(aligner, dict) and self._ALIGNER_STATE in aligner:
             attrs = dict(aligner[self._ALIGNER_STATE])
