@@ -955,9 +955,9 @@ class TabularEncoder(TransformerMixin, BaseEstimator):
         merged sketch's quantiles, so the quantile level it gives a value is
         within ``1 / (sketch_size - 1)`` of the exact fit's (the mixture of
         the parts' interpolated quantile functions is that close to the
-        pooled one; measured at 0.0057 for ``sketch_size=101``, 0.0004 for
-        1,001). The normal output, steep in the tails, moves more there: up
-        to 0.6 at ``sketch_size=101`` and 0.07 at 1,001 on skewed data.
+        pooled one), and the normal output, steep in the tails, moves more
+        there; see ``docs/sharded.md``, "Data that stays where it lives:
+        dask collections", for their sizes.
 
         Parameters
         ----------
