@@ -98,6 +98,7 @@ encoder and its :meth:`TabularEncoder.to_dict`).
 from __future__ import annotations
 
 import copy
+import warnings
 from numbers import Integral
 
 import numpy as np
@@ -635,7 +636,8 @@ class TabularEncoder(TransformerMixin, BaseEstimator):
     >>> enc.transform(X).shape
     (8, 12)
 
-    Fitted once, it is the encoding of every model given it as ``encoder``:
+    Fitted once, it is the encoding of every model given it as ``encoder``
+    (each keeps a copy as ``encoder_``, untouched if ``enc`` is refitted):
     models fitted on different rows (different sites) then encode alike and
     merge without extra features. A missing value or a category unseen in
     ``fit`` is accepted at prediction time:
@@ -644,8 +646,10 @@ class TabularEncoder(TransformerMixin, BaseEstimator):
     ...                                random_state=0).fit(X[:4], y[:4])
     >>> b = SoftTreeEnsembleClassifier(n_estimators=4, max_epochs=2, encoder=enc,
     ...                                random_state=1).fit(X[4:], y[4:])
-    >>> a.encoder_ is enc, b.get_tree_params().split_weight.shape  # (trees, splits, features)
-    (True, (4, 4, 12))
+    >>> a.encoder_ is enc, a.encoder_.n_features_out_ == enc.n_features_out_  # a copy
+    (False, True)
+    >>> b.get_tree_params().split_weight.shape  # (trees, splits, features)
+    (4, 4, 12)
     >>> merged = merge_estimators(a, b)
     >>> merged.encoder_.n_features_out_
     12
@@ -844,6 +848,25 @@ class TabularEncoder(TransformerMixin, BaseEstimator):
     def __sklearn_is_fitted__(self):
         return hasattr(self, "n_features_in_")
 
+    def __getstate__(self):
+        """The state to pickle, in plain types only (the additive term's bins
+        as their :meth:`to_dict` entries), so that :mod:`skops.io` loads a
+        standalone encoder with only this class trusted."""
+        state = dict(super().__getstate__())  # a copy: object's is the __dict__ itself
+        additive = state.pop("_additive", None)
+        if additive is not None:
+            state.update(additive.to_dict())
+        return state
+
+    def __setstate__(self, state):
+        """Restore a state of :meth:`__getstate__` (or of a version that
+        pickled the bins as an object)."""
+        state = dict(state)
+        if "_additive" not in state:
+            additive = {key: state.pop(key) for key in AdditiveBins.STATE_KEYS if key in state}
+            state["_additive"] = AdditiveBins.from_dict(additive)
+        super().__setstate__(state)
+
     def __sklearn_clone__(self):
         # a fitted encoder given to an estimator as ``encoder`` is a fitted
         # setting: clone(estimator) keeps it fitted (a copy)
@@ -935,6 +958,16 @@ class TabularEncoder(TransformerMixin, BaseEstimator):
         the quantiles of the count-weighted mixture of the parts' sketched
         quantile functions (see the module docstring).
 
+        ``numeric_encoding="quantile_normal"`` is exact when every part sent
+        its values (exact summaries); from quantile sketches it is an
+        approximation, with a ``UserWarning``: the transform is fitted on the
+        merged sketch's quantiles, so the quantile level it gives a value is
+        within ``1 / (sketch_size - 1)`` of the exact fit's (the mixture of
+        the parts' interpolated quantile functions is that close to the
+        pooled one), and the normal output, steep in the tails, moves more
+        there; see ``docs/sharded.md``, "Data that stays where it lives:
+        dask collections", for their sizes.
+
         Parameters
         ----------
         summaries : list of dict
@@ -956,14 +989,52 @@ class TabularEncoder(TransformerMixin, BaseEstimator):
 
         Raises
         ------
+        TypeError
+            If ``summaries`` is not a list of :func:`summarize` dicts.
         ValueError
-            If the summaries do not match each other or the settings, or
-            ``numeric_encoding="quantile_normal"`` meets a summary without
-            the column's values (a sketch).
+            If the summaries do not match each other or the settings.
+
+        Warns
+        -----
+        UserWarning
+            For ``numeric_encoding="quantile_normal"`` from quantile sketches
+            (an approximation, see above).
         """
+        if isinstance(summaries, (str, bytes, dict)) or not hasattr(summaries, "__iter__"):
+            raise TypeError("summaries must be a list of the dicts that summarize() returns, "
+                            f"one per part of the rows; got a {type(summaries).__name__}.")
+        summaries = list(summaries)
+        for i, summary in enumerate(summaries):
+            if not (isinstance(summary, dict) and isinstance(summary.get("columns"), list)):
+                what = ("a dict without the 'columns' of a summary"
+                        if isinstance(summary, dict) else f"a {type(summary).__name__}")
+                raise TypeError("summaries must be a list of the dicts that summarize() "
+                                f"returns; item {i} is {what}.")
         enc = cls(numeric_encoding, n_bins, max_categories, additive_bins)
         enc._check_additive_bins()
-        return enc._fit_summaries(list(summaries), categorical, names)
+        enc = enc._fit_summaries(summaries, categorical, names)
+        enc._warn_if_sketched(summaries)
+        return enc
+
+    def _warn_if_sketched(self, summaries):
+        """The ``UserWarning`` of a quantile-normal encoder fitted from
+        quantile sketches (see :meth:`from_summaries`)."""
+        if self.numeric_encoding != "quantile_normal":
+            return
+        sizes = {j: len(column["quantiles"]) for summary in summaries
+                 for j, column in enumerate(summary["columns"])
+                 if column.get("kind") != "categorical" and column.get("values") is None
+                 and column.get("quantiles") is not None}
+        if not sizes:
+            return
+        bound = 1.0 / (min(sizes.values()) - 1)
+        warnings.warn(
+            "TabularEncoder.from_summaries: numeric_encoding='quantile_normal' fitted from "
+            f"quantile sketches (column(s) {[self._name(j) for j in sorted(sizes)][:5]}) is "
+            f"approximate: a value's quantile level is within {bound:.3g} (1 / (sketch_size "
+            "- 1)) of the exact fit's, and the normal output can differ more in the tails. "
+            "Summarize the parts with a larger sketch_size, or exactly (sketch_size=None), "
+            "for the exact transform.", UserWarning, stacklevel=3)
 
     def _fit_summaries(self, summaries, categorical, names):
         categorical = np.asarray(categorical, dtype=bool).copy()

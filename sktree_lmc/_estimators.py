@@ -5,6 +5,7 @@ from __future__ import annotations
 import copy
 import dataclasses
 import functools
+import re
 import warnings
 from numbers import Integral, Real
 
@@ -12,7 +13,8 @@ import numpy as np
 import torch
 from scipy.special import log_softmax, softmax
 from sklearn.base import BaseEstimator, ClassifierMixin, RegressorMixin, _fit_context, clone
-from sklearn.metrics import check_scoring
+from sklearn.dummy import DummyRegressor
+from sklearn.metrics import check_scoring, get_scorer
 from sklearn.utils import _safe_indexing
 from sklearn.utils._param_validation import StrOptions
 from sklearn.utils.class_weight import compute_sample_weight
@@ -25,7 +27,12 @@ from sklearn.utils.validation import (
     validate_data,
 )
 
-from ._architectures import ARCHITECTURES, check_model_size, get_architecture
+from ._architectures import (
+    ARCHITECTURES,
+    MAX_LEAVES_PER_TREE,
+    check_model_size,
+    get_architecture,
+)
 from ._boosting import feature_gains, grow_oblivious_trees, oblivious_output
 from ._device import DEVICE_CONSTRAINT, prediction_device, resolve_device
 from ._encoding import (
@@ -90,6 +97,16 @@ from ._training import (
 __all__ = ["SoftTreeEnsembleClassifier", "SoftTreeEnsembleRegressor"]
 
 
+def _named(exc, name, new_name):
+    """The message of ``exc`` (about ``name``: scikit-learn's checks say "y"
+    or "X") with ``name`` as a word replaced by ``new_name`` (``y_val``),
+    and the rows that disagree in number named."""
+    message = re.sub(rf"\b{name}\b", new_name, str(exc))
+    if "inconsistent numbers of samples" in message:
+        message = f"X_val and y_val: {message}"
+    return message
+
+
 # -- what a sparse model skips (feature_selection="auto") ---------------------------------------
 def _unused_columns(features, groups, n_columns):
     """Per input column, whether none of its encoded features (``groups``: the
@@ -112,7 +129,11 @@ def _is_dask(X):
 
 
 def _predict_partition(part, estimator, method):
-    """``estimator.method`` on one partition (a NumPy block or a pandas frame)."""
+    """``estimator.method`` on one partition (a NumPy block or a pandas frame);
+    an empty partition (a filter that kept none of its rows) gives an empty
+    block of the output's width and dtype."""
+    if part.shape[0] == 0:
+        return estimator._prediction_meta(method)
     return getattr(estimator, method)(part)
 
 
@@ -344,8 +365,10 @@ class _BaseSoftTreeEnsemble(BaseEstimator):
         takes (float64 or int64), for losses evaluated outside ``fit``."""
         raise NotImplementedError
 
-    def _check_y(self, y):  # pragma: no cover - abstract
-        """Validated targets (scikit-learn's checks for this kind of estimator)."""
+    def _check_y(self, y, name="y", training=True):  # pragma: no cover - abstract
+        """Validated targets (scikit-learn's checks for this kind of estimator);
+        errors name ``name``. ``training=False`` (validation targets): only
+        the loss's domain, not what standardizing them needs."""
         raise NotImplementedError
 
     def _target_weights(self, y):
@@ -378,7 +401,9 @@ class _BaseSoftTreeEnsemble(BaseEstimator):
             They are encoded with the encoder fitted on ``X`` (they do not
             shape it). Needs ``early_stopping=True``. In a
             :class:`~sklearn.pipeline.Pipeline`, pass it as
-            ``<step>__X_val``; with metadata routing enabled,
+            ``<step>__X_val``, already transformed: the steps before this
+            estimator do not transform it (a width other than ``X``'s is a
+            ValueError naming ``X_val``); with metadata routing enabled,
             ``Pipeline(..., transform_input=["X_val"])`` also applies the
             preprocessing steps to it.
         y_val : array-like of shape (n_val,) or (n_val, n_targets), default=None
@@ -523,12 +548,29 @@ class _BaseSoftTreeEnsemble(BaseEstimator):
         """The user's validation rows checked against the fit (features,
         labels or targets) and encoded: ``(X_val, y_val, target_val,
         sample_weight_val)``, the targets in the encoding of ``target``."""
-        columns = to_columns(validation.X)[0]
-        validate_data(self, validation.X, reset=False, skip_check_array=True)
+        try:
+            columns = to_columns(validation.X)[0]
+        except ValueError as exc:
+            raise ValueError(_named(exc, "X", "X_val")) from None
+        if len(columns) != self.n_features_in_:
+            raise ValueError(
+                f"X_val has {len(columns)} features, but this estimator is fitted on X of "
+                f"{self.n_features_in_} features (its encoder's input). In a Pipeline, X_val "
+                "(passed as "
+                "fit(X, y, <step>__X_val=...)) is not transformed by the steps before this "
+                "estimator: pass it transformed by them, pipeline[:-1].transform(X_val)."
+            )
+        try:
+            validate_data(self, validation.X, reset=False, skip_check_array=True)
+        except ValueError as exc:
+            raise ValueError(_named(exc, "X", "X_val")) from None
         X_val = self._with_codes(columns)
-        y_val = self._check_y(validation.y)
-        check_consistent_length(X_val, y_val)
-        target_val = np.asarray(self._fitted_targets(y_val), dtype=target.dtype)
+        try:  # y_val need only be in the loss's domain (all-zero Poisson counts are valid)
+            y_val = self._check_y(validation.y, name="y_val", training=False)
+            check_consistent_length(X_val, y_val)
+            target_val = np.asarray(self._fitted_targets(y_val), dtype=target.dtype)
+        except ValueError as exc:
+            raise ValueError(_named(exc, "y", "y_val")) from None
         try:
             weight = _check_sample_weight(validation.sample_weight, X_val, dtype=np.float64,
                                           ensure_non_negative=True)
@@ -594,6 +636,7 @@ class _BaseSoftTreeEnsemble(BaseEstimator):
             self.optimizer_state_ = plan.start.optimizer_state
             for key, value in plan.start.target_scale.items():
                 setattr(self, key, np.array(value, copy=True))
+        self._check_scoring()
         continued = plan.start is not None or (
             self.warm_start if plan.warm is None else plan.warm)
         warm = self._check_warm_start(continued, plan)
@@ -614,9 +657,33 @@ class _BaseSoftTreeEnsemble(BaseEstimator):
         the trees are drawn (they are drawn by its gains; see
         :meth:`_grow_teacher`). None without a teacher, and with a new boosted
         start, whose trees are the teacher (:meth:`_start`)."""
+        self._check_boosted_depth(recipe, warm)
         if not recipe.teacher_weight > 0 or (self.split_init == "boosting" and not warm):
             return None
         return self._grow_teacher(X, target, sample_weight, split, n_outputs, generator, plan)
+
+    def _check_boosted_depth(self, recipe, warm):
+        """Raise a ``ValueError`` that names the setting to change when the
+        gradient-boosted trees of the teacher (``teacher_weight > 0``) or of
+        the boosted start (``split_init="boosting"``), oblivious trees of
+        ``depth``, would have more leaves than a tree may (the model itself,
+        as a deep decision list, may be fine)."""
+        if self.depth < MAX_LEAVES_PER_TREE.bit_length():  # 2**depth <= the limit
+            return
+        causes = []
+        if recipe.teacher_weight > 0:
+            causes.append(f"the teacher (teacher_weight={recipe.teacher_weight:g}; set "
+                          "teacher_weight=0 to train without it)")
+        if self.split_init == "boosting" and not warm:
+            causes.append("the boosted start (split_init='boosting'; use split_init='data' "
+                          "or 'fan_in')")
+        if causes:
+            raise ValueError(
+                f"depth={self.depth}: the gradient-boosted oblivious trees of "
+                f"{' and of '.join(causes)} would have 2**{self.depth} leaves each, more than "
+                f"the limit of {MAX_LEAVES_PER_TREE:,} (MAX_LEAVES_PER_TREE); the "
+                f"arch={self.arch!r} model itself does not need them. Or use a smaller depth."
+            )
 
     def _grow_teacher(self, X, target, sample_weight, split, n_outputs, generator, plan):
         """``(trees, gains)``: the gradient-boosted trees grown on the training
@@ -848,6 +915,7 @@ class _BaseSoftTreeEnsemble(BaseEstimator):
                 f"n_estimators) changed from {fitted} to {wanted}. Set warm_start=False to "
                 "fit a new model."
             )
+        self._check_warm_loss()
         enc = self.encoder_
         given = plan.encoder if plan.encoder is not None else self.encoder
         if given is not None:
@@ -868,6 +936,19 @@ class _BaseSoftTreeEnsemble(BaseEstimator):
                 f"{fitted} to {wanted}. Set warm_start=False to fit a new model."
             )
         return True
+
+    def _check_scoring(self):
+        """Raise a ``ValueError`` naming ``scoring`` for a scorer name that
+        scikit-learn does not know, before any training."""
+        if isinstance(self.scoring, str) and self.scoring != "loss":
+            try:
+                get_scorer(self.scoring)
+            except ValueError as exc:
+                raise ValueError(f"scoring={self.scoring!r}: {exc}") from None
+
+    def _check_warm_loss(self):
+        """Raise a clear error when a fit continuing the fitted parameters
+        has another training loss than theirs (their leaves are in its units)."""
 
     def _prepare_fit_data(self, X, y, sample_weight, warm=False, plan=None):
         """Validate the training data and encode it (fitting the encoder unless
@@ -1020,8 +1101,10 @@ class _BaseSoftTreeEnsemble(BaseEstimator):
           absolute difference between its bins' values (quantile bins hold
           about as many training rows each).
 
-        The sum over all columns is normalized to 1 (all zeros for a constant
-        model). It needs no data, so it is cheap, but it assumes even splits
+        The sum over all columns is normalized to 1, except for a constant
+        model (every leaf alike, no additive term): then no column moves the
+        output, and the importances are all zeros (as those of scikit-learn's
+        forests of single-leaf trees), rather than shares of nothing. It needs no data, so it is cheap, but it assumes even splits
         and equally filled bins; with ``numeric_encoding="none"`` the split
         weights are in the columns' own units, so the trees' share depends on
         them. :func:`sklearn.inspection.permutation_importance` measures
@@ -1030,7 +1113,7 @@ class _BaseSoftTreeEnsemble(BaseEstimator):
         Returns
         -------
         importances : ndarray of shape (`n_features_in_`,)
-            Non-negative, summing to 1.
+            Non-negative, summing to 1; all zeros for a constant model.
         """
         check_is_fitted(self, "tree_params_")
         return feature_importances(self.tree_params_, self.architecture_, self.encoder_,
@@ -1325,6 +1408,8 @@ class SoftTreeEnsembleClassifier(ClassifierMixin, _BaseSoftTreeEnsemble):
         same encoder see the same features, and merge. ``numeric_encoding``,
         ``n_bins``, ``categorical_features``, ``max_categories`` and
         ``additive_bins`` are then unused. It must match ``X``'s columns.
+        ``fit`` keeps a deep copy as ``encoder_``: refitting the object given
+        later does not change the fitted model.
 
     Attributes
     ----------
@@ -1530,7 +1615,7 @@ class SoftTreeEnsembleClassifier(ClassifierMixin, _BaseSoftTreeEnsemble):
             )
         return idx.astype(np.int64)
 
-    def _check_y(self, y):
+    def _check_y(self, y, name="y", training=True):
         return _check_y(y, estimator=self)
 
     def _refit_targets(self, X, y):
@@ -1543,11 +1628,43 @@ class SoftTreeEnsembleClassifier(ClassifierMixin, _BaseSoftTreeEnsemble):
         teachers = self.teacher_
         if not teachers or not self.teacher_weight > 0:
             return target
+        self._check_teachers(teachers)
         Xe = np.asarray(X[:, : self.encoder_.n_features_out_], dtype=np.float64)
         loss = self._loss
         probs = np.mean([loss.teacher_targets(oblivious_output(Xe, *t)) for t in teachers],
                         axis=0)
         return loss.mix(target, probs, slice(None), self.teacher_weight, self.n_outputs_)
+
+    #: The fitted state a pickled classifier must hold (checked when loaded).
+    _required_fitted_attrs = ("tree_params_", "architecture_", "encoder_", "n_features_in_",
+                              "n_outputs_", "classes_")
+
+    def _check_teachers(self, teachers):
+        """Raise a ``ValueError`` naming ``teacher_`` when a teacher does not
+        describe this model (modified, or of another model): ``(base,
+        features, thresholds, leaves)`` of oblivious trees on the encoded
+        features, with ``n_outputs_`` outputs."""
+        n_out, n_features = self.n_outputs_, self.encoder_.n_features_out_
+        for i, teacher in enumerate(teachers):
+            if not isinstance(teacher, (tuple, list)) or len(teacher) != 4:
+                raise ValueError(f"teacher_[{i}] must be a tuple (base, features, thresholds, "
+                                 "leaves) of the model's boosted trees; it was modified.")
+            base, features, thresholds, leaves = (np.asarray(a) for a in teacher)
+            if base.shape != (n_out,) or leaves.ndim != 3 or leaves.shape[2] != n_out:
+                raise ValueError(
+                    f"teacher_[{i}] has base of shape {base.shape} and leaves of shape "
+                    f"{leaves.shape}, but the model has n_outputs_={n_out} outputs: teacher_ "
+                    "was modified or comes from another model.")
+            if (features.ndim != 2 or thresholds.shape != features.shape
+                    or leaves.shape[:2] != (features.shape[0], 2 ** features.shape[1])):
+                raise ValueError(
+                    f"teacher_[{i}]'s features {features.shape}, thresholds {thresholds.shape} "
+                    f"and leaves {leaves.shape} do not describe oblivious trees (trees, depth), "
+                    "(trees, depth), (trees, 2**depth, outputs): teacher_ was modified.")
+            if features.size and not (0 <= features.min() and features.max() < n_features):
+                raise ValueError(
+                    f"teacher_[{i}] splits on features outside the model's {n_features} encoded "
+                    "features: teacher_ was modified or comes from another model.")
 
     @property
     def _loss(self):
@@ -1816,8 +1933,8 @@ class SoftTreeEnsembleRegressor(RegressorMixin, _BaseSoftTreeEnsemble):
         :class:`SoftTreeEnsembleClassifier`.
     encoder : TabularEncoder or None, default=None
         A fitted input encoding to use instead of fitting one in ``fit``, so
-        that models see the same features and merge; see
-        :class:`SoftTreeEnsembleClassifier`.
+        that models see the same features and merge (``fit`` keeps a deep
+        copy as ``encoder_``); see :class:`SoftTreeEnsembleClassifier`.
     loss : {"squared_error", "absolute_error", "quantile", "poisson", "gamma"}, \
             default="squared_error"
         The training loss, as HistGradientBoostingRegressor's, averaged over
@@ -1894,17 +2011,54 @@ class SoftTreeEnsembleRegressor(RegressorMixin, _BaseSoftTreeEnsemble):
 
     #: Private fitted state (besides the public ``*_`` attributes), copied
     #: into estimators built from parameters (see ``_bridge.with_params``).
-    _fitted_private_attrs = ("_y_1d",)
+    _fitted_private_attrs = ("_y_1d", "_fitted_loss")
+    #: The fitted state a pickled regressor must hold (checked when loaded).
+    _required_fitted_attrs = ("tree_params_", "architecture_", "encoder_", "n_features_in_",
+                              "n_outputs_", "y_mean_", "y_scale_")
 
-    def _check_y(self, y):
+    def _check_scoring(self):
+        """Also refuse, before any training, a scorer that does not apply to
+        regression targets (``"accuracy"``, ``"roc_auc"``, ...): it is tried
+        on a constant regressor's predictions of two real targets."""
+        super()._check_scoring()
+        if not isinstance(self.scoring, str) or self.scoring == "loss":
+            return
+        X, y = np.zeros((2, 1)), np.array([0.5, 1.5])
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                get_scorer(self.scoring)(DummyRegressor().fit(X, y), X, y)
+        except Exception:  # noqa: BLE001 - any failure: not a regression scorer
+            raise ValueError(
+                f"scoring={self.scoring!r} does not apply to a regressor: it is a "
+                "classification metric, for classifiers. Use scoring='loss' or a regression "
+                "scorer, such as 'r2' or 'neg_mean_squared_error'."
+            ) from None
+
+    def _check_warm_loss(self):
+        fitted = getattr(self, "_fitted_loss", None)  # None: fitted before it was recorded
+        if fitted is not None and fitted != self.loss:
+            raise ValueError(
+                "warm_start=True (and partial_fit) continues from the fitted parameters, but "
+                f"loss changed from {fitted!r} to {self.loss!r}: the fitted leaves and target "
+                f"scale are those of loss={fitted!r}. Set loss={fitted!r} back, or fit a new "
+                "model (warm_start=False, or fit instead of partial_fit)."
+            )
+
+    def _check_y(self, y, name="y", training=True):
         y = _check_y(y, multi_output=True, y_numeric=True, estimator=self)
-        _check_float32_range(np.asarray(y, dtype=np.float64), "y")
-        self._loss.check_target(np.asarray(y, dtype=np.float64).reshape(len(y), -1))
+        _check_float32_range(np.asarray(y, dtype=np.float64), name)
+        y2 = np.asarray(y, dtype=np.float64).reshape(len(y), -1)
+        if training:
+            self._loss.check_target(y2, name)
+        else:
+            self._loss.check_domain(y2, name)
         return y
 
     def _encode_targets(self, y, sample_weight, warm=False, classes=None):
         y = np.asarray(y, dtype=np.float64)
         y2 = y.reshape(len(y), -1)
+        self._fitted_loss = self.loss  # checked by the next warm fit (_check_warm_loss)
         if warm:  # keep the standardization the fitted leaves are expressed in
             if y2.shape[1] != self.n_outputs_:
                 raise ValueError(

@@ -37,6 +37,7 @@ from __future__ import annotations
 import copy
 import operator
 import time
+import weakref
 
 import numpy as np
 import torch
@@ -49,6 +50,7 @@ from ._checkpoint import RoundState
 from ._dask import (
     POLL,
     WORKER_TIMEOUT,
+    WorkerLostError,
     aligned_partitions,
     compute_partitions,
     gather_with_timeout,
@@ -288,6 +290,10 @@ class _DaskShards:
                  worker_timeout=WORKER_TIMEOUT):
         self.client = running_client("fit", "Fitting")
         self.worker_timeout = float(worker_timeout)
+        # every future this fit submits while it is referenced: cancelled when the
+        # workers are lost (cancel_all), so that no task of the failed fit is left
+        # for the next fit on the client to wait behind
+        self._futures = weakref.WeakSet()
         self.round = self.n_rounds = None  # set by run_rounds (1-based), for the errors
         parts = aligned_partitions(X, y, sample_weight)
         P = len(parts[0])
@@ -301,15 +307,16 @@ class _DaskShards:
         # Partitions are computed on the workers; each shard is assembled where the
         # scheduler puts it (next to its partitions) and stays there.
         xf, yf, wf = compute_partitions(self.client, parts)
+        self._futures.update([*xf, *yf, *wf])
         self.data = [
-            self.client.submit(_concat_shard, k, is_classifier, len(g),
-                               *[xf[i] for i in g], *[yf[i] for i in g],
-                               *[wf[i] for i in g if wf], pure=False)
+            self._submit(_concat_shard, k, is_classifier, len(g),
+                         *[xf[i] for i in g], *[yf[i] for i in g],
+                         *[wf[i] for i in g if wf], pure=False)
             for k, g in enumerate(groups)
         ]
         del parts, xf, yf, wf
         self.summaries = self._gather(
-            [self.client.submit(_shard_summary, d, is_classifier, pure=False)
+            [self._submit(_shard_summary, d, is_classifier, pure=False)
              for d in self.data],
             "reading and summarizing the partitions")
         self.partition_groups = [g.tolist() for g in groups]
@@ -318,13 +325,12 @@ class _DaskShards:
         """Every shard's :func:`summarize`, computed on its worker (the rows stay
         there; only the summaries travel)."""
         return self._gather(
-            [self.client.submit(_shard_encoding_summary, k, d, categorical, settings,
-                                pure=False)
+            [self._submit(_shard_encoding_summary, k, d, categorical, settings, pure=False)
              for k, d in enumerate(self.data)],
             "summarizing the columns for the encoder")
 
     def hold_out(self, fraction, seeds):
-        submit = self.client.submit
+        submit = self._submit
         self.val = [submit(_hold_out, d, fraction, s, False, pure=False)
                     for d, s in zip(self.data, seeds)]
         self.data = [submit(_hold_out, d, fraction, s, True, pure=False)
@@ -332,12 +338,12 @@ class _DaskShards:
 
     def fit(self, estimators, starts, indices):
         """Fit (or continue) the shards ``indices`` on their workers."""
-        return [self.client.submit(_shard_fit, k, est, self.data[k], start, pure=False)
+        return [self._submit(_shard_fit, k, est, self.data[k], start, pure=False)
                 for k, est, start in zip(indices, estimators, starts)]
 
     def collect(self, handles, indices=None):
         """The public models of ``handles`` (the futures of shards ``indices``)."""
-        return self._gather([self.client.submit(_public, h, pure=False) for h in handles],
+        return self._gather([self._submit(_public, h, pure=False) for h in handles],
                             "fitting the shards and collecting their parameters",
                             shards=indices)
 
@@ -350,11 +356,15 @@ class _DaskShards:
         what = f"computing the merged model's {'validation' if validation else 'training'} loss"
         # a fresh key per call: the training and validation losses of one round
         # scatter the same model
-        merged_f = scatter_fresh(self.client, merged, self._message(what),
-                                 worker_timeout=self.worker_timeout,
-                                 names=range(len(self.data)))
+        try:
+            merged_f = scatter_fresh(self.client, merged, self._message(what),
+                                     worker_timeout=self.worker_timeout,
+                                     names=range(len(self.data)))
+        except WorkerLostError:
+            self.cancel_all()
+            raise
         parts = self._gather(
-            [self.client.submit(_shard_loss, merged_f, d, pure=False)
+            [self._submit(_shard_loss, merged_f, d, pure=False)
              for d in (self.val if validation else self.data)], what)
         return sum(p[0] for p in parts) / sum(p[1] for p in parts)
 
@@ -364,7 +374,7 @@ class _DaskShards:
         one, holds the user's ``validation`` rows, if given)."""
         vals = _site_validation(getattr(self, "val", None), len(self.data), validation,
                                 every_site)
-        sites = [self.client.submit(_boosting_site, est, encoder, d, v, pure=False)
+        sites = [self._submit(_boosting_site, est, encoder, d, v, pure=False)
                  for d, v in zip(self.data, vals)]
         return _DaskSites(self, sites)
 
@@ -376,9 +386,28 @@ class _DaskShards:
         :class:`WorkerLostError` names the round, ``what`` was running and the
         unfinished shards; a shard's own error (its data, its fit) is raised
         as it is."""
-        return gather_with_timeout(self.client, futures, self._message(what),
-                                   worker_timeout=self.worker_timeout, names=shards,
-                                   unit="shard", poll=self.poll)
+        try:
+            return gather_with_timeout(self.client, futures, self._message(what),
+                                       worker_timeout=self.worker_timeout, names=shards,
+                                       unit="shard", poll=self.poll)
+        except WorkerLostError:
+            self.cancel_all()
+            raise
+
+    def _submit(self, *args, **kwargs):
+        """``client.submit``, the future kept (weakly) for :meth:`cancel_all`."""
+        future = self.client.submit(*args, **kwargs)
+        self._futures.add(future)
+        return future
+
+    def cancel_all(self):
+        """Cancel every task this fit submitted that is still referenced (the
+        shard data, fits, sites and losses): a failed fit leaves nothing
+        running or queued on the cluster, even while its exception (and the
+        futures in its traceback) is kept."""
+        futures = list(self._futures)
+        if futures:
+            self.client.cancel(futures)
 
     def _message(self, what):
         """The message builder of :func:`~sktree_lmc._dask.gather_with_timeout`
@@ -416,7 +445,7 @@ class _DaskSites:
         self.bytes_received = 0
 
     def call(self, *calls):
-        submit = self.shards.client.submit
+        submit = self.shards._submit
         done = [submit(_site_call, site, calls, pure=False) for site in self.sites]
         self.sites = [submit(operator.getitem, d, 0, pure=False) for d in done]
         results = [submit(operator.getitem, d, 1, pure=False) for d in done]

@@ -30,6 +30,10 @@ from scipy.special import xlogy as scipy_xlogy
 
 __all__: list = []
 
+#: float32's smallest normal number: the smallest Gamma target (relative to the
+#: mean, and absolute) the training precision represents.
+_FLOAT32_TINY = float(np.finfo(np.float32).tiny)
+
 
 def weighted_mean(per_row, weight):
     """Weighted mean NumPy loss of the rows (0 for no weight): every
@@ -91,8 +95,15 @@ class Loss:
     #: How a raw output becomes a prediction (:class:`IdentityLink`, :class:`LogLink`).
     link = IdentityLink()
 
-    def check_target(self, y):
-        """Raise a ``ValueError`` for targets outside the loss's domain."""
+    def check_domain(self, y, name="y"):
+        """Raise a ``ValueError`` naming ``name`` for targets outside the
+        loss's domain (each row on its own: also a part of the rows, as a
+        validation set or the rows of a leaf refit)."""
+
+    def check_target(self, y, name="y"):
+        """Raise a ``ValueError`` for training targets outside the loss's
+        domain (:meth:`check_domain`) or that it cannot standardize."""
+        self.check_domain(y, name)
 
     def standardization(self, y, weight):
         """``(mean, scale)`` per output of the targets ``y`` (2-D, float64)
@@ -374,11 +385,16 @@ class Poisson(_LogLinkLoss):
         mu = np.exp(raw)
         return (mu - target) * weight[:, None], np.maximum(mu, 1e-6) * weight[:, None]
 
-    def check_target(self, y):
+    def check_domain(self, y, name="y"):
         if np.any(y < 0):
-            raise ValueError("loss='poisson' needs non-negative targets; y has negative values.")
+            raise ValueError(
+                f"loss='poisson' needs non-negative targets; {name} has negative values.")
+
+    def check_target(self, y, name="y"):
+        self.check_domain(y, name)
         if not np.all(np.sum(y, axis=0) > 0):
-            raise ValueError("loss='poisson' needs targets whose sum is positive; y sums to 0.")
+            raise ValueError(
+                f"loss='poisson' needs targets whose sum is positive; {name} sums to 0.")
 
 
 class Gamma(_LogLinkLoss):
@@ -395,9 +411,23 @@ class Gamma(_LogLinkLoss):
         ratio = target * np.exp(-raw)
         return (1 - ratio) * weight[:, None], np.maximum(ratio, 1e-6) * weight[:, None]
 
-    def check_target(self, y):
+    def check_domain(self, y, name="y"):
         if not np.all(y > 0):
-            raise ValueError("loss='gamma' needs positive targets; y has values <= 0.")
+            raise ValueError(f"loss='gamma' needs positive targets; {name} has values <= 0.")
+        if np.any(y < _FLOAT32_TINY):
+            raise ValueError(
+                f"loss='gamma' needs targets the training precision (float32) represents: "
+                f"{name} has values below {_FLOAT32_TINY:.3g}, float32's smallest normal "
+                f"number (smallest: {np.min(y):.3g}). Rescale {name} (its unit).")
+
+    def check_target(self, y, name="y"):
+        self.check_domain(y, name)
+        # the model fits y / mean(y): its smallest must stay a float32 number
+        if np.any(np.min(y, axis=0) / np.max(y, axis=0) < _FLOAT32_TINY):
+            raise ValueError(
+                f"loss='gamma' needs targets the training precision (float32) represents "
+                f"relative to their mean: {name}'s smallest value is less than "
+                f"{_FLOAT32_TINY:.3g} times its largest. Clip the smallest values of {name}.")
 
 
 #: The losses by name.

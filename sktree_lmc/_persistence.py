@@ -105,10 +105,30 @@ def estimator_state(state):
     return stamp(state)
 
 
+def check_complete_state(state, cls, fitted_keys=None):
+    """A ValueError naming ``cls`` and what is missing when the state of a
+    ``cls`` lacks one of its parameters or, fitted (``fitted_keys[0]``, set
+    last by ``fit``, is in it), one of ``fitted_keys`` (default:
+    ``cls._required_fitted_attrs``)
+    instead of an AttributeError at the first use: an edited or incomplete
+    state."""
+    missing = [name for name in cls._get_param_names() if name not in state]
+    fitted_keys = getattr(cls, "_required_fitted_attrs", ()) if fitted_keys is None \
+        else fitted_keys
+    if fitted_keys and fitted_keys[0] in state:  # fitted: all of them
+        missing += [name for name in fitted_keys if name not in state]
+    if missing:
+        raise ValueError(
+            f"This {cls.__name__} state lacks {missing}: it was edited or is incomplete. "
+            "Load an unaltered file, or fit the model again."
+        )
+
+
 def restore_estimator_state(state, cls):
     """The ``__dict__`` of :func:`estimator_state`, its objects rebuilt; a
     ValueError for a state of another pickle format."""
     state = check_format(state, cls)
+    check_complete_state(state, cls)
     for key in ("encoder_", "encoder"):
         if key in state:
             state[key] = encoder_from_dict(state[key])

@@ -14,9 +14,11 @@ __all__: list = []
 
 
 def _is_terminal(stream):
+    """Whether ``stream`` is a terminal; a stream whose ``isatty`` is missing
+    or raises (closed, not a file, or any error of its own) is not one."""
     try:
         return bool(stream.isatty())
-    except (AttributeError, ValueError):  # closed or not a file
+    except Exception:  # noqa: BLE001 - the display must never end the fit
         return False
 
 

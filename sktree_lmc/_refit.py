@@ -103,7 +103,8 @@ def _is_merging(estimator):
 
 def _check_targets(estimator, y):
     """``y`` as an array checked as ``fit`` checks it: finite, and for a
-    regressor real and within float32's range (the model's precision)."""
+    regressor real, within float32's range (the model's precision) and in its
+    loss's domain (Poisson: ``y >= 0``, Gamma: ``y > 0``)."""
     if is_regressor(estimator):
         if np.iscomplexobj(y):
             raise ValueError("y must be real regression targets, got complex values.")
@@ -114,6 +115,8 @@ def _check_targets(estimator, y):
                 raise
             raise ValueError(f"y must be real regression targets: {exc}") from None
         _check_float32_range(y, "y")
+        # the domain as fit checks it, row by row (a partition may hold only zeros)
+        estimator._loss.check_domain(y.reshape(len(y), -1))
         return y
     return check_array(y, ensure_2d=False, dtype=None, input_name="y")
 

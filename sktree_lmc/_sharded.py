@@ -41,19 +41,57 @@ from ._encoding import (
     encoders_differ,
     to_columns,
 )
-from ._estimators import SoftTreeEnsembleClassifier, _BaseSoftTreeEnsemble, _lazy_on_dask
+from ._estimators import (
+    SoftTreeEnsembleClassifier,
+    SoftTreeEnsembleRegressor,
+    _BaseSoftTreeEnsemble,
+    _lazy_on_dask,
+)
 from ._dask import is_dask_collection
 from ._federated import _DaskShards, _LocalShards, run_rounds
 from ._merge import ALIGNER_SHORTCUTS, ModelAligner, check_aligner
-from ._checkpoint import config_of, read_checkpoint, write_checkpoint
-from ._persistence import check_format, encoder_as_dict, encoder_from_dict, stamp
+from ._architectures import SymmetryOps, TreeArchitecture
+from ._checkpoint import (
+    check_checkpoint_path,
+    config_of,
+    qualified_name,
+    read_checkpoint,
+    rows_fingerprint,
+    write_checkpoint,
+)
+from ._matching import Alignment
+from ._params import TreeParams
+from ._persistence import (
+    check_complete_state,
+    check_format,
+    encoder_as_dict,
+    encoder_from_dict,
+    stamp,
+)
 from ._plan import FitPlan, Recipe, Validation, auto_early_stopping
 from ._refit import refit_leaves
 from ._threads import torch_threads
-from ._validation import _check_given_encoder, _NumberInterval, _torch_seed
+from ._validation import (
+    _check_given_encoder,
+    _NumberInterval,
+    _rescaled_weights,
+    _torch_seed,
+)
 from ._progress import ProgressLog, Stopwatch, writable
 
 __all__ = ["ShardedSoftTreeEnsemble", "make_shards"]
+
+
+def checkpoint_types():
+    """The classes a checkpoint file may hold, by qualified name: the only
+    ones :func:`~._checkpoint.read_checkpoint` rebuilds (the estimators, the
+    aligner and its alignments, parameters and architectures, the encoder and
+    the ``QuantileTransformer`` of its quantile encoding)."""
+    from sklearn.preprocessing import QuantileTransformer
+
+    classes = (SoftTreeEnsembleClassifier, SoftTreeEnsembleRegressor, ModelAligner, Alignment,
+               SymmetryOps, TreeArchitecture, TreeParams, TabularEncoder, QuantileTransformer)
+    return {qualified_name(cls): cls for cls in classes}
 
 
 def _largest_remainder(total, fractions):
@@ -337,7 +375,15 @@ class ShardedSoftTreeEnsemble(MetaEstimatorMixin, BaseEstimator):
         Adam states, history; parameters only, never rows), written
         atomically to this file with a checksum, or passed to this callable as
         a dict. ``fit(X, y, resume_from=...)`` continues from it after
-        checking that the settings and the input encoding are the same.
+        checking that the settings and the input encoding are the same. A
+        path names the file (not a directory; ``<path>.tmp`` is written
+        beside it, then renamed). The file holds plain data only (read with
+        ``torch.load(weights_only=True)``; the package's own types and the
+        encoder's ``QuantileTransformer`` are rebuilt, any other type is
+        refused), so reading it runs no code; its checksum detects damage,
+        not tampering: resume only from files of a source you trust to hold
+        the model you want. Settings that are not plain values (a callable
+        ``scoring``) cannot be written to a file: use a callable.
     worker_timeout : float > 0, default=60.0
         Dask input only: the longest time, in seconds, that the fit waits
         while the scheduler has no worker alive (workers that come back cost
@@ -511,24 +557,35 @@ class ShardedSoftTreeEnsemble(MetaEstimatorMixin, BaseEstimator):
 
     def _checkpoint_writer(self):
         """A callable for ``run_rounds`` from ``checkpoint`` (None, a callable,
-        or a path written atomically, with a checksum, after every round)."""
+        or a path written atomically, with a checksum, after every round; a
+        directory is a ValueError)."""
         if self.checkpoint is None or callable(self.checkpoint):
             return self.checkpoint
         path = os.fspath(self.checkpoint)
-        return lambda state: write_checkpoint(state, path)
+        check_checkpoint_path(path)
+        return lambda state: write_checkpoint(state, path, checkpoint_types())
 
-    def _resume_state(self, resume_from):
+    def _config(self, X, y, sample_weight, resume_from):
+        """The configuration checkpoints are written under and checked
+        against (:func:`config_of`), with the fingerprint of the training
+        rows in their order when this fit writes or resumes a checkpoint."""
+        config = config_of(self)
+        if self.checkpoint is not None or resume_from is not None:
+            config["rows"] = rows_fingerprint(X, y, sample_weight)
+        return config
+
+    def _resume_state(self, resume_from, config):
         """The :class:`RoundState` of ``resume_from`` (a path or a dict),
-        checked against this fit's settings."""
+        checked against this fit's settings (``config``: :meth:`_config`)."""
         if resume_from is None:
             return None
-        state = read_checkpoint(resume_from)
+        state = read_checkpoint(resume_from, checkpoint_types())
         if len(state.shards) != self.n_shards:
             raise ValueError(
                 f"resume_from holds {len(state.shards)} shard models but n_shards="
                 f"{self.n_shards}."
             )
-        state.check_resumable(config_of(self), self.n_rounds)
+        state.check_resumable(config, self.n_rounds)
         return state
 
     def _shard_batch_sizes(self, base):
@@ -626,7 +683,9 @@ class ShardedSoftTreeEnsemble(MetaEstimatorMixin, BaseEstimator):
                 "False. When passing X_val and y_val to fit, set early_stopping to 'auto' or "
                 "True."
             )
-        resume = self._resume_state(resume_from)  # before any work: a clear error first
+        config = self._config(X, y, sample_weight, resume_from)
+        resume = self._resume_state(resume_from, config)  # before any work: a clear error first
+        self._checkpoint_writer()  # a checkpoint path that is a directory: an error first
         is_clf = self._is_classifier()
         rng = check_random_state(self.random_state)
         seeds = rng.randint(np.iinfo(np.int32).max, size=self.n_shards)
@@ -735,7 +794,7 @@ class ShardedSoftTreeEnsemble(MetaEstimatorMixin, BaseEstimator):
             first_plan=first_plan, later_recipe={"max_epochs": epochs[-1]},
             schedule_windows=windows if self.n_rounds > 1 else None,
             shard_fraction=self.shard_fraction, sample_seed=seeds,
-            checkpoint=self._checkpoint_writer(), resume=resume, config=config_of(self),
+            checkpoint=self._checkpoint_writer(), resume=resume, config=config,
         )
         self.estimators_ = result["estimators"]
         self.merged_, self.aligner_ = result["merged"], result["aligner"]
@@ -834,7 +893,14 @@ class ShardedSoftTreeEnsemble(MetaEstimatorMixin, BaseEstimator):
         if is_clf:
             check_classification_targets(y)
         if sample_weight is not None:
-            sample_weight = _check_sample_weight(sample_weight, X, dtype=np.float32)
+            # checked as the estimators check theirs: in float64, rescaled by a
+            # power of two when subnormal or huge (only the ratios matter), then
+            # float32 (the shards' copies)
+            sample_weight = _rescaled_weights(_check_sample_weight(
+                sample_weight, X, dtype=np.float64, ensure_non_negative=True))
+            if not sample_weight.sum() > 0:
+                raise ValueError("sample_weight sums to zero: there is nothing to fit.")
+            sample_weight = sample_weight.astype(np.float32)
         n = _num_samples(X)
         if n < 2 * self.n_shards:
             raise ValueError(
@@ -1086,6 +1152,8 @@ class ShardedSoftTreeEnsemble(MetaEstimatorMixin, BaseEstimator):
         from ._matching import Alignment
 
         state = check_format(state, type(self))
+        check_complete_state(state, type(self), ("estimators_", "merged_", "encoder_",
+                                                 "n_features_in_"))
         aligner = state.get("aligner_")
         if isinstance(aligner, dict) and self._ALIGNER_STATE in aligner:
             attrs = dict(aligner[self._ALIGNER_STATE])

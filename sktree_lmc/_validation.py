@@ -10,6 +10,7 @@ Nothing here imports the estimators.
 
 from __future__ import annotations
 
+import copy
 from numbers import Real
 
 import numpy as np
@@ -111,9 +112,11 @@ def _check_classes(classes):
 
 
 def _check_given_encoder(encoder, columns, names):
-    """A fitted :class:`TabularEncoder` given to a fit (the ``encoder``
-    parameter, or a sharded fit's shared encoder), checked against the
-    training columns: their count, and their names when both have them."""
+    """A deep copy of a fitted :class:`TabularEncoder` given to a fit (the
+    ``encoder`` parameter, or a sharded fit's shared encoder), checked against
+    the training columns: their count, and their names when both have them.
+    The copy becomes the model's ``encoder_``: refitting the user's object
+    later does not change the fitted model."""
     if not isinstance(encoder, TabularEncoder):
         raise TypeError(f"encoder must be a fitted TabularEncoder, got {type(encoder).__name__}.")
     if not hasattr(encoder, "n_features_in_"):
@@ -130,7 +133,7 @@ def _check_given_encoder(encoder, columns, names):
             f"The encoder given was fitted on other columns: X's columns {differ[:5]} differ "
             "from the encoder's feature names."
         )
-    return encoder
+    return copy.deepcopy(encoder)
 
 
 #: Sample weights whose largest lies outside ``[2**-_WEIGHT_EXPONENT,

@@ -183,8 +183,8 @@ def test_state_round_trips_through_plain_dicts():
     assert unfitted.to_dict() == {"numeric_encoding": "none", "n_bins": 4, "max_categories": 3,
                                   "additive_bins": (8, 2)}
     assert not hasattr(unfitted, "n_features_in_")
-    # no migration of states of other versions: the estimators refuse their pickles
-    assert "__setstate__" not in vars(TabularEncoder)
+    # a pickled encoder holds plain types only (skops needs only TabularEncoder trusted)
+    assert not any(isinstance(v, AdditiveBins) for v in enc.__getstate__().values())
 
 
 def test_differences_and_union_of_bins_name_the_column():

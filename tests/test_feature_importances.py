@@ -1,4 +1,5 @@
-"""feature_importances_: of the trees, of the additive term, of sharded models."""
+"""feature_importances_: of the trees, of the additive term, of sharded models; they sum to 1,
+except for a constant model, whose importances are all zeros."""
 
 import numpy as np
 import pytest
@@ -55,3 +56,26 @@ def test_feature_importances_of_the_additive_term_and_sharded_models():
     assert not hasattr(clf(), "feature_importances_")
     sharded = ShardedSoftTreeEnsemble(clf(), n_shards=2, random_state=0).fit(Xn, yn)
     assert_array_equal(sharded.feature_importances_, sharded.merged_.feature_importances_)
+
+
+TINY = dict(n_estimators=4, depth=2, max_epochs=2, random_state=0)
+_X = np.random.default_rng(0).normal(size=(80, 3))
+
+
+def test_importances_sum_to_one():
+    reg = SoftTreeEnsembleRegressor(**TINY).fit(_X, _X[:, 0])
+    np.testing.assert_allclose(reg.feature_importances_.sum(), 1.0)
+
+
+def test_a_constant_model_has_all_zero_importances():
+    """No column moves a constant output: all zeros, as scikit-learn's forests of single-leaf
+    trees (not shares of nothing)."""
+    clf = SoftTreeEnsembleClassifier(**TINY).fit(_X, (_X[:, 0] > 0).astype(int))
+    params = clf.get_tree_params()
+    params.leaf_value[...] = 0.25  # every leaf alike: the output is constant
+    if params.additive is not None:
+        params.additive[...] = 0.0
+    clf.set_tree_params(params)
+    proba = clf.predict_proba(_X)
+    assert np.allclose(proba, proba[0])
+    np.testing.assert_array_equal(clf.feature_importances_, np.zeros(3))
