@@ -29,7 +29,7 @@ from .datasets import (
 )
 
 #: The paper's protocol (with its external preprocessing), as ``--protocol paper`` runs it.
-PAPER_SETTINGS = dict(PAPER_TRAINING, depth=2, max_epochs=50)
+PAPER_SETTINGS = dict(PAPER_TRAINING, depth=2, max_epochs=50, learning_rate=1e-2)
 
 
 def _parser():
@@ -52,7 +52,9 @@ def _parser():
     p.add_argument("--max-epochs", type=int, default=None,
                    help="most epochs (default: 150 with early stopping, or 50 with --protocol "
                    "paper)")
-    p.add_argument("--learning-rate", type=float, default=1e-2)
+    p.add_argument("--learning-rate", type=float, default=None,
+                   help="Adam's learning rate (default: the classifier's, or the paper's 1e-2 "
+                   "with --protocol paper)")
     p.add_argument("--method", default="wm", choices=["wm", "am"])
     p.add_argument("--seeds", type=int, nargs=2, default=(1, 2), metavar=("SEED_A", "SEED_B"))
     p.add_argument("--device", default="auto")
@@ -83,7 +85,7 @@ def main(argv=None):
         pre = make_paper_preprocessor().fit(X_train)
         X_train, X_test = pre.transform(X_train), pre.transform(X_test)
         settings = dict(PAPER_SETTINGS)
-    for name in ("depth", "max_epochs"):
+    for name in ("depth", "max_epochs", "learning_rate"):
         if getattr(args, name) is not None:
             settings[name] = getattr(args, name)
     print(f"dataset {args.dataset}: {len(X_train)} train / {len(X_test)} test rows, "
@@ -94,8 +96,8 @@ def main(argv=None):
     for seed in args.seeds:
         t0 = time.perf_counter()
         est = SoftTreeEnsembleClassifier(
-            arch=args.arch, n_estimators=args.n_estimators, learning_rate=args.learning_rate,
-            device=args.device, random_state=seed, **settings,
+            arch=args.arch, n_estimators=args.n_estimators, device=args.device,
+            random_state=seed, **settings,
         )
         if seed == args.seeds[0]:
             print(f"model: arch={args.arch} depth={est.depth} n_estimators={est.n_estimators} "
