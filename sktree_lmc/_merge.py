@@ -687,7 +687,8 @@ def merge_estimators(a, b=None, lam=0.5, *, aligner="auto", X=None, weights=None
     if report.flagged:
         warnings.warn(
             f"The merged model is farther from the models' ensemble than the models are "
-            f"(disagreement {report.disagreement:.2f} on {report.n_rows} "
+            f"(disagreement {report.disagreement:.2f}, {100 * report.signal_loss:.0f} % of "
+            f"the ensemble's spread, on {report.n_rows} "
             f"{'probe rows' if rows_kind == 'probe' else 'rows of X'}, aligner "
             f"{report.aligner!r}): the merge lost what the models know. Try aligner='auto', "
             "aligner='am' with rows X, or refit_leaves on the merged model; merge_report_ "

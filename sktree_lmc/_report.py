@@ -29,9 +29,13 @@ from ._common_encoding import probe_columns
 __all__ = ["MergeQualityWarning", "MergeReport", "ensemble_predictions", "merge_report",
            "probe_rows"]
 
-#: A merge whose distance to the ensemble is above this multiple of the members' mean
-#: distance is flagged (see MergeReport.disagreement).
+#: A merge is flagged when its distance to the ensemble is above this multiple of the
+#: members' mean distance (MergeReport.disagreement) ...
 FLAG_THRESHOLD = 1.0
+#: ... and above this share of the ensemble's own spread (MergeReport.signal_loss): models
+#: fitted on the same rows agree so closely that any merge is farther from their ensemble than
+#: they are, without losing what they know.
+SIGNAL_LOSS_THRESHOLD = 0.3
 
 #: Distances below this are rounding (a merge at lam=0, or of equal models).
 _NEGLIGIBLE = 1e-4
@@ -79,7 +83,7 @@ class MergeReport:
     disagreement : float
         ``distance / member_distance``: below 1, the merged model is closer
         to the ensemble than the members are on average (a merge that
-        works); above 1 it is flagged.
+        works).
     distance : float
         Mean distance of the merged model's predictions from the ensemble's:
         the total variation distance of the class probabilities
@@ -88,6 +92,12 @@ class MergeReport:
     member_distance : float
         The same distance of every member from the ensemble, averaged with
         the merge's weights.
+    signal_loss : float
+        ``distance`` over the ensemble's own distance from its mean
+        prediction (how much its predictions vary from row to row): the share
+        of what the ensemble predicts that the merge moved. Models fitted on
+        the same rows agree so closely that any merge has a ``disagreement``
+        above 1; it matters when the merge also moved much of the signal.
     rows : {"probe", "X"}
         The rows compared: rows drawn from the input encoder's summaries of
         the columns (no data needed), or the rows ``X`` given to the merge.
@@ -97,7 +107,7 @@ class MergeReport:
         ``aligner="auto"``: the ``disagreement`` of every alignment tried
         (the kept one included); otherwise the kept one's alone.
     flagged : bool
-        ``disagreement > 1`` (and ``distance`` above rounding):
+        ``disagreement > 1`` and ``signal_loss > 0.3``:
         :class:`MergeQualityWarning` was issued.
 
     Examples
@@ -118,6 +128,7 @@ class MergeReport:
     disagreement: float
     distance: float
     member_distance: float
+    signal_loss: float
     rows: str
     n_rows: int
     candidates: dict
@@ -228,9 +239,14 @@ def merge_report(merged, members, ensemble, weights, *, aligner, rows, candidate
     member = float(sum(wi * _distance(p, ensemble, classifier, spread)
                        for wi, p in zip(w, members)))
     disagreement = distance / max(member, _NEGLIGIBLE)
+    signal = _distance(np.broadcast_to(ensemble.mean(axis=0), ensemble.shape), ensemble,
+                       classifier, spread)
+    signal_loss = distance / max(signal, _NEGLIGIBLE)
     candidates = dict(candidates or {aligner: disagreement})
     # a merge at an endpoint (lam=0) or of equal models: both distances are rounding
-    flagged = disagreement > FLAG_THRESHOLD and distance > _NEGLIGIBLE
+    flagged = (disagreement > FLAG_THRESHOLD and signal_loss > SIGNAL_LOSS_THRESHOLD
+               and distance > _NEGLIGIBLE)
     return MergeReport(aligner=aligner, disagreement=float(disagreement), distance=distance,
-                       member_distance=member, rows=rows, n_rows=int(len(ensemble)),
-                       candidates=candidates, flagged=bool(flagged))
+                       member_distance=member, signal_loss=float(signal_loss), rows=rows,
+                       n_rows=int(len(ensemble)), candidates=candidates,
+                       flagged=bool(flagged))

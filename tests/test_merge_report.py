@@ -98,6 +98,9 @@ def test_merge_report_of_a_working_merge_and_of_a_forced_naive_one(clf_pair, mag
     with pytest.warns(MergeQualityWarning, match="farther from the models' ensemble"):
         naive = merge_estimators(a, b, aligner="naive")
     assert naive.merge_report_.flagged and naive.merge_report_.disagreement > 1
+    for r in (report, naive.merge_report_):  # the rule: farther than the models, and much
+        assert r.flagged == (r.disagreement > 1 and r.signal_loss > 0.3)
+    assert naive.merge_report_.signal_loss > report.signal_loss
     # rows given: measured there
     on_x = merge_estimators(a, b, aligner="wm", X=X)
     assert on_x.merge_report_.rows == "X" and on_x.merge_report_.n_rows == len(X)
