@@ -1,0 +1,342 @@
+"""A fused CPU training kernel of the soft tree ensemble, compiled with numba.
+
+The torch path (:class:`~sktree_lmc._forward._Ensemble`) computes the split
+logits, the two-sided sigmoids, the leaf probabilities and the leaf
+contraction as whole tensors of trees x rows (and leaves), which a training
+step writes and reads about 150 times: it runs at the speed of memory
+(``docs/benchmarks.md``, "The training step's profile"). This kernel computes
+the same function, and its gradients with respect to the split weights, the
+split biases and the leaf values, block by block: for a block of
+:data:`ROW_BLOCK` rows and one tree at a time, the logits, sigmoids and
+routing products of that tree live in a few kilobytes of scratch that stay in
+the L1 cache, and only the block's output (rows x outputs) and the per-tree
+gradients are written. Nothing of size trees x rows reaches memory: the
+backward pass recomputes the routing from the inputs instead of saving it.
+
+Every architecture is covered, through the routing schedule of
+:func:`~sktree_lmc._forward.routing_plan` (the same table the torch path
+runs): position ``i`` is ``pos[parent] * s[sig]``, ``s`` the stack of
+``sigmoid(z)`` and ``sigmoid(-z)``. The backward pass is the torch path's
+closed form: with ``h_l = mu_l * sum_c pi_lc g_c`` and ``H`` its sums over the
+leaves reached through each sigmoid (a reverse sweep over the schedule),
+``dz_n = sigmoid(-z_n) H_n^left - sigmoid(z_n) H_n^right``.
+
+The sigmoids come from one exponential, ``e = exp(-z)``: ``sigmoid(z) =
+1 / (1 + e)`` and ``sigmoid(-z) = e * sigmoid(z)``, with ``exp`` evaluated by a
+range reduction and a degree-6 polynomial that the compiler vectorizes (numba
+without Intel's SVML calls the C library's scalar ``expf``). Its relative
+error is about 2e-7 on the logits of trained models and at most about 1e-5
+for logits beyond +-60, where the sigmoids are below 1e-26.
+
+Work is split into a fixed number of chunks of trees (:data:`TREE_CHUNKS`),
+whatever the number of threads: each chunk writes its own partial output,
+summed in chunk order, and the gradients of a tree are written by the chunk
+that owns it. The results are therefore the same, bit for bit, with one
+thread or several. With ``n_threads > 1`` the chunks run in parallel
+(``numba.prange``).
+
+Results are equal to the torch path's up to float32 rounding (the sums run
+in another order; ``tests/test_fused_kernel.py``), not bit for bit.
+
+Which path a training step takes is chosen by :func:`engine` (``"auto"``:
+this kernel where numba imports and the rows are on the CPU, else torch);
+:class:`~sktree_lmc._forward.SoftTreeEnsembleModule` consults
+:func:`fused_active` while ``train`` runs.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import threading
+from contextlib import contextmanager
+
+import numpy as np
+import torch
+
+__all__ = [
+    "ENGINES",
+    "FusedEnsemble",
+    "engine",
+    "fused_active",
+    "fused_available",
+    "fused_ensemble",
+    "resolve_engine",
+]
+
+#: The engines :func:`engine` accepts.
+ENGINES = ("auto", "torch", "numba")
+
+#: The engine of training when neither :func:`engine` nor the environment
+#: variable ``SKTREE_LMC_ENGINE`` says otherwise.
+DEFAULT_ENGINE = "torch"
+
+#: Rows per block (``_fused_numba.RB``): the scratch of one tree for one
+#: block (logits, sigmoids, routing positions, float32) is ``(N + 2N + P) *
+#: ROW_BLOCK * 4`` bytes, 11 KB for oblivious trees of depth 4 and 19 KB for
+#: perfect trees of depth 4.
+ROW_BLOCK = 64
+
+#: Chunks of trees the work is split into (fixed, so that results do not
+#: depend on the number of threads).
+TREE_CHUNKS = 8
+
+_STATE = threading.local()
+
+
+def _default_engine():
+    value = os.environ.get("SKTREE_LMC_ENGINE", DEFAULT_ENGINE)
+    if value not in ENGINES:
+        raise ValueError(
+            f"SKTREE_LMC_ENGINE must be one of {ENGINES}, got {value!r}.")
+    return value
+
+
+def resolve_engine(name=None):
+    """The engine that training uses: ``"torch"`` or ``"numba"``.
+
+    Parameters
+    ----------
+    name : {"auto", "torch", "numba"} or None, default=None
+        ``None`` reads the setting of :func:`engine` (default: the environment
+        variable ``SKTREE_LMC_ENGINE``, else :data:`DEFAULT_ENGINE`). ``"auto"`` is
+        ``"numba"`` when numba imports, else ``"torch"``.
+
+    Returns
+    -------
+    str
+        ``"torch"`` or ``"numba"``.
+
+    Raises
+    ------
+    ValueError
+        If the name is not one of :data:`ENGINES`.
+    ImportError
+        If ``"numba"`` is asked for and numba does not import.
+    """
+    if name is None:
+        name = getattr(_STATE, "engine", None) or _default_engine()
+    if name not in ENGINES:
+        raise ValueError(f"engine must be one of {ENGINES}, got {name!r}.")
+    if name == "torch":
+        return "torch"
+    if fused_available():
+        return "numba"
+    if name == "numba":
+        raise ImportError(
+            "engine='numba' needs numba (pip install 'sktree_lmc[fast]' or numba>=0.59).")
+    return "torch"
+
+
+@contextmanager
+def engine(name):
+    """Choose the training engine for the block (in this thread).
+
+    Parameters
+    ----------
+    name : {"auto", "torch", "numba"}
+        ``"torch"``: the tensor path of :mod:`sktree_lmc._forward` (the
+        reference); ``"numba"``: the fused kernel of this module, an
+        ImportError without numba; ``"auto"``: the kernel where numba
+        imports. The kernel runs only on CPU float32 tensors; elsewhere the
+        torch path runs whatever the choice.
+
+    Examples
+    --------
+    >>> from sktree_lmc._kernel import engine
+    >>> with engine("torch"):  # fit with the reference path
+    ...     pass
+    """
+    resolve_engine(name)  # validate (and fail early without numba)
+    previous = getattr(_STATE, "engine", None)
+    _STATE.engine = name
+    try:
+        yield
+    finally:
+        _STATE.engine = previous
+
+
+@functools.lru_cache(maxsize=1)
+def fused_available():
+    """Whether numba imports (the kernel can be compiled)."""
+    try:
+        import numba  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+@contextmanager
+def training_engine():
+    """Mark the block as a training loop that may use the fused kernel
+    (:func:`fused_active`); used by :func:`sktree_lmc._training.train`."""
+    previous = getattr(_STATE, "training", False)
+    _STATE.training = resolve_engine() == "numba"
+    try:
+        yield
+    finally:
+        _STATE.training = previous
+
+
+def fused_active(X, *tensors):
+    """Whether a forward pass on ``X`` should take the fused kernel: inside
+    :func:`training_engine` with the numba engine, CPU float32 tensors, and an
+    input that needs no gradient."""
+    if not getattr(_STATE, "training", False):
+        return False
+    if X.requires_grad or X.device.type != "cpu" or X.dtype != torch.float32:
+        return False
+    return all(t.device.type == "cpu" and t.dtype == torch.float32 for t in tensors)
+
+
+# ----------------------------------------------------------------------------
+# The compiled kernels
+# ----------------------------------------------------------------------------
+
+@functools.lru_cache(maxsize=64)
+def _schedule(steps, n_nodes):
+    """The routing schedule as int64 arrays: ``parent``, ``sig``, ``leaf``
+    (per position, as in :func:`~sktree_lmc._forward.routing_plan`),
+    ``leaf_pos`` (the position of every free leaf) and, for every sigmoid
+    ``k`` of the ``2 * n_nodes``, the free leaves reached through it,
+    ``sig_leaves[sig_ptr[k]:sig_ptr[k + 1]]``."""
+    table = np.asarray(steps, dtype=np.int64).reshape(-1, 3)
+    parent, sig, leaf = (np.ascontiguousarray(table[:, j]) for j in range(3))
+    leaf_pos = np.full(int(leaf.max()) + 1, -1, dtype=np.int64)
+    members = [[] for _ in range(2 * n_nodes)]
+    paths = [()] * len(table)
+    for i in range(len(table)):  # parents come first
+        paths[i] = (paths[parent[i]] if parent[i] >= 0 else ()) + (int(sig[i]),)
+        if leaf[i] >= 0:
+            leaf_pos[leaf[i]] = i
+            for k in paths[i]:
+                members[k].append(int(leaf[i]))
+    sig_ptr = np.cumsum([0] + [len(m) for m in members]).astype(np.int64)
+    sig_leaves = np.asarray([lf for m in members for lf in m], dtype=np.int64)
+    return parent, sig, leaf, leaf_pos, sig_ptr, sig_leaves
+
+
+def _chunk_bounds(M):
+    chunks = max(1, min(TREE_CHUNKS, M))
+    return np.asarray([M * k // chunks for k in range(chunks + 1)], dtype=np.int64)
+
+
+def _n_threads():
+    """Threads of the kernel: torch's setting (which the estimators'
+    ``n_threads`` sets while they run), at most numba's."""
+    import numba
+
+    return max(1, min(torch.get_num_threads(), numba.config.NUMBA_NUM_THREADS))
+
+
+def _run(name, *args):
+    from . import _fused_numba
+
+    threads = _n_threads()
+    if threads == 1:
+        getattr(_fused_numba, name + "_serial")(*args)
+        return
+    import numba
+
+    previous = numba.get_num_threads()
+    numba.set_num_threads(threads)
+    try:
+        getattr(_fused_numba, name + "_parallel")(*args)
+    finally:
+        numba.set_num_threads(previous)
+
+
+def _as_array(t):
+    return t.detach().contiguous().numpy()
+
+
+def blocked(A):
+    """Rows ``A`` (B, K) as blocks of :data:`ROW_BLOCK` rows, each transposed:
+    ``(n_blocks, K, ROW_BLOCK)`` float32, the last block padded with zero
+    rows."""
+    A = np.asarray(A, dtype=np.float32)
+    B, K = A.shape
+    n_blocks = -(-B // ROW_BLOCK)
+    out = np.zeros((n_blocks * ROW_BLOCK, K), dtype=np.float32)
+    out[:B] = A
+    return np.ascontiguousarray(out.reshape(n_blocks, ROW_BLOCK, K).transpose(0, 2, 1))
+
+
+def unblocked(Ab, B):
+    """The inverse of :func:`blocked`: ``(B, K)`` from ``(n_blocks, K, ROW_BLOCK)``."""
+    return Ab.transpose(0, 2, 1).reshape(-1, Ab.shape[1])[:B]
+
+
+def fused_forward_arrays(Xb, W, bias, pi, steps):
+    """The ensemble output ``(n_blocks, C, ROW_BLOCK)`` of the fused kernel on
+    NumPy arrays (``Xb``: the inputs as :func:`blocked` makes them; ``W``
+    (M, N, F), ``bias`` (M, N), ``pi`` (M, L, C), float32 and C-contiguous)."""
+    parent, sig, leaf = _schedule(steps, W.shape[1])[:3]
+    bounds = _chunk_bounds(W.shape[0])
+    parts = np.zeros((len(bounds) - 1, Xb.shape[0], pi.shape[2], ROW_BLOCK), dtype=np.float32)
+    _run("forward", Xb, W, bias, pi, parent, sig, leaf, bounds, parts)
+    out = parts[0]
+    for k in range(1, len(parts)):
+        out += parts[k]
+    return out
+
+
+def fused_backward_arrays(Xb, W, bias, pi, Gb, steps):
+    """The gradients ``(gW, gb, gpi)`` of the fused kernel, given the
+    output's gradient ``Gb`` (n_blocks, C, ROW_BLOCK), blocked as ``Xb``."""
+    parent, sig, _, leaf_pos, sig_ptr, sig_leaves = _schedule(steps, W.shape[1])
+    bounds = _chunk_bounds(W.shape[0])
+    gW = np.zeros(W.shape, dtype=np.float32)
+    gb = np.zeros(bias.shape, dtype=np.float32)
+    gpi = np.zeros(pi.shape, dtype=np.float32)
+    _run("backward", Xb, W, bias, pi, Gb, parent, sig, leaf_pos, sig_ptr, sig_leaves, bounds,
+         gW, gb, gpi)
+    return gW, gb, gpi
+
+
+class FusedEnsemble(torch.autograd.Function):
+    """Ensemble output ``(B, C)`` of inputs ``X`` (B, F), split weights
+    ``(M, N, F)``, split biases ``(M, N)`` and leaf values ``(M, L, C)`` through
+    the fused kernel; ``X`` gets no gradient."""
+
+    @staticmethod
+    def forward(ctx, X, weight, bias, pi, steps):
+        Xb = blocked(_as_array(X))
+        arrays = (_as_array(weight), _as_array(bias), _as_array(pi))
+        out = fused_forward_arrays(Xb, *arrays, steps)
+        ctx.arrays = (Xb,) + arrays
+        ctx.steps = steps
+        return torch.from_numpy(np.ascontiguousarray(unblocked(out, X.shape[0])))
+
+    @staticmethod
+    @torch.autograd.function.once_differentiable
+    def backward(ctx, grad_out):
+        Xb, W, bias, pi = ctx.arrays
+        Gb = blocked(_as_array(grad_out.to(torch.float32)))
+        gW, gb, gpi = fused_backward_arrays(Xb, W, bias, pi, Gb, ctx.steps)
+        del ctx.arrays
+        return (None, torch.from_numpy(gW), torch.from_numpy(gb), torch.from_numpy(gpi), None)
+
+
+def fused_ensemble(X, weight, bias, pi, steps):
+    """The ensemble output of :class:`FusedEnsemble` (autograd-aware).
+
+    Parameters
+    ----------
+    X : torch.Tensor of shape (B, F)
+        Inputs (float32, CPU; no gradient flows to them).
+    weight : torch.Tensor of shape (M, N, F)
+        Split weights.
+    bias : torch.Tensor of shape (M, N)
+        Split biases.
+    pi : torch.Tensor of shape (M, L, C)
+        Leaf values of the free leaves.
+    steps : tuple
+        The routing schedule, :func:`~sktree_lmc._forward.routing_plan`.
+
+    Returns
+    -------
+    torch.Tensor of shape (B, C)
+        ``sum_m sum_l mu_{m l}(x) pi_{m l}``.
+    """
+    return FusedEnsemble.apply(X, weight, bias, pi, steps)
