@@ -40,7 +40,7 @@ _TINY = np.float32(1e-25)
 #: known trip count (fully vectorized, no remainder; 3-4 times faster than
 #: the same loops over a runtime count). Inputs are padded with zero rows to
 #: a multiple of it (:mod:`sktree_lmc._kernel`).
-RB = 64
+RB = 128
 
 
 
@@ -72,9 +72,9 @@ def sigmoids(z, s, n, N, ibuf, fbuf):
 
 
 @numba.njit(**_OPTS)
-def tree_routing(Xk, W, bias, m, parent, sig, z, s, pos, ibuf, fbuf):
-    """Logits ``z``, sigmoids ``s`` and routing positions ``pos`` of tree
-    ``m`` on one block of rows ``Xk`` (F, RB)."""
+def tree_sigmoids(Xk, W, bias, m, z, s, ibuf, fbuf):
+    """Logits ``z`` and two-sided sigmoids ``s`` (2N, RB) of tree ``m`` on one
+    block of rows ``Xk`` (F, RB)."""
     N = W.shape[1]
     F = W.shape[2]
     for n in range(N):
@@ -87,6 +87,11 @@ def tree_routing(Xk, W, bias, m, parent, sig, z, s, pos, ibuf, fbuf):
                 for b in range(RB):
                     z[n, b] += w * Xk[f, b]
         sigmoids(z, s, n, N, ibuf, fbuf)
+
+
+@numba.njit(**_OPTS)
+def tree_products(parent, sig, s, pos):
+    """The routing positions ``pos`` (P, RB) of one tree from its sigmoids."""
     for i in range(parent.shape[0]):
         p = parent[i]
         k = sig[i]
@@ -101,11 +106,21 @@ def tree_routing(Xk, W, bias, m, parent, sig, z, s, pos, ibuf, fbuf):
 
 @numba.njit(**_OPTS)
 def contract(pos, leaf, pi, m, acc):
-    """``acc[c] += sum_l pi[m, l, c] * pos[position of leaf l]`` (C, RB)."""
+    """``acc[c] += sum_l pi[m, l, c] * pos[position of leaf l]`` (C, RB);
+    two outputs (binary classification) in one pass over ``pos``."""
     C = pi.shape[2]
     for i in range(leaf.shape[0]):
         lf = leaf[i]
-        if lf >= 0:
+        if lf < 0:
+            continue
+        if C == 2:
+            v0 = pi[m, lf, 0]
+            v1 = pi[m, lf, 1]
+            for b in range(RB):
+                p = pos[i, b]
+                acc[0, b] += v0 * p
+                acc[1, b] += v1 * p
+        else:
             for c in range(C):
                 v = pi[m, lf, c]
                 for b in range(RB):
@@ -113,16 +128,21 @@ def contract(pos, leaf, pi, m, acc):
 
 
 @numba.njit(**_OPTS)
-def forward_chunk(Xb, W, bias, pi, parent, sig, leaf, m0, m1, out):
+def forward_chunk(Xb, W, bias, pi, parent, sig, leaf, m0, m1, out, S, keep):
     """Add the output of trees ``m0 .. m1`` on the blocks of rows ``Xb``
     (n_blocks, F, RB) to ``out`` (n_blocks, C, RB). Every array is indexed
     block by block, so that no row index is a runtime offset (numba's
-    negative-index wraparound turns ``X[f, b0 + b]`` into gathers)."""
+    negative-index wraparound turns ``X[f, b0 + b]`` into gathers).
+
+    With ``keep``, the sigmoids of tree ``m`` on block ``blk`` are written to
+    ``S[blk, m]`` (n_blocks, M, 2N, RB) for the backward pass: ``2N`` floats
+    per tree and row, where the torch path keeps those and the ``L`` leaf
+    probabilities and inner positions."""
     N = W.shape[1]
     C = pi.shape[2]
     P = parent.shape[0]
     z = np.empty((N, RB), dtype=np.float32)
-    s = np.empty((2 * N, RB), dtype=np.float32)
+    s_own = np.empty((2 * N, RB), dtype=np.float32)
     pos = np.empty((P, RB), dtype=np.float32)
     acc = np.empty((C, RB), dtype=np.float32)
     ibuf = np.empty(RB, dtype=np.int32)
@@ -131,7 +151,9 @@ def forward_chunk(Xb, W, bias, pi, parent, sig, leaf, m0, m1, out):
         Xk = Xb[blk]
         acc[:] = _ZERO
         for m in range(m0, m1):
-            tree_routing(Xk, W, bias, m, parent, sig, z, s, pos, ibuf, fbuf)
+            s = S[blk, m] if keep else s_own
+            tree_sigmoids(Xk, W, bias, m, z, s, ibuf, fbuf)
+            tree_products(parent, sig, s, pos)
             contract(pos, leaf, pi, m, acc)
         ok = out[blk]
         for c in range(C):
@@ -142,39 +164,75 @@ def forward_chunk(Xb, W, bias, pi, parent, sig, leaf, m0, m1, out):
 @numba.njit(**_OPTS)
 def leaf_backward(pos, leaf_pos, pi, Gk, m, gpi, h):
     """The leaf values' gradient of tree ``m`` (added to ``gpi``) and
-    ``h = mu * dL/dmu`` of its leaves (into ``h``, (L, RB))."""
+    ``h = mu * dL/dmu`` of its leaves (into their positions' rows of ``h``,
+    (P, RB)); two outputs in one pass per leaf."""
     C = pi.shape[2]
     for lf in range(leaf_pos.shape[0]):
         i = leaf_pos[lf]
+        if C == 2:
+            v0 = pi[m, lf, 0]
+            v1 = pi[m, lf, 1]
+            a0 = _ZERO
+            a1 = _ZERO
+            for b in range(RB):
+                p = pos[i, b]
+                g0 = Gk[0, b]
+                g1 = Gk[1, b]
+                a0 += p * g0
+                a1 += p * g1
+                h[i, b] = (v0 * g0 + v1 * g1) * p
+            gpi[m, lf, 0] += a0
+            gpi[m, lf, 1] += a1
+            continue
         for b in range(RB):
-            h[lf, b] = _ZERO
+            h[i, b] = _ZERO
         for c in range(C):
             v = pi[m, lf, c]
             acc = _ZERO
             for b in range(RB):
                 g = Gk[c, b]
                 acc += pos[i, b] * g
-                h[lf, b] += v * g
+                h[i, b] += v * g
             gpi[m, lf, c] += acc
         for b in range(RB):
-            h[lf, b] *= pos[i, b]
+            h[i, b] *= pos[i, b]
 
 
 @numba.njit(**_OPTS)
-def split_backward(Xk, sig_ptr, sig_leaves, m, s, z, h, per_sig, gW, gb):
-    """The split weights' and biases' gradients of tree ``m`` from ``h``:
-    ``H_k``, the sum of ``h`` over the leaves reached through sigmoid ``k``
-    (the leaves ``sig_leaves[sig_ptr[k]:sig_ptr[k + 1]]``), then ``dz_n =
+def split_backward(Xk, child, sig_ptr, sig_pos, m, s, z, h, per_sig, gW, gb):
+    """The split weights' and biases' gradients of tree ``m`` from ``h``
+    (the leaves' rows of ``h``, (P, RB)): a reverse sweep fills every inner
+    position's row with the sum of its children's (``child[i]``, -1 where
+    none), ``H_k`` sums the rows of the positions reached through sigmoid
+    ``k`` (``sig_pos[sig_ptr[k]:sig_ptr[k + 1]]``), then ``dz_n =
     sigmoid(-z_n) H_n - sigmoid(z_n) H_{n + N}`` (into ``z``)."""
     N = gW.shape[1]
     F = gW.shape[2]
-    for k in range(2 * N):
-        for b in range(RB):
-            per_sig[k, b] = _ZERO
-        for j in range(sig_ptr[k], sig_ptr[k + 1]):
-            lf = sig_leaves[j]
+    for i in range(h.shape[0] - 1, -1, -1):
+        a = child[i, 0]
+        if a < 0:
+            continue  # a leaf
+        c = child[i, 1]
+        if c < 0:
             for b in range(RB):
-                per_sig[k, b] += h[lf, b]
+                h[i, b] = h[a, b]
+        else:
+            for b in range(RB):
+                h[i, b] = h[a, b] + h[c, b]
+    for k in range(2 * N):
+        j0 = sig_ptr[k]
+        j1 = sig_ptr[k + 1]
+        if j0 == j1:  # a sigmoid on no free leaf's path
+            for b in range(RB):
+                per_sig[k, b] = _ZERO
+            continue
+        first = sig_pos[j0]
+        for b in range(RB):
+            per_sig[k, b] = h[first, b]
+        for j in range(j0 + 1, j1):
+            i = sig_pos[j]
+            for b in range(RB):
+                per_sig[k, b] += h[i, b]
     for n in range(N):
         acc = _ZERO
         for b in range(RB):
@@ -190,54 +248,53 @@ def split_backward(Xk, sig_ptr, sig_leaves, m, s, z, h, per_sig, gW, gb):
 
 
 @numba.njit(**_OPTS)
-def backward_chunk(Xb, W, bias, pi, Gb, parent, sig, leaf_pos, sig_ptr, sig_leaves, m0, m1,
-                   gW, gb, gpi):
+def backward_chunk(Xb, W, bias, pi, Gb, parent, sig, leaf_pos, child, sig_ptr, sig_pos, m0, m1,
+                   gW, gb, gpi, S):
     """Add the gradients of trees ``m0 .. m1``' split weights, biases and
     leaf values, given the output's gradient ``Gb`` (n_blocks, C, RB), to
-    ``gW``, ``gb`` and ``gpi``. The routing is recomputed (nothing is kept
-    from the forward pass)."""
+    ``gW``, ``gb`` and ``gpi``, from the sigmoids ``S`` the forward pass kept
+    (the routing products are recomputed)."""
     N = W.shape[1]
     P = parent.shape[0]
-    L = leaf_pos.shape[0]
     z = np.empty((N, RB), dtype=np.float32)
-    s = np.empty((2 * N, RB), dtype=np.float32)
     pos = np.empty((P, RB), dtype=np.float32)
-    h = np.empty((L, RB), dtype=np.float32)
+    h = np.empty((P, RB), dtype=np.float32)
     per_sig = np.empty((2 * N, RB), dtype=np.float32)
-    ibuf = np.empty(RB, dtype=np.int32)
-    fbuf = ibuf.view(np.float32)
     for blk in range(Xb.shape[0]):
         Xk = Xb[blk]
         Gk = Gb[blk]
         for m in range(m0, m1):
-            tree_routing(Xk, W, bias, m, parent, sig, z, s, pos, ibuf, fbuf)
+            s = S[blk, m]
+            tree_products(parent, sig, s, pos)
             leaf_backward(pos, leaf_pos, pi, Gk, m, gpi, h)
-            split_backward(Xk, sig_ptr, sig_leaves, m, s, z, h, per_sig, gW, gb)
+            split_backward(Xk, child, sig_ptr, sig_pos, m, s, z, h, per_sig, gW, gb)
 
 
 @numba.njit(**_OPTS)
-def forward_serial(Xb, W, bias, pi, parent, sig, leaf, bounds, parts):
+def forward_serial(Xb, W, bias, pi, parent, sig, leaf, bounds, parts, S, keep):
     for ch in range(bounds.shape[0] - 1):
-        forward_chunk(Xb, W, bias, pi, parent, sig, leaf, bounds[ch], bounds[ch + 1], parts[ch])
+        forward_chunk(Xb, W, bias, pi, parent, sig, leaf, bounds[ch], bounds[ch + 1], parts[ch],
+                      S, keep)
 
 
 @numba.njit(parallel=True, **_OPTS)
-def forward_parallel(Xb, W, bias, pi, parent, sig, leaf, bounds, parts):
+def forward_parallel(Xb, W, bias, pi, parent, sig, leaf, bounds, parts, S, keep):
     for ch in numba.prange(bounds.shape[0] - 1):
-        forward_chunk(Xb, W, bias, pi, parent, sig, leaf, bounds[ch], bounds[ch + 1], parts[ch])
+        forward_chunk(Xb, W, bias, pi, parent, sig, leaf, bounds[ch], bounds[ch + 1], parts[ch],
+                      S, keep)
 
 
 @numba.njit(**_OPTS)
-def backward_serial(Xb, W, bias, pi, Gb, parent, sig, leaf_pos, sig_ptr, sig_leaves, bounds,
-                    gW, gb, gpi):
+def backward_serial(Xb, W, bias, pi, Gb, parent, sig, leaf_pos, child, sig_ptr, sig_pos, bounds,
+                    gW, gb, gpi, S):
     for ch in range(bounds.shape[0] - 1):
-        backward_chunk(Xb, W, bias, pi, Gb, parent, sig, leaf_pos, sig_ptr, sig_leaves,
-                       bounds[ch], bounds[ch + 1], gW, gb, gpi)
+        backward_chunk(Xb, W, bias, pi, Gb, parent, sig, leaf_pos, child, sig_ptr, sig_pos,
+                       bounds[ch], bounds[ch + 1], gW, gb, gpi, S)
 
 
 @numba.njit(parallel=True, **_OPTS)
-def backward_parallel(Xb, W, bias, pi, Gb, parent, sig, leaf_pos, sig_ptr, sig_leaves, bounds,
-                      gW, gb, gpi):
+def backward_parallel(Xb, W, bias, pi, Gb, parent, sig, leaf_pos, child, sig_ptr, sig_pos, bounds,
+                      gW, gb, gpi, S):
     for ch in numba.prange(bounds.shape[0] - 1):
-        backward_chunk(Xb, W, bias, pi, Gb, parent, sig, leaf_pos, sig_ptr, sig_leaves,
-                       bounds[ch], bounds[ch + 1], gW, gb, gpi)
+        backward_chunk(Xb, W, bias, pi, Gb, parent, sig, leaf_pos, child, sig_ptr, sig_pos,
+                       bounds[ch], bounds[ch + 1], gW, gb, gpi, S)

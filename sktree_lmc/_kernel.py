@@ -75,7 +75,7 @@ DEFAULT_ENGINE = "torch"
 #: block (logits, sigmoids, routing positions, float32) is ``(N + 2N + P) *
 #: ROW_BLOCK * 4`` bytes, 11 KB for oblivious trees of depth 4 and 19 KB for
 #: perfect trees of depth 4.
-ROW_BLOCK = 64
+ROW_BLOCK = 128
 
 #: Chunks of trees the work is split into (fixed, so that results do not
 #: depend on the number of threads).
@@ -197,23 +197,23 @@ def fused_active(X, *tensors):
 def _schedule(steps, n_nodes):
     """The routing schedule as int64 arrays: ``parent``, ``sig``, ``leaf``
     (per position, as in :func:`~sktree_lmc._forward.routing_plan`),
-    ``leaf_pos`` (the position of every free leaf) and, for every sigmoid
-    ``k`` of the ``2 * n_nodes``, the free leaves reached through it,
-    ``sig_leaves[sig_ptr[k]:sig_ptr[k + 1]]``."""
+    ``leaf_pos`` (the position of every free leaf), ``child`` (P, 2) (the
+    children of every position, -1 where none) and, for every sigmoid ``k``
+    of the ``2 * n_nodes``, the positions reached through it,
+    ``sig_pos[sig_ptr[k]:sig_ptr[k + 1]]``."""
     table = np.asarray(steps, dtype=np.int64).reshape(-1, 3)
     parent, sig, leaf = (np.ascontiguousarray(table[:, j]) for j in range(3))
     leaf_pos = np.full(int(leaf.max()) + 1, -1, dtype=np.int64)
-    members = [[] for _ in range(2 * n_nodes)]
-    paths = [()] * len(table)
-    for i in range(len(table)):  # parents come first
-        paths[i] = (paths[parent[i]] if parent[i] >= 0 else ()) + (int(sig[i]),)
-        if leaf[i] >= 0:
-            leaf_pos[leaf[i]] = i
-            for k in paths[i]:
-                members[k].append(int(leaf[i]))
+    leaf_pos[leaf[leaf >= 0]] = np.flatnonzero(leaf >= 0)
+    child = np.full((len(table), 2), -1, dtype=np.int64)
+    for i in range(len(table)):
+        p = parent[i]
+        if p >= 0:
+            child[p, 0 if child[p, 0] < 0 else 1] = i
+    members = [np.flatnonzero(sig == k) for k in range(2 * n_nodes)]
     sig_ptr = np.cumsum([0] + [len(m) for m in members]).astype(np.int64)
-    sig_leaves = np.asarray([lf for m in members for lf in m], dtype=np.int64)
-    return parent, sig, leaf, leaf_pos, sig_ptr, sig_leaves
+    sig_pos = np.concatenate(members).astype(np.int64)
+    return parent, sig, leaf, leaf_pos, child, sig_ptr, sig_pos
 
 
 def _chunk_bounds(M):
@@ -267,55 +267,63 @@ def unblocked(Ab, B):
     return Ab.transpose(0, 2, 1).reshape(-1, Ab.shape[1])[:B]
 
 
-def fused_forward_arrays(Xb, W, bias, pi, steps):
+def fused_forward_arrays(Xb, W, bias, pi, steps, keep=False):
     """The ensemble output ``(n_blocks, C, ROW_BLOCK)`` of the fused kernel on
     NumPy arrays (``Xb``: the inputs as :func:`blocked` makes them; ``W``
-    (M, N, F), ``bias`` (M, N), ``pi`` (M, L, C), float32 and C-contiguous)."""
+    (M, N, F), ``bias`` (M, N), ``pi`` (M, L, C), float32 and C-contiguous).
+
+    Returns ``(out, S)``: ``S`` the sigmoids ``(n_blocks, M, 2N, ROW_BLOCK)``
+    that :func:`fused_backward_arrays` needs when ``keep``, else None."""
     parent, sig, leaf = _schedule(steps, W.shape[1])[:3]
     bounds = _chunk_bounds(W.shape[0])
     parts = np.zeros((len(bounds) - 1, Xb.shape[0], pi.shape[2], ROW_BLOCK), dtype=np.float32)
-    _run("forward", Xb, W, bias, pi, parent, sig, leaf, bounds, parts)
+    shape = (Xb.shape[0], W.shape[0]) if keep else (1, 1)
+    S = np.empty(shape + (2 * W.shape[1], ROW_BLOCK), dtype=np.float32)
+    _run("forward", Xb, W, bias, pi, parent, sig, leaf, bounds, parts, S, keep)
     out = parts[0]
     for k in range(1, len(parts)):
         out += parts[k]
-    return out
+    return out, (S if keep else None)
 
 
-def fused_backward_arrays(Xb, W, bias, pi, Gb, steps):
+def fused_backward_arrays(Xb, W, bias, pi, Gb, steps, S):
     """The gradients ``(gW, gb, gpi)`` of the fused kernel, given the
-    output's gradient ``Gb`` (n_blocks, C, ROW_BLOCK), blocked as ``Xb``."""
-    parent, sig, _, leaf_pos, sig_ptr, sig_leaves = _schedule(steps, W.shape[1])
+    output's gradient ``Gb`` (n_blocks, C, ROW_BLOCK), blocked as ``Xb``, and
+    the sigmoids ``S`` of :func:`fused_forward_arrays`."""
+    parent, sig, _, leaf_pos, child, sig_ptr, sig_pos = _schedule(steps, W.shape[1])
     bounds = _chunk_bounds(W.shape[0])
     gW = np.zeros(W.shape, dtype=np.float32)
     gb = np.zeros(bias.shape, dtype=np.float32)
     gpi = np.zeros(pi.shape, dtype=np.float32)
-    _run("backward", Xb, W, bias, pi, Gb, parent, sig, leaf_pos, sig_ptr, sig_leaves, bounds,
-         gW, gb, gpi)
+    _run("backward", Xb, W, bias, pi, Gb, parent, sig, leaf_pos, child, sig_ptr, sig_pos,
+         bounds, gW, gb, gpi, S)
     return gW, gb, gpi
 
 
 class FusedEnsemble(torch.autograd.Function):
     """Ensemble output ``(B, C)`` of inputs ``X`` (B, F), split weights
     ``(M, N, F)``, split biases ``(M, N)`` and leaf values ``(M, L, C)`` through
-    the fused kernel; ``X`` gets no gradient."""
+    the fused kernel; ``X`` gets no gradient. ``keep``: keep the sigmoids
+    for the backward pass (:func:`fused_forward_arrays`)."""
 
     @staticmethod
-    def forward(ctx, X, weight, bias, pi, steps):
+    def forward(ctx, X, weight, bias, pi, steps, keep):
         Xb = blocked(_as_array(X))
         arrays = (_as_array(weight), _as_array(bias), _as_array(pi))
-        out = fused_forward_arrays(Xb, *arrays, steps)
-        ctx.arrays = (Xb,) + arrays
+        out, S = fused_forward_arrays(Xb, *arrays, steps, keep=keep)
+        ctx.arrays = (Xb,) + arrays + (S,)
         ctx.steps = steps
         return torch.from_numpy(np.ascontiguousarray(unblocked(out, X.shape[0])))
 
     @staticmethod
     @torch.autograd.function.once_differentiable
     def backward(ctx, grad_out):
-        Xb, W, bias, pi = ctx.arrays
+        Xb, W, bias, pi, S = ctx.arrays
         Gb = blocked(_as_array(grad_out.to(torch.float32)))
-        gW, gb, gpi = fused_backward_arrays(Xb, W, bias, pi, Gb, ctx.steps)
+        gW, gb, gpi = fused_backward_arrays(Xb, W, bias, pi, Gb, ctx.steps, S)
         del ctx.arrays
-        return (None, torch.from_numpy(gW), torch.from_numpy(gb), torch.from_numpy(gpi), None)
+        return (None, torch.from_numpy(gW), torch.from_numpy(gb), torch.from_numpy(gpi), None,
+                None)
 
 
 def fused_ensemble(X, weight, bias, pi, steps):
@@ -339,4 +347,5 @@ def fused_ensemble(X, weight, bias, pi, steps):
     torch.Tensor of shape (B, C)
         ``sum_m sum_l mu_{m l}(x) pi_{m l}``.
     """
-    return FusedEnsemble.apply(X, weight, bias, pi, steps)
+    keep = torch.is_grad_enabled() and any(t.requires_grad for t in (weight, bias, pi))
+    return FusedEnsemble.apply(X, weight, bias, pi, steps, keep)
