@@ -3,9 +3,9 @@
 Imported only where numba imports; every function is compiled on first use
 and cached on disk (``cache=True``). Each chunk of trees (``bounds[ch]`` to
 ``bounds[ch + 1]``) is one call of :func:`forward_chunk` or
-:func:`backward_chunk`; the drivers run the chunks one after the other
-(``*_serial``) or in parallel (``*_parallel``, ``numba.prange``), with the
-same chunks and the same arithmetic, so both give the same bits.
+:func:`backward_chunk`; the drivers (``*_serial``) run the chunks they are
+given one after the other, without the GIL (``nogil=True``), so that
+:mod:`sktree_lmc._kernel` can run groups of chunks in several threads.
 
 All arithmetic is float32 (the constants below are float32 scalars, so that
 numba does not widen expressions to float64).
@@ -277,24 +277,9 @@ def forward_serial(Xb, W, bias, pi, parent, sig, leaf, bounds, parts, S, keep):
                       S, keep)
 
 
-@numba.njit(parallel=True, **_OPTS)
-def forward_parallel(Xb, W, bias, pi, parent, sig, leaf, bounds, parts, S, keep):
-    for ch in numba.prange(bounds.shape[0] - 1):
-        forward_chunk(Xb, W, bias, pi, parent, sig, leaf, bounds[ch], bounds[ch + 1], parts[ch],
-                      S, keep)
-
-
 @numba.njit(**_OPTS)
 def backward_serial(Xb, W, bias, pi, Gb, parent, sig, leaf_pos, child, sig_ptr, sig_pos, bounds,
                     gW, gb, gpi, S):
     for ch in range(bounds.shape[0] - 1):
-        backward_chunk(Xb, W, bias, pi, Gb, parent, sig, leaf_pos, child, sig_ptr, sig_pos,
-                       bounds[ch], bounds[ch + 1], gW, gb, gpi, S)
-
-
-@numba.njit(parallel=True, **_OPTS)
-def backward_parallel(Xb, W, bias, pi, Gb, parent, sig, leaf_pos, child, sig_ptr, sig_pos, bounds,
-                      gW, gb, gpi, S):
-    for ch in numba.prange(bounds.shape[0] - 1):
         backward_chunk(Xb, W, bias, pi, Gb, parent, sig, leaf_pos, child, sig_ptr, sig_pos,
                        bounds[ch], bounds[ch + 1], gW, gb, gpi, S)

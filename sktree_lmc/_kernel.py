@@ -32,8 +32,8 @@ Work is split into a fixed number of chunks of trees (:data:`TREE_CHUNKS`),
 whatever the number of threads: each chunk writes its own partial output,
 summed in chunk order, and the gradients of a tree are written by the chunk
 that owns it. The results are therefore the same, bit for bit, with one
-thread or several. With ``n_threads > 1`` the chunks run in parallel
-(``numba.prange``).
+thread or several. With ``n_threads > 1`` groups of chunks run in parallel,
+in Python threads (the compiled code releases the GIL; see :func:`_run`).
 
 Results are equal to the torch path's up to float32 rounding (the sums run
 in another order; ``tests/test_fused_kernel.py``), not bit for bit.
@@ -49,6 +49,7 @@ from __future__ import annotations
 import functools
 import os
 import threading
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 
 import numpy as np
@@ -223,27 +224,63 @@ def _chunk_bounds(M):
 
 def _n_threads():
     """Threads of the kernel: torch's setting (which the estimators'
-    ``n_threads`` sets while they run), at most numba's."""
-    import numba
+    ``n_threads`` sets while they run), at most the chunks of trees."""
+    return max(1, min(torch.get_num_threads(), TREE_CHUNKS))
 
-    return max(1, min(torch.get_num_threads(), numba.config.NUMBA_NUM_THREADS))
+
+_POOLS = {}
+_POOLS_LOCK = threading.Lock()
+
+
+def _pool(workers):
+    """A thread pool of ``workers`` threads, made once per size."""
+    with _POOLS_LOCK:
+        if workers not in _POOLS:
+            _POOLS[workers] = ThreadPoolExecutor(workers, thread_name_prefix="sktree_lmc_kernel")
+        return _POOLS[workers]
 
 
 def _run(name, *args):
+    """Run the compiled ``name`` driver (``"forward"`` or ``"backward"``) on
+    every chunk of trees: in this thread, or in groups of consecutive chunks
+    over :func:`_n_threads` threads (the compiled code releases the GIL).
+    The chunks, and so the results, are the same either way.
+
+    Python threads rather than ``numba.prange``: numba's OpenMP layer made a
+    step 5 times slower with two threads beside another busy process (its
+    threads spin while they wait), and its workqueue layer cannot be called
+    from two threads at once (concurrent fits)."""
     from . import _fused_numba
 
+    fn = getattr(_fused_numba, name + "_serial")
     threads = _n_threads()
     if threads == 1:
-        getattr(_fused_numba, name + "_serial")(*args)
+        fn(*args)
         return
-    import numba
+    *head, bounds, rest = _split_args(name, args)
+    n_chunks = len(bounds) - 1
+    groups = [n_chunks * g // threads for g in range(threads + 1)]
 
-    previous = numba.get_num_threads()
-    numba.set_num_threads(threads)
-    try:
-        getattr(_fused_numba, name + "_parallel")(*args)
-    finally:
-        numba.set_num_threads(previous)
+    def call(g):
+        lo, hi = groups[g], groups[g + 1]
+        fn(*head, bounds[lo : hi + 1], *rest(lo, hi))
+
+    futures = [_pool(threads - 1).submit(call, g) for g in range(1, threads)]
+    call(0)
+    for future in futures:
+        future.result()
+
+
+def _split_args(name, args):
+    """``(*head, bounds, rest)`` of a driver's arguments: ``rest(lo, hi)``
+    gives the arguments after ``bounds`` for chunks ``lo .. hi`` (the
+    forward's partial outputs of those chunks; the backward's gradients are
+    shared, each chunk writing its own trees)."""
+    if name == "forward":
+        *head, bounds, parts, S, keep = args
+        return (*head, bounds, lambda lo, hi: (parts[lo:hi], S, keep))
+    *head, bounds, gW, gb, gpi, S = args
+    return (*head, bounds, lambda lo, hi: (gW, gb, gpi, S))
 
 
 def _as_array(t):
