@@ -12,7 +12,8 @@ Three measurements, in one process, one thread unless said otherwise:
    features ``max_features=0.5`` keeps (the others' weights are zero, as a feature mask
    leaves them): the forward and backward pass of the trees (``module(X).backward(g)``),
    medians over alternating repetitions, and its rate in GFLOP/s against a single-thread
-   float32 ``torch.mm`` of 1024 x 1024 matrices measured in the same process. FLOPs are
+   float32 ``torch.mm`` of 1024 x 1024 matrices measured in the same process; and the
+   numba engine's step with two threads. FLOPs are
    counted analytically, per row and tree, for the arithmetic of the forward pass: the
    splits' products ``2 N F_kept`` (multiply and add per kept feature and node), one per
    sigmoid ``N``, one product per routing position that has a parent (``P - roots``) and
@@ -20,7 +21,8 @@ Three measurements, in one process, one thread unless said otherwise:
    usual convention; this is the count of ``docs/benchmarks.md``, "The training step's
    profile", with the features the masks keep).
 3. **Threads.** The numba engine's fit on the first dataset with ``n_threads=2`` and with
-   ``n_threads=1``: wall time, alternating.
+   ``n_threads=1``: wall time, alternating. (Beside another busy process, two threads are
+   far slower than one, with either engine: ``sktree_lmc._threads``.)
 
 The machine's load average (``os.getloadavg``) is printed before and after: the machine is
 shared, so read the ratios (measured side by side) rather than the seconds.
@@ -141,18 +143,28 @@ def measure_step(n_features=7, n_trees=256, depth=4, rows=512, n_outputs=2, repe
             p.grad = None
         module(X).backward(grad)
 
-    times = {"torch": [], "numba": []}
-    for engine in times:  # warm up (and compile)
-        with _kernel.engine(engine), _kernel.training_engine():
-            step()
-    for r in range(repeats):
-        for engine in ("torch", "numba") if r % 2 == 0 else ("numba", "torch"):
+    variants = {"torch": ("torch", 1), "numba": ("numba", 1), "numba_2_threads": ("numba", 2)}
+    times = {name: [] for name in variants}
+    previous = torch.get_num_threads()
+
+    def run(name):
+        engine, threads = variants[name]
+        torch.set_num_threads(threads)
+        try:
             with _kernel.engine(engine), _kernel.training_engine():
                 start = time.perf_counter()
                 step()
-                times[engine].append(time.perf_counter() - start)
+                return time.perf_counter() - start
+        finally:
+            torch.set_num_threads(previous)
+
+    for name in variants:  # warm up (and compile)
+        run(name)
+    for r in range(repeats):
+        for name in list(variants) if r % 2 == 0 else list(variants)[::-1]:
+            times[name].append(run(name))
     flops = step_flops(arch, n_trees, kept, n_outputs, rows)
-    return {engine: float(np.median(t)) for engine, t in times.items()}, flops
+    return {name: float(np.median(t)) for name, t in times.items()}, flops
 
 
 def measure_threads(name, rounds=1, n_train=10_000, params=None, seed=0):
