@@ -105,21 +105,48 @@ def tree_products(parent, sig, s, pos):
 
 
 @numba.njit(**_OPTS)
-def contract(pos, leaf, pi, m, acc):
-    """``acc[c] += sum_l pi[m, l, c] * pos[position of leaf l]`` (C, RB);
-    two outputs (binary classification) in one pass over ``pos``."""
+def products_contract(parent, sig, leaf, pi, m, s, pos, acc):
+    """The routing products of tree ``m`` with the leaf contraction fused in:
+    inner positions are written to ``pos``, a leaf's probability goes straight
+    into ``acc[c] += pi[m, l, c] * mu_l`` (C, RB) without being stored; two
+    outputs (binary classification) in one pass."""
     C = pi.shape[2]
-    for i in range(leaf.shape[0]):
+    for i in range(parent.shape[0]):
+        p = parent[i]
+        k = sig[i]
         lf = leaf[i]
         if lf < 0:
+            if p < 0:
+                for b in range(RB):
+                    pos[i, b] = s[k, b]
+            else:
+                for b in range(RB):
+                    v = pos[p, b] * s[k, b]
+                    pos[i, b] = v if v > _TINY else _ZERO
             continue
+        if p < 0:  # a leaf at the root's split (depth 1, decision lists)
+            for b in range(RB):
+                pos[i, b] = s[k, b]
+        elif C == 2:
+            v0 = pi[m, lf, 0]
+            v1 = pi[m, lf, 1]
+            for b in range(RB):
+                q = pos[p, b] * s[k, b]
+                q = q if q > _TINY else _ZERO
+                acc[0, b] += v0 * q
+                acc[1, b] += v1 * q
+            continue
+        else:
+            for b in range(RB):
+                v = pos[p, b] * s[k, b]
+                pos[i, b] = v if v > _TINY else _ZERO
         if C == 2:
             v0 = pi[m, lf, 0]
             v1 = pi[m, lf, 1]
             for b in range(RB):
-                p = pos[i, b]
-                acc[0, b] += v0 * p
-                acc[1, b] += v1 * p
+                q = pos[i, b]
+                acc[0, b] += v0 * q
+                acc[1, b] += v1 * q
         else:
             for c in range(C):
                 v = pi[m, lf, c]
@@ -153,8 +180,7 @@ def forward_chunk(Xb, W, bias, pi, parent, sig, leaf, m0, m1, out, S, keep):
         for m in range(m0, m1):
             s = S[blk, m] if keep else s_own
             tree_sigmoids(Xk, W, bias, m, z, s, ibuf, fbuf)
-            tree_products(parent, sig, s, pos)
-            contract(pos, leaf, pi, m, acc)
+            products_contract(parent, sig, leaf, pi, m, s, pos, acc)
         ok = out[blk]
         for c in range(C):
             for b in range(RB):
