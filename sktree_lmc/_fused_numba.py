@@ -225,7 +225,7 @@ def leaf_backward(pos, leaf_pos, pi, Gk, m, gpi, h):
 
 
 @numba.njit(**_OPTS)
-def split_backward(Xk, child, sig_ptr, sig_pos, m, s, z, h, per_sig, gW, gb):
+def split_backward(Xk, child, sig_ptr, sig_pos, fmask, m, s, z, h, per_sig, gW, gb):
     """The split weights' and biases' gradients of tree ``m`` from ``h``
     (the leaves' rows of ``h``, (P, RB)): a reverse sweep fills every inner
     position's row with the sum of its children's (``child[i]``, -1 where
@@ -267,6 +267,8 @@ def split_backward(Xk, child, sig_ptr, sig_pos, m, s, z, h, per_sig, gW, gb):
             acc += gz
         gb[m, n] += acc
         for f in range(F):
+            if fmask[m, f] == 0:  # a feature the tree leaves out: its gradient is masked
+                continue
             acc = _ZERO
             for b in range(RB):
                 acc += z[n, b] * Xk[f, b]
@@ -274,8 +276,8 @@ def split_backward(Xk, child, sig_ptr, sig_pos, m, s, z, h, per_sig, gW, gb):
 
 
 @numba.njit(**_OPTS)
-def backward_chunk(Xb, W, bias, pi, Gb, parent, sig, leaf_pos, child, sig_ptr, sig_pos, m0, m1,
-                   gW, gb, gpi, S):
+def backward_chunk(Xb, W, bias, pi, Gb, parent, sig, leaf_pos, child, sig_ptr, sig_pos, fmask,
+                   m0, m1, gW, gb, gpi, S):
     """Add the gradients of trees ``m0 .. m1``' split weights, biases and
     leaf values, given the output's gradient ``Gb`` (n_blocks, C, RB), to
     ``gW``, ``gb`` and ``gpi``, from the sigmoids ``S`` the forward pass kept
@@ -293,7 +295,7 @@ def backward_chunk(Xb, W, bias, pi, Gb, parent, sig, leaf_pos, child, sig_ptr, s
             s = S[blk, m]
             tree_products(parent, sig, s, pos)
             leaf_backward(pos, leaf_pos, pi, Gk, m, gpi, h)
-            split_backward(Xk, child, sig_ptr, sig_pos, m, s, z, h, per_sig, gW, gb)
+            split_backward(Xk, child, sig_ptr, sig_pos, fmask, m, s, z, h, per_sig, gW, gb)
 
 
 @numba.njit(**_OPTS)
@@ -304,8 +306,8 @@ def forward_serial(Xb, W, bias, pi, parent, sig, leaf, bounds, parts, S, keep):
 
 
 @numba.njit(**_OPTS)
-def backward_serial(Xb, W, bias, pi, Gb, parent, sig, leaf_pos, child, sig_ptr, sig_pos, bounds,
-                    gW, gb, gpi, S):
+def backward_serial(Xb, W, bias, pi, Gb, parent, sig, leaf_pos, child, sig_ptr, sig_pos, fmask,
+                    bounds, gW, gb, gpi, S):
     for ch in range(bounds.shape[0] - 1):
         backward_chunk(Xb, W, bias, pi, Gb, parent, sig, leaf_pos, child, sig_ptr, sig_pos,
-                       bounds[ch], bounds[ch + 1], gW, gb, gpi, S)
+                       fmask, bounds[ch], bounds[ch + 1], gW, gb, gpi, S)

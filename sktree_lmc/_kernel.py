@@ -178,15 +178,21 @@ def fused_available():
 
 
 @contextmanager
-def training_engine():
+def training_engine(grad_mask=None):
     """Mark the block as a training loop that may use the fused kernel
-    (:func:`fused_active`); used by :func:`sktree_lmc._training.train`."""
-    previous = getattr(_STATE, "training", False)
+    (:func:`fused_active`); used by :func:`sktree_lmc._training.train`.
+
+    ``grad_mask`` (a tensor ``(M, F)``, 0 where a tree leaves a feature out,
+    or None): the training zeroes those split weights' gradients after the
+    backward pass (:class:`~sktree_lmc._training.FeatureMask`), so the kernel
+    does not compute them (they stay 0)."""
+    previous = (getattr(_STATE, "training", False), getattr(_STATE, "grad_mask", None))
     _STATE.training = resolve_engine() == "numba"
+    _STATE.grad_mask = grad_mask
     try:
         yield
     finally:
-        _STATE.training = previous
+        _STATE.training, _STATE.grad_mask = previous
 
 
 def fused_active(X, *tensors):
@@ -324,8 +330,8 @@ def fused_forward_arrays(Xb, W, bias, pi, steps, keep=False):
     parent, sig, leaf = _schedule(steps, W.shape[1])[:3]
     bounds = _chunk_bounds(W.shape[0])
     parts = np.zeros((len(bounds) - 1, Xb.shape[0], pi.shape[2], ROW_BLOCK), dtype=np.float32)
-    shape = (Xb.shape[0], W.shape[0]) if keep else (1, 1)
-    S = np.empty(shape + (2 * W.shape[1], ROW_BLOCK), dtype=np.float32)
+    shape = ((Xb.shape[0], W.shape[0]) if keep else (1, 1)) + (2 * W.shape[1], ROW_BLOCK)
+    S = _take_buffer(shape) if keep else np.empty(shape, dtype=np.float32)
     _run("forward", Xb, W, bias, pi, parent, sig, leaf, bounds, parts, S, keep)
     out = parts[0]
     for k in range(1, len(parts)):
@@ -333,17 +339,41 @@ def fused_forward_arrays(Xb, W, bias, pi, steps, keep=False):
     return out, (S if keep else None)
 
 
-def fused_backward_arrays(Xb, W, bias, pi, Gb, steps, S):
+_BUFFERS = threading.local()
+
+
+def _take_buffer(shape):
+    """A float32 array of ``shape`` for the kept sigmoids: one given back by
+    :func:`_give_buffer` in this thread when there is one (a fresh array of
+    megabytes each step costs its page faults), else a new one."""
+    pool = getattr(_BUFFERS, "pool", None)
+    if pool is not None and pool.shape == shape:
+        _BUFFERS.pool = None
+        return pool
+    return np.empty(shape, dtype=np.float32)
+
+
+def _give_buffer(S):
+    """Keep ``S`` for the next :func:`_take_buffer` of this thread (once the
+    backward pass no longer needs it)."""
+    _BUFFERS.pool = S
+
+
+def fused_backward_arrays(Xb, W, bias, pi, Gb, steps, S, fmask=None):
     """The gradients ``(gW, gb, gpi)`` of the fused kernel, given the
     output's gradient ``Gb`` (n_blocks, C, ROW_BLOCK), blocked as ``Xb``, and
-    the sigmoids ``S`` of :func:`fused_forward_arrays`."""
+    the sigmoids ``S`` of :func:`fused_forward_arrays`. ``fmask`` (uint8,
+    ``(M, F)``): the split weights' gradients computed, the others left 0
+    (None: all)."""
+    if fmask is None:
+        fmask = _ones_mask(W.shape[0], W.shape[2])
     parent, sig, _, leaf_pos, child, sig_ptr, sig_pos = _schedule(steps, W.shape[1])
     bounds = _chunk_bounds(W.shape[0])
     gW = np.zeros(W.shape, dtype=np.float32)
     gb = np.zeros(bias.shape, dtype=np.float32)
     gpi = np.zeros(pi.shape, dtype=np.float32)
     _run("backward", Xb, W, bias, pi, Gb, parent, sig, leaf_pos, child, sig_ptr, sig_pos,
-         bounds, gW, gb, gpi, S)
+         fmask, bounds, gW, gb, gpi, S)
     return gW, gb, gpi
 
 
@@ -354,23 +384,24 @@ class FusedEnsemble(torch.autograd.Function):
     for the backward pass (:func:`fused_forward_arrays`)."""
 
     @staticmethod
-    def forward(ctx, X, weight, bias, pi, steps, keep):
+    def forward(ctx, X, weight, bias, pi, steps, keep, fmask):
         Xb = blocked(_as_array(X))
         arrays = (_as_array(weight), _as_array(bias), _as_array(pi))
         out, S = fused_forward_arrays(Xb, *arrays, steps, keep=keep)
-        ctx.arrays = (Xb,) + arrays + (S,)
+        ctx.arrays = (Xb,) + arrays + (S, fmask)
         ctx.steps = steps
         return torch.from_numpy(np.ascontiguousarray(unblocked(out, X.shape[0])))
 
     @staticmethod
     @torch.autograd.function.once_differentiable
     def backward(ctx, grad_out):
-        Xb, W, bias, pi, S = ctx.arrays
+        Xb, W, bias, pi, S, fmask = ctx.arrays
         Gb = blocked(_as_array(grad_out.to(torch.float32)))
-        gW, gb, gpi = fused_backward_arrays(Xb, W, bias, pi, Gb, ctx.steps, S)
+        gW, gb, gpi = fused_backward_arrays(Xb, W, bias, pi, Gb, ctx.steps, S, fmask)
         del ctx.arrays
+        _give_buffer(S)
         return (None, torch.from_numpy(gW), torch.from_numpy(gb), torch.from_numpy(gpi), None,
-                None)
+                None, None)
 
 
 def fused_ensemble(X, weight, bias, pi, steps):
@@ -395,4 +426,22 @@ def fused_ensemble(X, weight, bias, pi, steps):
         ``sum_m sum_l mu_{m l}(x) pi_{m l}``.
     """
     keep = torch.is_grad_enabled() and any(t.requires_grad for t in (weight, bias, pi))
-    return FusedEnsemble.apply(X, weight, bias, pi, steps, keep)
+    return FusedEnsemble.apply(X, weight, bias, pi, steps, keep, _feature_mask(weight))
+
+
+def _feature_mask(weight):
+    """The uint8 ``(M, F)`` mask of the split weights whose gradients are
+    computed: the training's gradient mask (:func:`training_engine`) where it
+    has the weights' shape, else all ones."""
+    M, _, F = weight.shape
+    mask = getattr(_STATE, "grad_mask", None)
+    if mask is None or tuple(mask.shape) != (M, F):
+        return _ones_mask(M, F)
+    return (mask.detach().cpu() != 0).to(torch.uint8).numpy()
+
+
+@functools.lru_cache(maxsize=8)
+def _ones_mask(M, F):
+    ones = np.ones((M, F), dtype=np.uint8)
+    ones.setflags(write=False)
+    return ones

@@ -503,7 +503,8 @@ def train(module, optimizer, loss_fn, data, train_idx, *, batch_size, max_epochs
     n_iter : int
         Epochs run.
     """
-    with _kernel.training_engine():
+    mask = None if hooks is None or hooks.mask is None else hooks.mask.mask
+    with _kernel.training_engine(grad_mask=mask):
         return _train_loop(module, optimizer, loss_fn, data, train_idx, batch_size, max_epochs,
                            generator, hooks, n_members, callbacks, loss_curve)
 

@@ -140,3 +140,24 @@ def test_results_do_not_depend_on_the_number_of_threads():
     assert torch.equal(out_1, out_2)
     for g_1, g_2 in zip(grads_1, grads_2):
         assert torch.equal(g_1, g_2)
+
+
+def test_the_gradient_mask_leaves_the_masked_weights_at_zero():
+    # train() hands the feature mask to the kernel, which then skips the gradients the
+    # mask zeroes anyway; the others are the torch path's
+    module = _module("oblivious", 3, n_trees=7, n_features=5, n_outputs=2, seed=6)
+    mask = (module.split_weight[:, 0, :] != 0).float()  # (M, F): the features each tree keeps
+    gen = torch.Generator().manual_seed(5)
+    X = torch.randn(40, 5, generator=gen)
+    grad_out = torch.randn(40, 2, generator=gen)
+    _, grads_t = _outputs_and_grads(module, X, grad_out, "torch")
+    for p in module.parameters():
+        p.grad = None
+    with _kernel.engine("numba"), _kernel.training_engine(grad_mask=mask):
+        module(X).backward(grad_out)
+    g_w = module.split_weight.grad
+    assert torch.equal(g_w * mask[:, None, :], g_w)  # masked entries exactly 0
+    assert float(g_w.abs().max()) > 0
+    _close(g_w, grads_t[0] * mask[:, None, :])
+    _close(module.split_bias.grad, grads_t[1])
+    _close(module.leaf_value.grad, grads_t[2])
