@@ -49,10 +49,8 @@ kernel serves the estimators' training loops (their forward and backward
 passes of the trees, the members of ``n_members`` included) and nothing
 else: prediction keeps :func:`~sktree_lmc._forward.predict_chunked`.
 
-Measured (``benchmarks/bench_kernel.py``, one thread): the default
-classifier's training step on electricity's shapes, 2.3 ms against 5.8 ms;
-its fit 2.0 times as fast (``docs/benchmarks.md``, "The fused CPU kernel").
-"""
+Its speed: ``benchmarks/bench_kernel.py`` and ``docs/benchmarks.md``, "The
+fused CPU kernel"."""
 
 from __future__ import annotations
 
