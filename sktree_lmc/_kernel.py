@@ -183,14 +183,29 @@ def training_engine(grad_mask=None):
     ``grad_mask`` (a tensor ``(M, F)``, 0 where a tree leaves a feature out,
     or None): the training zeroes those split weights' gradients after the
     backward pass (:class:`~sktree_lmc._training.FeatureMask`), so the kernel
-    does not compute them (they stay 0)."""
-    previous = (getattr(_STATE, "training", False), getattr(_STATE, "grad_mask", None))
-    _STATE.training = resolve_engine() == "numba"
+    does not compute them (they stay 0).
+
+    With the kernel and several torch threads, the block runs torch's
+    operations on one thread and gives the threads to the kernel
+    (:func:`_n_threads`); torch's setting is restored on exit."""
+    previous = (getattr(_STATE, "training", False), getattr(_STATE, "grad_mask", None),
+                getattr(_STATE, "threads", None))
+    fused = resolve_engine() == "numba"
+    _STATE.training = fused
     _STATE.grad_mask = grad_mask
+    torch_threads = torch.get_num_threads()
+    if fused and torch_threads > 1:
+        # the threads go to the kernel; torch's operations around it (the optimizer,
+        # the additive table, the loss) are too small to share, and torch's OpenMP
+        # threads spin while they wait, which stalls the kernel's threads
+        _STATE.threads = torch_threads
+        torch.set_num_threads(1)
     try:
         yield
     finally:
-        _STATE.training, _STATE.grad_mask = previous
+        if torch.get_num_threads() != torch_threads:
+            torch.set_num_threads(torch_threads)
+        _STATE.training, _STATE.grad_mask, _STATE.threads = previous
 
 
 def fused_active(X, *tensors):
@@ -238,8 +253,10 @@ def _chunk_bounds(M):
 
 def _n_threads():
     """Threads of the kernel: torch's setting (which the estimators'
-    ``n_threads`` sets while they run), at most the chunks of trees."""
-    return max(1, min(torch.get_num_threads(), TREE_CHUNKS))
+    ``n_threads`` sets while they run; inside :func:`training_engine`, the
+    setting it found), at most the chunks of trees."""
+    threads = getattr(_STATE, "threads", None) or torch.get_num_threads()
+    return max(1, min(threads, TREE_CHUNKS))
 
 
 _POOLS = {}

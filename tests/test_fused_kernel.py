@@ -161,3 +161,33 @@ def test_the_gradient_mask_leaves_the_masked_weights_at_zero():
     _close(g_w, grads_t[0] * mask[:, None, :])
     _close(module.split_bias.grad, grads_t[1])
     _close(module.leaf_value.grad, grads_t[2])
+
+
+def test_training_gives_torch_threads_to_the_kernel_and_restores_them():
+    previous = torch.get_num_threads()
+    try:
+        torch.set_num_threads(2)
+        with _kernel.engine("numba"), _kernel.training_engine():
+            assert torch.get_num_threads() == 1  # torch's small operations: one thread
+            assert _kernel._n_threads() == 2  # the kernel: the two
+        assert torch.get_num_threads() == 2
+        with _kernel.engine("torch"), _kernel.training_engine():
+            assert torch.get_num_threads() == 2  # the torch path keeps them
+    finally:
+        torch.set_num_threads(previous)
+
+
+def test_a_fit_gives_the_same_parameters_with_one_thread_or_two():
+    from sklearn.datasets import make_classification
+
+    from sktree_lmc import SoftTreeEnsembleClassifier
+
+    X, y = make_classification(n_samples=300, n_features=6, random_state=0)
+    fits = []
+    with _kernel.engine("numba"):
+        for threads in (1, 2):
+            model = SoftTreeEnsembleClassifier(n_estimators=16, max_epochs=2, n_threads=threads,
+                                               random_state=0).fit(X, y)
+            fits.append(model.tree_params_)
+    for name in ("split_weight", "split_bias", "leaf_value"):
+        assert np.array_equal(getattr(fits[0], name), getattr(fits[1], name))
