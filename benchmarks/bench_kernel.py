@@ -4,7 +4,7 @@ Three measurements, in one process, one thread unless said otherwise:
 
 1. **Fits.** The default ``SoftTreeEnsembleClassifier`` on 10,000 / 10,000 rows of each
    dataset (``bench_accuracy.split``, seed 0), with the torch engine and with the numba
-   engine (``sktree_lmc._kernel.engine``), and ``HistGradientBoostingClassifier`` before
+   engine (``sktree_lmc.training_engine``), and ``HistGradientBoostingClassifier`` before
    them (one OpenMP thread, ``threadpoolctl``): fit CPU seconds (``time.process_time``), their ratios to HGB's, test accuracy and
    epochs. The engines alternate which goes first from round to round.
 2. **The training step.** The default model's shapes (oblivious trees of depth 4, 256
@@ -60,13 +60,13 @@ def measure_fits(name, rounds=1, n_train=10_000, params=None, seed=0):
     """Fit CPU seconds, test accuracy and epochs of HGB and the two engines on ``name``."""
     from sklearn.ensemble import HistGradientBoostingClassifier
 
-    from sktree_lmc import SoftTreeEnsembleClassifier, _kernel
+    from sktree_lmc import SoftTreeEnsembleClassifier, training_engine
 
     from .bench_accuracy import load, split
 
     X_tr, X_te, y_tr, y_te = split(*load("raw", name), n_train, n_train, seed, True)
     for engine in ("torch", "numba"):  # warm up: imports, the compiled kernels
-        with _kernel.engine(engine):
+        with training_engine(engine):
             _fit(lambda: SoftTreeEnsembleClassifier(n_estimators=8, max_epochs=1),
                  X_tr[:300], y_tr[:300], X_te[:10], y_te[:10])
     _fit(lambda: HistGradientBoostingClassifier(max_iter=5), X_tr[:300], y_tr[:300],
@@ -77,7 +77,7 @@ def measure_fits(name, rounds=1, n_train=10_000, params=None, seed=0):
                                X_tr, y_tr, X_te, y_te)
         rows["hgb"].append((seconds, acc, ""))
         for engine in ("torch", "numba") if r % 2 == 0 else ("numba", "torch"):
-            with _kernel.engine(engine):
+            with training_engine(engine):
                 model, seconds, acc = _fit(
                     lambda: SoftTreeEnsembleClassifier(random_state=seed, device="cpu",
                                                        **(params or {})),
@@ -109,10 +109,10 @@ def matmul_gflops(repeats=15, size=1024):
 
 def step_flops(arch, n_trees, kept_features, n_outputs, rows):
     """Analytic FLOPs of one forward and backward pass (see the module docstring)."""
-    from sktree_lmc._forward import routing_plan
-
-    steps = routing_plan(arch)
-    products = sum(1 for parent, _, _ in steps if parent >= 0)
+    # the routing positions: every node of the binary tree but its root, 2 (L_struct - 1),
+    # less the pruned fixed-zero leaves; all but the root's two children are products
+    pruned = arch.n_leaves - arch.n_free_leaves
+    products = max(0, 2 * (arch.n_leaves - 1) - pruned - 2)
     N, L = arch.n_nodes, arch.n_free_leaves
     forward = 2 * N * kept_features + N + products + 2 * L * n_outputs
     return 3 * forward * n_trees * rows
@@ -123,13 +123,12 @@ def measure_step(n_features=7, n_trees=256, depth=4, rows=512, n_outputs=2, repe
     """Median seconds of the trees' forward and backward pass per engine, and the FLOPs."""
     import torch
 
-    from sktree_lmc import SoftTreeEnsembleModule, get_architecture, _kernel
-    from sktree_lmc._training import resolve_max_features
+    from sktree_lmc import SoftTreeEnsembleModule, get_architecture, training_engine
 
     arch = get_architecture(arch_name, depth)
     gen = torch.Generator().manual_seed(seed)
     module = SoftTreeEnsembleModule(arch, n_trees, n_features, n_outputs, generator=gen)
-    kept = resolve_max_features(0.5, n_features)
+    kept = max(1, int(0.5 * n_features))  # as max_features=0.5
     with torch.no_grad():  # each tree keeps ``kept`` random features, as max_features=0.5
         order = torch.argsort(torch.rand(n_trees, n_features, generator=gen), dim=1)
         mask = torch.zeros(n_trees, n_features)
@@ -151,7 +150,7 @@ def measure_step(n_features=7, n_trees=256, depth=4, rows=512, n_outputs=2, repe
         engine, threads = variants[name]
         torch.set_num_threads(threads)
         try:
-            with _kernel.engine(engine), _kernel.training_engine():
+            with training_engine(engine):
                 start = time.perf_counter()
                 step()
                 return time.perf_counter() - start
@@ -169,20 +168,20 @@ def measure_step(n_features=7, n_trees=256, depth=4, rows=512, n_outputs=2, repe
 
 def measure_threads(name, rounds=1, n_train=10_000, params=None, seed=0):
     """Median wall seconds of the numba engine's fit with 1 and 2 threads."""
-    from sktree_lmc import SoftTreeEnsembleClassifier, _kernel
+    from sktree_lmc import SoftTreeEnsembleClassifier, training_engine
 
     from .bench_accuracy import load, split
 
     X_tr, X_te, y_tr, y_te = split(*load("raw", name), n_train, n_train, seed, True)
-    for threads in (1, 2):  # warm up: load the compiled kernels, start numba's threads
-        with _kernel.engine("numba"):
+    for threads in (1, 2):  # warm up: load the compiled kernels, start the threads
+        with training_engine("numba"):
             _fit(lambda: SoftTreeEnsembleClassifier(n_estimators=8, max_epochs=1,
                                                     n_threads=threads),
                  X_tr[:300], y_tr[:300], X_te[:10], y_te[:10])
     wall = {1: [], 2: []}
     for r in range(rounds):
         for threads in (1, 2) if r % 2 == 0 else (2, 1):
-            with _kernel.engine("numba"):
+            with training_engine("numba"):
                 _, seconds, _ = _fit(
                     lambda: SoftTreeEnsembleClassifier(random_state=seed, device="cpu",
                                                        n_threads=threads, **(params or {})),
@@ -206,9 +205,10 @@ def main(argv=None):
         n_train, params = 300, {"n_estimators": 8, "max_epochs": 2}
         step_kw = {"n_trees": 8, "rows": 64, "repeats": 2}
         args.datasets, args.rounds, args.thread_rounds = args.datasets[:1], 1, 1
-    from sktree_lmc import _kernel
+    from sktree_lmc import training_engine
 
-    _kernel.resolve_engine("numba")  # an ImportError without numba, before any fit
+    with training_engine("numba"):  # an ImportError without numba, before any fit
+        pass
     results = {"load_before": os.getloadavg(), "fits": {}}
     print(f"load average before: {results['load_before']}")
     import torch

@@ -71,6 +71,8 @@ __all__ = [
     "fused_available",
     "fused_ensemble",
     "resolve_engine",
+    "training_engine",
+    "training_loop",
 ]
 
 #: The engines :func:`engine` accepts.
@@ -165,6 +167,53 @@ def engine(name):
         _STATE.engine = previous
 
 
+@contextmanager
+def training_engine(name="auto"):
+    """Train the soft trees with the engine ``name`` inside the block.
+
+    On the CPU, the forward and backward passes of the trees can run in a
+    fused kernel compiled with numba (the ``fast`` extra), which keeps each
+    block of rows in cache, or as tensor operations of torch. The estimators'
+    ``fit`` and ``partial_fit`` choose as the environment variable
+    ``SKTREE_LMC_ENGINE`` says (``"auto"`` by default); inside this block,
+    they and the forward passes of a :class:`SoftTreeEnsembleModule` use
+    ``name`` instead (in this thread). Both engines compute the same function
+    and gradients up to float32 rounding; prediction and GPUs always use
+    torch.
+
+    Parameters
+    ----------
+    name : {"auto", "torch", "numba"}, default="auto"
+        ``"numba"``: the fused kernel (an ImportError without numba);
+        ``"torch"``: the tensor path, the reference; ``"auto"``: the kernel
+        where numba imports, else torch.
+
+    Raises
+    ------
+    ValueError
+        If ``name`` is not one of these.
+    ImportError
+        If ``name`` is ``"numba"`` and numba does not import.
+
+    Examples
+    --------
+    >>> import torch
+    >>> from sktree_lmc import SoftTreeEnsembleModule, get_architecture, training_engine
+    >>> module = SoftTreeEnsembleModule(get_architecture("oblivious", 2), n_trees=4,
+    ...                                 n_features=3, n_outputs=2,
+    ...                                 generator=torch.Generator().manual_seed(0))
+    >>> X = torch.randn(5, 3)
+    >>> with training_engine("torch"):
+    ...     reference = module(X)
+    >>> with training_engine("auto"):  # the fused kernel where numba is installed
+    ...     out = module(X)
+    >>> bool(torch.allclose(out, reference, atol=1e-6))
+    True
+    """
+    with engine(name), training_loop():
+        yield
+
+
 @functools.lru_cache(maxsize=1)
 def fused_available():
     """Whether numba imports (the kernel can be compiled)."""
@@ -176,9 +225,10 @@ def fused_available():
 
 
 @contextmanager
-def training_engine(grad_mask=None):
+def training_loop(grad_mask=None):
     """Mark the block as a training loop that may use the fused kernel
-    (:func:`fused_active`); used by :func:`sktree_lmc._training.train`.
+    (:func:`fused_active`), with the engine :func:`engine` chooses; used by
+    :func:`sktree_lmc._training.train`.
 
     ``grad_mask`` (a tensor ``(M, F)``, 0 where a tree leaves a feature out,
     or None): the training zeroes those split weights' gradients after the
@@ -210,7 +260,7 @@ def training_engine(grad_mask=None):
 
 def fused_active(X, *tensors):
     """Whether a forward pass on ``X`` should take the fused kernel: inside
-    :func:`training_engine` with the numba engine, CPU float32 tensors, and an
+    :func:`training_loop` with the numba engine, CPU float32 tensors, and an
     input that needs no gradient."""
     if not getattr(_STATE, "training", False):
         return False
@@ -253,7 +303,7 @@ def _chunk_bounds(M):
 
 def _n_threads():
     """Threads of the kernel: torch's setting (which the estimators'
-    ``n_threads`` sets while they run; inside :func:`training_engine`, the
+    ``n_threads`` sets while they run; inside :func:`training_loop`, the
     setting it found), at most the chunks of trees."""
     threads = getattr(_STATE, "threads", None) or torch.get_num_threads()
     return max(1, min(threads, TREE_CHUNKS))
@@ -446,7 +496,7 @@ def fused_ensemble(X, weight, bias, pi, steps):
 
 def _feature_mask(weight):
     """The uint8 ``(M, F)`` mask of the split weights whose gradients are
-    computed: the training's gradient mask (:func:`training_engine`) where it
+    computed: the training's gradient mask (:func:`training_loop`) where it
     has the weights' shape, else all ones."""
     M, _, F = weight.shape
     mask = getattr(_STATE, "grad_mask", None)

@@ -504,7 +504,7 @@ def train(module, optimizer, loss_fn, data, train_idx, *, batch_size, max_epochs
         Epochs run.
     """
     mask = None if hooks is None or hooks.mask is None else hooks.mask.mask
-    with _kernel.training_engine(grad_mask=mask):
+    with _kernel.training_loop(grad_mask=mask):
         return _train_loop(module, optimizer, loss_fn, data, train_idx, batch_size, max_epochs,
                            generator, hooks, n_members, callbacks, loss_curve)
 
@@ -512,7 +512,7 @@ def train(module, optimizer, loss_fn, data, train_idx, *, batch_size, max_epochs
 def _train_loop(module, optimizer, loss_fn, data, train_idx, batch_size, max_epochs, generator,
                 hooks, n_members, callbacks, loss_curve):
     """The loop of :func:`train`, inside the engine it chose
-    (:func:`~sktree_lmc._kernel.training_engine`)."""
+    (:func:`~sktree_lmc._kernel.training_loop`)."""
     for callback in callbacks:
         callback.on_train_begin(hooks.model(module))
     epoch = -1

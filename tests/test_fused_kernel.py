@@ -33,7 +33,7 @@ def _module(arch, depth, n_trees, n_features, n_outputs, seed, scale=3.0):
 def _outputs_and_grads(module, X, grad_out, engine, n_members=1):
     for p in module.parameters():
         p.grad = None
-    with _kernel.engine(engine), _kernel.training_engine():
+    with _kernel.training_engine(engine):
         out = module(X) if n_members == 1 else module.member_outputs(X, n_members)
     out.backward(grad_out)
     grads = [p.grad.clone() for p in (module.split_weight, module.split_bias, module.leaf_value)]
@@ -98,10 +98,10 @@ def test_the_torch_engine_and_outside_training_keep_the_torch_path(monkeypatch):
     module = _module("oblivious", 2, n_trees=3, n_features=2, n_outputs=1, seed=0)
     X = torch.randn(4, 2)
     module(X)  # not in a training loop
-    with _kernel.engine("torch"), _kernel.training_engine():
+    with _kernel.training_engine("torch"):
         module(X)
     assert calls == []
-    with _kernel.engine("numba"), _kernel.training_engine():
+    with _kernel.training_engine("numba"):
         module(X)
     assert calls == [1]
 
@@ -112,7 +112,7 @@ def test_engine_names_are_checked_and_numba_is_required(monkeypatch):
     monkeypatch.setattr(_kernel, "fused_available", lambda: False)
     assert _kernel.resolve_engine("auto") == "torch"
     with pytest.raises(ImportError, match="numba"):
-        with _kernel.engine("numba"):
+        with _kernel.training_engine("numba"):
             pass
 
 
@@ -153,7 +153,7 @@ def test_the_gradient_mask_leaves_the_masked_weights_at_zero():
     _, grads_t = _outputs_and_grads(module, X, grad_out, "torch")
     for p in module.parameters():
         p.grad = None
-    with _kernel.engine("numba"), _kernel.training_engine(grad_mask=mask):
+    with _kernel.engine("numba"), _kernel.training_loop(grad_mask=mask):
         module(X).backward(grad_out)
     g_w = module.split_weight.grad
     assert torch.equal(g_w * mask[:, None, :], g_w)  # masked entries exactly 0
@@ -167,11 +167,11 @@ def test_training_gives_torch_threads_to_the_kernel_and_restores_them():
     previous = torch.get_num_threads()
     try:
         torch.set_num_threads(2)
-        with _kernel.engine("numba"), _kernel.training_engine():
+        with _kernel.training_engine("numba"):
             assert torch.get_num_threads() == 1  # torch's small operations: one thread
             assert _kernel._n_threads() == 2  # the kernel: the two
         assert torch.get_num_threads() == 2
-        with _kernel.engine("torch"), _kernel.training_engine():
+        with _kernel.training_engine("torch"):
             assert torch.get_num_threads() == 2  # the torch path keeps them
     finally:
         torch.set_num_threads(previous)
