@@ -188,6 +188,11 @@ def training_engine(name="auto"):
         ``"torch"``: the tensor path, the reference; ``"auto"``: the kernel
         where numba imports, else torch.
 
+    Yields
+    ------
+    None
+        The block runs with the engine.
+
     Raises
     ------
     ValueError
