@@ -19,6 +19,7 @@ from ._encoding import TabularEncoder
 from ._estimators import SoftTreeEnsembleClassifier, SoftTreeEnsembleRegressor
 from ._export import encode_categories, export_module
 from ._forward import SoftTreeEnsembleModule
+from ._kernel import training_engine
 from ._onnx import export_onnx, onnx_inputs
 from ._matching import (
     Alignment,
@@ -73,5 +74,6 @@ __all__ = [
     "pairwise_tree_similarity",
     "random_ops",
     "refit_leaves",
+    "training_engine",
     "weight_matching",
 ]

@@ -54,6 +54,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from . import _kernel
 from ._architectures import ARCHITECTURES, MAX_LEAVES_PER_TREE, check_model_size
 from ._params import TreeParams
 
@@ -1002,12 +1003,22 @@ class SoftTreeEnsembleModule(nn.Module):
             Raw output (logits for classification).
         """
         M, L, C = self.leaf_value.shape
-        pi = self.leaf_value.transpose(0, 1).reshape(L * M, C)
-        z = self._split_logits(X)
-        self._check_batch(z)
-        out = _Ensemble.apply(z, pi, self._steps)
+        if _kernel.fused_active(X, self.split_weight):
+            out = _kernel.fused_ensemble(self._tree_inputs(X), self.split_weight,
+                                         self.split_bias, self.leaf_value, self._steps)
+        else:
+            pi = self.leaf_value.transpose(0, 1).reshape(L * M, C)
+            z = self._split_logits(X)
+            self._check_batch(z)
+            out = _Ensemble.apply(z, pi, self._steps)
         extra = self.additive_output(X)
         return out if extra is None else out + extra
+
+    def _tree_inputs(self, X):
+        """The trees' features of ``X``: its first ``F`` columns (the additive
+        term's code columns follow)."""
+        F = self.split_weight.shape[2]
+        return X if X.shape[1] == F else X[:, :F]
 
     def member_outputs(self, X, n_members):
         """Outputs of the ensemble's members, each scaled as a whole model.
@@ -1038,10 +1049,16 @@ class SoftTreeEnsembleModule(nn.Module):
         # columns holding K times the leaf values of its trees and zeros elsewhere
         scale = torch.zeros((M, K), dtype=self.leaf_value.dtype, device=self.leaf_value.device)
         scale[torch.arange(M), torch.as_tensor(member_of_trees(M, K))] = float(K)
-        pi = (self.leaf_value.transpose(0, 1)[:, :, None, :] * scale[None, :, :, None])
-        z = self._split_logits(X)
-        self._check_batch(z)
-        out = _Ensemble.apply(z, pi.reshape(L * M, K * C), self._steps).view(-1, K, C)
+        if _kernel.fused_active(X, self.split_weight):
+            pi = self.leaf_value[:, :, None, :] * scale[:, None, :, None]  # (M, L, K, C)
+            out = _kernel.fused_ensemble(self._tree_inputs(X), self.split_weight,
+                                         self.split_bias, pi.reshape(M, L, K * C),
+                                         self._steps).view(-1, K, C)
+        else:
+            pi = (self.leaf_value.transpose(0, 1)[:, :, None, :] * scale[None, :, :, None])
+            z = self._split_logits(X)
+            self._check_batch(z)
+            out = _Ensemble.apply(z, pi.reshape(L * M, K * C), self._steps).view(-1, K, C)
         extra = self.additive_output(X)
         return out if extra is None else out + extra[:, None, :]
 

@@ -32,6 +32,7 @@ import numpy as np
 import torch
 from sklearn.exceptions import ConvergenceWarning
 
+from . import _kernel
 from ._adam import Adam, LambdaSchedule
 from ._params import TreeParams
 
@@ -464,6 +465,11 @@ def train(module, optimizer, loss_fn, data, train_idx, *, batch_size, max_epochs
           hooks, n_members=1, callbacks=(), loss_curve=None):
     """Train ``module`` for at most ``max_epochs`` epochs of Adam minibatches.
 
+    On the CPU, the forward and backward passes of the trees run the fused
+    kernel of :mod:`sktree_lmc._kernel` when its engine resolves to numba
+    (:func:`~sktree_lmc._kernel.engine`; by default wherever numba imports),
+    else the torch path of :mod:`sktree_lmc._forward`.
+
     Parameters
     ----------
     module : SoftTreeEnsembleModule
@@ -497,6 +503,16 @@ def train(module, optimizer, loss_fn, data, train_idx, *, batch_size, max_epochs
     n_iter : int
         Epochs run.
     """
+    mask = None if hooks is None or hooks.mask is None else hooks.mask.mask
+    with _kernel.training_loop(grad_mask=mask):
+        return _train_loop(module, optimizer, loss_fn, data, train_idx, batch_size, max_epochs,
+                           generator, hooks, n_members, callbacks, loss_curve)
+
+
+def _train_loop(module, optimizer, loss_fn, data, train_idx, batch_size, max_epochs, generator,
+                hooks, n_members, callbacks, loss_curve):
+    """The loop of :func:`train`, inside the engine it chose
+    (:func:`~sktree_lmc._kernel.training_loop`)."""
     for callback in callbacks:
         callback.on_train_begin(hooks.model(module))
     epoch = -1

@@ -10,6 +10,7 @@ from sklearn.datasets import make_classification
 from sklearn.utils._param_validation import InvalidParameterError
 
 import sktree_lmc._forward as forward
+from sktree_lmc import _kernel
 from sktree_lmc import (
     ModelAligner,
     ShardedSoftTreeEnsemble,
@@ -161,7 +162,11 @@ def test_concurrent_fits_in_threads_keep_their_own_setting(caller_threads):
 
                     return loss
 
-            Recording(**clf(n_threads=n, max_epochs=3, teacher_weight=0.0).get_params()).fit(X, Y)
+            # the torch engine: the fused kernel's training loop runs torch's operations
+            # on one thread and gives the threads to the kernel (test_fused_kernel.py)
+            with _kernel.engine("torch"):
+                Recording(**clf(n_threads=n, max_epochs=3, teacher_weight=0.0).get_params()
+                          ).fit(X, Y)
         except Exception as exc:  # pragma: no cover - reported below
             errors.append(exc)
 

@@ -1,0 +1,193 @@
+"""The fused CPU training kernel (``sktree_lmc._kernel``, numba) computes the
+torch path's outputs and gradients, on every architecture."""
+
+import numpy as np
+import pytest
+import torch
+
+from sktree_lmc import SoftTreeEnsembleModule, get_architecture
+from sktree_lmc import _kernel
+
+numba = pytest.importorskip("numba")
+
+ARCHS = ["non_oblivious", "oblivious", "decision_list", "decision_list_modified"]
+#: float32 rounding: the kernel sums in another order and computes its
+#: sigmoids from one exponential of its own, relative error ~2e-7 each.
+RTOL = 2e-5
+
+
+def _module(arch, depth, n_trees, n_features, n_outputs, seed, scale=3.0):
+    gen = torch.Generator().manual_seed(seed)
+    module = SoftTreeEnsembleModule(get_architecture(arch, depth), n_trees, n_features,
+                                    n_outputs, generator=gen)
+    with torch.no_grad():
+        module.split_weight.mul_(scale)
+        module.split_bias.mul_(scale)
+        module.leaf_value.uniform_(-1, 1, generator=gen)
+        # column masks: each tree weighs a random half of the features (zeros)
+        mask = torch.rand(n_trees, 1, n_features, generator=gen) < 0.5
+        module.split_weight.mul_(mask)
+    return module
+
+
+def _outputs_and_grads(module, X, grad_out, engine, n_members=1):
+    for p in module.parameters():
+        p.grad = None
+    with _kernel.training_engine(engine):
+        out = module(X) if n_members == 1 else module.member_outputs(X, n_members)
+    out.backward(grad_out)
+    grads = [p.grad.clone() for p in (module.split_weight, module.split_bias, module.leaf_value)]
+    return out.detach(), grads
+
+
+def _close(actual, expected):
+    scale = max(1.0, float(expected.abs().max()))
+    assert float((actual - expected).abs().max()) <= RTOL * scale
+
+
+@pytest.mark.parametrize("arch", ARCHS)
+@pytest.mark.parametrize("depth", [1, 3])
+def test_outputs_and_gradients_match_the_torch_path(arch, depth):
+    # 70 rows: a block of 64 and a padded one; 11 trees: chunks of 1 and 2 trees
+    # two outputs (the fast path of binary classification) at depth 1, three at 3
+    C = 2 if depth == 1 else 3
+    module = _module(arch, depth, n_trees=11, n_features=5, n_outputs=C, seed=depth)
+    gen = torch.Generator().manual_seed(1)
+    X = torch.randn(70, 5, generator=gen)
+    grad_out = torch.randn(70, C, generator=gen)
+    out_t, grads_t = _outputs_and_grads(module, X, grad_out, "torch")
+    out_k, grads_k = _outputs_and_grads(module, X, grad_out, "numba")
+    assert out_k.shape == out_t.shape and out_k.dtype == torch.float32
+    _close(out_k, out_t)
+    for g_k, g_t in zip(grads_k, grads_t):
+        _close(g_k, g_t)
+    # the masked weights' gradients are computed too (the mask's hook zeroes them)
+    assert float(grads_k[0][module.split_weight == 0].abs().max()) > 0
+
+
+def test_sharp_splits_and_the_additive_columns():
+    # logits up to hundreds (sigmoids at the clamp, leaf probabilities flushed
+    # below 1e-25), and code columns of an additive table after the features
+    module = _module("oblivious", 4, n_trees=9, n_features=4, n_outputs=2, seed=3, scale=60.0)
+    gen = torch.Generator().manual_seed(2)
+    X = torch.cat([torch.randn(33, 4, generator=gen), torch.zeros(33, 2)], dim=1)
+    grad_out = torch.randn(33, 2, generator=gen)
+    out_t, grads_t = _outputs_and_grads(module, X, grad_out, "torch")
+    out_k, grads_k = _outputs_and_grads(module, X, grad_out, "numba")
+    _close(out_k, out_t)
+    for g_k, g_t in zip(grads_k, grads_t):
+        _close(g_k, g_t)
+
+
+def test_member_outputs_match_the_torch_path():
+    module = _module("non_oblivious", 2, n_trees=6, n_features=3, n_outputs=2, seed=4)
+    gen = torch.Generator().manual_seed(3)
+    X = torch.randn(20, 3, generator=gen)
+    grad_out = torch.randn(20, 3, 2, generator=gen)
+    out_t, grads_t = _outputs_and_grads(module, X, grad_out, "torch", n_members=3)
+    out_k, grads_k = _outputs_and_grads(module, X, grad_out, "numba", n_members=3)
+    _close(out_k, out_t)
+    for g_k, g_t in zip(grads_k, grads_t):
+        _close(g_k, g_t)
+
+
+def test_the_torch_engine_and_outside_training_keep_the_torch_path(monkeypatch):
+    calls = []
+    monkeypatch.setattr(_kernel.FusedEnsemble, "apply",
+                        lambda *a: calls.append(1) or torch.zeros(()))
+    module = _module("oblivious", 2, n_trees=3, n_features=2, n_outputs=1, seed=0)
+    X = torch.randn(4, 2)
+    module(X)  # not in a training loop
+    with _kernel.training_engine("torch"):
+        module(X)
+    assert calls == []
+    with _kernel.training_engine("numba"):
+        module(X)
+    assert calls == [1]
+
+
+def test_engine_names_are_checked_and_numba_is_required(monkeypatch):
+    with pytest.raises(ValueError, match="engine must be one of"):
+        _kernel.resolve_engine("fast")
+    monkeypatch.setattr(_kernel, "fused_available", lambda: False)
+    assert _kernel.resolve_engine("auto") == "torch"
+    with pytest.raises(ImportError, match="numba"):
+        with _kernel.training_engine("numba"):
+            pass
+
+
+def test_the_row_block_is_the_compiled_one():
+    from sktree_lmc import _fused_numba
+
+    assert _kernel.ROW_BLOCK == _fused_numba.RB
+
+
+def test_results_do_not_depend_on_the_number_of_threads():
+    # the trees are cut into the same chunks whatever the threads, so the bits agree
+    module = _module("non_oblivious", 3, n_trees=16, n_features=4, n_outputs=2, seed=5)
+    gen = torch.Generator().manual_seed(4)
+    X = torch.randn(130, 4, generator=gen)
+    grad_out = torch.randn(130, 2, generator=gen)
+    previous = torch.get_num_threads()
+    results = []
+    try:
+        for threads in (1, 2):
+            torch.set_num_threads(threads)
+            results.append(_outputs_and_grads(module, X, grad_out, "numba"))
+    finally:
+        torch.set_num_threads(previous)
+    (out_1, grads_1), (out_2, grads_2) = results
+    assert torch.equal(out_1, out_2)
+    for g_1, g_2 in zip(grads_1, grads_2):
+        assert torch.equal(g_1, g_2)
+
+
+def test_the_gradient_mask_leaves_the_masked_weights_at_zero():
+    # train() hands the feature mask to the kernel, which then skips the gradients the
+    # mask zeroes anyway; the others are the torch path's
+    module = _module("oblivious", 3, n_trees=7, n_features=5, n_outputs=2, seed=6)
+    mask = (module.split_weight[:, 0, :] != 0).float()  # (M, F): the features each tree keeps
+    gen = torch.Generator().manual_seed(5)
+    X = torch.randn(40, 5, generator=gen)
+    grad_out = torch.randn(40, 2, generator=gen)
+    _, grads_t = _outputs_and_grads(module, X, grad_out, "torch")
+    for p in module.parameters():
+        p.grad = None
+    with _kernel.engine("numba"), _kernel.training_loop(grad_mask=mask):
+        module(X).backward(grad_out)
+    g_w = module.split_weight.grad
+    assert torch.equal(g_w * mask[:, None, :], g_w)  # masked entries exactly 0
+    assert float(g_w.abs().max()) > 0
+    _close(g_w, grads_t[0] * mask[:, None, :])
+    _close(module.split_bias.grad, grads_t[1])
+    _close(module.leaf_value.grad, grads_t[2])
+
+
+def test_training_gives_torch_threads_to_the_kernel_and_restores_them():
+    previous = torch.get_num_threads()
+    try:
+        torch.set_num_threads(2)
+        with _kernel.training_engine("numba"):
+            assert torch.get_num_threads() == 1  # torch's small operations: one thread
+            assert _kernel._n_threads() == 2  # the kernel: the two
+        assert torch.get_num_threads() == 2
+        with _kernel.training_engine("torch"):
+            assert torch.get_num_threads() == 2  # the torch path keeps them
+    finally:
+        torch.set_num_threads(previous)
+
+
+def test_a_fit_gives_the_same_parameters_with_one_thread_or_two():
+    from sklearn.datasets import make_classification
+
+    from sktree_lmc import SoftTreeEnsembleClassifier
+
+    X, y = make_classification(n_samples=300, n_features=6, random_state=0)
+    fits = []
+    with _kernel.engine("numba"):
+        for threads in (1, 2):
+            model = SoftTreeEnsembleClassifier(n_estimators=16, max_epochs=2, n_threads=threads,
+                                               random_state=0).fit(X, y)
+            fits.append(model.tree_params_)
+    for name in ("split_weight", "split_bias", "leaf_value"):
+        assert np.array_equal(getattr(fits[0], name), getattr(fits[1], name))
