@@ -583,10 +583,9 @@ def merge_estimators(a, b=None, lam=0.5, *, aligner="auto", X=None, weights=None
         Regressors with the log link (``loss="poisson"`` or ``"gamma"``):
         averaging their raw outputs averages their predictions
         geometrically, below their mean; the merged model's scale
-        ``y_scale_`` is multiplied by the ensemble's mean prediction over
-        the merged model's, on the report's rows, so that it predicts on
-        average what the models do (at ``lam=0`` and ``lam=1`` the factor
-        is 1 up to rounding).
+        ``y_scale_`` is multiplied by the geometric mean, over the report's
+        rows, of the ensemble's prediction over the merged model's (at
+        ``lam=0`` and ``lam=1`` the factor is 1 up to rounding).
 
     Raises
     ------
@@ -714,11 +713,22 @@ def rewrap_rows(head, rows):
 
 
 def _mean_corrected(merged, ensemble, rows):
-    """A log-link regressor's merge with ``y_scale_`` times the ensemble's mean
-    prediction over its own on ``rows``; anything else unchanged."""
+    """A log-link regressor's merge with ``y_scale_`` times the geometric mean,
+    over ``rows``, of the ensemble's prediction over its own; anything else
+    unchanged.
+
+    Averaging log-link outputs gives each row the weighted geometric mean of
+    the models' predictions, below their arithmetic mean (the ensemble's) by a
+    factor that grows with their disagreement on the row. The factor is the
+    mean of that gap in log space: a ratio of means would let the rows of
+    largest predictions (the probe rows' extrapolations) set it.
+    """
     if is_classifier(merged) or getattr(merged, "loss", None) not in _LOG_LINK_LOSSES:
         return merged
-    own = _predictions(merged, rows).mean(axis=0)
-    factor = np.where(own > 0, ensemble.mean(axis=0) / np.where(own > 0, own, 1.0), 1.0)
+    own = _predictions(merged, rows)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        gap = np.log(ensemble) - np.log(own)
+    gap = np.where(np.isfinite(gap), gap, np.nan)
+    factor = np.exp(np.nan_to_num(np.nanmean(gap, axis=0), nan=0.0))
     merged.y_scale_ = np.asarray(merged.y_scale_, dtype=np.float64) * factor
     return merged

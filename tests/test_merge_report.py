@@ -133,10 +133,17 @@ def test_a_merge_at_an_endpoint_is_the_model_and_is_not_flagged(clf_pair, magic)
     assert not at_a.merge_report_.flagged and not at_b.merge_report_.flagged
 
 
+def _uncorrected_scale(a, b):
+    """The merged target scale of a log-link merge at lam=0.5, before its correction: the
+    geometric mean of the models' scales."""
+    return np.sqrt(np.asarray(a.y_scale_) * np.asarray(b.y_scale_))
+
+
 @pytest.mark.parametrize("loss", ["poisson", "gamma"])
-def test_log_link_merges_predict_the_ensembles_mean(loss):
-    """Averaging log-link outputs averages predictions geometrically, below their mean;
-    the merge's scale is corrected to the ensemble's mean, and the endpoints stay exact."""
+def test_log_link_merges_are_corrected_to_the_ensemble(loss):
+    """Averaging log-link outputs averages predictions geometrically, below their mean; the
+    merge's scale is multiplied by the geometric mean of the ensemble's prediction over its
+    own, and the endpoints stay exact."""
     rng = np.random.RandomState(0)
     X = rng.standard_normal((800, 4))
     mu = np.exp(0.8 * X[:, 0] - 0.5 * X[:, 1] + 0.3)
@@ -147,10 +154,17 @@ def test_log_link_merges_predict_the_ensembles_mean(loss):
     a = SoftTreeEnsembleRegressor(random_state=1, **settings).fit(X[site], y[site])
     b = SoftTreeEnsembleRegressor(random_state=2, **settings).fit(X[~site], y[~site])
     ens = (a.predict(X) + b.predict(X)) / 2
-    merged = merge_estimators(a, b, X=X)
-    assert merged.predict(X).mean() == pytest.approx(ens.mean(), rel=1e-5)
+    merged = merge_estimators(a, b, X=X, aligner="wm")
+    # the factor: the geometric mean over X of the ensemble's prediction over the raw merge's
+    raw = merge_estimators(a, b, X=X, aligner="wm", lam=0.5)
+    assert_allclose(merged.y_scale_, raw.y_scale_)  # deterministic
+    uncorrected = merged.predict(X) / (merged.y_scale_ / _uncorrected_scale(a, b))
+    factor = np.exp(np.mean(np.log(ens) - np.log(uncorrected)))
+    assert merged.y_scale_ == pytest.approx(_uncorrected_scale(a, b) * factor, rel=1e-6)
+    # after it, the log of the merge's prediction is the ensemble's on average over X
+    assert np.mean(np.log(merged.predict(X)) - np.log(ens)) == pytest.approx(0, abs=1e-6)
     without_rows = merge_estimators(a, b)  # corrected on the probe rows
-    assert abs(without_rows.predict(X).mean() / ens.mean() - 1) < 0.05
+    assert abs(without_rows.predict(X).mean() / ens.mean() - 1) < 0.2
     for lam, model in ((0.0, a), (1.0, b)):
         end = merge_estimators(a, b, lam=lam)
         assert_allclose(end.predict(X), model.predict(X), rtol=1e-6)
