@@ -123,7 +123,7 @@ numpydoc_validation_exclude = {
     # a class-level default of a fitted attribute, documented in the class docstring
     r"\.TabularEncoder\.column_kinds_$",
     # inherited from BaseException, documented by Python
-    r"\.WorkerLostError\.(add_note|with_traceback)$",
+    r"\.(WorkerLostError|MergeQualityWarning)\.(add_note|with_traceback)$",
     # TabularEncoder's column-list methods, used inside fit and predict (the public
     # fit/transform are scikit-learn's and validated); their docstrings say so, with no
     # example of their own (the class has one)

@@ -74,7 +74,7 @@ class MergeQualityWarning(UserWarning):
 class MergeReport:
     """How close a merged model is to its members' ensemble.
 
-    Attributes
+    Parameters
     ----------
     aligner : str
         The alignment of the merge: ``"wm"``, ``"am"``, ``"naive"``, or
