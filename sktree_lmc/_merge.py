@@ -11,6 +11,7 @@ and turns it into an aligner with :func:`check_aligner`.
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import re
 import sys
@@ -518,10 +519,12 @@ def fit_aligner(aligner, estimators, X=None, weights=None):
         "aligner": [StrOptions(set(ALIGNER_SHORTCUTS) | {"auto"}), ModelAligner],
         "X": ["array-like", None],
         "weights": ["array-like", None],
+        "distill": ["boolean"],
     },
     prefer_skip_nested_validation=True,
 )
-def merge_estimators(a, b=None, lam=0.5, *, aligner="auto", X=None, weights=None):
+def merge_estimators(a, b=None, lam=0.5, *, aligner="auto", X=None, weights=None,
+                     distill=False):
     """Align ``b`` to ``a`` and interpolate their parameters.
 
     Returns a new fitted estimator of the same class whose parameters are
@@ -557,6 +560,14 @@ def merge_estimators(a, b=None, lam=0.5, *, aligner="auto", X=None, weights=None
         categories; the columns independent), so no data is needed.
     weights : array-like of shape (K,), default=None
         N-way form only: weights of the K models (uniform when None).
+    distill : bool, default=False
+        After the merge, re-solve its leaf values (splits frozen, a convex
+        problem, as :func:`~sktree_lmc.refit_leaves`) to the models'
+        ensemble predictions on ``X``, else on 4,096 probe rows drawn from the
+        input encoding (other rows than the report's, which is measured
+        after it). No labels are needed: the ensemble's probabilities (or
+        predictions) are the targets. The merged model keeps its
+        hyperparameters.
 
     Returns
     -------
@@ -682,6 +693,11 @@ def merge_estimators(a, b=None, lam=0.5, *, aligner="auto", X=None, weights=None
         if best is None or report.disagreement < best[1].disagreement:
             best = (merged, report)
     merged, report = best
+    if distill:
+        fit_rows = rows if X is not None else probe_rows(estimators[0], 4096, random_state=1)
+        merged = _distilled(merged, estimators, weights_of, fit_rows)
+        report = merge_report(_predictions(merged, rows), members, ensemble, weights_of,
+                              aligner=report.aligner, rows=rows_kind)
     merged.merge_report_ = dataclasses.replace(report, candidates=tried)
     if report.flagged:
         warnings.warn(
@@ -693,6 +709,34 @@ def merge_estimators(a, b=None, lam=0.5, *, aligner="auto", X=None, weights=None
             "aligner='am' with rows X, or refit_leaves on the merged model; merge_report_ "
             "has the figures.", MergeQualityWarning, stacklevel=2)
     return rewrap(models[0], merged)
+
+
+def _distilled(merged, estimators, weights, rows):
+    """``merged`` with its leaves refitted to the ensemble of ``estimators`` on
+    ``rows``: soft targets for classifiers (every row once per class, weighted
+    by the ensemble's probability of it: cross-entropy to the probabilities),
+    the ensemble's predictions for regressors. The hyperparameters of the
+    refit objective (a teacher, label smoothing) are set aside for it and
+    given back."""
+    from ._refit import refit_leaves
+
+    _, ensemble = ensemble_predictions(estimators, weights, rows)
+    kept = {k: v for k, v in merged.get_params().items()
+            if k in ("teacher_weight", "label_smoothing")}
+    student = copy.deepcopy(merged).set_params(**{k: 0.0 for k in kept})
+    if is_classifier(merged):
+        n, C = ensemble.shape
+        index = np.tile(np.arange(n), C)
+        X_fit = rows.iloc[index] if hasattr(rows, "iloc") else np.asarray(rows)[index]
+        y_fit = np.repeat(merged.classes_, n)
+        w_fit = ensemble.T.reshape(-1)
+    else:
+        X_fit, y_fit, w_fit = rows, ensemble if ensemble.shape[1] > 1 else ensemble[:, 0], None
+    refitted = refit_leaves(student, X_fit, y_fit, sample_weight=w_fit, max_iter=100)
+    refitted.set_params(**kept)
+    if "merge_report_" in vars(refitted):
+        del refitted.merge_report_
+    return refitted
 
 
 def _aligner_name(aligner):

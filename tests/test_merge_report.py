@@ -185,3 +185,34 @@ def test_tabular_encoder_defaults_are_the_estimators():
     given = SoftTreeEnsembleClassifier(random_state=0, encoder=TabularEncoder().fit(X),
                                        **FAST).fit(X, y)
     assert_allclose(given.predict_proba(X), alone.predict_proba(X))
+
+
+def test_distill_refits_the_leaves_to_the_ensemble_without_labels(clf_pair, magic):
+    a, b = clf_pair
+    X, _ = magic
+    plain = merge_estimators(a, b, aligner="wm")
+    distilled = merge_estimators(a, b, aligner="wm", distill=True)
+    # the splits are the merge's, the leaves refitted; the hyperparameters kept
+    assert_allclose(distilled.tree_params_.split_weight, plain.tree_params_.split_weight)
+    assert not np.allclose(distilled.tree_params_.leaf_value, plain.tree_params_.leaf_value)
+    assert distilled.get_params() == plain.get_params()
+    # closer to the ensemble on the report's rows, which it was not fitted on
+    assert distilled.merge_report_.distance < plain.merge_report_.distance
+    # and on rows of the data: fitted there when X is given
+    on_x = merge_estimators(a, b, aligner="wm", X=X, distill=True)
+    ens = (a.predict_proba(X) + b.predict_proba(X)) / 2
+    tv = [0.5 * np.abs(m.predict_proba(X) - ens).sum(axis=1).mean() for m in (plain, on_x)]
+    assert tv[1] < tv[0]
+
+
+def test_distill_of_regressors_fits_the_ensembles_predictions():
+    rng = np.random.RandomState(0)
+    X = rng.standard_normal((400, 3))
+    y = X[:, 0] - 2 * X[:, 1] + 0.1 * rng.standard_normal(400)
+    a, b = (SoftTreeEnsembleRegressor(random_state=s, **dict(FAST, max_epochs=10)).fit(X, y)
+            for s in (1, 2))
+    plain = merge_estimators(a, b, aligner="wm", X=X)
+    distilled = merge_estimators(a, b, aligner="wm", X=X, distill=True)
+    ens = (a.predict(X) + b.predict(X)) / 2
+    assert (np.mean((distilled.predict(X) - ens) ** 2)
+            < np.mean((plain.predict(X) - ens) ** 2))
