@@ -13,7 +13,8 @@ full-data model on every dataset and within 0.2 on average", 3 seeds):
   max_epochs=15), n_shards=8, split="iid", n_rounds=10, random_state=s)``: the full-data
   estimator's 150 epochs split across the 10 rounds (``--max-epochs``), every other setting
   the defaults (``local_epochs="auto"``, ``shard_batch_size="auto"``, round-level early
-  stopping, ``teacher``'s default unless ``--teacher``).
+  stopping, ``teacher``'s default unless ``--teacher``, the estimator's ``teacher_weight``
+  unless ``--teacher-weight``).
 
 One JSON line per fit is appended to ``--out`` as soon as it is measured (test accuracy and
 log-loss, seconds, rounds run, the teacher the rounds used, the commit), seed 0 of every
@@ -98,6 +99,8 @@ def config_name(args):
         parts.append(f"max_epochs={args.max_epochs}")
     if args.teacher is not None:
         parts.append(f"teacher={args.teacher}")
+    if getattr(args, "teacher_weight", None) is not None:
+        parts.append(f"teacher_weight={args.teacher_weight}")
     return ",".join(parts) or "default"
 
 
@@ -145,6 +148,8 @@ def run(args):
             if "rounds" in want:
                 base = SoftTreeEnsembleClassifier(random_state=seed, max_epochs=args.max_epochs,
                                                   **small)
+                if args.teacher_weight is not None:  # the rounds' estimator only
+                    base.set_params(teacher_weight=args.teacher_weight)
                 est = ShardedSoftTreeEnsemble(base, n_shards=args.n_shards, split="iid",
                                               n_rounds=args.rounds, random_state=seed)
                 if args.teacher is not None:
@@ -206,6 +211,9 @@ def main(argv=None):
                              "its default)")
     parser.add_argument("--teacher", default=None,
                         help="ShardedSoftTreeEnsemble's teacher (default: its default)")
+    parser.add_argument("--teacher-weight", type=float, default=None,
+                        help="teacher_weight of the shards' estimator (default: its default; "
+                             "the full-data model keeps its own)")
     parser.add_argument("--out", default=str(DEFAULT_OUT), help="the JSONL file")
     parser.add_argument("--report", action="store_true", help="only print the table")
     parser.add_argument("--smoke", action="store_true",

@@ -19,7 +19,7 @@ def test_rounds_benchmark_smoke_writes_both_fits_and_resumes(tmp_path, capsys):
     # a second run resumes: nothing left to measure
     bench_rounds.main(["--smoke", "--out", str(out)])
     assert len(open(out).readlines()) == 2
-    config = bench_rounds.config_name(argparse.Namespace(max_epochs=2, teacher=None))
+    config = bench_rounds.config_name(argparse.Namespace(max_epochs=2, teacher=None, teacher_weight=None))
     table = bench_rounds.report(out, config, ["magic_small", "credit"], [0])
     assert f"{rounds['test'] - full['test']:+.2f}" in table
     assert "Not run: credit seed 0." in table
