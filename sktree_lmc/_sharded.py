@@ -353,23 +353,29 @@ class ShardedSoftTreeEnsemble(MetaEstimatorMixin, BaseEstimator):
     refit_leaves : bool, default=False
         Re-solve the merged model's leaves on all training rows at the end
         (:func:`refit_leaves`; federated, on the workers, for dask input).
-    teacher : {"averaged", "shared", "local"}, default="averaged"
+    teacher : {"auto", "averaged", "shared", "local"}, default="auto"
         Where the gradient-boosted teacher of ``teacher_weight > 0`` grows.
-        ``"averaged"``: each shard grows a teacher on its own rows and sends
-        its trees (a few hundred bytes each; ``boosting_bytes_``), and every
-        shard distills their average, weighted by the shards' rows, and
+        ``"auto"``: ``"averaged"`` for a one-shot merge (``n_rounds=1``),
+        ``"shared"`` for federated rounds (``n_rounds > 1``), which bring the
+        merged model to the full-data model's level, where the student of
+        an averaged teacher stays behind it (``teacher_kind_`` says which
+        ran). ``"averaged"``: each shard grows a teacher on its own rows and
+        sends its trees (a few hundred bytes each; ``boosting_bytes_``), and
+        every shard distills their average, weighted by the shards' rows, and
         draws its features by the sum of their gains: the same teacher
-        everywhere, in one exchange. ``"shared"``: one teacher grown over
-        all shards from the histograms they send, level after level (no row
-        moves): the teacher of a boosting on all rows, for far more bytes
-        than the rows themselves. One-shot merges are no more accurate than
-        with ``"averaged"``, but federated rounds gain from it (see
-        ``docs/benchmarks.md``, "The sharded teacher"). ``"local"``: each
-        shard grows its own on its rows, as a lone estimator does, distills
-        it alone and sends nothing for it (less accurate once merged: the
-        shards distill different teachers). ``split_init="boosting"``'s
-        start is grown over all shards whatever the teacher (every shard
-        must start from the same trees).
+        everywhere, in one exchange; an average of teachers that each saw
+        ``1 / n_shards`` of the rows, less accurate than one grown on all of
+        them. ``"shared"``: one teacher grown over all shards from the
+        histograms they send, level after level (no row moves): the teacher
+        of a boosting on all rows, for far more bytes than the rows
+        themselves. One-shot merges are no more accurate than with
+        ``"averaged"``, but federated rounds gain from it (see
+        ``docs/sharded.md``, "The teacher of federated rounds").
+        ``"local"``: each shard grows its own on its rows, as a lone
+        estimator does, distills it alone and sends nothing for it (less
+        accurate once merged: the shards distill different teachers).
+        ``split_init="boosting"``'s start is grown over all shards whatever
+        the teacher (every shard must start from the same trees).
     checkpoint : str, path-like or callable, default=None
         After every round, the state to resume from (merged and shard models,
         Adam states, history; parameters only, never rows), written
@@ -423,6 +429,11 @@ class ShardedSoftTreeEnsemble(MetaEstimatorMixin, BaseEstimator):
         Rounds run (``n_rounds_``; fewer than ``n_rounds`` when round-level
         early stopping stopped), as ``n_iter_`` counts epochs for the
         estimators.
+    teacher_kind_ : {"averaged", "shared", "local"} or None
+        The teacher the shards distilled (``teacher``, with ``"auto"``
+        decided; ``"shared"`` where an averaged teacher fell back to it, or
+        for ``split_init="boosting"``, whose start is the teacher). None
+        without a teacher (``teacher_weight=0``).
     boosting_bytes_ : int or None
         Bytes the shards sent while the gradient-boosted trees of
         ``teacher_weight > 0`` or ``split_init="boosting"`` were grown over
@@ -515,7 +526,7 @@ class ShardedSoftTreeEnsemble(MetaEstimatorMixin, BaseEstimator):
         "shard_batch_size": [StrOptions({"auto"}),
                              _NumberInterval(Integral, 1, None, closed="left"), None],
         "refit_leaves": ["boolean"],
-        "teacher": [StrOptions({"averaged", "shared", "local"})],
+        "teacher": [StrOptions({"auto", "averaged", "shared", "local"})],
         "n_jobs": [
             _NumberInterval(Integral, 1, None, closed="left"),
             _NumberInterval(Integral, None, -1, closed="right"),
@@ -529,7 +540,7 @@ class ShardedSoftTreeEnsemble(MetaEstimatorMixin, BaseEstimator):
                  merge_weights="size", n_rounds=1, local_epochs="auto", shard_fraction=1.0,
                  keep_optimizer_state=True, server_momentum=0.0, server_learning_rate=1.0,
                  first_round_epochs=None, shard_init="independent", shard_batch_size="auto",
-                 refit_leaves=False, teacher="averaged",
+                 refit_leaves=False, teacher="auto",
                  checkpoint=None, worker_timeout=60.0, n_jobs=None, random_state=None,
                  verbose=0):
         self.estimator = estimator
@@ -825,9 +836,15 @@ class ShardedSoftTreeEnsemble(MetaEstimatorMixin, BaseEstimator):
         any."""
         self.boosting_bytes_ = None
         boosted = base.split_init == "boosting"
-        if not boosted and self.teacher == "averaged" and base.teacher_weight > 0:
-            return self._averaged_teacher(shards, base, encoder, validation)
-        if not (boosted or (base.teacher_weight > 0 and self.teacher == "shared")):
+        teacher = self._teacher_kind()
+        # the boosted start's trees are grown over all shards, and are the teacher
+        self.teacher_kind_ = None if not base.teacher_weight > 0 else (
+            "shared" if boosted else teacher)
+        if not boosted and teacher == "averaged" and base.teacher_weight > 0:
+            trees, gains, averaged = self._averaged_teacher(shards, base, encoder, validation)
+            self.teacher_kind_ = "averaged" if averaged else "shared"
+            return trees, gains, averaged
+        if not (boosted or (base.teacher_weight > 0 and teacher == "shared")):
             return None, None, False  # teacher="local": every shard grows its own
         if boosted and base.max_features not in (None, 1.0):
             raise ValueError(
@@ -836,6 +853,17 @@ class ShardedSoftTreeEnsemble(MetaEstimatorMixin, BaseEstimator):
                 f"subsets (max_features={base.max_features!r}): set max_features=None."
             )
         return (*self._shared_teacher(shards, base, encoder, validation), False)
+
+    def _teacher_kind(self):
+        """``teacher`` with ``"auto"`` decided: ``"shared"`` for federated
+        rounds, ``"averaged"`` for a one-shot merge. The rounds take the
+        merged model to the full-data model's level, and the student of an
+        average of teachers grown on ``1 / n_shards`` of the rows each stays
+        behind it there (``docs/sharded.md``, "The teacher of federated
+        rounds"); a one-shot merge is as accurate with either."""
+        if self.teacher != "auto":
+            return self.teacher
+        return "shared" if self.n_rounds > 1 else "averaged"
 
     def _shared_teacher(self, shards, base, encoder, validation=None):
         """The trees grown over all shards from their histograms, and their

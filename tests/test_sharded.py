@@ -832,6 +832,33 @@ def test_sharded_boosting_uses_the_rows_held_out_at_the_shards(monkeypatch, teac
         assert 0 < kept < 64  # the prefix chosen on the held-out rows
 
 
+@pytest.mark.parametrize("n_rounds", [1, 3])
+def test_sharded_rounds_distill_the_teacher_grown_over_all_shards(monkeypatch, n_rounds):
+    """By default (teacher="auto") federated rounds distill the teacher grown over all
+    shards' rows, as teacher="shared" does: the shard models of the rounds reach the
+    full-data model's level, where the student of an average of teachers grown on a
+    shard each stays behind. A one-shot merge keeps the averaged teacher (fewer bytes,
+    as accurate there)."""
+    X, y = _integer_data(900, seed=1)
+    base = _base(n_estimators=16, depth=2, teacher_weight=0.5, early_stopping=True)
+    default = ShardedSoftTreeEnsemble(base, n_shards=3, n_rounds=n_rounds,
+                                      random_state=0).fit(X, y)
+    expected = "shared" if n_rounds > 1 else "averaged"
+    explicit = ShardedSoftTreeEnsemble(base, n_shards=3, n_rounds=n_rounds, teacher=expected,
+                                       random_state=0).fit(X, y)
+    for a, b in zip(default.estimators_, explicit.estimators_):
+        for ta, tb in zip(a.teacher_[0], b.teacher_[0]):
+            np.testing.assert_array_equal(ta, tb)
+    np.testing.assert_array_equal(default.predict_proba(X), explicit.predict_proba(X))
+    assert default.boosting_bytes_ == explicit.boosting_bytes_
+    assert default.get_params()["teacher"] == "auto"  # the parameter is kept as given
+    assert default.teacher_kind_ == explicit.teacher_kind_ == expected
+    # without a teacher there is none to name
+    plain = ShardedSoftTreeEnsemble(base.set_params(teacher_weight=0), n_shards=3,
+                                    n_rounds=n_rounds, random_state=0).fit(X, y)
+    assert plain.teacher_kind_ is None and plain.boosting_bytes_ is None
+
+
 @pytest.mark.parametrize("n_rounds", [1, 2])
 def test_sharded_local_teacher_is_grown_at_every_shard_on_its_rows(monkeypatch, n_rounds):
     """teacher="local": no tree grown over the shards, no histogram sent; each shard

@@ -20,9 +20,10 @@ def test_sharded_verbose_says_what_came_before_the_first_round(capsys):
     assert re.match(r"ShardedSoftTreeEnsemble: encoded 300 rows in 2 shards into 5 features "
                     r"\(.*s\); the shared teacher: 8 boosted trees grown over 2 shards "
                     r"\([0-9,]+ kB of histograms received\) \(.*s\)$", lines[0]), lines[0]
-    # the default teacher: one exchange of the shards' trees, no line per tree
+    # the averaged teacher (the default of a one-shot merge): one exchange of the shards'
+    # trees, no line per tree
     ShardedSoftTreeEnsemble(clf(teacher_weight=0.5), n_shards=2, n_rounds=2, random_state=0,
-                            verbose=2).fit(X_TR, Y_TR)
+                            teacher="averaged", verbose=2).fit(X_TR, Y_TR)
     first = capsys.readouterr().err.splitlines()[0]
     assert re.match(r"ShardedSoftTreeEnsemble: encoded 300 rows in 2 shards into 5 features "
                     r"\(.*s\); the teacher: the average of the 2 shards' own \([0-9]+ boosted "
