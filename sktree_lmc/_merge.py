@@ -564,8 +564,8 @@ def merge_estimators(a, b=None, lam=0.5, *, aligner="auto", X=None, weights=None
         After the merge, re-solve its leaf values (splits frozen, a convex
         problem, as :func:`~sktree_lmc.refit_leaves`) to the models'
         ensemble predictions on ``X``, else on 4,096 probe rows drawn from the
-        input encoding (other rows than the report's, which is measured
-        after it). No labels are needed: the ensemble's probabilities (or
+        input encoding (not the rows of the report, which compares the
+        refitted model). No labels are needed: the ensemble's probabilities (or
         predictions) are the targets. The merged model keeps its
         hyperparameters.
 
