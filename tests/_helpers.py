@@ -75,3 +75,25 @@ def three_feature_binary_data(n=40):
     rng = np.random.default_rng(0)
     X = rng.normal(size=(n, 3))
     return X, (X[:, 0] + 0.3 * X[:, 1] > 0).astype(int)
+
+
+def mixed_frame(n, size_dtype=np.float64):
+    """``n`` rows of mixed columns, as the export tests feed them: a numeric column (of
+    ``size_dtype``) and a string column with missing values and rare categories, a pandas
+    categorical with missing values, an integer-valued float column; and a binary target.
+    Needs pandas."""
+    import pandas as pd
+
+    rng = np.random.RandomState(0)
+    frame = pd.DataFrame({
+        "size": rng.standard_normal(n).astype(size_dtype),
+        "color": rng.choice(["red", "green", "blue", "violet", "teal"], n,
+                            p=[0.4, 0.3, 0.2, 0.05, 0.05]).astype(object),
+        "city": pd.Categorical(rng.choice(["Oslo", "Rome", "Lima"], n)),
+        "age": rng.randint(18, 80, n).astype(float),
+    })
+    frame.loc[::9, "size"] = np.nan
+    frame.loc[::11, "color"] = None
+    frame.loc[::13, "city"] = np.nan
+    y = ((frame["size"].fillna(0) > 0) ^ (frame["color"] == "red")).astype(int)
+    return frame, y

@@ -7,7 +7,7 @@ import warnings
 import numpy as np
 import pytest
 import torch
-from _helpers import three_feature_binary_data
+from _helpers import mixed_frame, three_feature_binary_data
 from conftest import FAST
 from numpy.testing import assert_allclose, assert_array_equal
 from sklearn.exceptions import NotFittedError
@@ -134,20 +134,8 @@ def test_portable_ndtri():
 
 @pytest.fixture(scope="module")
 def frame_clf():
-    pd = pytest.importorskip("pandas")
-    rng = np.random.RandomState(0)
-    n = 160
-    frame = pd.DataFrame({
-        "size": rng.standard_normal(n).astype(np.float32),
-        "color": rng.choice(["red", "green", "blue", "violet", "teal"], n,
-                            p=[0.4, 0.3, 0.2, 0.05, 0.05]).astype(object),
-        "city": pd.Categorical(rng.choice(["Oslo", "Rome", "Lima"], n)),
-        "age": rng.randint(18, 80, n).astype(float),
-    })
-    frame.loc[::9, "size"] = np.nan
-    frame.loc[::11, "color"] = None
-    frame.loc[::13, "city"] = np.nan
-    y = ((frame["size"].fillna(0) > 0) ^ (frame["color"] == "red")).astype(int)
+    pytest.importorskip("pandas")
+    frame, y = mixed_frame(160, size_dtype=np.float32)
     clf = SoftTreeEnsembleClassifier(**SETTINGS, max_categories=3).fit(frame, y)
     return clf, frame
 

@@ -8,6 +8,7 @@ import os
 
 import numpy as np
 import pytest
+from _helpers import mixed_frame
 from conftest import FAST
 from numpy.testing import assert_allclose, assert_array_equal
 from sklearn.exceptions import NotFittedError
@@ -131,19 +132,7 @@ def test_one_self_contained_file(tmp_path):
 @pytest.fixture(scope="module")
 def frame_clf():
     pd = pytest.importorskip("pandas")
-    rng = np.random.RandomState(0)
-    n = 200
-    frame = pd.DataFrame({
-        "size": rng.standard_normal(n),
-        "color": rng.choice(["red", "green", "blue", "violet", "teal"], n,
-                            p=[0.4, 0.3, 0.2, 0.05, 0.05]).astype(object),
-        "city": pd.Categorical(rng.choice(["Oslo", "Rome", "Lima"], n)),
-        "age": rng.randint(18, 80, n).astype(float),
-    })
-    frame.loc[::9, "size"] = np.nan
-    frame.loc[::11, "color"] = None
-    frame.loc[::13, "city"] = np.nan
-    y = ((frame["size"].fillna(0) > 0) ^ (frame["color"] == "red")).astype(int)
+    frame, y = mixed_frame(200)
     # additive_bins at two resolutions: the categorical columns' tables as well
     clf = SoftTreeEnsembleClassifier(**SETTINGS, max_categories=3,
                                      additive_bins=(4, 16)).fit(frame, y)
