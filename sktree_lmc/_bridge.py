@@ -345,6 +345,16 @@ def target_scale(estimators, weights):
         [np.asarray(est.y_scale_, dtype=np.float64) for est in estimators], w)
 
 
+def link_correction(estimator, ensemble, predictions):
+    """The factor of a merged regressor's ``y_scale_`` that undoes its link's
+    averaging (see ``merge_correction`` of the links in :mod:`._losses`),
+    given its predictions and its models' averaged ones on the same rows
+    (2-D); None for classifiers and the identity link."""
+    if is_classifier(estimator):
+        return None
+    return estimator._loss.link.merge_correction(ensemble, predictions)
+
+
 def scale_leaves(params, factors):
     """``params`` with leaf values (and the additive table, in the same units)
     multiplied by ``factors`` (one per output)."""

@@ -63,6 +63,13 @@ class IdentityLink:
         mean = sum(w * m for w, m in zip(weights, means))
         return mean, scale, [s / scale for s in scales]
 
+    def merge_correction(self, ensemble, merged):
+        """The factor of a merged model's scale that undoes what averaging raw
+        outputs does to its predictions ``merged`` against the models'
+        averaged predictions ``ensemble`` (on the same rows, 2-D): None, the
+        identity link averages predictions themselves."""
+        return None
+
 
 class LogLink(IdentityLink):
     """The prediction is ``exp`` of the raw output; a scale of the targets is
@@ -84,6 +91,18 @@ class LogLink(IdentityLink):
         log_scale = sum(w * np.log(s) for w, s in zip(weights, scales))
         ones = [np.ones_like(np.asarray(s, dtype=np.float64)) for s in scales]
         return np.zeros_like(log_scale), np.exp(log_scale), ones
+
+    def merge_correction(self, ensemble, merged):
+        """Averaging log outputs gives each row the weighted geometric mean of
+        the models' predictions, below their arithmetic mean (``ensemble``) by
+        a factor that grows with their disagreement on the row: the factor,
+        per output, is that gap's mean in log space over the rows (a ratio of
+        means would let the rows of largest predictions set it); rows where a
+        prediction is 0 are left out."""
+        with np.errstate(divide="ignore", invalid="ignore"):
+            gap = np.log(ensemble) - np.log(merged)
+        gap = np.where(np.isfinite(gap), gap, np.nan)
+        return np.exp(np.nan_to_num(np.nanmean(gap, axis=0), nan=0.0))
 
 
 class Loss:

@@ -27,6 +27,7 @@ from ._bridge import (
     check_compatible,
     combine,
     fingerprint,
+    link_correction,
     rewrap,
     sample_rows,
     scale_leaves,
@@ -51,9 +52,6 @@ from ._validation import _NumberInterval
 
 __all__ = ["ALIGNER_SHORTCUTS", "ModelAligner", "check_aligner", "fit_aligner",
            "merge_estimators"]
-
-#: Regression losses with the log link, whose merges average predictions geometrically.
-_LOG_LINK_LOSSES = ("poisson", "gamma")
 
 #: String shortcuts accepted wherever an ``aligner`` is: the settings they stand for.
 ALIGNER_SHORTCUTS = {
@@ -271,8 +269,9 @@ class ModelAligner(BaseEstimator):
             )
         w = _check_weights(weights, K)
         ref = estimators[self.reference]
-        params = [_matching_params(est, self.scale_features and self.method == "wm")
-                  for est in estimators]
+        # the models share their encoder (check_compatible): its scales and view, once
+        scales, view = _matching_basis(ref.encoder_, self.scale_features and self.method == "wm")
+        params = [_matching_params(est, scales, view) for est in estimators]
         scale = target_scale(estimators, w)
         if scale is not None:  # compare regressors in one target standardization
             params = [scale_leaves(p, f) for p, f in zip(params, scale[2])]
@@ -408,24 +407,35 @@ def _aligned_state(est, alignment):
     return {"optimizer_state_": _align_optimizer_state(state, alignment)}
 
 
-def _matching_params(est, scale_features=False):
-    """The parameters weight matching compares: ``tree_params_``, with the
-    split weights times their features' sizes when ``scale_features``
-    (:func:`~sktree_lmc._common_encoding.feature_scales`), and those of
+def _matching_basis(encoder, scale_features=False):
+    """``(scales, view)`` of the encoder the aligned models share: their
+    features' sizes when ``scale_features``
+    (:func:`~sktree_lmc._common_encoding.feature_scales`; None otherwise, or
+    for an encoding that returns its inputs), and the matrix that sums the
     side-by-side blocks of a common encoding (the models' own quantile-normal
     features of one column, see
-    :func:`~sktree_lmc._common_encoding.matching_view`) summed into one block,
-    so that the models' weights on their own features of a column meet. The
-    alignment found applies to the full parameters (it permutes trees, nodes
-    and leaves, never features)."""
+    :func:`~sktree_lmc._common_encoding.matching_view`; None without such a
+    column)."""
+    scales = feature_scales(encoder) if scale_features and not encoder.is_identity else None
+    view = matching_view(encoder) if encoder.column_kinds_ is not None else None
+    if view is not None and view.shape[0] == view.shape[1]:
+        view = None
+    return scales, view
+
+
+def _matching_params(est, scales=None, view=None):
+    """The parameters weight matching compares: ``tree_params_``, with the
+    split weights times ``scales`` and through ``view`` (see
+    :func:`_matching_basis`), so that the models' weights are compared in
+    units of what the splits compute and their weights on their own features
+    of a column meet. The alignment found applies to the full parameters (it
+    permutes trees, nodes and leaves, never features)."""
     params = est.tree_params_
     weight = params.split_weight
-    if scale_features and not est.encoder_.is_identity:
-        weight = weight * feature_scales(est.encoder_).astype(weight.dtype)
-    if est.encoder_.column_kinds_ is not None:  # a stacked column: its blocks summed
-        view = matching_view(est.encoder_)
-        if view is not None and view.shape[0] != view.shape[1]:
-            weight = weight @ view.astype(weight.dtype)
+    if scales is not None:
+        weight = weight * scales.astype(weight.dtype)
+    if view is not None:
+        weight = weight @ view.astype(weight.dtype)
     if weight is params.split_weight:
         return params
     return dataclasses.replace(params, split_weight=np.ascontiguousarray(weight))
@@ -676,28 +686,39 @@ def merge_estimators(a, b=None, lam=0.5, *, aligner="auto", X=None, weights=None
     members, ensemble = ensemble_predictions(estimators, weights_of, rows)
     if isinstance(aligner, str) and aligner == "auto":
         # AM on X when given, else on the probe rows (in the final step's input space)
-        am_rows = X if X is not None else rewrap_rows(head, rows)
+        # (a Pipeline's probe rows cannot be taken back through its preprocessing: without X,
+        # Pipelines are merged by weight matching alone)
+        am_rows = X if X is not None else (rows if head is None else None)
         candidates = [("wm", ModelAligner(), X)]
         if am_rows is not None:
             candidates.append(("am", ModelAligner(method="am", random_state=0), am_rows))
     else:
         candidates = [(_aligner_name(aligner), aligner, X)]
     best, tried = None, {}
+    classifier = is_classifier(estimators[0])
     for name, candidate, candidate_X in candidates:
         fitted = fit_aligner(candidate, models, candidate_X, weights)
         merged = combine(estimators, fitted.aligned_params(estimators), weights_of)
-        merged = _mean_corrected(merged, ensemble, rows)
-        report = merge_report(_predictions(merged, rows), members, ensemble, weights_of,
-                              aligner=name, rows=rows_kind)
+        predictions = _predictions(merged, rows)
+        factor = link_correction(merged, ensemble, predictions)
+        if factor is not None:  # the log link: y_mean_ is 0, predictions scale with y_scale_
+            merged.y_scale_ = np.asarray(merged.y_scale_, dtype=np.float64) * factor
+            predictions = predictions * factor
+        report = merge_report(predictions, members, ensemble, weights_of, aligner=name,
+                              rows=rows_kind, classifier=classifier)
         tried[name] = report.disagreement
         if best is None or report.disagreement < best[1].disagreement:
             best = (merged, report)
     merged, report = best
     if distill:
-        fit_rows = rows if X is not None else probe_rows(estimators[0], 4096, random_state=1)
-        merged = _distilled(merged, estimators, weights_of, fit_rows)
+        if X is not None:  # the report's rows and their ensemble predictions
+            fit_rows, targets = rows, ensemble
+        else:
+            fit_rows = probe_rows(estimators[0], 4096, random_state=1)
+            targets = ensemble_predictions(estimators, weights_of, fit_rows)[1]
+        merged = _distilled(merged, fit_rows, targets)
         report = merge_report(_predictions(merged, rows), members, ensemble, weights_of,
-                              aligner=report.aligner, rows=rows_kind)
+                              aligner=report.aligner, rows=rows_kind, classifier=classifier)
     merged.merge_report_ = dataclasses.replace(report, candidates=tried)
     if report.flagged:
         warnings.warn(
@@ -711,16 +732,15 @@ def merge_estimators(a, b=None, lam=0.5, *, aligner="auto", X=None, weights=None
     return rewrap(models[0], merged)
 
 
-def _distilled(merged, estimators, weights, rows):
-    """``merged`` with its leaves refitted to the ensemble of ``estimators`` on
-    ``rows``: soft targets for classifiers (every row once per class, weighted
-    by the ensemble's probability of it: cross-entropy to the probabilities),
-    the ensemble's predictions for regressors. The hyperparameters of the
-    refit objective (a teacher, label smoothing) are set aside for it and
-    given back."""
+def _distilled(merged, rows, ensemble):
+    """``merged`` with its leaves refitted to ``ensemble``, its models'
+    averaged predictions on ``rows`` (2-D): soft targets for classifiers
+    (every row once per class, weighted by the ensemble's probability of it:
+    cross-entropy to the probabilities), the predictions themselves for
+    regressors. The hyperparameters of the refit objective (a teacher, label
+    smoothing) are set aside for it and given back."""
     from ._refit import refit_leaves
 
-    _, ensemble = ensemble_predictions(estimators, weights, rows)
     kept = {k: v for k, v in merged.get_params().items()
             if k in ("teacher_weight", "label_smoothing")}
     student = copy.deepcopy(merged).set_params(**{k: 0.0 for k in kept})
@@ -746,33 +766,3 @@ def _aligner_name(aligner):
     if aligner.invariances == "none":
         return "naive"
     return aligner.method
-
-
-def rewrap_rows(head, rows):
-    """Rows in the final step's input space, for an aligner fitted on the whole
-    Pipelines: ``rows`` itself without preprocessing (a Pipeline's probe rows
-    cannot be taken back through its preprocessing: activation matching of
-    Pipelines without ``X`` uses weight matching's merge alone)."""
-    return rows if head is None else None
-
-
-def _mean_corrected(merged, ensemble, rows):
-    """A log-link regressor's merge with ``y_scale_`` times the geometric mean,
-    over ``rows``, of the ensemble's prediction over its own; anything else
-    unchanged.
-
-    Averaging log-link outputs gives each row the weighted geometric mean of
-    the models' predictions, below their arithmetic mean (the ensemble's) by a
-    factor that grows with their disagreement on the row. The factor is the
-    mean of that gap in log space: a ratio of means would let the rows of
-    largest predictions (the probe rows' extrapolations) set it.
-    """
-    if is_classifier(merged) or getattr(merged, "loss", None) not in _LOG_LINK_LOSSES:
-        return merged
-    own = _predictions(merged, rows)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        gap = np.log(ensemble) - np.log(own)
-    gap = np.where(np.isfinite(gap), gap, np.nan)
-    factor = np.exp(np.nan_to_num(np.nanmean(gap, axis=0), nan=0.0))
-    merged.y_scale_ = np.asarray(merged.y_scale_, dtype=np.float64) * factor
-    return merged

@@ -209,7 +209,8 @@ def _distance(pred, ensemble, classifier, spread):
     return float(np.sqrt(np.mean((pred - ensemble) ** 2)) / spread)
 
 
-def merge_report(merged, members, ensemble, weights, *, aligner, rows, candidates=None):
+def merge_report(merged, members, ensemble, weights, *, aligner, rows, classifier,
+                 candidates=None):
     """The :class:`MergeReport` of ``merged`` against its members' ensemble.
 
     Parameters
@@ -224,6 +225,10 @@ def merge_report(merged, members, ensemble, weights, *, aligner, rows, candidate
         The name of the alignment used.
     rows : {"probe", "X"}
         Where the rows came from.
+    classifier : bool
+        Whether the predictions are class probabilities (compared by total
+        variation) or a regressor's (by their RMS difference over the
+        ensemble's spread).
     candidates : dict or None, default=None
         The disagreements of the alignments tried (``aligner="auto"``).
 
@@ -231,7 +236,6 @@ def merge_report(merged, members, ensemble, weights, *, aligner, rows, candidate
     -------
     MergeReport
     """
-    classifier = members[0].shape[1] > 1 and np.allclose(members[0].sum(axis=1), 1.0)
     spread = float(np.std(ensemble)) or 1.0
     w = np.asarray(weights, dtype=np.float64)
     w = w / w.sum()

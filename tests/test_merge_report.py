@@ -19,7 +19,7 @@ from sktree_lmc import (
     merge_estimators,
 )
 from sktree_lmc._common_encoding import feature_scales, probe_columns
-from sktree_lmc._merge import _matching_params
+from sktree_lmc._merge import _matching_basis, _matching_params
 
 
 def _credit_like(n, rng):
@@ -75,8 +75,10 @@ def test_feature_scales_are_the_features_sizes_on_the_fitted_distribution():
 
 def test_weight_matching_compares_weights_in_units_of_the_features(clf_pair):
     a, _ = clf_pair
-    scaled = _matching_params(a, scale_features=True).split_weight
-    raw = _matching_params(a, scale_features=False).split_weight
+    scales, view = _matching_basis(a.encoder_, scale_features=True)
+    assert view is None and _matching_basis(a.encoder_)[0] is None
+    scaled = _matching_params(a, scales, view).split_weight
+    raw = _matching_params(a).split_weight
     assert raw is a.tree_params_.split_weight
     assert_allclose(scaled, raw * feature_scales(a.encoder_).astype(np.float32), rtol=1e-6)
     # the aligner's switch, and AM ignores it

@@ -100,7 +100,7 @@ def auto(argv):
             if (name, seed) in done: continue
             models, (Xtr, Xte, ytr, yte), parts = sites(name, K, seed)
             rec = dict(data=name, K=K, seed=seed)
-            with warnings.catch_warnings(record=True) as caught:
+            with warnings.catch_warnings():
                 warnings.simplefilter("always", MergeQualityWarning)
                 t = time.time(); m = merge_estimators(models); rec["auto_s"] = round(time.time() - t, 1)
                 rec.update(auto=float(m.score(Xte, yte)), auto_aligner=m.merge_report_.aligner,
