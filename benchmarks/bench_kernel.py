@@ -22,7 +22,7 @@ Three measurements, in one process, one thread unless said otherwise:
    profile", with the features the masks keep).
 3. **Threads.** The numba engine's fit on the first dataset with ``n_threads=2`` and with
    ``n_threads=1``: wall time, alternating. (Beside another busy process, two threads are
-   far slower than one, with either engine: ``sktree_lmc._threads``.)
+   far slower than one, with either engine: ``sktree_lmc.utils._threads``.)
 
 The machine's load average (``os.getloadavg``) is printed before and after: the machine is
 shared, so read the ratios (measured side by side) rather than the seconds.

@@ -11,7 +11,7 @@ Throughput (the default mode) measures samples per second of
 * ``predict_proba`` (estimator): rows per second of
   :meth:`SoftTreeEnsembleClassifier.predict_proba` on ``--n-predict`` rows, end
   to end (validation, the inference kernel
-  :func:`~sktree_lmc._forward.predict_chunked`, softmax);
+  :func:`~sktree_lmc.model._forward.predict_chunked`, softmax);
 
 for every architecture at ``M`` trees, depths ``D``, ``F`` features and batch
 size ``B`` on the CPU with the torch thread counts ``--threads``, for up to

@@ -27,36 +27,35 @@ from sklearn.utils.validation import (
     validate_data,
 )
 
-from ._architectures import (
+from .model._architectures import (
     ARCHITECTURES,
     MAX_LEAVES_PER_TREE,
     check_model_size,
     get_architecture,
 )
-from ._boosting import feature_gains, grow_oblivious_trees, oblivious_output
-from ._device import DEVICE_CONSTRAINT, prediction_device, resolve_device
-from ._encoding import (
+from .training._boosting import feature_gains, grow_oblivious_trees, oblivious_output
+from .utils._device import DEVICE_CONSTRAINT, prediction_device, resolve_device
+from .encoding._encoding import (
     NUMERIC_ENCODINGS,
     TabularEncoder,
     check_categorical_features,
     encoders_differ,
     to_columns,
 )
-from ._forward import SoftTreeEnsembleModule, predict_chunked, used_features
-from ._losses import LOSSES, CrossEntropy, Quantile
-from ._params import TreeParams, check_same_additive
+from .model._forward import SoftTreeEnsembleModule, predict_chunked, used_features
+from .training._losses import LOSSES, CrossEntropy, Quantile
+from .model._params import TreeParams, check_same_additive
 from ._persistence import estimator_state, restore_estimator_state
-from ._dask import is_dask_collection
-from ._plan import FitPlan, Recipe, Validation
-from ._progress import ProgressLog, Stopwatch
-from ._start import (
+from .training._plan import FitPlan, Recipe, Validation
+from .utils._progress import ProgressLog, Stopwatch
+from .training._start import (
     boosting_start,
     boosting_validation,
     data_start,
     init_module,
     start_from_params,
 )
-from ._threads import limit_threads
+from .utils._threads import limit_threads
 from ._validation import (
     _FLOAT32_MAX,
     _MAX_SCALE,
@@ -68,7 +67,7 @@ from ._validation import (
     _rescaled_weights,
     _torch_seed,
 )
-from ._training import (
+from .training._training import (
     AVERAGING,
     LR_SCHEDULES,
     SWA_START,
@@ -121,60 +120,20 @@ def _unused_columns(features, groups, n_columns):
 
 
 # -- prediction on dask collections ------------------------------------------------------------
-def _is_dask(X):
-    """Whether ``X`` is a dask collection (dask is imported only for objects of
-    dask's own types, so that plain input never imports it)."""
-    return (type(X).__module__.partition(".")[0] in ("dask", "dask_expr")
-            and is_dask_collection(X))
-
-
-def _predict_partition(part, estimator, method):
-    """``estimator.method`` on one partition (a NumPy block or a pandas frame);
-    an empty partition (a filter that kept none of its rows) gives an empty
-    block of the output's width and dtype."""
-    if part.shape[0] == 0:
-        return estimator._prediction_meta(method)
-    return getattr(estimator, method)(part)
-
-
-def lazy_prediction(model, X, method):
-    """``model.method(X)`` for a dask array or DataFrame ``X``: a lazy dask
-    array, computed partition by partition where the partitions live
-    (``map_blocks`` / ``map_partitions``, as dask-ml's ``ParallelPostFit``);
-    the model travels with the tasks, the rows never reach the client.
-    ``.compute()`` gives the NumPy result."""
-    check_is_fitted(model, "tree_params_")
-    frame = hasattr(X, "map_partitions") and hasattr(X, "columns")
-    if getattr(X, "ndim", None) != 2 or not (frame or hasattr(X, "map_blocks")):
-        raise TypeError(
-            f"{method} takes a 2-D dask array or a dask DataFrame, got a {type(X).__name__} "
-            f"of {getattr(X, 'ndim', 'no')} dimensions. Call .compute() first, or wrap the "
-            "estimator in dask_ml.wrappers.ParallelPostFit.")
-    n_columns = len(X.columns) if frame else X.shape[1]
-    if n_columns != model.n_features_in_:
-        raise ValueError(f"X has {n_columns} features, but {type(model).__name__} is expecting "
-                         f"{model.n_features_in_} features as input.")
-    meta = model._prediction_meta(method)
-    if frame:  # pandas partitions keep the column names and dtypes
-        return X.map_partitions(_predict_partition, model, method, meta=meta)
-    X = X.rechunk({1: -1})  # every block holds whole rows
-    if meta.ndim == 1:
-        return X.map_blocks(_predict_partition, model, method, drop_axis=1,
-                            dtype=meta.dtype, meta=meta)
-    return X.map_blocks(_predict_partition, model, method, chunks=(X.chunks[0], meta.shape[1:]),
-                        dtype=meta.dtype, meta=meta)
-
-
 def _lazy_on_dask(method):
     """Decorator of a prediction method ``method(self, X)``: on a dask array or
-    DataFrame it returns a lazy dask array (:func:`lazy_prediction` of the
+    DataFrame it returns a lazy dask array (``federation._dask.lazy_prediction`` of the
     fitted model ``self._prediction_model()``) instead of computing."""
     name = method.__name__
 
     @functools.wraps(method)
     def predict(self, X):
-        if _is_dask(X):
-            return lazy_prediction(self._prediction_model(), X, name)
+        # dask is imported only for objects of dask's own types: plain input never imports it
+        if type(X).__module__.partition(".")[0] in ("dask", "dask_expr"):
+            from .federation._dask import is_dask_collection, lazy_prediction
+
+            if is_dask_collection(X):
+                return lazy_prediction(self._prediction_model(), X, name)
         return method(self, X)
 
     return predict
@@ -355,7 +314,7 @@ class _BaseSoftTreeEnsemble(BaseEstimator):
 
     @property
     def _loss(self):  # pragma: no cover - abstract
-        """The task's :class:`~sktree_lmc._losses.Loss`: the training loss
+        """The task's :class:`~sktree_lmc.training._losses.Loss`: the training loss
         (``self._loss(output, target)``), the boosting's gradients, the
         teacher's mixing."""
         raise NotImplementedError
@@ -433,7 +392,7 @@ class _BaseSoftTreeEnsemble(BaseEstimator):
     def _fit(self, X, y, sample_weight, plan):
         """The one training entry point of ``fit``, ``partial_fit``, the shard
         fits and the federated rounds: what is not a hyperparameter comes in
-        ``plan`` (a :class:`~sktree_lmc._plan.FitPlan`)."""
+        ``plan`` (a :class:`~sktree_lmc.training._plan.FitPlan`)."""
         clock = Stopwatch()  # the steps before the first epoch, for verbose
         recipe = plan.recipe or Recipe.from_estimator(self)
         warm = self._begin_fit(plan, recipe)
@@ -485,7 +444,7 @@ class _BaseSoftTreeEnsemble(BaseEstimator):
 
     def _trainer(self, view, X, module, mask, warm, n_train, recipe, window):
         """What trains: ``(X, module, optimizer, hooks)``, the compact copies of
-        ``view`` (a :class:`~sktree_lmc._training.TrainingView`: on wide data,
+        ``view`` (a :class:`~sktree_lmc.training._training.TrainingView`: on wide data,
         the entries the feature ``mask`` keeps) or the whole model, Adam with
         the state of a warm start, and the recipe's hooks."""
         state = getattr(self, "optimizer_state_", None) if warm else None
@@ -734,7 +693,7 @@ class _BaseSoftTreeEnsemble(BaseEstimator):
         early stopping, progress) and the early-stopping one, or None.
         ``scored``: the raw validation rows of a ``scoring`` other than
         ``"loss"``; ``clock``: the steps before the loop (a
-        :class:`~sktree_lmc._progress.Stopwatch`), which the progress shows
+        :class:`~sktree_lmc.utils._progress.Stopwatch`), which the progress shows
         first and counts in its elapsed time."""
         early = recipe.early_stopping
         if early and self.validation_loss_curve_ is None:
@@ -858,7 +817,7 @@ class _BaseSoftTreeEnsemble(BaseEstimator):
         return self
 
     def _feature_mask(self, module, generator, device, warm, gains=None):
-        """The per-tree feature mask (:class:`~sktree_lmc._training.FeatureMask`,
+        """The per-tree feature mask (:class:`~sktree_lmc.training._training.FeatureMask`,
         or None), applied to ``module``: drawn from ``generator`` for a new
         model, by the teacher's ``gains`` per encoded feature when there are
         some and ``feature_selection="auto"``, recovered from the zero weights
@@ -1189,7 +1148,7 @@ class _BaseSoftTreeEnsemble(BaseEstimator):
     def _fitted_copy(self, params, **overrides):
         """A new fitted estimator with this one's hyperparameters and fitted
         metadata, the parameters ``params`` and the fitted attributes
-        ``overrides`` (see :func:`~sktree_lmc._bridge.with_params`): the
+        ``overrides`` (see :func:`~sktree_lmc.merging._bridge.with_params`): the
         public fitted attributes and the private ones of
         ``_fitted_private_attrs`` are copied, Adam's state is not."""
         new = clone(self)

@@ -17,10 +17,9 @@ import dataclasses
 
 import torch
 
-from ._architectures import TreeArchitecture, get_architecture
-from ._encoding import TabularEncoder
-from ._params import TreeParams
-from ._report import MergeReport
+from .model._architectures import TreeArchitecture, get_architecture
+from .encoding._encoding import TabularEncoder
+from .model._params import TreeParams
 
 __all__: list = []
 
@@ -98,7 +97,7 @@ def estimator_state(state):
     for key in ("encoder_", "encoder"):
         if isinstance(state.get(key), TabularEncoder):
             state[key] = encoder_as_dict(state[key])
-    if isinstance(state.get("merge_report_"), MergeReport):
+    if dataclasses.is_dataclass(state.get("merge_report_")):  # a MergeReport
         state["merge_report_"] = {_REPORT_KEY: dataclasses.asdict(state["merge_report_"])}
     if isinstance(state.get("device"), torch.device):  # skops would need it trusted
         state["device"] = {_DEVICE_KEY: str(state["device"])}
@@ -134,6 +133,8 @@ def restore_estimator_state(state, cls):
             state[key] = encoder_from_dict(state[key])
     report = state.get("merge_report_")
     if isinstance(report, dict) and _REPORT_KEY in report:
+        from .merging._report import MergeReport  # merging sits above the estimators
+
         state["merge_report_"] = MergeReport(**report[_REPORT_KEY])
     device = state.get("device")
     if isinstance(device, dict) and _DEVICE_KEY in device:

@@ -17,7 +17,7 @@ import numpy as np
 from sklearn.utils import check_random_state
 from sklearn.utils._param_validation import Interval
 
-from ._encoding import TabularEncoder
+from .encoding._encoding import TabularEncoder
 
 __all__: list = []
 

@@ -1,4 +1,4 @@
-"""The optimizer of the fits (:mod:`sktree_lmc._adam`): torch's Adam step and
+"""The optimizer of the fits (:mod:`sktree_lmc.training._adam`): torch's Adam step and
 LambdaLR's learning rates, bit for bit, without importing ``torch._dynamo``."""
 
 import subprocess
@@ -11,10 +11,10 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from sktree_lmc._adam import Adam, LambdaSchedule
-from sktree_lmc._architectures import get_architecture
-from sktree_lmc._forward import SoftTreeEnsembleModule
-from sktree_lmc._training import (
+from sktree_lmc.training._adam import Adam, LambdaSchedule
+from sktree_lmc.model._architectures import get_architecture
+from sktree_lmc.model._forward import SoftTreeEnsembleModule
+from sktree_lmc.training._training import (
     _export_adam_state,
     _load_adam_state,
     lr_factor,

@@ -24,7 +24,7 @@ from sktree_lmc import (
     random_ops,
     refit_leaves,
 )
-from sktree_lmc._encoding import encoders_differ, to_columns, union_additive_bins
+from sktree_lmc.encoding._encoding import encoders_differ, to_columns, union_additive_bins
 
 
 def _frame(n=400, seed=0):
@@ -235,7 +235,7 @@ def test_coarser_codes_from_the_finest_bins_equal_their_own_search(seed, n, leve
 def test_each_resolution_moves_by_its_step():
     """One Adam step (one minibatch, no averaging): every table value that moves moves by
     the table's rate times its resolution's factor, 1, 1/2 or 1/4 for (4, 16, 64) bins."""
-    from sktree_lmc._training import ADDITIVE_LR_FACTOR
+    from sktree_lmc.training._training import ADDITIVE_LR_FACTOR
 
     X, y = _frame()
     lr = 0.01
@@ -253,7 +253,7 @@ def test_each_resolution_moves_by_its_step():
 
 
 def test_table_learns_at_a_tenth_of_the_rate():
-    from sktree_lmc._training import ADDITIVE_LR_FACTOR, make_optimizer
+    from sktree_lmc.training._training import ADDITIVE_LR_FACTOR, make_optimizer
 
     module = SoftTreeEnsembleModule(get_architecture("oblivious", 2), 4, 3, 2, n_additive=5)
     opt = make_optimizer(module, 0.02)
@@ -364,7 +364,7 @@ def test_refit_leaves_keeps_the_table_and_lowers_the_objective():
 
 
 def test_bins_from_summaries_equal_fit_or_come_close_with_sketches():
-    from sktree_lmc._encoding import summarize
+    from sktree_lmc.encoding._encoding import summarize
 
     X, _ = _frame(n=3000)
     columns, _ = to_columns(X)

@@ -23,7 +23,7 @@ from sktree_lmc import (
     random_ops,
     weight_matching,
 )
-from sktree_lmc._merge import check_aligner, fit_aligner
+from sktree_lmc.merging._merge import check_aligner, fit_aligner
 
 # ----------------------------------------------------------------------------
 # aligner= and its shortcuts

@@ -16,8 +16,8 @@ from sktree_lmc import (
     SoftTreeEnsembleRegressor,
     get_architecture,
 )
-from sktree_lmc._boosting import boosted_start, grow_oblivious_trees, oblivious_output
-from sktree_lmc._plan import FitPlan, Recipe
+from sktree_lmc.training._boosting import boosted_start, grow_oblivious_trees, oblivious_output
+from sktree_lmc.training._plan import FitPlan, Recipe
 
 
 def _thresholds(x, max_bins):
@@ -43,7 +43,7 @@ def _base_score(kind, target, weight, n_outputs):
 def _reference_trees(X, target, weight, kind, n_trees, depth, n_outputs, l2=1.0, lr=0.1):
     """The greedy search written plainly: every level, feature and threshold
     (the weights are relative: rescaled to a mean of 1 first)."""
-    from sktree_lmc._losses import as_loss
+    from sktree_lmc.training._losses import as_loss
 
     weight = weight * (len(weight) / weight.sum())
     base = _base_score(kind, target, weight, n_outputs)
@@ -152,7 +152,7 @@ def test_the_scale_of_the_weights_is_free(scale):
 
 @pytest.mark.parametrize("kind", ["softmax", "squared"])
 def test_validation_rows_keep_the_prefix_of_trees_with_the_least_loss(kind):
-    from sktree_lmc._losses import as_loss
+    from sktree_lmc.training._losses import as_loss
 
     _loss = lambda kind, *args: as_loss(kind).mean(*args)  # noqa: E731
     rng = np.random.default_rng(0)
@@ -353,7 +353,7 @@ def _integer_rows(n, seed, n_features=4):
 
 @pytest.mark.parametrize("kind", ["softmax", "squared"])
 def test_trees_grown_over_sites_are_the_trees_of_their_union(kind):
-    from sktree_lmc._boosting import BoostingSite, LocalSites, grow_shared_trees
+    from sktree_lmc.training._boosting import BoostingSite, LocalSites, grow_shared_trees
 
     X, y = _integer_rows(900, 0)
     target = y if kind == "softmax" else np.column_stack([y * 2.0, X[:, 2]])
@@ -377,7 +377,7 @@ def test_trees_grown_over_sites_are_the_trees_of_their_union(kind):
 
 
 def test_merged_thresholds_follow_the_quantiles_of_the_union():
-    from sktree_lmc._boosting import BoostingSite, _merge_thresholds
+    from sktree_lmc.training._boosting import BoostingSite, _merge_thresholds
 
     rng = np.random.default_rng(0)
     # three sites with different distributions of one continuous feature
@@ -416,7 +416,7 @@ def test_a_site_sends_the_left_children_and_the_first_output_of_what_the_client_
     """The histograms a site sends below the root (its left children's, of the
     first output for two classes) are the even nodes and first output of the
     full histograms, and the parents' minus them are the odd nodes'."""
-    from sktree_lmc._boosting import BoostingSite, _all_outputs, _with_right_children
+    from sktree_lmc.training._boosting import BoostingSite, _all_outputs, _with_right_children
 
     rng = np.random.default_rng(0)
     X = rng.normal(size=(200, 3))
@@ -443,7 +443,7 @@ def test_the_boosted_start_on_every_column_is_the_teacher(monkeypatch, max_featu
     """With split_init="boosting" and a teacher, the trees are grown once when
     the start has every column (the same boosting on the same rows), twice when
     the start's trees are restricted to per-tree column subsets."""
-    import sktree_lmc._boosting as boosting
+    import sktree_lmc.training._boosting as boosting
     import sktree_lmc._estimators as estimators
 
     calls = []
@@ -474,7 +474,7 @@ def test_averaged_trees_output_the_weighted_mean_of_the_ensembles(n_ensembles, d
                                                                   n_outputs, seed):
     """averaged_trees is exact: its output is the weighted mean of its ensembles'
     outputs, and the trees it drops (those a prefix dropped) added nothing."""
-    from sktree_lmc._boosting import averaged_trees
+    from sktree_lmc.training._boosting import averaged_trees
 
     rng = np.random.default_rng(seed)
     X = rng.normal(size=(50, 4))
@@ -497,7 +497,7 @@ def test_averaged_trees_output_the_weighted_mean_of_the_ensembles(n_ensembles, d
 
 
 def test_averaged_trees_rejects_bad_weights():
-    from sktree_lmc._boosting import averaged_trees
+    from sktree_lmc.training._boosting import averaged_trees
 
     trees = (np.zeros(1), np.zeros((1, 1), dtype=int), np.zeros((1, 1)), np.zeros((1, 2, 1)))
     with pytest.raises(ValueError, match="one nonnegative weight per ensemble"):
@@ -509,7 +509,7 @@ def test_averaged_trees_rejects_bad_weights():
 def test_a_site_grows_on_its_own_rows_the_trees_of_a_plain_fit():
     """BoostingSite.grow (what a shard of teacher="averaged" sends) is
     grow_oblivious_trees on the site's rows, with its gains and weight sum."""
-    from sktree_lmc._boosting import BoostingSite
+    from sktree_lmc.training._boosting import BoostingSite
 
     rng = np.random.default_rng(1)
     X = rng.normal(size=(300, 4))
@@ -530,7 +530,7 @@ def test_averaged_site_trees_leave_out_a_site_that_lacks_a_class():
     """Under cross-entropy a site without a class would pull that class's logit
     down everywhere in the average (its trees start from log(1e-12)): it is left
     out, and with every site lacking one there is no average (None)."""
-    from sktree_lmc._boosting import BoostingSite, averaged_site_trees, averaged_trees
+    from sktree_lmc.training._boosting import BoostingSite, averaged_site_trees, averaged_trees
 
     rng = np.random.default_rng(3)
     results = []

@@ -24,7 +24,7 @@ from sktree_lmc import (
     SoftTreeEnsembleClassifier,
     SoftTreeEnsembleRegressor,
 )
-from sktree_lmc._checkpoint import _MAGIC, FILE_VERSION, to_plain, write_checkpoint
+from sktree_lmc.federation._checkpoint import _MAGIC, FILE_VERSION, to_plain, write_checkpoint
 
 TINY = dict(n_estimators=4, depth=2, max_epochs=2, early_stopping=False)
 rng = np.random.default_rng(0)
@@ -121,7 +121,7 @@ def test_a_regressor_with_categories_and_quantiles_round_trips(tmp_path):
 
 
 def _types():
-    from sktree_lmc._sharded import checkpoint_types
+    from sktree_lmc.federation._sharded import checkpoint_types
 
     return checkpoint_types()
 

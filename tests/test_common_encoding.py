@@ -12,11 +12,11 @@ from hypothesis import strategies as st
 from numpy.testing import assert_allclose, assert_array_equal
 
 from sktree_lmc import SoftTreeEnsembleClassifier, TabularEncoder, export_module
-from sktree_lmc._column_encodings import COLUMN_KINDS, NUMERIC_ENCODINGS, StackedColumns
-from sktree_lmc._common_encoding import UNIONS, common_encoder, matching_view
-from sktree_lmc._encoding import encoders_differ
-from sktree_lmc._export import encoder_inputs, export_encoder
-from sktree_lmc._params import TreeParams
+from sktree_lmc.encoding._column_encodings import COLUMN_KINDS, NUMERIC_ENCODINGS, StackedColumns
+from sktree_lmc.encoding._common_encoding import UNIONS, common_encoder, matching_view
+from sktree_lmc.encoding._encoding import encoders_differ
+from sktree_lmc.export._export import encoder_inputs, export_encoder
+from sktree_lmc.model._params import TreeParams
 
 KINDS = list(NUMERIC_ENCODINGS)
 CATEGORIES = np.array(list("abcdefgh"), dtype=object)

@@ -281,7 +281,7 @@ def _sharded_fit(kind, n_rows, received, **params):
     ("dataframe", {"teacher_weight": 0.5}),
 ])
 def test_no_task_returns_rows_to_the_client(local_client, received, kind, params):
-    from sktree_lmc._encoding import SKETCH_SIZE
+    from sktree_lmc.encoding._encoding import SKETCH_SIZE
 
     small, small_blocks = _sharded_fit(kind, 4 * 2500, received, **params)
     large, large_blocks = _sharded_fit(kind, 4 * 10000, received, **params)

@@ -1,4 +1,4 @@
-"""The dask layer (``sktree_lmc._dask``) that the federated rounds and the federated
+"""The dask layer (``sktree_lmc.federation._dask``) that the federated rounds and the federated
 leaf refit share.
 
 - :func:`gather_with_timeout` on fake futures and a fake client: the workers are
@@ -24,7 +24,7 @@ from sklearn.datasets import make_classification
 
 import sktree_lmc
 from sktree_lmc import SoftTreeEnsembleClassifier, refit_leaves
-from sktree_lmc._dask import (
+from sktree_lmc.federation._dask import (
     WorkerLostError,
     aligned_partitions,
     gather_with_timeout,
@@ -212,7 +212,7 @@ def _lose_workers_at_evaluation(monkeypatch, n, lose):
     """Call ``lose()`` (which loses workers) at the ``n``-th evaluation of the federated
     objective (1-based), before its tasks are submitted; returns a dict where the time
     of the loss is put."""
-    from sktree_lmc import _refit
+    from sktree_lmc.merging import _refit
 
     terms, lost = _refit._FederatedLeafObjective._terms, {"evaluations": 0}
 

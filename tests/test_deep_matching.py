@@ -24,9 +24,9 @@ from sktree_lmc import (
     random_ops,
     weight_matching,
 )
-from sktree_lmc._forward import reference_forward
-from sktree_lmc._matching import _tensors
-from sktree_lmc._oblivious import exhaustive_search, leaf_perm, oblivious_search
+from sktree_lmc.model._forward import reference_forward
+from sktree_lmc.merging._matching import _tensors
+from sktree_lmc.model._oblivious import exhaustive_search, leaf_perm, oblivious_search
 
 ARCHS = ["non_oblivious", "oblivious", "decision_list", "decision_list_modified"]
 
@@ -122,7 +122,7 @@ def test_exhaustive_search_equals_brute_force(depth, kind):
 def test_large_tables_exact_through_depth_6(depth):
     """Every entry of a table too large for the branch and bound (the old 2**24
     rule) equals the brute-force maximum of its pair, off the diagonal too."""
-    from sktree_lmc import _matching
+    from sktree_lmc.merging import _matching
 
     arch = get_architecture("oblivious", depth)
     rng = np.random.RandomState(depth)
@@ -141,7 +141,7 @@ def test_large_tables_exact_through_depth_6(depth):
 
 
 def test_oblivious_exhaustive_table_beyond_reach_raises_with_estimate():
-    from sktree_lmc._matching import MAX_DP_SECONDS, dp_cost
+    from sktree_lmc.merging._matching import MAX_DP_SECONDS, dp_cost
 
     arch = get_architecture("oblivious", 6)
     assert dp_cost(arch, 256 * 256)[0] < 60 < MAX_DP_SECONDS < dp_cost(arch, 2000 * 2000)[0]
@@ -239,7 +239,7 @@ def test_non_oblivious_dp_beyond_reach_raises_with_estimate():
     with pytest.raises(ValueError, match=r"would take about \d+ min on one core"):
         weight_matching(pa, pb, arch)
     # the estimate is the same one the message quotes, and smaller requests run
-    from sktree_lmc._matching import MAX_DP_SECONDS, dp_cost
+    from sktree_lmc.merging._matching import MAX_DP_SECONDS, dp_cost
 
     assert dp_cost(arch, 256 * 256)[0] > MAX_DP_SECONDS > dp_cost(arch, 64 * 64)[0]
     small = get_architecture("non_oblivious", 9)
@@ -268,7 +268,7 @@ def test_long_decision_lists(name):
 
 
 def test_align_many_at_depth_7():
-    from sktree_lmc._nway import align_many
+    from sktree_lmc.merging._nway import align_many
 
     arch = get_architecture("oblivious", 7)
     rng = np.random.RandomState(1)

@@ -1,4 +1,4 @@
-"""One device policy for the whole package (sktree_lmc._device): a torch.device is
+"""One device policy for the whole package (sktree_lmc.utils._device): a torch.device is
 accepted wherever a string is, and an unusable device gives the same clear error from
 the estimators, the aligner, the merge layer and the matching functions."""
 
@@ -16,7 +16,7 @@ from sktree_lmc import (
     merge_estimators,
     weight_matching,
 )
-from sktree_lmc._device import prediction_device, resolve_device
+from sktree_lmc.utils._device import prediction_device, resolve_device
 
 NO_CUDA = pytest.mark.skipif(torch.cuda.is_available(), reason="needs a machine without CUDA")
 NO_MPS = pytest.mark.skipif(

@@ -14,7 +14,7 @@ import pytest
 from scipy.stats import norm
 
 from sktree_lmc import TabularEncoder
-from sktree_lmc._encoding import summarize, to_columns
+from sktree_lmc.encoding._encoding import summarize, to_columns
 
 rng = np.random.default_rng(0)
 X = np.c_[rng.lognormal(size=8000), rng.standard_t(2, size=8000)]

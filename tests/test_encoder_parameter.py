@@ -14,7 +14,7 @@ from sktree_lmc import (
     TabularEncoder,
     merge_estimators,
 )
-from sktree_lmc._encoding import encoders_differ
+from sktree_lmc.encoding._encoding import encoders_differ
 
 TINY = dict(n_estimators=4, depth=2, max_epochs=2, random_state=0)
 

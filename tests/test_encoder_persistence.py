@@ -11,7 +11,7 @@ from sktree_lmc import TabularEncoder
 
 sio = pytest.importorskip("skops.io")
 
-TRUSTED = ["sktree_lmc._encoding.TabularEncoder"]
+TRUSTED = ["sktree_lmc.encoding._encoding.TabularEncoder"]
 
 
 @pytest.mark.parametrize("additive_bins", [None, 8])

@@ -29,8 +29,8 @@ from sktree_lmc import (
     TabularEncoder,
     merge_estimators,
 )
-from sktree_lmc._common_encoding import common_encoder
-from sktree_lmc._encoding import (
+from sktree_lmc.encoding._common_encoding import common_encoder
+from sktree_lmc.encoding._encoding import (
     SKETCH_SIZE,
     check_categorical_features,
     encoders_differ,

@@ -23,8 +23,8 @@ from sktree_lmc import (
     merge_estimators,
     refit_leaves,
 )
-from sktree_lmc._column_encodings import _hat_features, _knots
-from sktree_lmc._encoding import encoders_differ, to_columns
+from sktree_lmc.encoding._column_encodings import _hat_features, _knots
+from sktree_lmc.encoding._encoding import encoders_differ, to_columns
 
 pd = pytest.importorskip("pandas")
 
@@ -214,7 +214,7 @@ def test_predictions_do_not_depend_on_the_encoding_chunk(mixed, monkeypatch):
     X, y = mixed
     est = clf().fit(X, y)
     whole = est.predict_proba(X)
-    monkeypatch.setattr("sktree_lmc._encoding.ENCODE_CHUNK_ROWS", 64)
+    monkeypatch.setattr("sktree_lmc.encoding._encoding.ENCODE_CHUNK_ROWS", 64)
     monkeypatch.setattr(TabularEncoder.encode_chunks, "__defaults__", (64, None, False, None))
     assert_array_equal(est.predict_proba(X), whole)
 
@@ -348,7 +348,7 @@ def test_piecewise_linear_splits_start_on_a_ramp_over_the_knots():
                 min_size=1, max_size=60),
        st.sampled_from([2, 3, 16, 17, 64, 4096]))
 def test_sorted_quantiles_are_numpys_bit_for_bit(values, n_bins):
-    from sktree_lmc._column_encodings import sorted_quantiles
+    from sktree_lmc.encoding._column_encodings import sorted_quantiles
 
     x = np.asarray(values)
     big = np.round(np.random.default_rng(len(values)).normal(size=10_000), 2)  # with ties
@@ -371,7 +371,7 @@ def test_sorted_search_is_numpys_searchsorted(knots, values, cells_per_knot, see
     """The grid's search gives ``np.searchsorted(knots, x, side="right")`` for
     any sorted finite knots (repeated, subnormal, spanning float64's range)
     and any value (on a knot, next to one, infinite, out of range)."""
-    from sktree_lmc._column_encodings import SortedSearch
+    from sktree_lmc.encoding._column_encodings import SortedSearch
 
     k = np.sort(np.asarray(knots, dtype=np.float64))
     rng = np.random.default_rng(seed)
@@ -402,7 +402,7 @@ def test_quantile_table_is_sklearns_quantile_transform(values, seed):
     by ~1e-11)."""
     from sklearn.preprocessing import QuantileTransformer
 
-    from sktree_lmc._column_encodings import _quantile_table
+    from sktree_lmc.encoding._column_encodings import _quantile_table
 
     x = np.asarray(values)
     qt = QuantileTransformer(output_distribution="normal", n_quantiles=min(1000, len(x)),

@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from numpy.testing import assert_array_equal
 
 from sktree_lmc import SoftTreeEnsembleRegressor, TabularEncoder
-from sktree_lmc._encoding import (
+from sktree_lmc.encoding._encoding import (
     NUMERIC_ENCODINGS,
     encoders_differ,
     summarize,

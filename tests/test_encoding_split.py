@@ -14,15 +14,15 @@ from hypothesis import strategies as st
 from numpy.testing import assert_allclose, assert_array_equal
 
 from sktree_lmc import TabularEncoder
-from sktree_lmc._additive_bins import AdditiveBins
-from sktree_lmc._column_encodings import (
+from sktree_lmc.encoding._additive_bins import AdditiveBins
+from sktree_lmc.encoding._column_encodings import (
     CATEGORICAL,
     NUMERIC_ENCODINGS,
     ColumnEncoding,
     _hat_features,
     _knots,
 )
-from sktree_lmc._encoding import encoders_differ, summarize, to_columns, union_additive_bins
+from sktree_lmc.encoding._encoding import encoders_differ, summarize, to_columns, union_additive_bins
 
 nan = np.nan
 

@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 from numpy.testing import assert_array_equal
 
-from sktree_lmc._encoding import (
+from sktree_lmc.encoding._encoding import (
     SKETCH_SIZE,
     TabularEncoder,
     encoders_differ,

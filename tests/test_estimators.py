@@ -700,7 +700,7 @@ def test_n_iter_and_the_kept_epoch_when_the_validation_loss_rises(binary, monkey
     """The validation loss falls until epoch 3 and rises after: with patience 3
     the fit stops after epoch 6 and keeps epoch 3, the parameters a 3-epoch
     fit ends with."""
-    from sktree_lmc._training import ValidationLoss
+    from sktree_lmc.training._training import ValidationLoss
 
     def make_losses():
         values = iter([1.0, 0.8, 0.7, 0.75, 0.9, 1.0, 1.1, 1.2, 1.3, 1.4])

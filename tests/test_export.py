@@ -21,7 +21,7 @@ from sktree_lmc import (
     encode_categories,
     export_module,
 )
-from sktree_lmc._export import _ndtri_portable, _QuantileNormalColumn
+from sktree_lmc.export._export import _ndtri_portable, _QuantileNormalColumn
 
 ARCHS = ["oblivious", "non_oblivious", "decision_list", "decision_list_modified"]
 ENCODINGS = ["piecewise_linear", "quantile_normal", "standard", "none"]

@@ -7,8 +7,8 @@ from hypothesis import given, settings
 from hypothesis import strategies
 from numpy.testing import assert_allclose, assert_array_equal
 
-from sktree_lmc import _boosting
-from sktree_lmc._boosting import (
+from sktree_lmc.training import _boosting
+from sktree_lmc.training._boosting import (
     BoostingSite,
     LocalSites,
     _cell_sums,
@@ -20,7 +20,7 @@ from sktree_lmc._boosting import (
     grow_shared_trees,
     oblivious_output,
 )
-from sktree_lmc._losses import as_loss
+from sktree_lmc.training._losses import as_loss
 
 # -- the implementation before issue 43, written out as it was ----------------------------
 

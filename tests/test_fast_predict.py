@@ -1,6 +1,6 @@
 """The fast inference path (issue 43): oblivious trees through monomials
-(:class:`sktree_lmc._forward.MonomialPlan`) and the additive table through
-``embedding_bag`` (:func:`sktree_lmc._forward.additive_chunked`).
+(:class:`sktree_lmc.model._forward.MonomialPlan`) and the additive table through
+``embedding_bag`` (:func:`sktree_lmc.model._forward.additive_chunked`).
 
 Both must give the values of the reference path (leaf probabilities,
 ``predict_chunked(..., routing="leaves")``, and ``module.additive_term``) up to
@@ -18,7 +18,7 @@ from scipy.special import softmax
 from sklearn.datasets import make_classification
 
 from sktree_lmc import SoftTreeEnsembleClassifier, SoftTreeEnsembleRegressor, get_architecture
-from sktree_lmc._forward import (
+from sktree_lmc.model._forward import (
     MAX_MONOMIAL_DEPTH,
     MonomialPlan,
     SoftTreeEnsembleModule,

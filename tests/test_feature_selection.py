@@ -17,7 +17,7 @@ from sktree_lmc import (
     SoftTreeEnsembleRegressor,
     merge_estimators,
 )
-from sktree_lmc._training import FeatureMask, effective_count, guided_count
+from sktree_lmc.training._training import FeatureMask, effective_count, guided_count
 
 #: 4 informative columns, then 16 columns of pure noise.
 RNG = np.random.default_rng(0)
@@ -167,7 +167,7 @@ def test_fits_are_reproducible():
 
 def _views(monkeypatch):
     """Record the ``TrainingView`` of every fit."""
-    import sktree_lmc._training as training
+    import sktree_lmc.training._training as training
 
     views, of = [], training.TrainingView.of.__func__
 
@@ -184,7 +184,7 @@ def test_training_the_kept_additive_rows_alone_changes_no_bit(monkeypatch):
     training holds those alone (a compact copy of the model): the fit, its Adam state and a
     warm-started continuation are those of training the whole table
     (``SPARSE_ROWS_FRACTION = 0``), bit for bit."""
-    import sktree_lmc._training as training
+    import sktree_lmc.training._training as training
 
     views = _views(monkeypatch)
     monkeypatch.setattr(training, "SPLIT_FEATURES_FRACTION", 0.0)  # every feature read
@@ -211,7 +211,7 @@ def test_training_reads_the_features_the_trees_keep_where_they_keep_few(monkeypa
     training reads those alone: a fit of the same model up to float32 rounding as reading
     all of them (``SPLIT_FEATURES_FRACTION = 0``), warm-started continuations included, with
     the other features' weights and Adam moments exactly zero."""
-    import sktree_lmc._training as training
+    import sktree_lmc.training._training as training
 
     views = _views(monkeypatch)
     fits = {}
@@ -237,7 +237,7 @@ def test_a_scoring_fit_scores_the_whole_model_of_a_compact_training(monkeypatch)
     """With ``scoring`` other than the loss, early stopping scores the model as a whole
     (the compact module's parameters expanded): the same fit as without the view's
     features, up to rounding."""
-    import sktree_lmc._training as training
+    import sktree_lmc.training._training as training
 
     views = _views(monkeypatch)
     fits = []
@@ -298,8 +298,8 @@ def test_a_verbose_fit_says_what_the_draw_chose(capsys):
 
 
 def test_prediction_skips_the_additive_columns_left_at_zero():
-    from sktree_lmc._training import live_code_columns
-    from sktree_lmc._forward import SoftTreeEnsembleModule, predict_chunked
+    from sktree_lmc.training._training import live_code_columns
+    from sktree_lmc.model._forward import SoftTreeEnsembleModule, predict_chunked
 
     est = _clf().fit(X, Y)
     enc, params = est.encoder_, est.tree_params_
@@ -319,7 +319,7 @@ def test_prediction_skips_the_additive_columns_left_at_zero():
 
 def test_prediction_does_not_encode_the_columns_no_split_uses_but_checks_them():
     from sktree_lmc._estimators import _unused_columns
-    from sktree_lmc._forward import SoftTreeEnsembleModule, predict_chunked, used_features
+    from sktree_lmc.model._forward import SoftTreeEnsembleModule, predict_chunked, used_features
 
     est = _clf().fit(X, Y)
     enc, params = est.encoder_, est.tree_params_

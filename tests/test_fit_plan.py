@@ -23,7 +23,7 @@ from sktree_lmc import (
     SoftTreeEnsembleRegressor,
     merge_estimators,
 )
-from sktree_lmc._encoding import encoders_differ
+from sktree_lmc.encoding._encoding import encoders_differ
 
 PACKAGE = Path(__file__).resolve().parent.parent / "sktree_lmc"
 FAST = dict(n_estimators=4, depth=2, max_epochs=2, device="cpu", random_state=0)

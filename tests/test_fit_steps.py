@@ -10,10 +10,10 @@ import torch.nn.functional as F
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from sktree_lmc._architectures import get_architecture
-from sktree_lmc._forward import SoftTreeEnsembleModule
-from sktree_lmc._progress import ProgressLog
-from sktree_lmc._training import (
+from sktree_lmc.model._architectures import get_architecture
+from sktree_lmc.model._forward import SoftTreeEnsembleModule
+from sktree_lmc.utils._progress import ProgressLog
+from sktree_lmc.training._training import (
     _EarlyStopping,
     _evaluate_loss,
     _FitTensors,
@@ -91,7 +91,7 @@ def test_run_epoch_returns_the_size_weighted_mean_of_its_batch_losses(monkeypatc
         seen.append(idx.clone())
         return next(losses)
 
-    monkeypatch.setattr("sktree_lmc._training._train_step", fake_step)
+    monkeypatch.setattr("sktree_lmc.training._training._train_step", fake_step)
     mean = _run_epoch(module, optimizer, _ce, data, np.arange(5, 25), 8, gen)
     assert [len(i) for i in seen] == [8, 8, 4]
     assert np.array_equal(np.sort(torch.cat(seen).numpy()), np.arange(5, 25))
@@ -178,7 +178,7 @@ def test_progress_log_shows_a_bar_on_a_terminal():
 
 
 def test_check_finite_epoch_names_the_epoch_and_what_is_not_finite():
-    from sktree_lmc._training import _check_finite_epoch
+    from sktree_lmc.training._training import _check_finite_epoch
 
     module = _setup()[0]
     _check_finite_epoch(module, 0, 0.01, 0.7, 0.8)  # all finite: no error
@@ -200,7 +200,7 @@ def test_warn_if_diverged_compares_the_last_epoch_with_the_initial_loss():
 
     from sklearn.exceptions import ConvergenceWarning
 
-    from sktree_lmc._training import _warn_if_diverged
+    from sktree_lmc.training._training import _warn_if_diverged
 
     with pytest.warns(ConvergenceWarning, match="10 times that of the initial model"):
         _warn_if_diverged([0.5, 20.0, 7.1], 0.7, 1e6)
@@ -212,7 +212,7 @@ def test_warn_if_diverged_compares_the_last_epoch_with_the_initial_loss():
 
 
 def test_reference_loss_is_the_larger_of_the_initial_and_the_zero_output_loss():
-    from sktree_lmc._training import _evaluate_loss, _reference_loss
+    from sktree_lmc.training._training import _evaluate_loss, _reference_loss
 
     module, _, data, _ = _setup()
     rows = np.arange(40)

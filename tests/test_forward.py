@@ -1,4 +1,4 @@
-"""The math of the vectorized kernel (:mod:`sktree_lmc._forward`).
+"""The math of the vectorized kernel (:mod:`sktree_lmc.model._forward`).
 
 The kernel's routing is derived from each architecture's ``code`` table and its
 backward pass is written by hand, so it is checked against the slow NumPy
@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 from numpy.testing import assert_allclose, assert_array_equal
 
 from sktree_lmc import TreeParams, get_architecture
-from sktree_lmc._forward import SoftTreeEnsembleModule, reference_forward, routing_plan
+from sktree_lmc.model._forward import SoftTreeEnsembleModule, reference_forward, routing_plan
 
 ARCHS = ["non_oblivious", "oblivious", "decision_list", "decision_list_modified"]
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -162,7 +162,7 @@ def test_backward_sums_by_matmul_and_by_sweep_agree(name, depth, monkeypatch):
     by the schedule (a matmul where sigmoids are shared among positions, as in
     oblivious trees; a sweep elsewhere): both give the same gradients, so the
     way not chosen for an architecture stays correct too."""
-    from sktree_lmc import _forward
+    from sktree_lmc.model import _forward
 
     arch, _, module, X = module_and_data(name, depth, n_trees=6, n_features=5, n_outputs=3,
                                          n_samples=11)
@@ -463,7 +463,7 @@ def _reference_routing_plan(arch):
 
 @pytest.mark.parametrize("name", ARCHS)
 def test_routing_plan_equals_the_reference_algorithm(name):
-    from sktree_lmc._forward import _build_routing_plan
+    from sktree_lmc.model._forward import _build_routing_plan
 
     for depth in range(1, 7):
         arch = get_architecture(name, depth)
@@ -476,7 +476,7 @@ def test_routing_plan_equals_the_reference_algorithm(name):
 @given(data=st.data())
 def test_routing_plan_fails_where_the_reference_fails(data):
     """Perturbed and random tables: the same plan, or the same ValueError."""
-    from sktree_lmc._forward import _build_routing_plan
+    from sktree_lmc.model._forward import _build_routing_plan
 
     if data.draw(st.booleans()):
         arch = get_architecture(data.draw(st.sampled_from(ARCHS)), data.draw(st.integers(1, 3)))
@@ -502,7 +502,7 @@ def test_routing_plan_fails_where_the_reference_fails(data):
 
 def test_routing_plan_is_built_once_per_architecture(monkeypatch):
     """Issue 20: the plan was rebuilt on every fit and prediction."""
-    import sktree_lmc._forward as forward
+    import sktree_lmc.model._forward as forward
     from sktree_lmc import SoftTreeEnsembleClassifier
 
     arch = get_architecture("non_oblivious", 5)
@@ -525,7 +525,7 @@ def test_deep_routing_plans_are_fast():
     non-oblivious tree: the former algorithm took tens of seconds."""
     import time
 
-    from sktree_lmc._forward import _build_routing_plan
+    from sktree_lmc.model._forward import _build_routing_plan
 
     for name, depth in (("oblivious", 15), ("non_oblivious", 11)):
         arch = get_architecture(name, depth)
@@ -539,9 +539,9 @@ def test_deep_routing_plans_are_fast():
 def test_routing_buffers_beyond_memory_are_refused_up_front(monkeypatch):
     """Deep trees (or very many) whose routing buffers cannot fit in memory are a
     ValueError quoting the estimate, before anything is allocated."""
-    import sktree_lmc._forward as forward
+    import sktree_lmc.model._forward as forward
     from sktree_lmc import SoftTreeEnsembleClassifier
-    from sktree_lmc._forward import check_routing_memory, inference_chunk_rows
+    from sktree_lmc.model._forward import check_routing_memory, inference_chunk_rows
 
     X = np.random.RandomState(0).randn(40, 3)
     y = np.arange(40) % 2
@@ -572,7 +572,7 @@ def test_routing_buffers_beyond_memory_are_refused_up_front(monkeypatch):
 def test_leaf_gradients_are_the_product_of_leaf_values_and_output_gradients(n_outputs, n_rows,
                                                                             seed):
     """_leaf_gradients (two broadcast products for two outputs) is pi @ grad_t."""
-    from sktree_lmc._forward import _leaf_gradients
+    from sktree_lmc.model._forward import _leaf_gradients
 
     g = torch.Generator().manual_seed(seed)
     pi = torch.randn(24, n_outputs, generator=g)

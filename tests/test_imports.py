@@ -92,15 +92,15 @@ def test_cycle_finder_finds_a_cycle():
 @pytest.mark.parametrize(
     "low, high",
     [
-        ("sktree_lmc._estimators", "sktree_lmc._bridge"),
-        ("sktree_lmc._bridge", "sktree_lmc._merge"),
-        ("sktree_lmc._nway", "sktree_lmc._merge"),
-        ("sktree_lmc._merge", "sktree_lmc._sharded"),
-        ("sktree_lmc._merge", "sktree_lmc._metrics"),
+        ("sktree_lmc._estimators", "sktree_lmc.merging._bridge"),
+        ("sktree_lmc.merging._bridge", "sktree_lmc.merging._merge"),
+        ("sktree_lmc.merging._nway", "sktree_lmc.merging._merge"),
+        ("sktree_lmc.merging._merge", "sktree_lmc.federation._sharded"),
+        ("sktree_lmc.merging._merge", "sktree_lmc.merging._metrics"),
         # one dask layer, below the federated rounds and the federated refit
-        ("sktree_lmc._dask", "sktree_lmc._federated"),
-        ("sktree_lmc._dask", "sktree_lmc._refit"),
-        ("sktree_lmc._matching", "sktree_lmc._federated"),
+        ("sktree_lmc.federation._dask", "sktree_lmc.federation._federated"),
+        ("sktree_lmc.federation._dask", "sktree_lmc.merging._refit"),
+        ("sktree_lmc.merging._matching", "sktree_lmc.federation._federated"),
     ],
 )
 def test_layers_import_downward(low, high):
@@ -123,15 +123,15 @@ def _reachable(graph, start):
     return seen
 
 
-@pytest.mark.parametrize("module", ["sktree_lmc._merge", "sktree_lmc._refit"])
+@pytest.mark.parametrize("module", ["sktree_lmc.merging._merge", "sktree_lmc.merging._refit"])
 def test_merge_and_refit_do_not_reach_the_federated_rounds(module):
     """The merge and the (federated) leaf refit sit below the rounds that use
     them: what they share with the rounds is in ``_matching`` and ``_dask``."""
-    assert "sktree_lmc._federated" not in _reachable(_graph(), module)
+    assert "sktree_lmc.federation._federated" not in _reachable(_graph(), module)
 
 
 def test_the_dask_layer_imports_no_other_module():
-    assert _graph()["sktree_lmc._dask"] == set()
+    assert _graph()["sktree_lmc.federation._dask"] == set()
 
 
 def test_benchmarks_use_only_public_names():

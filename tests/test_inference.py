@@ -1,4 +1,4 @@
-"""The inference kernel (:func:`sktree_lmc._forward.predict_chunked`).
+"""The inference kernel (:func:`sktree_lmc.model._forward.predict_chunked`).
 
 It serves every prediction method, ``tree_outputs`` (activation matching) and the
 interpolation curves; it computes in float32 on fixed-size row chunks, so a row's result must
@@ -16,7 +16,7 @@ from numpy.testing import assert_allclose, assert_array_equal
 from sklearn.datasets import make_classification
 
 from sktree_lmc import SoftTreeEnsembleClassifier, SoftTreeEnsembleRegressor, get_architecture
-from sktree_lmc._forward import (
+from sktree_lmc.model._forward import (
     INFERENCE_CHUNK_ROWS,
     SoftTreeEnsembleModule,
     inference_chunk_rows,

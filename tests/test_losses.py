@@ -11,7 +11,7 @@ from numpy.testing import assert_allclose, assert_array_equal
 from scipy.special import softmax
 
 from sktree_lmc import SoftTreeEnsembleClassifier, SoftTreeEnsembleRegressor
-from sktree_lmc._losses import LOSSES, CrossEntropy, SquaredError, as_loss
+from sktree_lmc.training._losses import LOSSES, CrossEntropy, SquaredError, as_loss
 
 
 def _case(kind, seed, n=7, C=3):
@@ -94,7 +94,7 @@ def test_as_loss_names_and_errors():
 
 
 def test_absolute_error_gradients_are_the_sign_of_the_residual():
-    from sktree_lmc._losses import AbsoluteError
+    from sktree_lmc.training._losses import AbsoluteError
 
     loss = as_loss("absolute_error")
     assert loss == AbsoluteError()
@@ -149,7 +149,7 @@ def test_new_losses_numpy_gradients_are_autograd_of_the_training_loss(seed, q):
     """The boosting's gradients of the quantile, Poisson and Gamma losses are the
     autograd gradients of the torch training loss (the mean over the C outputs against
     the NumPy sum: the factor C), and the NumPy mean is the torch per-row loss times C."""
-    from sktree_lmc._losses import Quantile
+    from sktree_lmc.training._losses import Quantile
 
     raw, target, w = _positive_case(seed)
     for loss in (Quantile(q), as_loss("poisson"), as_loss("gamma")):
@@ -169,7 +169,7 @@ def test_new_losses_against_scikit_learn_metrics():
     and half its mean Poisson and Gamma deviances of the prediction exp(raw)."""
     from sklearn.metrics import mean_gamma_deviance, mean_pinball_loss, mean_poisson_deviance
 
-    from sktree_lmc._losses import Quantile
+    from sktree_lmc.training._losses import Quantile
 
     rng = np.random.default_rng(0)
     raw = rng.normal(size=(200, 1))

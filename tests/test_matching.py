@@ -3,7 +3,7 @@
 The brute forces here score every op of the (enumerated) symmetry group by
 transforming tree parameters with plain NumPy indexing, flattening them with the
 node weighting, and taking dot products; they share nothing with
-``sktree_lmc._matching`` but the op tables (whose correctness
+``sktree_lmc.merging._matching`` but the op tables (whose correctness
 ``test_symmetries.py`` checks against the routing table).
 """
 
@@ -16,7 +16,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from numpy.testing import assert_allclose, assert_array_equal
 
-import sktree_lmc._matching as matching
+import sktree_lmc.merging._matching as matching
 from sktree_lmc import (
     ModelAligner,
     SymmetryOps,

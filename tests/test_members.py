@@ -19,8 +19,8 @@ from sktree_lmc import (
     get_architecture,
     merge_estimators,
 )
-from sktree_lmc._forward import member_of_trees
-from sktree_lmc._training import _member_loss
+from sktree_lmc.model._forward import member_of_trees
+from sktree_lmc.training._training import _member_loss
 
 X, Y = make_classification(n_samples=200, n_features=5, n_informative=3, n_classes=3,
                            n_clusters_per_class=1, random_state=0)

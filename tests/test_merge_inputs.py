@@ -21,9 +21,9 @@ from sktree_lmc import (
     refit_leaves,
     weight_matching,
 )
-from sktree_lmc._bridge import with_params
-from sktree_lmc._encoding import encoders_differ
-from sktree_lmc._nway import align_many
+from sktree_lmc.merging._bridge import with_params
+from sktree_lmc.encoding._encoding import encoders_differ
+from sktree_lmc.merging._nway import align_many
 
 TINY = dict(n_estimators=4, depth=2, max_epochs=2, batch_size=64, device="cpu")
 ARRAYS = ("split_weight", "split_bias", "leaf_value", "additive")

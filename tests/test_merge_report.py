@@ -18,8 +18,8 @@ from sktree_lmc import (
     TabularEncoder,
     merge_estimators,
 )
-from sktree_lmc._common_encoding import feature_scales, probe_columns
-from sktree_lmc._merge import _matching_basis, _matching_params
+from sktree_lmc.encoding._common_encoding import feature_scales, probe_columns
+from sktree_lmc.merging._merge import _matching_basis, _matching_params
 
 
 def _credit_like(n, rng):

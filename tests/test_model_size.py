@@ -16,14 +16,14 @@ from sktree_lmc import (
     SoftTreeEnsembleModule,
     get_architecture,
 )
-from sktree_lmc._architectures import (
+from sktree_lmc.model._architectures import (
     MAX_LEAVES_PER_TREE,
     _build_oblivious,
     check_model_size,
     model_size,
 )
-from sktree_lmc._boosting import grow_oblivious_trees
-from sktree_lmc._forward import _routing_elements_per_row, check_routing_memory, routing_plan
+from sktree_lmc.training._boosting import grow_oblivious_trees
+from sktree_lmc.model._forward import _routing_elements_per_row, check_routing_memory, routing_plan
 
 TINY = dict(n_estimators=4, max_epochs=2, device="cpu", random_state=0)
 

@@ -1,5 +1,5 @@
 """N-way merging: merge_estimators([m1, ..., mK]), ModelAligner with K models, and
-the procedure behind them, sktree_lmc._nway.align_many."""
+the procedure behind them, sktree_lmc.merging._nway.align_many."""
 
 import numpy as np
 import pytest
@@ -16,8 +16,8 @@ from sktree_lmc import (
     merge_estimators,
     random_ops,
 )
-from sktree_lmc._bridge import with_params as _with_params
-from sktree_lmc._nway import align_many
+from sktree_lmc.merging._bridge import with_params as _with_params
+from sktree_lmc.merging._nway import align_many
 
 X_CLF, Y_CLF = make_classification(
     n_samples=240, n_features=5, n_informative=4, n_redundant=0, n_classes=3, random_state=0

@@ -23,8 +23,8 @@ from sktree_lmc import (
     export_onnx,
     onnx_inputs,
 )
-from sktree_lmc._forward import monomial_plan
-from sktree_lmc._onnx import MAX_MONOMIAL_DEPTH, _category_strings
+from sktree_lmc.model._forward import monomial_plan
+from sktree_lmc.export._onnx import MAX_MONOMIAL_DEPTH, _category_strings
 
 onnx = pytest.importorskip("onnx")
 ort = pytest.importorskip("onnxruntime")
@@ -243,7 +243,7 @@ def test_stacked_columns_of_a_union_encoder(tmp_path):
     """A model moved onto the union of two encoders (stacked quantile and
     piecewise-linear columns) exports like the estimator predicts."""
     from sktree_lmc import TreeParams
-    from sktree_lmc._common_encoding import common_encoder
+    from sktree_lmc.encoding._common_encoding import common_encoder
 
     X, X_test, y = _data(200)
     kw = dict(SETTINGS, additive_bins=8)

@@ -7,7 +7,7 @@ import pytest
 from _helpers import X, Y, clf, reg
 
 from sktree_lmc import TabularEncoder
-from sktree_lmc._encoding import encoders_differ
+from sktree_lmc.encoding._encoding import encoders_differ
 
 
 def test_partial_fit_counts_passes_and_warns_once_about_the_encoding():

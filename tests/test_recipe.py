@@ -116,7 +116,7 @@ def test_a_scheduler_started_inside_a_run_continues_its_schedule(schedule, warmu
     schedule of the rounds before it instead of restarting it)."""
     import torch
 
-    from sktree_lmc._training import make_lr_scheduler
+    from sktree_lmc.training._training import make_lr_scheduler
 
     def rates(total, start, n):
         p = torch.nn.Parameter(torch.zeros(1))
@@ -261,7 +261,7 @@ def test_data_split_init_with_constant_columns_keeps_the_uniform_start(encoding)
 ])
 def test_auto_label_smoothing_smooths_where_auto_early_stopping_is_off(
         early_stopping, n_samples, validation, given, expected):
-    from sktree_lmc._plan import AUTO_LABEL_SMOOTHING, Recipe
+    from sktree_lmc.training._plan import AUTO_LABEL_SMOOTHING, Recipe
 
     assert AUTO_LABEL_SMOOTHING == 0.02
     est = SoftTreeEnsembleClassifier(early_stopping=early_stopping, label_smoothing=given)
@@ -273,7 +273,7 @@ def test_auto_label_smoothing_smooths_where_auto_early_stopping_is_off(
 
 def test_regressors_recipe_has_no_label_smoothing():
     from sktree_lmc import SoftTreeEnsembleRegressor
-    from sktree_lmc._plan import Recipe
+    from sktree_lmc.training._plan import Recipe
 
     assert Recipe.from_estimator(SoftTreeEnsembleRegressor()).resolved(300).label_smoothing == 0
 

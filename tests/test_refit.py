@@ -11,7 +11,7 @@ from scipy.special import softmax
 from sklearn.datasets import make_classification, make_regression
 from sklearn.utils._param_validation import InvalidParameterError
 
-import sktree_lmc._refit as refit_module
+import sktree_lmc.merging._refit as refit_module
 from sktree_lmc import (
     ARCHITECTURES,
     SoftTreeEnsembleClassifier,
@@ -19,7 +19,7 @@ from sktree_lmc import (
     merge_estimators,
     refit_leaves,
 )
-from sktree_lmc._boosting import oblivious_output
+from sktree_lmc.training._boosting import oblivious_output
 
 X, Y = make_classification(n_samples=300, n_features=5, n_informative=3, n_classes=3,
                            n_clusters_per_class=1, random_state=0)

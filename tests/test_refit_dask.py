@@ -83,7 +83,7 @@ def test_cache_size_applies_per_partition(client, monkeypatch):
     recomputed at every evaluation), the federated refit still equals the
     centralized float64 one. The workers are threads of this process, so the
     chunk size patched here is theirs."""
-    import sktree_lmc._refit as refit_module
+    import sktree_lmc.merging._refit as refit_module
 
     est = _clf()
     local, info_local = refit_leaves(est, X, Y, return_info=True, **SOLVE)

@@ -15,7 +15,7 @@ from sklearn.preprocessing import StandardScaler
 from sklearn.utils._param_validation import InvalidParameterError
 from sklearn.utils.estimator_checks import check_estimator
 
-import sktree_lmc._federated as federated
+import sktree_lmc.federation._federated as federated
 from sktree_lmc import (
     ModelAligner,
     ShardedSoftTreeEnsemble,
@@ -335,7 +335,7 @@ def test_rounds_align_every_round(monkeypatch):
         est = shard_fit(k, est, data, start)
         if start is None:
             return est
-        from sktree_lmc._matching import Alignment
+        from sktree_lmc.merging._matching import Alignment
 
         M = est.tree_params_.n_trees
         al = Alignment(rng.permutation(M), random_ops(est.architecture_, M, rng), 0.0)
@@ -557,7 +557,7 @@ def test_a_dataframe_with_strings_and_missing_values_shares_one_encoder(monkeypa
     """The encoder is fitted once, on all rows, before the shards train; every shard
     model (and the merged one) encodes with it, so they merge."""
     pd = pytest.importorskip("pandas")
-    from sktree_lmc._encoding import TabularEncoder, encoders_differ
+    from sktree_lmc.encoding._encoding import TabularEncoder, encoders_differ
 
     rng = np.random.RandomState(0)
     frame = pd.DataFrame(X, columns=[f"f{i}" for i in range(X.shape[1])])
@@ -753,7 +753,7 @@ def test_round_level_patience_is_the_estimators_in_epochs_and_at_least_two_round
 
 def _recording(monkeypatch):
     """Record the trees ``ShardedSoftTreeEnsemble`` grows over its shards."""
-    import sktree_lmc._sharded as sharded
+    import sktree_lmc.federation._sharded as sharded
 
     grown = []
     grow = sharded.grow_shared_trees
@@ -776,7 +776,7 @@ def _integer_data(n=600, seed=0):
 @pytest.mark.parametrize("params", [dict(teacher_weight=0.5),
                                     dict(split_init="boosting", max_features=None)])
 def test_sharded_boosting_is_grown_over_the_rows_of_all_shards(monkeypatch, params):
-    from sktree_lmc._boosting import grow_oblivious_trees
+    from sktree_lmc.training._boosting import grow_oblivious_trees
 
     grown = _recording(monkeypatch)
     X, y = _integer_data()
@@ -810,7 +810,7 @@ def test_sharded_boosting_is_grown_over_the_rows_of_all_shards(monkeypatch, para
 
 @pytest.mark.parametrize("teacher", ["shared", "averaged"])
 def test_sharded_boosting_uses_the_rows_held_out_at_the_shards(monkeypatch, teacher):
-    from sktree_lmc._boosting import BoostingSite
+    from sktree_lmc.training._boosting import BoostingSite
 
     grown = _recording(monkeypatch)
     grow = BoostingSite.grow
@@ -889,7 +889,7 @@ def test_sharded_averaged_teacher_is_the_mean_of_the_shards_own_teachers(monkeyp
     on its held-out rows with round-level early stopping) and sends its trees,
     fewer bytes than its rows; every shard distills their average, weighted by
     the shards' rows."""
-    from sktree_lmc._boosting import BoostingSite, averaged_trees, oblivious_output
+    from sktree_lmc.training._boosting import BoostingSite, averaged_trees, oblivious_output
 
     grown = _recording(monkeypatch)
     sent, grow = [], BoostingSite.grow
@@ -927,7 +927,7 @@ def test_sharded_averaged_teacher_falls_back_to_the_shared_one(monkeypatch, caps
     """When no shard can take part in the average (every one lacks a class),
     the teacher is grown over all shards, and both exchanges count; the
     verbose line says which teacher the shards got."""
-    import sktree_lmc._sharded as sharded
+    import sktree_lmc.federation._sharded as sharded
 
     grown = _recording(monkeypatch)
     monkeypatch.setattr(sharded, "averaged_site_trees", lambda *args: None)
@@ -968,7 +968,7 @@ def test_sharded_regressor_teacher_in_the_targets_units():
     assert est.score(Xr, yr) > 0.7
     # the shared trees are grown in the targets' units; a shard, which standardizes its
     # targets with its own mean and scale, reads them in its units
-    from sktree_lmc._boosting import grow_oblivious_trees, oblivious_output
+    from sktree_lmc.training._boosting import grow_oblivious_trees, oblivious_output
 
     shard = clone(base).set_params(max_epochs=1).fit(Xr[:200], yr[:200] * 2.0)
     Xe = shard._encoded_input(Xr)[:, : shard.encoder_.n_features_out_]

@@ -122,7 +122,7 @@ def test_dask_encoder_from_the_workers_summaries(client):
     rows; the other knots are within 1e-3 of the column's range."""
     pd = pytest.importorskip("pandas")
     dd = pytest.importorskip("dask.dataframe")
-    from sktree_lmc._encoding import SKETCH_SIZE, encoders_differ
+    from sktree_lmc.encoding._encoding import SKETCH_SIZE, encoders_differ
 
     rng = np.random.RandomState(0)
     n = 4500

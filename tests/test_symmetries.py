@@ -22,8 +22,8 @@ from sktree_lmc import (
     is_valid_op,
     random_ops,
 )
-from sktree_lmc._forward import SoftTreeEnsembleModule, reference_forward
-from sktree_lmc._params import compose_ops
+from sktree_lmc.model._forward import SoftTreeEnsembleModule, reference_forward
+from sktree_lmc.model._params import compose_ops
 
 ARCHS = ["non_oblivious", "oblivious", "decision_list", "decision_list_modified"]
 DEPTHS = [1, 2, 3, 4]

@@ -9,15 +9,15 @@ from joblib import parallel_config
 from sklearn.datasets import make_classification
 from sklearn.utils._param_validation import InvalidParameterError
 
-import sktree_lmc._forward as forward
-from sktree_lmc import _kernel
+import sktree_lmc.model._forward as forward
+from sktree_lmc.training import _kernel
 from sktree_lmc import (
     ModelAligner,
     ShardedSoftTreeEnsemble,
     SoftTreeEnsembleClassifier,
     SoftTreeEnsembleRegressor,
 )
-from sktree_lmc._threads import _available_cpus, effective_n_threads, torch_threads
+from sktree_lmc.utils._threads import _available_cpus, effective_n_threads, torch_threads
 
 X, Y = make_classification(n_samples=120, n_features=5, random_state=0)
 

@@ -17,7 +17,7 @@ from sktree_lmc import (
     SoftTreeEnsembleClassifier,
     SoftTreeEnsembleRegressor,
 )
-from sktree_lmc._encoding import encoders_differ
+from sktree_lmc.encoding._encoding import encoders_differ
 
 
 def test_x_val_trains_on_every_row_and_early_stops_on_the_validation_rows(monkeypatch):
@@ -101,7 +101,7 @@ def test_sharded_x_val_rounds_stop_on_the_users_rows(monkeypatch):
     """ShardedSoftTreeEnsemble(...).fit(X_val=, y_val=): the rounds stop on the merged
     model's loss on the user's rows (no shard holds out rows), and one round's shard
     fits early-stop on them."""
-    from sktree_lmc import _federated
+    from sktree_lmc.federation import _federated
 
     held = []
     monkeypatch.setattr(_federated._LocalShards, "hold_out",
@@ -142,7 +142,7 @@ def test_sharded_x_val_chooses_the_shared_teachers_trees():
 def test_early_stopping_auto_follows_the_size_and_the_users_rows():
     """early_stopping="auto" (the default): a validation split above
     EARLY_STOPPING_AUTO_ROWS training rows, none below, always with X_val."""
-    from sktree_lmc._plan import EARLY_STOPPING_AUTO_ROWS, auto_early_stopping
+    from sktree_lmc.training._plan import EARLY_STOPPING_AUTO_ROWS, auto_early_stopping
 
     assert SoftTreeEnsembleClassifier().early_stopping == "auto"
     assert SoftTreeEnsembleRegressor().early_stopping == "auto"

@@ -107,7 +107,7 @@ def test_a_merged_model_drops_adams_state_and_warm_starts_with_a_fresh_one():
     parameters, in another basis) and its ``warm_start=True``, so ``merged.fit``
     continued with Adam moments that belong to other parameters."""
     from sktree_lmc import ModelAligner, merge_estimators, refit_leaves
-    from sktree_lmc._matching import _align_optimizer_state
+    from sktree_lmc.merging._matching import _align_optimizer_state
 
     a, b = (_clf(warm_start=True, random_state=s).fit(X, Y) for s in (1, 2))
     steps = a.optimizer_state_["step"]

@@ -21,7 +21,7 @@ def patch_split_lr(factor):
     """Train the split weights and biases at ``factor`` times the learning rate: the
     library's optimizer with its first group (splits and leaves) cut in two."""
     import sktree_lmc._estimators as _e
-    import sktree_lmc._training as _t
+    import sktree_lmc.training._training as _t
     library = _t.make_optimizer
 
     def make_optimizer(module, learning_rate):
@@ -38,12 +38,12 @@ def patch_split_lr(factor):
 def main():
     torch.set_num_threads(1)
     if os.environ.get("FANIN_S"):
-        import sktree_lmc._forward as _f
+        import sktree_lmc.model._forward as _f
         _orig = _f.split_init_bound
         S = float(os.environ["FANIN_S"])
         _f.split_init_bound = lambda si, n: S / math.sqrt(max(n, 1)) if si == "fan_in" else _orig(si, n)
     if os.environ.get("MIX_S"):
-        import sktree_lmc._forward as _f
+        import sktree_lmc.model._forward as _f
         _init = _f.SoftTreeEnsembleModule.__init__
         hi = math.log(float(os.environ["MIX_S"]))
         def __init__(self, arch, n_trees, n_features, n_outputs, generator=None, **kw):
@@ -57,8 +57,8 @@ def main():
         patch_split_lr(float(os.environ["SPLIT_LR"]))
     if os.environ.get("OOF"):
         import sktree_lmc._estimators as _e
-        from sktree_lmc._boosting import grow_oblivious_trees, oblivious_output
-        from sktree_lmc._start import boosting_validation
+        from sktree_lmc.training._boosting import grow_oblivious_trees, oblivious_output
+        from sktree_lmc.training._start import boosting_validation
         K = int(os.environ["OOF"])
         def _distilled_targets(self, X, target, split, teacher_weight, trees):
             train_idx, val_idx = split

@@ -23,8 +23,8 @@ from threadpoolctl import threadpool_limits
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the repository's root
 from benchmarks.bench_shapes import SHAPES, _split
 from sktree_lmc import SoftTreeEnsembleClassifier, refit_leaves
-import sktree_lmc._forward as _f
-import sktree_lmc._training as _t
+import sktree_lmc.model._forward as _f
+import sktree_lmc.training._training as _t
 
 
 def class_mask(leaf_value):

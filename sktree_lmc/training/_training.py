@@ -32,9 +32,9 @@ import numpy as np
 import torch
 from sklearn.exceptions import ConvergenceWarning
 
-from . import _kernel
+from ..model import _kernel
 from ._adam import Adam, LambdaSchedule
-from ._params import TreeParams
+from ..model._params import TreeParams
 
 #: Values of ``lr_schedule``.
 LR_SCHEDULES = ("constant", "cosine")
@@ -466,9 +466,9 @@ def train(module, optimizer, loss_fn, data, train_idx, *, batch_size, max_epochs
     """Train ``module`` for at most ``max_epochs`` epochs of Adam minibatches.
 
     On the CPU, the forward and backward passes of the trees run the fused
-    kernel of :mod:`sktree_lmc._kernel` when its engine resolves to numba
-    (:func:`~sktree_lmc._kernel.engine`; by default wherever numba imports),
-    else the torch path of :mod:`sktree_lmc._forward`.
+    kernel of :mod:`sktree_lmc.model._kernel` when its engine resolves to numba
+    (:func:`~sktree_lmc.model._kernel.engine`; by default wherever numba imports),
+    else the torch path of :mod:`sktree_lmc.model._forward`.
 
     Parameters
     ----------
@@ -512,7 +512,7 @@ def train(module, optimizer, loss_fn, data, train_idx, *, batch_size, max_epochs
 def _train_loop(module, optimizer, loss_fn, data, train_idx, batch_size, max_epochs, generator,
                 hooks, n_members, callbacks, loss_curve):
     """The loop of :func:`train`, inside the engine it chose
-    (:func:`~sktree_lmc._kernel.training_loop`)."""
+    (:func:`~sktree_lmc.model._kernel.training_loop`)."""
     for callback in callbacks:
         callback.on_train_begin(hooks.model(module))
     epoch = -1

@@ -37,10 +37,10 @@ import numpy as np
 import torch
 from scipy.optimize import linear_sum_assignment
 
-from ._architectures import SymmetryOps, _ops_from_node_ops
-from ._device import resolve_device
-from ._oblivious import exhaustive_cost, exhaustive_search, oblivious_search
-from ._params import TreeParams, check_finite_params
+from ..model._architectures import SymmetryOps, _ops_from_node_ops
+from ..utils._device import resolve_device
+from ..model._oblivious import exhaustive_cost, exhaustive_search, oblivious_search
+from ..model._params import TreeParams, check_finite_params
 
 __all__ = [
     "Alignment",
@@ -346,7 +346,7 @@ def dp_cost(arch, n_pairs):
     """Estimated single-core seconds and peak bytes of an exact search over the group.
 
     The flip dynamic program of non-oblivious trees, or the exhaustive search of
-    oblivious trees (:func:`sktree_lmc._oblivious.exhaustive_search`).
+    oblivious trees (:func:`sktree_lmc.model._oblivious.exhaustive_search`).
 
     Parameters
     ----------
@@ -383,7 +383,7 @@ def check_dp_cost(arch, n_pairs):
         raise ValueError(
             f"{what} would take about {seconds / 60:.0f} min on one core "
             f"({work}, {peak / 2**20:.0f} MiB of work arrays); the limit is "
-            f"{MAX_DP_SECONDS / 60:.0f} min (sktree_lmc._matching.MAX_DP_SECONDS). Use fewer "
+            f"{MAX_DP_SECONDS / 60:.0f} min (sktree_lmc.merging._matching.MAX_DP_SECONDS). Use fewer "
             "trees, a smaller depth, or invariances='perm'."
         )
 
@@ -404,7 +404,7 @@ def _dp_table(theta_a, leaves_a, theta_b, leaves_b, depth):
 
 
 #: Oblivious trees at least this deep are searched level by level
-#: (:mod:`sktree_lmc._oblivious`) instead of scoring the enumerated group.
+#: (:mod:`sktree_lmc.model._oblivious`) instead of scoring the enumerated group.
 _LEVEL_SEARCH_FROM_DEPTH = 5
 #: Tree-pair tables of oblivious trees are exhaustive (exact) through this depth.
 _EXHAUSTIVE_TABLE_DEPTH = 6
@@ -422,7 +422,7 @@ def _uses_level_search(arch):
 def _level_search(theta_a, leaves_a, theta_b, leaves_b, arch, exact=True):
     """Best level order and signs for aligned pairs of oblivious trees.
 
-    Exhaustive through depth 7 (:func:`~sktree_lmc._oblivious.exhaustive_search`);
+    Exhaustive through depth 7 (:func:`~sktree_lmc.model._oblivious.exhaustive_search`);
     deeper, the branch and bound's optimum for every pair whose search fits its
     budget, else the local-search optimum. ``exact=False``: the seed (an
     assignment over levels, a lower bound). Returns (perm, sign, score).

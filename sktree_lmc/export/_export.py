@@ -11,14 +11,14 @@ Numerical notes. The encoding runs in float64, as the encoder does in NumPy
 (the module casts its input to float64 first), and its features are rounded
 to float32 like the encoder's; the trees then run in float32, with the
 operations of the estimators' inference kernel
-(:func:`~sktree_lmc._forward.predict_chunked`: one matmul of split logits,
+(:func:`~sktree_lmc.model._forward.predict_chunked`: one matmul of split logits,
 ``sigmoid(-z)`` as ``1 - sigmoid(z)``, the routing products of
-:func:`~sktree_lmc._forward.routing_plan`, one matmul with the leaf values).
+:func:`~sktree_lmc.model._forward.routing_plan`, one matmul with the leaf values).
 
 - ``"piecewise_linear"``: ``searchsorted(knots, x, side="right") - 1`` is
   written as a count of the knots ``<= x`` (a comparison and a sum, which
   every exporter supports); the hat weights are then ``1 - t`` and ``t`` at
-  the interval's two knots, as in :func:`~sktree_lmc._encoding._hat_features`.
+  the interval's two knots, as in :func:`~sktree_lmc.encoding._encoding._hat_features`.
 - ``"quantile_normal"``: scikit-learn's
   ``QuantileTransformer._transform_col`` for ``output_distribution="normal"``:
   the mean of :func:`numpy.interp` on ``(quantiles_, references_)`` and of
@@ -46,8 +46,8 @@ from scipy import stats
 from sklearn.utils.validation import check_is_fitted
 from torch import nn
 
-from ._column_encodings import _missing_mask, _numeric
-from ._forward import routing_plan
+from ..encoding._column_encodings import _missing_mask, _numeric
+from ..model._forward import routing_plan
 
 __all__ = ["encode_categories", "encoder_inputs", "export_encoder", "export_module"]
 
@@ -327,7 +327,7 @@ def export_encoder(encoder):
 
     The input encoding of :func:`export_module`, without the trees: for an
     encoder that no estimator holds yet, such as the union of several
-    models' encoders (:func:`~sktree_lmc._common_encoding.common_encoder`,
+    models' encoders (:func:`~sktree_lmc.encoding._common_encoding.common_encoder`,
     whose stacked columns export as their sub-encodings side by side).
 
     Parameters
@@ -559,8 +559,8 @@ class _ExportedEnsemble(nn.Module):
 def _fitted_ensemble(estimator):
     """The soft tree ensemble behind ``estimator`` (a sharded meta-estimator's
     merged model), checked fitted."""
-    from ._estimators import SoftTreeEnsembleClassifier, SoftTreeEnsembleRegressor
-    from ._sharded import ShardedSoftTreeEnsemble
+    from .._estimators import SoftTreeEnsembleClassifier, SoftTreeEnsembleRegressor
+    from ..federation._sharded import ShardedSoftTreeEnsemble
 
     if isinstance(estimator, ShardedSoftTreeEnsemble):
         check_is_fitted(estimator, "merged_")

@@ -21,7 +21,7 @@ from typing import Any
 
 import numpy as np
 
-from ._params import TreeParams
+from ..model._params import TreeParams
 
 __all__: list = []
 

@@ -47,9 +47,9 @@ from sklearn.utils.validation import (
 )
 
 from ._bridge import rewrap, split_pipelines, transform_rows, with_params
-from ._device import prediction_device
-from ._estimators import _BaseSoftTreeEnsemble
-from ._dask import (
+from ..utils._device import prediction_device
+from .._estimators import _BaseSoftTreeEnsemble
+from ..federation._dask import (
     WORKER_TIMEOUT,
     aligned_partitions,
     compute_partitions,
@@ -58,11 +58,11 @@ from ._dask import (
     running_client,
     scatter_fresh,
 )
-from ._forward import SoftTreeEnsembleModule
-from ._params import TreeParams
-from ._progress import ProgressLog
-from ._training import _as_tensor
-from ._validation import _MAX_SCALE, _check_float32_range, _NumberInterval
+from ..model._forward import SoftTreeEnsembleModule
+from ..model._params import TreeParams
+from ..utils._progress import ProgressLog
+from ..training._training import _as_tensor
+from .._validation import _MAX_SCALE, _check_float32_range, _NumberInterval
 
 __all__ = ["refit_leaves"]
 
@@ -332,9 +332,9 @@ class _FederatedLeafObjective(_LeafObjective):
     worker and receives its loss, gradient and weight sums.
 
     Every result is waited for by
-    :func:`~sktree_lmc._dask.gather_with_timeout`: after ``worker_timeout``
+    :func:`~sktree_lmc.federation._dask.gather_with_timeout`: after ``worker_timeout``
     seconds without any worker, or when a partition's task is lost with its
-    workers, a :class:`~sktree_lmc._dask.WorkerLostError` names
+    workers, a :class:`~sktree_lmc.federation._dask.WorkerLostError` names
     ``refit_leaves``, what was running and the unfinished partitions.
     """
 
@@ -371,7 +371,7 @@ class _FederatedLeafObjective(_LeafObjective):
 
     def _message(self, what):
         """``message(unfinished, why)``: the message of the
-        :class:`~sktree_lmc._dask.WorkerLostError` raised while ``what`` runs."""
+        :class:`~sktree_lmc.federation._dask.WorkerLostError` raised while ``what`` runs."""
         P = self.n_parts
 
         def message(unfinished, why):
@@ -383,7 +383,7 @@ class _FederatedLeafObjective(_LeafObjective):
 
     def _gather(self, futures, what):
         """The results of ``futures`` (one per partition, in order), or a
-        :class:`~sktree_lmc._dask.WorkerLostError` naming ``what`` was running."""
+        :class:`~sktree_lmc.federation._dask.WorkerLostError` naming ``what`` was running."""
         return gather_with_timeout(self.client, futures, self._message(what),
                                    worker_timeout=self.worker_timeout, unit="partition")
 

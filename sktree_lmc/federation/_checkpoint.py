@@ -1,6 +1,6 @@
 """The state of federated rounds, and its checkpoint file.
 
-:class:`RoundState` is everything :func:`~sktree_lmc._federated.run_rounds`
+:class:`RoundState` is everything :func:`~sktree_lmc.federation._federated.run_rounds`
 carries from one round to the next: the rounds run, the shard estimators
 (with their Adam states), the merged model and its aligner, the history, the
 server's momentum, the round-level early stopping and which shards took part

@@ -20,10 +20,10 @@ from sklearn.pipeline import Pipeline
 from sklearn.utils import _safe_indexing, check_random_state
 from sklearn.utils.validation import _num_features, _num_samples, check_is_fitted
 
-from ._common_encoding import common_encoder
-from ._encoding import encoders_differ
-from ._estimators import _BaseSoftTreeEnsemble
-from ._params import TreeParams, check_finite_params
+from ..encoding._common_encoding import common_encoder
+from ..encoding._encoding import encoders_differ
+from .._estimators import _BaseSoftTreeEnsemble
+from ..model._params import TreeParams, check_finite_params
 
 __all__ = ["check_compatible", "combine", "common_encoding", "fingerprint",
            "refit_objective", "rewrap", "sample_rows", "scale_leaves", "split_pipelines",
@@ -147,7 +147,7 @@ def common_encoding(estimators):
     indicators and additive bins. Such models are returned as new fitted
     estimators that compute exactly the same functions, on one encoder on
     which every model's features are exact linear functions of the common
-    ones (:func:`~sktree_lmc._common_encoding.common_encoder`: the union of
+    ones (:func:`~sktree_lmc.encoding._common_encoding.common_encoder`: the union of
     the knots, categories, indicators and bins; the quantile-normal columns
     of the models side by side), so that they align, merge and interpolate as
     models with equal encoders do. Anything else (equal encoders, encoders
@@ -333,7 +333,7 @@ def target_scale(estimators, weights):
     expresses a model's leaf values in the merged scale (the raw output of a
     regressor is multiplied by ``y_scale_``); with the log link of the
     Poisson and Gamma losses, the geometric mean scale and unit factors (see
-    :meth:`~sktree_lmc._losses.LogLink.merged_scale`). ``None`` for
+    :meth:`~sktree_lmc.training._losses.LogLink.merged_scale`). ``None`` for
     classifiers.
     """
     if is_classifier(estimators[0]):

@@ -25,7 +25,7 @@ contiguous spans:
   features are rounded to float32, as the encoder does;
 - the trees in float32, as the estimators' inference kernel: oblivious
   trees through the monomials of their centred sigmoids
-  (:class:`~sktree_lmc._forward.MonomialPlan`, one ``MatMul`` and ``Tanh``
+  (:class:`~sktree_lmc.model._forward.MonomialPlan`, one ``MatMul`` and ``Tanh``
   per level, one product and one ``MatMul`` per monomial), the other
   architectures through the routing products of their leaf probabilities
   level by level (``sigmoid(-z)`` as ``1 - sigmoid(z)``) and one ``MatMul``
@@ -61,7 +61,7 @@ from ._export import (
     BOUNDS_THRESHOLD,
     _fitted_ensemble,
 )
-from ._forward import routing_plan
+from ..model._forward import routing_plan
 
 __all__ = ["export_onnx", "onnx_inputs"]
 
@@ -482,7 +482,7 @@ def _polevl(g, x, coefs):
 
 def _ndtri(g, y):
     """The standard normal quantile function (Cephes ``ndtri``, as
-    :func:`sktree_lmc._export._ndtri_portable`) in elementary operations,
+    :func:`sktree_lmc.export._export._ndtri_portable`) in elementary operations,
     float64, for ``y`` in [0, 1] whose result is then clipped to
     ``[ppf(1e-7 - eps), ppf(1 - 1e-7 + eps)]`` (about +-5.2): ``y`` is first
     clipped to ``[1e-13, 1 - 1e-13]`` (results beyond +-7.3, clipped alike),
@@ -534,7 +534,7 @@ MAX_MONOMIAL_DEPTH = 6
 def _monomial_trees(g, features, params, wanted, leaf_values):
     """The trees' output, float32 ``(C, n)``, of oblivious trees through the
     monomials of the centred sigmoids ``u_d = sigmoid(z_d) - 1/2``
-    (:class:`~sktree_lmc._forward.MonomialPlan`), as the estimators'
+    (:class:`~sktree_lmc.model._forward.MonomialPlan`), as the estimators'
     inference kernel computes them.
 
     ``2 u_d = tanh(z_d / 2)``: the halving is folded into the split weights
@@ -545,7 +545,7 @@ def _monomial_trees(g, features, params, wanted, leaf_values):
     by one ``MatMul`` (no concatenation, no copy)."""
     import torch
 
-    from ._forward import monomial_coefficients
+    from ..model._forward import monomial_coefficients
 
     W = np.asarray(params.split_weight, dtype=np.float32)[:, :, wanted] * np.float32(0.5)
     b = np.asarray(params.split_bias, dtype=np.float32) * np.float32(0.5)
@@ -578,7 +578,7 @@ def _monomial_trees(g, features, params, wanted, leaf_values):
 
 def _leaf_trees(g, features, arch, params, wanted, leaf_values):
     """The trees' output, float32 ``(C, n)``, through the leaf probabilities:
-    the routing products of :func:`~sktree_lmc._forward.routing_plan` level by
+    the routing products of :func:`~sktree_lmc.model._forward.routing_plan` level by
     level (``sigmoid(-z)`` as ``1 - sigmoid(z)``, as the inference kernel),
     each level's leaves contracted with their values."""
     z, M, N = _split_logits(g, features, params, wanted)
@@ -745,7 +745,7 @@ def _build(est, categories):
     """The ONNX model of a fitted soft tree ensemble."""
     from onnx import helper
 
-    from ._forward import monomial_plan, used_features
+    from ..model._forward import monomial_plan, used_features
 
     g = _Graph()
     T = g.TensorProto
@@ -1026,7 +1026,7 @@ def onnx_inputs(estimator, X, *, categories="strings"):
     >>> bool(np.allclose(pred, reg.predict(new), atol=1e-5))
     True
     """
-    from ._column_encodings import _missing_mask, _numeric
+    from ..encoding._column_encodings import _missing_mask, _numeric
     from ._export import encoder_inputs
 
     if categories not in ("strings", "codes"):

@@ -493,7 +493,7 @@ _MAX_NON_OBLIVIOUS_DEPTH = 14
 #: Most structural leaves per tree that a model may have (:func:`check_model_size`):
 #: depth 16 for oblivious and non-oblivious trees. The forward and backward
 #: passes run one tensor operation per position of the routing schedule (about
-#: two per leaf; see :func:`~sktree_lmc._forward.routing_plan`), the schedule
+#: two per leaf; see :func:`~sktree_lmc.model._forward.routing_plan`), the schedule
 #: itself is built and kept as Python tuples, and the teacher's histograms grow
 #: with the leaves too: one tree of depth 16 fits 60 rows in a few seconds,
 #: of depth 20 in minutes. Far above the depths of the paper (at most 10) and
@@ -537,7 +537,7 @@ def model_size(arch_name, depth, n_estimators, n_features, n_outputs):
         table excluded) and ``routing_bytes_per_row`` (float32 routing
         buffers of one training row, all trees:
         ``4 * M * (5 N + 2 L + 2 inner)``, the estimate of
-        :func:`~sktree_lmc._forward.check_routing_memory`), all Python ints.
+        :func:`~sktree_lmc.model._forward.check_routing_memory`), all Python ints.
 
     Raises
     ------
@@ -548,7 +548,7 @@ def model_size(arch_name, depth, n_estimators, n_features, n_outputs):
 
     Examples
     --------
-    >>> from sktree_lmc._architectures import model_size
+    >>> from sktree_lmc.model._architectures import model_size
     >>> sizes = model_size("oblivious", 3, n_estimators=2, n_features=5, n_outputs=1)
     >>> sizes["n_leaves"], sizes["n_positions"], sizes["n_parameters"]
     (8, 14, 52)
@@ -623,7 +623,7 @@ def check_model_size(arch_name, depth, n_estimators, n_features, n_outputs):
 
     Examples
     --------
-    >>> from sktree_lmc._architectures import check_model_size
+    >>> from sktree_lmc.model._architectures import check_model_size
     >>> check_model_size("oblivious", 16, 1, 3, 2)["n_leaves"]
     65536
     >>> check_model_size("oblivious", 20, 1, 3, 2)  # doctest: +ELLIPSIS

@@ -36,11 +36,11 @@ from ._bridge import (
     transform_rows,
     with_params,
 )
-from ._common_encoding import feature_scales, matching_view
-from ._device import DEVICE_CONSTRAINT, resolve_device
+from ..encoding._common_encoding import feature_scales, matching_view
+from ..utils._device import DEVICE_CONSTRAINT, resolve_device
 from ._matching import INVARIANCES, _align_optimizer_state, dp_cost
 from ._nway import _check_weights, align_many
-from ._progress import ProgressLog
+from ..utils._progress import ProgressLog
 from ._report import (
     MergeQualityWarning,
     _predictions,
@@ -48,7 +48,7 @@ from ._report import (
     merge_report,
     probe_rows,
 )
-from ._validation import _NumberInterval
+from .._validation import _NumberInterval
 
 __all__ = ["ALIGNER_SHORTCUTS", "ModelAligner", "check_aligner", "fit_aligner",
            "merge_estimators"]
@@ -99,7 +99,7 @@ class ModelAligner(BaseEstimator):
     scale_features : bool, default=True
         Weight matching only: compare each split weight times the size (root
         mean square) of its feature on the distribution the input encoder
-        summarizes (:func:`~sktree_lmc._common_encoding.feature_scales`),
+        summarizes (:func:`~sktree_lmc.encoding._common_encoding.feature_scales`),
         i.e. in units of what the split computes, instead of the raw
         coefficients. It matters where features differ in size: a
         quantile-normal column that is one value on most rows (counts, codes)
@@ -254,7 +254,7 @@ class ModelAligner(BaseEstimator):
 
     def _fit(self, estimators, X=None, weights=None, start=None):
         """:meth:`fit`; ``start="identity"`` first tries the models as they
-        are (see :func:`~sktree_lmc._nway.align_many`): the rounds of
+        are (see :func:`~sktree_lmc.merging._nway.align_many`): the rounds of
         :class:`~sktree_lmc.ShardedSoftTreeEnsemble` after the first, whose
         shard models all continued from one merged model."""
         self._validate_params()
@@ -410,11 +410,11 @@ def _aligned_state(est, alignment):
 def _matching_basis(encoder, scale_features=False):
     """``(scales, view)`` of the encoder the aligned models share: their
     features' sizes when ``scale_features``
-    (:func:`~sktree_lmc._common_encoding.feature_scales`; None otherwise, or
+    (:func:`~sktree_lmc.encoding._common_encoding.feature_scales`; None otherwise, or
     for an encoding that returns its inputs), and the matrix that sums the
     side-by-side blocks of a common encoding (the models' own quantile-normal
     features of one column, see
-    :func:`~sktree_lmc._common_encoding.matching_view`; None without such a
+    :func:`~sktree_lmc.encoding._common_encoding.matching_view`; None without such a
     column)."""
     scales = feature_scales(encoder) if scale_features and not encoder.is_identity else None
     view = matching_view(encoder) if encoder.column_kinds_ is not None else None

@@ -7,7 +7,7 @@ value's row its category's (one per category with a one-hot feature, one
 for the infrequent ones when there are, one for missing values and one for
 categories unseen in ``fit``). :class:`AdditiveBins` holds the setting, the
 bins fitted from the parts' summaries and the table's layout;
-:class:`~sktree_lmc._encoding.TabularEncoder` owns one and delegates its
+:class:`~sktree_lmc.encoding._encoding.TabularEncoder` owns one and delegates its
 ``additive_*`` attributes and methods to it.
 """
 

@@ -31,9 +31,9 @@ from sklearn.utils.validation import (
     validate_data,
 )
 
-from ._boosting import averaged_site_trees, feature_gains, grow_shared_trees
-from ._bridge import combine
-from ._encoding import (
+from ..training._boosting import averaged_site_trees, feature_gains, grow_shared_trees
+from ..merging._bridge import combine
+from ..encoding._encoding import (
     SKETCH_SIZE,
     TabularEncoder,
     _is_dataframe,
@@ -41,7 +41,7 @@ from ._encoding import (
     encoders_differ,
     to_columns,
 )
-from ._estimators import (
+from .._estimators import (
     SoftTreeEnsembleClassifier,
     SoftTreeEnsembleRegressor,
     _BaseSoftTreeEnsemble,
@@ -49,8 +49,8 @@ from ._estimators import (
 )
 from ._dask import is_dask_collection
 from ._federated import _DaskShards, _LocalShards, run_rounds
-from ._merge import ALIGNER_SHORTCUTS, ModelAligner, check_aligner
-from ._architectures import SymmetryOps, TreeArchitecture
+from ..merging._merge import ALIGNER_SHORTCUTS, ModelAligner, check_aligner
+from ..model._architectures import SymmetryOps, TreeArchitecture
 from ._checkpoint import (
     check_checkpoint_path,
     config_of,
@@ -59,25 +59,25 @@ from ._checkpoint import (
     rows_fingerprint,
     write_checkpoint,
 )
-from ._matching import Alignment
-from ._params import TreeParams
-from ._persistence import (
+from ..merging._matching import Alignment
+from ..model._params import TreeParams
+from .._persistence import (
     check_complete_state,
     check_format,
     encoder_as_dict,
     encoder_from_dict,
     stamp,
 )
-from ._plan import FitPlan, Recipe, Validation, auto_early_stopping
-from ._refit import refit_leaves
-from ._threads import torch_threads
-from ._validation import (
+from ..training._plan import FitPlan, Recipe, Validation, auto_early_stopping
+from ..merging._refit import refit_leaves
+from ..utils._threads import torch_threads
+from .._validation import (
     _check_given_encoder,
     _NumberInterval,
     _rescaled_weights,
     _torch_seed,
 )
-from ._progress import ProgressLog, Stopwatch, writable
+from ..utils._progress import ProgressLog, Stopwatch, writable
 
 __all__ = ["ShardedSoftTreeEnsemble", "make_shards"]
 
@@ -1176,8 +1176,8 @@ class ShardedSoftTreeEnsemble(MetaEstimatorMixin, BaseEstimator):
         """Restore a pickled state, rebuilding the fitted ``aligner_`` of
         :meth:`__getstate__`; a state pickled by another version of the
         package (another pickle format) is a ValueError."""
-        from ._architectures import SymmetryOps
-        from ._matching import Alignment
+        from ..model._architectures import SymmetryOps
+        from ..merging._matching import Alignment
 
         state = check_format(state, type(self))
         check_complete_state(state, type(self), ("estimators_", "merged_", "encoder_",

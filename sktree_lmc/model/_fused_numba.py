@@ -1,11 +1,11 @@
-"""The compiled functions of the fused training kernel (:mod:`sktree_lmc._kernel`).
+"""The compiled functions of the fused training kernel (:mod:`sktree_lmc.model._kernel`).
 
 Imported only where numba imports; every function is compiled on first use
 and cached on disk (``cache=True``). Each chunk of trees (``bounds[ch]`` to
 ``bounds[ch + 1]``) is one call of :func:`forward_chunk` or
 :func:`backward_chunk`; the drivers (``*_serial``) run the chunks they are
 given one after the other, without the GIL (``nogil=True``), so that
-:mod:`sktree_lmc._kernel` can run groups of chunks in several threads.
+:mod:`sktree_lmc.model._kernel` can run groups of chunks in several threads.
 
 All arithmetic is float32 (the constants below are float32 scalars, so that
 numba does not widen expressions to float64).
@@ -39,7 +39,7 @@ _TINY = np.float32(1e-25)
 #: Rows per block: a compile-time constant, so that every row loop has a
 #: known trip count (fully vectorized, no remainder; 3-4 times faster than
 #: the same loops over a runtime count). Inputs are padded with zero rows to
-#: a multiple of it (:mod:`sktree_lmc._kernel`).
+#: a multiple of it (:mod:`sktree_lmc.model._kernel`).
 RB = 128
 
 

@@ -5,7 +5,7 @@ sites' predictions averaged with the merge's weights): that function is what
 the models know together, and averaging their parameters can only approximate
 it. :func:`merge_report` compares the merged model with that ensemble on rows
 drawn from the distribution its input encoder summarizes
-(:func:`~sktree_lmc._common_encoding.probe_columns`: every column's fitted
+(:func:`~sktree_lmc.encoding._common_encoding.probe_columns`: every column's fitted
 quantiles, knots or categories, the columns independent), or on rows the user
 gives, and relates the distance to the members' own distance from the
 ensemble. :func:`~sktree_lmc.merge_estimators` stores the result on the merged
@@ -24,7 +24,7 @@ import dataclasses
 import numpy as np
 from sklearn.base import is_classifier
 
-from ._common_encoding import probe_columns
+from ..encoding._common_encoding import probe_columns
 
 __all__ = ["MergeQualityWarning", "MergeReport", "ensemble_predictions", "merge_report",
            "probe_rows"]
@@ -142,7 +142,7 @@ def probe_rows(estimator, n_rows=2048, random_state=0):
     ----------
     estimator : fitted soft tree ensemble
         Its encoder gives every column's values
-        (:func:`~sktree_lmc._common_encoding.probe_columns`, with 1/16 of the
+        (:func:`~sktree_lmc.encoding._common_encoding.probe_columns`, with 1/16 of the
         rows missing in the columns that had missing values).
     n_rows : int, default=2048
         Rows to draw.

@@ -13,7 +13,7 @@ from sklearn.utils.validation import _num_samples
 
 from ._bridge import check_compatible, combine, split_pipelines, transform_rows
 from ._merge import ModelAligner, check_aligner, fit_aligner
-from ._validation import _check_float32_range
+from .._validation import _check_float32_range
 
 __all__ = ["InterpolationCurve", "InterpolationCurveDisplay", "interpolation_curve", "lmc_barrier"]
 

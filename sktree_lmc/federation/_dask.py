@@ -1,9 +1,9 @@
 """The dask layer: what the sharded fit and the federated leaf refit share.
 
-Both the federated rounds (:class:`~sktree_lmc._federated._DaskShards`, with
-the boosting sites of :class:`~sktree_lmc._federated._DaskSites`) and the
+Both the federated rounds (:class:`~sktree_lmc.federation._federated._DaskShards`, with
+the boosting sites of :class:`~sktree_lmc.federation._federated._DaskSites`) and the
 federated :func:`~sktree_lmc.refit_leaves`
-(:class:`~sktree_lmc._refit._FederatedLeafObjective`) run on dask partitions
+(:class:`~sktree_lmc.merging._refit._FederatedLeafObjective`) run on dask partitions
 that are computed on the workers and never gathered to the client. They share:
 
 - :func:`is_dask_collection`, the partitions of the inputs
@@ -28,6 +28,8 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import time
+
+from sklearn.utils.validation import check_is_fitted
 
 __all__: list = []
 
@@ -335,3 +337,41 @@ def gather_with_timeout(client, futures, message, *, worker_timeout=WORKER_TIMEO
             f"the tasks of {unit}(s) {sorted(reasons)} were lost with their workers ("
             + "; ".join(sorted(set(reasons.values()))) + ")"))
     return client.gather(futures)
+
+
+# -- lazy prediction on dask collections -------------------------------------------------------
+def _predict_partition(part, estimator, method):
+    """``estimator.method`` on one partition (a NumPy block or a pandas frame);
+    an empty partition (a filter that kept none of its rows) gives an empty
+    block of the output's width and dtype."""
+    if part.shape[0] == 0:
+        return estimator._prediction_meta(method)
+    return getattr(estimator, method)(part)
+
+
+def lazy_prediction(model, X, method):
+    """``model.method(X)`` for a dask array or DataFrame ``X``: a lazy dask
+    array, computed partition by partition where the partitions live
+    (``map_blocks`` / ``map_partitions``, as dask-ml's ``ParallelPostFit``);
+    the model travels with the tasks, the rows never reach the client.
+    ``.compute()`` gives the NumPy result."""
+    check_is_fitted(model, "tree_params_")
+    frame = hasattr(X, "map_partitions") and hasattr(X, "columns")
+    if getattr(X, "ndim", None) != 2 or not (frame or hasattr(X, "map_blocks")):
+        raise TypeError(
+            f"{method} takes a 2-D dask array or a dask DataFrame, got a {type(X).__name__} "
+            f"of {getattr(X, 'ndim', 'no')} dimensions. Call .compute() first, or wrap the "
+            "estimator in dask_ml.wrappers.ParallelPostFit.")
+    n_columns = len(X.columns) if frame else X.shape[1]
+    if n_columns != model.n_features_in_:
+        raise ValueError(f"X has {n_columns} features, but {type(model).__name__} is expecting "
+                         f"{model.n_features_in_} features as input.")
+    meta = model._prediction_meta(method)
+    if frame:  # pandas partitions keep the column names and dtypes
+        return X.map_partitions(_predict_partition, model, method, meta=meta)
+    X = X.rechunk({1: -1})  # every block holds whole rows
+    if meta.ndim == 1:
+        return X.map_blocks(_predict_partition, model, method, drop_axis=1,
+                            dtype=meta.dtype, meta=meta)
+    return X.map_blocks(_predict_partition, model, method, chunks=(X.chunks[0], meta.shape[1:]),
+                        dtype=meta.dtype, meta=meta)

@@ -4,9 +4,9 @@
   fan-in (:class:`~sktree_lmc.SoftTreeEnsembleModule`); a piecewise-linear
   column's weights start on a linear ramp over its knots (:func:`ramp_init`);
 - ``split_init="data"``: half the splits start on the data
-  (:func:`~sktree_lmc._training.init_splits_from_data`);
+  (:func:`~sktree_lmc.training._training.init_splits_from_data`);
 - ``split_init="boosting"``: the splits and leaves of gradient-boosted trees
-  (:func:`~sktree_lmc._boosting.boosted_start`);
+  (:func:`~sktree_lmc.training._boosting.boosted_start`);
 - a fitted model's parameters (warm start, a federated round's merge):
   :func:`start_from_params`.
 
@@ -20,7 +20,7 @@ import numpy as np
 import torch
 
 from ._boosting import boosted_start
-from ._forward import SoftTreeEnsembleModule, split_init_bound
+from ..model._forward import SoftTreeEnsembleModule, split_init_bound
 from ._training import init_splits_from_data, split_directions
 
 __all__: list = []

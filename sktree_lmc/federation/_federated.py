@@ -18,7 +18,7 @@ The shards live in one of two places, behind one small interface:
   (with its optimizer state) stays on its worker as a future between rounds;
   the client sends the merged parameters and receives parameters only.
   The dask plumbing (the partitions, the client, the one gather with the
-  worker timeout and :class:`WorkerLostError`) is :mod:`sktree_lmc._dask`'s.
+  worker timeout and :class:`WorkerLostError`) is :mod:`sktree_lmc.federation._dask`'s.
 
 Both run the same shard-side functions (:func:`_shard_fit`,
 :func:`_shard_loss`, :func:`_boosting_site`), so the two paths give the same
@@ -26,8 +26,8 @@ parameters for the same shards and seeds.
 
 Gradient-boosted trees that every shard shares (the teacher of
 ``teacher_weight`` and the start of ``split_init="boosting"``) are grown
-before round 1 by :func:`~sktree_lmc._boosting.grow_shared_trees` over one
-:class:`~sktree_lmc._boosting.BoostingSite` per shard, built where the
+before round 1 by :func:`~sktree_lmc.training._boosting.grow_shared_trees` over one
+:class:`~sktree_lmc.training._boosting.BoostingSite` per shard, built where the
 shard's rows are: the sites return histograms of gradients and Hessians and
 loss sums, never rows.
 """
@@ -45,7 +45,7 @@ from joblib import Parallel, delayed
 from sklearn.utils import _safe_indexing
 from sklearn.utils.validation import _num_samples, check_array
 
-from ._boosting import BoostingSite, LocalSites, _site_call, result_nbytes
+from ..training._boosting import BoostingSite, LocalSites, _site_call, result_nbytes
 from ._checkpoint import RoundState
 from ._dask import (
     POLL,
@@ -57,10 +57,10 @@ from ._dask import (
     running_client,
     scatter_fresh,
 )
-from ._encoding import _is_dataframe, summarize, to_columns
-from ._matching import _align_optimizer_state, weight_matching
-from ._params import TreeParams
-from ._plan import FitPlan, Recipe, Start
+from ..encoding._encoding import _is_dataframe, summarize, to_columns
+from ..merging._matching import _align_optimizer_state, weight_matching
+from ..model._params import TreeParams
+from ..training._plan import FitPlan, Recipe, Start
 
 __all__: list = []
 
@@ -381,7 +381,7 @@ class _DaskShards:
     def _gather(self, futures, what, shards=None):
         """The results of ``futures`` (one per shard: of shards ``shards``, by
         default ``0, 1, ...`` in order), through
-        :func:`~sktree_lmc._dask.gather_with_timeout` (waits of :attr:`poll`
+        :func:`~sktree_lmc.federation._dask.gather_with_timeout` (waits of :attr:`poll`
         seconds, ``worker_timeout``): when the workers are lost, a
         :class:`WorkerLostError` names the round, ``what`` was running and the
         unfinished shards; a shard's own error (its data, its fit) is raised
@@ -410,7 +410,7 @@ class _DaskShards:
             self.client.cancel(futures)
 
     def _message(self, what):
-        """The message builder of :func:`~sktree_lmc._dask.gather_with_timeout`
+        """The message builder of :func:`~sktree_lmc.federation._dask.gather_with_timeout`
         while ``what`` runs: ``message(unfinished, why)``."""
         n_shards = len(self.data)
 
@@ -437,7 +437,7 @@ class _DaskSites:
     """The boosting sites of dask shards: every call runs on the sites'
     workers (:func:`_site_call`), the updated sites stay there as futures,
     and only the results (histograms, sums) are gathered, through
-    :meth:`_DaskShards._gather` (:func:`~sktree_lmc._dask.gather_with_timeout`:
+    :meth:`_DaskShards._gather` (:func:`~sktree_lmc.federation._dask.gather_with_timeout`:
     the worker timeout and the lost-worker errors of the rounds)."""
 
     def __init__(self, shards, sites):

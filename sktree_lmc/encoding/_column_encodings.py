@@ -1,6 +1,6 @@
 """The encodings of one input column: one small class per kind, in one table.
 
-:class:`~sktree_lmc._encoding.TabularEncoder` turns every input column into
+:class:`~sktree_lmc.encoding._encoding.TabularEncoder` turns every input column into
 a contiguous block of features (its split features); how depends on the
 column's kind: ``numeric_encoding`` for a numeric column
 (:data:`NUMERIC_ENCODINGS`: ``"piecewise_linear"``, ``"quantile_normal"``,
@@ -11,7 +11,7 @@ encoder consumes, from the column's fitted state (a dict of the encoder's
 per-column attributes the kind owns, ``state_keys``: e.g. ``knots_[j]``):
 
 - :meth:`~ColumnEncoding.summarize`: the column's entry of a summary
-  (:func:`~sktree_lmc._encoding.summarize`);
+  (:func:`~sktree_lmc.encoding._encoding.summarize`);
 - :meth:`~ColumnEncoding.fit`: its fitted state from the parts' summaries;
 - :meth:`~ColumnEncoding.width`: its number of features (without the
   missing indicator);
@@ -21,7 +21,7 @@ per-column attributes the kind owns, ``state_keys``: e.g. ``knots_[j]``):
   the exported torch module and the comparison of two encoders need.
 
 A union of encoders fitted on different rows
-(:func:`~sktree_lmc._common_encoding.common_encoder`) may also hold a
+(:func:`~sktree_lmc.encoding._common_encoding.common_encoder`) may also hold a
 :class:`StackedColumns` column: several numeric encodings of the column
 side by side. Every kind is in :data:`COLUMN_KINDS`, by name.
 
@@ -684,7 +684,7 @@ class ColumnEncoding:
     encoder's attributes that the kind owns (``state_keys``), at the
     column's index, which :meth:`state` reads and :meth:`store` writes. The
     other methods are what one code path of
-    :class:`~sktree_lmc._encoding.TabularEncoder` needs of a column.
+    :class:`~sktree_lmc.encoding._encoding.TabularEncoder` needs of a column.
 
     Attributes
     ----------
@@ -904,7 +904,7 @@ class ColumnEncoding:
         of that summary are a sample of the column's marginal distribution
         without the rows: the probe rows of merge diagnostics and the
         feature scales of weight matching
-        (:func:`~sktree_lmc._common_encoding.probe_columns`).
+        (:func:`~sktree_lmc.encoding._common_encoding.probe_columns`).
 
         Parameters
         ----------
@@ -1317,7 +1317,7 @@ class StackedColumns(_NumericColumns):
     ``"standard"`` and ``"piecewise_linear"`` encodings of two models with
     different ``numeric_encoding``. A missing value gives zeros in every
     sub-block (and the column's one missing indicator, after them). Only
-    :func:`~sktree_lmc._common_encoding.common_encoder` builds such columns:
+    :func:`~sktree_lmc.encoding._common_encoding.common_encoder` builds such columns:
     they are not fitted from data.
 
     The state is ``stacked_[j]``: the list of the sub-encodings, each a

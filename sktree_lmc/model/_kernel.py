@@ -1,6 +1,6 @@
 """A fused CPU training kernel of the soft tree ensemble, compiled with numba.
 
-The torch path (:class:`~sktree_lmc._forward._Ensemble`) computes the split
+The torch path (:class:`~sktree_lmc.model._forward._Ensemble`) computes the split
 logits, the two-sided sigmoids, the leaf probabilities and the leaf
 contraction as whole tensors of trees x rows (and leaves), which a training
 step writes and reads about 150 times: it runs at the speed of memory
@@ -15,7 +15,7 @@ and row) are written. Nothing of size trees x rows x leaves reaches memory:
 the backward pass recomputes the routing products from the kept sigmoids.
 
 Every architecture is covered, through the routing schedule of
-:func:`~sktree_lmc._forward.routing_plan` (the same table the torch path
+:func:`~sktree_lmc.model._forward.routing_plan` (the same table the torch path
 runs): position ``i`` is ``pos[parent] * s[sig]``, ``s`` the stack of
 ``sigmoid(z)`` and ``sigmoid(-z)``. The backward pass is the torch path's
 closed form: with ``h_l = mu_l * sum_c pi_lc g_c`` and ``H`` its sums over the
@@ -43,11 +43,11 @@ Which path a training step takes is chosen by :func:`engine`, or the
 environment variable ``SKTREE_LMC_ENGINE`` (``"auto"``, the default: this
 kernel where numba imports and the tensors are float32 on the CPU, else the
 torch path, which stays the reference and runs on GPUs);
-:class:`~sktree_lmc._forward.SoftTreeEnsembleModule` consults
-:func:`fused_active` while :func:`~sktree_lmc._training.train` runs, so the
+:class:`~sktree_lmc.model._forward.SoftTreeEnsembleModule` consults
+:func:`fused_active` while :func:`~sktree_lmc.training._training.train` runs, so the
 kernel serves the estimators' training loops (their forward and backward
 passes of the trees, the members of ``n_members`` included) and nothing
-else: prediction keeps :func:`~sktree_lmc._forward.predict_chunked`.
+else: prediction keeps :func:`~sktree_lmc.model._forward.predict_chunked`.
 
 Its speed: ``benchmarks/bench_kernel.py`` and ``docs/benchmarks.md``, "The
 fused CPU kernel"."""
@@ -146,7 +146,7 @@ def engine(name):
     Parameters
     ----------
     name : {"auto", "torch", "numba"}
-        ``"torch"``: the tensor path of :mod:`sktree_lmc._forward` (the
+        ``"torch"``: the tensor path of :mod:`sktree_lmc.model._forward` (the
         reference); ``"numba"``: the fused kernel of this module, an
         ImportError without numba; ``"auto"``: the kernel where numba
         imports. The kernel runs only on CPU float32 tensors; elsewhere the
@@ -154,7 +154,7 @@ def engine(name):
 
     Examples
     --------
-    >>> from sktree_lmc._kernel import engine
+    >>> from sktree_lmc.model._kernel import engine
     >>> with engine("torch"):  # fit with the reference path
     ...     pass
     """
@@ -233,11 +233,11 @@ def fused_available():
 def training_loop(grad_mask=None):
     """Mark the block as a training loop that may use the fused kernel
     (:func:`fused_active`), with the engine :func:`engine` chooses; used by
-    :func:`sktree_lmc._training.train`.
+    :func:`sktree_lmc.training._training.train`.
 
     ``grad_mask`` (a tensor ``(M, F)``, 0 where a tree leaves a feature out,
     or None): the training zeroes those split weights' gradients after the
-    backward pass (:class:`~sktree_lmc._training.FeatureMask`), so the kernel
+    backward pass (:class:`~sktree_lmc.training._training.FeatureMask`), so the kernel
     does not compute them (they stay 0).
 
     With the kernel and several torch threads, the block runs torch's
@@ -281,7 +281,7 @@ def fused_active(X, *tensors):
 @functools.lru_cache(maxsize=64)
 def _schedule(steps, n_nodes):
     """The routing schedule as int64 arrays: ``parent``, ``sig``, ``leaf``
-    (per position, as in :func:`~sktree_lmc._forward.routing_plan`),
+    (per position, as in :func:`~sktree_lmc.model._forward.routing_plan`),
     ``leaf_pos`` (the position of every free leaf), ``child`` (P, 2) (the
     children of every position, -1 where none) and, for every sigmoid ``k``
     of the ``2 * n_nodes``, the positions reached through it,
@@ -488,7 +488,7 @@ def fused_ensemble(X, weight, bias, pi, steps):
     pi : torch.Tensor of shape (M, L, C)
         Leaf values of the free leaves.
     steps : tuple
-        The routing schedule, :func:`~sktree_lmc._forward.routing_plan`.
+        The routing schedule, :func:`~sktree_lmc.model._forward.routing_plan`.
 
     Returns
     -------

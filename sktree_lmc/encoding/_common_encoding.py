@@ -1,7 +1,7 @@
 """One input encoding for models fitted apart: the union of their encoders.
 
 Every estimator fits its own encoder (``encoder_``, a
-:class:`~sktree_lmc._encoding.TabularEncoder`) on its own rows, so models
+:class:`~sktree_lmc.encoding._encoding.TabularEncoder`) on its own rows, so models
 fitted on different rows split on different features and cannot be merged
 as they are. The trees use their features linearly (a split's
 pre-activation is ``W[m, n] @ f(x) + b[m, n]``), so a model stays the same

@@ -662,7 +662,7 @@ class TabularEncoder(TransformerMixin, BaseEstimator):
     :class:`ShardedSoftTreeEnsemble` does), from the column arrays of
     ``to_columns``:
 
-    >>> from sktree_lmc._encoding import summarize, to_columns
+    >>> from sktree_lmc.encoding._encoding import summarize, to_columns
     >>> Xn = np.array([[0.0, 1.0], [1.0, np.nan], [2.0, 3.0], [3.0, 4.0]])
     >>> settings = dict(numeric_encoding="piecewise_linear", n_bins=2, additive_bins=None)
     >>> enc = TabularEncoder(**settings).fit(Xn)

@@ -51,7 +51,7 @@ from numbers import Real
 import numpy as np
 
 from ._matching import activation_matching, weight_matching
-from ._params import check_finite_params
+from ..model._params import check_finite_params
 
 __all__ = ["MultiAlignment", "align_many"]
 
@@ -149,7 +149,7 @@ def align_many(params, arch, weights=None, *, method="wm", invariances="all", ou
     Block coordinate ascent on the total pairwise similarity of the aligned
     models: align every model to a reference, then repeatedly re-align each
     model to the weighted sum of the others until no alignment changes. See
-    the module docstring of :mod:`sktree_lmc._nway` for the objective and the
+    the module docstring of :mod:`sktree_lmc.merging._nway` for the objective and the
     cost. This is the procedure behind :class:`~sktree_lmc.ModelAligner`,
     which validates the settings (they are not validated again here); the
     loop is written once for both methods over a "space" (parameters for
@@ -215,7 +215,7 @@ def align_many(params, arch, weights=None, *, method="wm", invariances="all", ou
     --------
     >>> import numpy as np
     >>> from sktree_lmc import TreeParams, get_architecture, random_ops
-    >>> from sktree_lmc._nway import align_many
+    >>> from sktree_lmc.merging._nway import align_many
     >>> arch = get_architecture("oblivious", 2)
     >>> rng = np.random.RandomState(0)
     >>> p = TreeParams(rng.randn(32, 2, 5), rng.randn(32, 2), rng.randn(32, 4, 2))

@@ -71,7 +71,7 @@ __all__ = [
 
 #: Plans already built, per architecture object (weakly referenced, so an
 #: architecture's plan lives as long as the architecture; the tables of
-#: :func:`~sktree_lmc._architectures.get_architecture` are themselves cached).
+#: :func:`~sktree_lmc.model._architectures.get_architecture` are themselves cached).
 _PLANS = weakref.WeakKeyDictionary()
 
 
@@ -258,7 +258,7 @@ def _routing_elements_per_row(arch, training):
 def _check_tree_size(arch, n_trees, n_features, n_outputs):
     """Refuse trees of more than :data:`MAX_LEAVES_PER_TREE` leaves before their
     routing schedule is built (which alone takes seconds past depth 17), with
-    the estimates of :func:`~sktree_lmc._architectures.check_model_size`."""
+    the estimates of :func:`~sktree_lmc.model._architectures.check_model_size`."""
     if arch.n_leaves <= MAX_LEAVES_PER_TREE:
         return
     name, depth = getattr(arch, "name", None), getattr(arch, "depth", None)
@@ -838,8 +838,8 @@ class SoftTreeEnsembleModule(nn.Module):
     The estimators train this module; use it directly to put a soft tree
     ensemble into a PyTorch model of your own.
 
-    Trees of more than :data:`~sktree_lmc._architectures.MAX_LEAVES_PER_TREE`
-    leaves (depth 16; see :func:`~sktree_lmc._architectures.check_model_size`)
+    Trees of more than :data:`~sktree_lmc.model._architectures.MAX_LEAVES_PER_TREE`
+    leaves (depth 16; see :func:`~sktree_lmc.model._architectures.check_model_size`)
     and routing buffers beyond the device's memory for one row
     (:func:`check_routing_memory`) are a ValueError, before anything is
     allocated.
@@ -1066,7 +1066,7 @@ class SoftTreeEnsembleModule(nn.Module):
         """A copy of this module on some of its features and additive table rows.
 
         What training moves where a feature mask keeps the rest at zero
-        (:class:`~sktree_lmc._training.TrainingView`).
+        (:class:`~sktree_lmc.training._training.TrainingView`).
 
         Parameters
         ----------

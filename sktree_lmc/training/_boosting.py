@@ -42,8 +42,8 @@ try:  # the kernel of a CSC matrix times a dense one (scipy.sparse's own product
 except ImportError:  # pragma: no cover
     _csc_matvecs = None
 
-from ._architectures import MAX_LEAVES_PER_TREE
-from ._column_encodings import sorted_quantiles
+from ..model._architectures import MAX_LEAVES_PER_TREE
+from ..encoding._column_encodings import sorted_quantiles
 from ._losses import CrossEntropy, SquaredError, as_loss, weighted_mean
 
 __all__ = ["averaged_site_trees", "averaged_trees", "boosted_start", "grow_oblivious_trees",
@@ -172,7 +172,7 @@ def grow_oblivious_trees(X, target, weight, *, loss, n_trees, depth, n_outputs,
     ValueError
         If one of them is out of range (``n_outputs``, ``max_bins`` < 1;
         ``n_trees``, ``depth`` < 0), or the trees would have more than
-        :data:`~sktree_lmc._architectures.MAX_LEAVES_PER_TREE` leaves.
+        :data:`~sktree_lmc.model._architectures.MAX_LEAVES_PER_TREE` leaves.
     """
     n_outputs = _as_int("n_outputs", n_outputs, 1)
     site = BoostingSite(X, target, weight, loss=loss, n_outputs=n_outputs,
@@ -655,7 +655,7 @@ def grow_shared_trees(sites, *, loss, n_trees, depth, n_outputs, mask=None,
         raise ValueError(
             f"depth={depth}: the boosted trees would have 2**{depth} leaves each, more than "
             f"the limit of {MAX_LEAVES_PER_TREE:,} (MAX_LEAVES_PER_TREE; see "
-            f"sktree_lmc._architectures.check_model_size); their histograms alone would "
+            f"sktree_lmc.model._architectures.check_model_size); their histograms alone would "
             f"have 2**{depth - 1} nodes per level. Use a smaller depth."
         )
     summaries = [r[0] for r in sites.call(("summary", (max_bins,)))]
