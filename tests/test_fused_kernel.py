@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from sktree_lmc import SoftTreeEnsembleModule, get_architecture
-from sktree_lmc.training import _kernel
+from sktree_lmc.model import _kernel
 
 numba = pytest.importorskip("numba")
 
@@ -117,7 +117,7 @@ def test_engine_names_are_checked_and_numba_is_required(monkeypatch):
 
 
 def test_the_row_block_is_the_compiled_one():
-    from sktree_lmc.training import _fused_numba
+    from sktree_lmc.model import _fused_numba
 
     assert _kernel.ROW_BLOCK == _fused_numba.RB
 

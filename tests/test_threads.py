@@ -10,7 +10,7 @@ from sklearn.datasets import make_classification
 from sklearn.utils._param_validation import InvalidParameterError
 
 import sktree_lmc.model._forward as forward
-from sktree_lmc.training import _kernel
+from sktree_lmc.model import _kernel
 from sktree_lmc import (
     ModelAligner,
     ShardedSoftTreeEnsemble,
