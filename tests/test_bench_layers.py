@@ -1,0 +1,38 @@
+"""Smoke test of benchmarks/bench_layers.py (how often an argument climbs back up the layers)."""
+
+import numpy as np
+
+
+def test_layers_bench_smoke(capsys):
+    from benchmarks import bench_layers
+
+    results = bench_layers.main(["--smoke"])
+    assert set(results) == {"SoftTreeEnsembleClassifier.fit (X)", "merge_estimators (first model)",
+                            "ShardedSoftTreeEnsemble.fit (X)"}
+    assert all(isinstance(n, int) and n > 0 for n in results.values())
+    assert "climbs" in capsys.readouterr().out
+
+
+def test_layer_order_follows_the_package_docstring():
+    from benchmarks.bench_layers import LAYERS, layer_of
+
+    import sktree_lmc
+
+    doc = sktree_lmc.__doc__
+    positions = [doc.index(f"``sktree_lmc.{name}``") for name in LAYERS if name != "front"]
+    assert positions == sorted(positions)
+    assert layer_of("sktree_lmc._estimators") == LAYERS.index("front")
+    assert layer_of("sktree_lmc.model._forward") < layer_of("sktree_lmc.training._training")
+    assert layer_of("numpy") is None
+
+
+def test_follow_counts_a_call_that_carries_the_argument_across_modules():
+    from benchmarks.bench_layers import follow
+
+    from sktree_lmc.encoding._encoding import TabularEncoder
+
+    X = np.arange(12.0).reshape(6, 2)
+    climbs, _ = follow(lambda: TabularEncoder().fit(X), X)
+    assert climbs and all(" -> " in site for site in climbs)
+    other = np.zeros((6, 2))
+    assert follow(lambda: TabularEncoder().fit(other), X)[0] == []  # X never passed
