@@ -293,7 +293,7 @@ def _user_stacklevel():
     however many layers lie between."""
     import sklearn
 
-    inside = (os.path.dirname(os.path.abspath(__file__)),
+    inside = (os.path.dirname(os.path.dirname(os.path.abspath(__file__))),  # sktree_lmc/
               os.path.dirname(os.path.abspath(sklearn.__file__)))
     frame, level = sys._getframe(1), 1
     while frame is not None and os.path.abspath(frame.f_code.co_filename).startswith(inside):
