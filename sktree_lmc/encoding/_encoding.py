@@ -1520,7 +1520,7 @@ def encoders_differ(a, b, additive=True):
         if sentence is not None:
             return sentence
     # last: the trees' features first, then the additive term's bins
-    return a._additive.difference(b._additive, a.names_) if additive else None
+    return a.additive_term_.difference(b.additive_term_, a.names_) if additive else None
 
 
 def union_additive_bins(encoders):
@@ -1551,6 +1551,10 @@ def union_additive_bins(encoders):
         union's bins (the missing-value row maps to the missing-value row,
         categorical columns map one to one).
     """
-    union = copy.deepcopy(encoders[0])
-    union._additive, rows = AdditiveBins.union([enc._additive for enc in encoders])
+    ref = encoders[0]
+    additive, rows = AdditiveBins.union([enc.additive_term_ for enc in encoders])
+    params = {key: value for key, value in ref.get_params().items() if key != "additive_bins"}
+    union = TabularEncoder.from_columns(
+        copy.deepcopy(ref.column_encodings_), ref.has_missing_, categorical=ref.categorical_,
+        additive=additive, names=copy.deepcopy(ref.names_), **params)
     return union, rows
