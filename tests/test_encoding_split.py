@@ -90,8 +90,8 @@ def test_the_table_of_numeric_encodings():
     assert set(NUMERIC_ENCODINGS) == {"piecewise_linear", "quantile_normal", "standard", "none"}
     assert "standard" in NUMERIC_ENCODINGS and "one_hot" not in NUMERIC_ENCODINGS
     for name, kind in NUMERIC_ENCODINGS.items():
-        assert isinstance(kind, ColumnEncoding) and kind.name == name
-    assert isinstance(CATEGORICAL, ColumnEncoding)
+        assert issubclass(kind, ColumnEncoding) and kind.name == name
+    assert issubclass(CATEGORICAL, ColumnEncoding)
     st.sampled_from(NUMERIC_ENCODINGS).validate()  # ordered: hypothesis samples from it
     with pytest.raises(ValueError, match=r"one of \('piecewise_linear', 'quantile_normal', "):
         summarize([np.arange(3.0)], [False], numeric_encoding="spline")
@@ -123,31 +123,34 @@ def test_outputs_are_those_before_the_split(encoding):
 
 @pytest.mark.parametrize("encoding", list(NUMERIC_ENCODINGS))
 def test_the_encoder_loops_over_its_columns_kinds(encoding):
-    """Each column's block of features is its kind's transform of the column, its width the
-    kind's width plus the missing indicator, its export form the kind's."""
+    """Each column's block of features is its fitted column's transform of the column, its
+    width the column's width plus the missing indicator, its export form the column's; each
+    column holds its own state, which round-trips through plain data."""
     enc, _ = _fit(encoding)
     new, _ = to_columns(NEW)
     out = enc.transform_columns(new)
     offset = 0
-    for j, kind in enumerate(enc._kinds()):
-        assert kind is (CATEGORICAL if enc.categorical_[j] else NUMERIC_ENCODINGS[encoding])
-        state = kind.state(enc, j)
+    for j, column in enumerate(enc.column_encodings_):
+        kind = CATEGORICAL if enc.categorical_[j] else NUMERIC_ENCODINGS[encoding]
+        assert type(column) is kind
+        state = column.state()
         assert set(state) == set(kind.state_keys)
-        width = kind.width(state)
+        assert kind.from_state(state).difference(column, "c") is None
+        width = column.width
         assert enc.widths_[j] == width + int(enc.has_missing_[j])
         block = np.zeros((len(new[j]), width), dtype=np.float32)
-        missing = kind.transform(state, new[j], enc._name(j), block)
+        missing = column.transform(new[j], enc.column_label(j), block)
         assert_array_equal(out[:, offset: offset + width], block)
         if enc.has_missing_[j]:
             assert_array_equal(out[:, offset + width], missing)
         offset += int(enc.widths_[j])
-        assert enc._column_export(j) == kind.export_form(state)
+        assert enc._column_export(j) == column.export_form()
     assert offset == enc.n_features_out_
 
 
 def test_the_additive_bins_are_their_own_object():
     enc, columns = _fit("standard")
-    bins = enc._additive
+    bins = enc.additive_term_
     assert isinstance(bins, AdditiveBins) and bins.additive_bins == (4, 2)
     assert enc.additive_edges_ is bins.edges_ and enc.additive_offsets_ is bins.offsets_
     assert enc.additive_sources_ is bins.sources_ and enc.additive_steps_ is bins.steps_
@@ -155,7 +158,7 @@ def test_the_additive_bins_are_their_own_object():
     assert bins.levels == (2, 4)
     assert_array_equal(bins.row_steps(), enc.additive_row_steps())
     assert_array_equal(enc.additive_codes(columns, 2, 6), bins.codes(
-        columns, 2, 6, category_codes=enc._category_codes, names=enc.names_))
+        columns, 2, 6, encodings=enc.column_encodings_, names=enc.names_))
     # without the term, and before fit (getattr(enc, "n_additive_", 0) as the estimators do)
     plain, _ = _fit("standard", additive_bins=None)
     assert plain.n_additive_ == 0 and plain.additive_offsets_ is None
@@ -165,7 +168,7 @@ def test_the_additive_bins_are_their_own_object():
     unfitted = TabularEncoder(additive_bins=8)
     assert unfitted.additive_bins == 8 and getattr(unfitted, "n_additive_", 0) == 0
     unfitted.additive_bins = None
-    assert unfitted._additive.additive_bins is None
+    assert unfitted.additive_term_.additive_bins is None
 
 
 def test_state_round_trips_through_plain_dicts():
@@ -204,7 +207,7 @@ def test_differences_and_union_of_bins_name_the_column():
     for enc_k, rows_k in zip((none, none_other), rows):  # each table on the union's bins
         assert_array_equal(rows_k[union.additive_codes(columns).astype(int)],
                            enc_k.additive_codes(columns))
-    assert union._additive is not none._additive
+    assert union.additive_term_ is not none.additive_term_
 
 
 @settings(max_examples=25, deadline=None)

@@ -19,15 +19,15 @@ import math
 import numpy as np
 
 from ._column_encodings import (
-    _column_name,
-    _missing_mask,
-    _mixture_quantiles,
-    _numeric,
-    _sketches,
+    column_name,
+    missing_mask,
+    mixture_quantiles,
+    numeric_values,
+    sketch_parts,
     sorted_quantiles,
 )
 
-__all__ = ["MAX_ADDITIVE_BINS", "AdditiveBins", "additive_levels"]
+__all__ = ["MAX_ADDITIVE_BINS", "AdditiveBins", "additive_levels", "same_additive_bins"]
 
 
 #: The largest ``additive_bins`` (bins per numeric column and resolution), as
@@ -62,7 +62,7 @@ def _additive_edges(parts, additive_bins):
         values = np.sort(np.concatenate([part["values"] for part in parts]))
         edges = np.unique(sorted_quantiles(values, levels))
     else:
-        edges = np.unique(_mixture_quantiles(_sketches(parts), levels))
+        edges = np.unique(mixture_quantiles(sketch_parts(parts), levels))
     return edges
 
 
@@ -108,7 +108,7 @@ def additive_levels(additive_bins):
     return tuple(sorted(int(b) for b in levels))
 
 
-def _same_additive_bins(a, b):
+def same_additive_bins(a, b):
     """Whether two ``additive_bins`` are the same resolutions (in any order)."""
     try:
         return additive_levels(a) == additive_levels(b)
@@ -238,7 +238,7 @@ class AdditiveBins:
             return np.ones(self.n_additive_)
         return np.repeat(self.steps_, np.diff(self.offsets_))
 
-    def codes(self, columns, start=0, stop=None, *, category_codes, names=None,
+    def codes(self, columns, start=0, stop=None, *, encodings, names=None,
               code_columns=None, searched=None):
         """Return the table's row of every value of rows ``start:stop``.
 
@@ -248,10 +248,11 @@ class AdditiveBins:
             The input's columns.
         start, stop : int, default=0 and None
             The rows (``stop=None``: to the end).
-        category_codes : callable
-            ``category_codes(values, j)``: the one-hot feature of every
-            value (an object array) of categorical column ``j``, -1 for an
-            unseen category without an infrequent feature.
+        encodings : list of ColumnEncoding
+            The encoder's fitted columns: a categorical column's
+            (:class:`~._column_encodings.OneHotColumns`) ``codes`` give the
+            one-hot feature of every value, -1 for an unseen category
+            without an infrequent feature.
         names : list of str, default=None
             Column names, for error messages.
         code_columns : sequence of int or None, default=None
@@ -293,13 +294,13 @@ class AdditiveBins:
             values = columns[j][start:stop]
             if self.edges_[c] is None:  # a categorical column
                 values = np.asarray(values, dtype=object)
-                missing = _missing_mask(values)
-                idx = category_codes(values, j)
+                missing = missing_mask(values)
+                idx = encodings[j].codes(values, column_name(names, j))
                 idx[idx < 0] = end - first - 1  # unseen, without an infrequent row
                 idx[missing] = end - first - 2
             else:
                 if j not in numeric:
-                    x = _numeric(np.asarray(values), _column_name(names, j))
+                    x = numeric_values(np.asarray(values), column_name(names, j))
                     numeric[j] = x, np.isnan(x)
                 x, missing = numeric[j]
                 fine = plan.get(j)
@@ -434,7 +435,7 @@ class AdditiveBins:
             return None
         for c, (ea, eb) in enumerate(zip(edges_a, edges_b)):
             if (ea is None) != (eb is None) or (ea is not None and not np.array_equal(ea, eb)):
-                return (f"the additive bins of column {_column_name(names, self.sources_[c])} "
+                return (f"the additive bins of column {column_name(names, self.sources_[c])} "
                         "differ (encoders fitted on different rows)")
         return None
 

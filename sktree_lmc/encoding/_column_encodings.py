@@ -1,39 +1,47 @@
-"""The encodings of one input column: one small class per kind, in one table.
+"""The encodings of one input column: one class per kind, in one table.
 
 :class:`~sktree_lmc.encoding._encoding.TabularEncoder` turns every input column into
 a contiguous block of features (its split features); how depends on the
 column's kind: ``numeric_encoding`` for a numeric column
 (:data:`NUMERIC_ENCODINGS`: ``"piecewise_linear"``, ``"quantile_normal"``,
 ``"standard"``, ``"none"``), the one-hot encoding (:data:`CATEGORICAL`) for a
-categorical one. Each kind is a :class:`ColumnEncoding` object holding no
-state: its methods compute, for one column, everything a code path of the
-encoder consumes, from the column's fitted state (a dict of the encoder's
-per-column attributes the kind owns, ``state_keys``: e.g. ``knots_[j]``):
+categorical one. Each kind is a :class:`ColumnEncoding` subclass; an instance
+is one column's fitted encoding, holding its own state (its knots, center and
+scale, quantile transform or categories), and computes everything a code
+path of the encoder consumes of the column:
 
-- :meth:`~ColumnEncoding.summarize`: the column's entry of a summary
-  (:func:`~sktree_lmc.encoding._encoding.summarize`);
-- :meth:`~ColumnEncoding.fit`: its fitted state from the parts' summaries;
-- :meth:`~ColumnEncoding.width`: its number of features (without the
+- :meth:`~ColumnEncoding.summarize` (a class method): the column's entry of
+  a summary (:func:`~sktree_lmc.encoding._encoding.summarize`);
+- :meth:`~ColumnEncoding.fit` (a class method): the fitted column from the
+  parts' summaries;
+- :attr:`~ColumnEncoding.width`: its number of features (without the
   missing indicator);
 - :meth:`~ColumnEncoding.transform`: its features, written into its block;
-- :meth:`~ColumnEncoding.ramp`, :meth:`~ColumnEncoding.export_form` and
+- :meth:`~ColumnEncoding.ramp`, :meth:`~ColumnEncoding.export_form`,
+  :meth:`~ColumnEncoding.feature_names`, :meth:`~ColumnEncoding.sample` and
   :meth:`~ColumnEncoding.difference`: what the estimators' start on ramps,
-  the exported torch module and the comparison of two encoders need.
+  the exported torch module, the feature names, the probe rows and the
+  comparison of two encoders need;
+- :meth:`~ColumnEncoding.union` (a class method): the exact union of fitted
+  columns of the kind, and each one's :class:`ColumnMap` into it (the
+  quantile transform has no exact union: its distinct transforms side by
+  side); :func:`union_column` unites one column of several encoders, of any
+  kinds.
 
 A union of encoders fitted on different rows
 (:func:`~sktree_lmc.encoding._common_encoding.common_encoder`) may also hold a
 :class:`StackedColumns` column: several numeric encodings of the column
 side by side. Every kind is in :data:`COLUMN_KINDS`, by name.
 
-The encoder loops over its columns and calls each column's kind; the kinds
-keep the fitted state where :meth:`TabularEncoder.to_dict` has always had it
+:meth:`TabularEncoder.to_dict` lays the columns' states out as it always has
 (per-column lists ``knots_``, ``center_``, ``scale_``, ``categories_``, the
-array ``has_infrequent_`` and the dict ``quantile_transformers_``), so that
-its layout does not depend on this code's structure.
+array ``has_infrequent_`` and the dict ``quantile_transformers_``):
+:func:`column_state_lists` and :func:`columns_from_state_lists`, so that its
+layout does not depend on this code's structure.
 
-The module also reads a raw column as numbers (:func:`_numeric`, missing
-values as NaN) and merges the parts' quantile sketches
-(:func:`_mixture_quantiles`), for the encodings and for the additive term's
+The module also reads a raw column as numbers (:func:`numeric_values`,
+missing values as NaN) and merges the parts' quantile sketches
+(:func:`mixture_quantiles`), for the encodings and for the additive term's
 bins (:mod:`._additive_bins`).
 """
 
@@ -42,6 +50,7 @@ from __future__ import annotations
 import datetime
 import weakref
 from collections import OrderedDict
+from typing import NamedTuple
 
 import numpy as np
 from scipy import stats
@@ -49,8 +58,11 @@ from scipy.special import ndtri
 from sklearn.preprocessing import QuantileTransformer
 
 __all__ = ["CATEGORICAL", "COLUMN_KINDS", "NUMERIC_ENCODINGS", "STACKED", "ColumnEncoding",
-           "NoneColumns", "OneHotColumns", "PiecewiseLinearColumns", "QuantileNormalColumns",
-           "StackedColumns", "StandardColumns", "empty_column_state", "sketch_entries"]
+           "ColumnMap", "NoneColumns", "OneHotColumns", "PiecewiseLinearColumns",
+           "QuantileNormalColumns", "StackedColumns", "StandardColumns", "column_name",
+           "column_state_lists", "columns_from_state_lists", "missing_mask", "mixture_quantiles",
+           "numeric_values", "sketch_entries", "sketch_parts", "sorted_quantiles", "time_seconds",
+           "union_column"]
 
 
 #: Values of an object column that are not numbers although ``float()`` of
@@ -64,7 +76,7 @@ _TICKS_PER_SECOND = {"ms": 10**3, "us": 10**6, "ns": 10**9, "ps": 10**12, "fs": 
                      "as": 10**18}
 
 
-def _missing_mask(values):
+def missing_mask(values):
     """Missing entries of an object array: None, float NaN, pd.NA, pd.NaT."""
     try:
         import pandas as pd
@@ -79,7 +91,7 @@ def _missing_mask(values):
 
 
 
-def _time_seconds(values, name):
+def time_seconds(values, name):
     """A datetime64 or timedelta64 array as float64 seconds, NaT as NaN.
 
     Datetimes become seconds since the epoch (1970-01-01T00:00:00), time
@@ -147,7 +159,7 @@ def _object_numeric(values, name):
     """A numeric column held in an object array as float64, missing values as
     NaN; a value that is not a number (a string, a date, a list...) is a
     ``ValueError`` naming the column, the value and its type."""
-    missing = _missing_mask(values)
+    missing = missing_mask(values)
     out = np.full(len(values), np.nan)
     if missing.all():
         return out
@@ -183,13 +195,13 @@ def _object_numeric(values, name):
     return out
 
 
-def _numeric(values, name):
+def numeric_values(values, name):
     """A column as float64 with missing values (NaN, None, NaT...) as NaN; a
-    datetime64 or timedelta64 column as seconds (:func:`_time_seconds`);
+    datetime64 or timedelta64 column as seconds (:func:`time_seconds`);
     infinity and values that are not numbers are errors."""
     if values.dtype != np.float64:
         if values.dtype.kind in "Mm":
-            values = _time_seconds(values, name)
+            values = time_seconds(values, name)
         elif values.dtype == object:
             values = _object_numeric(values, name)
         else:
@@ -444,7 +456,7 @@ def _knots(x, n_bins):
     return np.unique(q)
 
 
-def _column_name(names, j):
+def column_name(names, j):
     if names is not None and j < len(names):
         return f"{str(names[j])!r}"
     return f"{j}"
@@ -547,7 +559,7 @@ def _sketch_cdf(q, p, x, right):
     return out
 
 
-def _mixture_quantiles(parts, levels):
+def mixture_quantiles(parts, levels):
     """Quantiles at ``levels`` of the count-weighted mixture of the parts'
     piecewise-linear quantile functions ``(count, values at evenly spaced
     levels)``: the inverse of the mixture's CDF, interpolated."""
@@ -572,9 +584,9 @@ def _mixture_quantiles(parts, levels):
     return out
 
 
-def _sketches(parts):
+def sketch_parts(parts):
     """``(count, sorted sample of the quantile function)`` of every part, for
-    :func:`_mixture_quantiles`: its values, or its sketched quantiles."""
+    :func:`mixture_quantiles`: its values, or its sketched quantiles."""
     return [(part["count"], np.sort(part["values"]) if part.get("values") is not None
              else part["quantiles"]) for part in parts]
 
@@ -601,7 +613,7 @@ def _merged_knots(parts, n_bins):
         union = np.unique(np.concatenate(distinct))
         if len(union) <= n_bins + 1:
             return union
-    return np.unique(_mixture_quantiles(_sketches(parts), np.linspace(0.0, 1.0, n_bins + 1)))
+    return np.unique(mixture_quantiles(sketch_parts(parts), np.linspace(0.0, 1.0, n_bins + 1)))
 
 
 def _merged_quantile_points(parts):
@@ -616,7 +628,7 @@ def _merged_quantile_points(parts):
     if all(part.get("values") is not None for part in parts):
         return np.concatenate([part["values"] for part in parts])
     total = sum(part["count"] for part in parts)
-    return _mixture_quantiles(_sketches(parts), np.linspace(0.0, 1.0, min(1000, total)))
+    return mixture_quantiles(sketch_parts(parts), np.linspace(0.0, 1.0, min(1000, total)))
 
 
 
@@ -649,50 +661,56 @@ def sketch_entries(present, sketch_size):
                                      method="linear")}
 
 
-def empty_column_state(n_columns):
-    """The per-column state attributes of an encoder of ``n_columns`` columns,
-    before any column is fitted: what every kind's ``state_keys`` name.
-
-    Parameters
-    ----------
-    n_columns : int
-
-    Returns
-    -------
-    state : dict
-        ``has_infrequent_`` (all False), ``knots_``, ``center_``, ``scale_``
-        and ``categories_`` (None for every column) and
-        ``quantile_transformers_`` (empty: a column without a transformer
-        has no entry).
-    """
-    return {"has_infrequent_": np.zeros(n_columns, dtype=bool),
-            "knots_": [None] * n_columns, "center_": [None] * n_columns,
-            "scale_": [None] * n_columns, "categories_": [None] * n_columns,
-            "quantile_transformers_": {}}
-
-
 def _arrays_differ(x, y):
     """Whether two optional arrays differ (one None, or other values)."""
     return (x is None) != (y is None) or (
         x is not None and not np.array_equal(np.asarray(x), np.asarray(y)))
 
 
-class ColumnEncoding:
-    """One kind of per-column encoding: the base of the kinds.
+class ColumnMap(NamedTuple):
+    """How one encoding of a column (in one encoder) reads a union's.
 
-    A kind holds no state: the fitted state of a column is the dict of the
-    encoder's attributes that the kind owns (``state_keys``), at the
-    column's index, which :meth:`state` reads and :meth:`store` writes. The
-    other methods are what one code path of
-    :class:`~sktree_lmc.encoding._encoding.TabularEncoder` needs of a column.
+    ``features = matrix @ union_sub_block + offset + indicator * missing``:
+    ``sub`` is the union's sub-encoding (of the same kind) whose block it
+    reads, ``matrix`` of shape ``(width, union width)``, ``offset`` and
+    ``indicator`` (the coefficient of the union's missing indicator) of
+    shape ``(width,)``.
+    """
+
+    sub: int
+    matrix: np.ndarray
+    offset: np.ndarray
+    indicator: np.ndarray
+
+    @classmethod
+    def plain(cls, sub, matrix):
+        """A map without offset nor indicator."""
+        width = matrix.shape[0]
+        return cls(sub, matrix, np.zeros(width), np.zeros(width))
+
+    def shifted(self, first):
+        """The map reading sub-encoding ``first + sub`` instead of ``sub``."""
+        return self._replace(sub=first + self.sub)
+
+
+class ColumnEncoding:
+    """The fitted encoding of one input column: the base of the kinds.
+
+    One subclass per kind (:data:`COLUMN_KINDS`); an instance holds one
+    column's fitted state (:meth:`state`, the entries the kind owns in
+    ``TabularEncoder.to_dict``, ``state_keys``) and computes everything a
+    code path of :class:`~sktree_lmc.encoding._encoding.TabularEncoder` needs of
+    the column. The class methods :meth:`summarize` and :meth:`fit` make the
+    summary entries and the fitted object from them; :meth:`union` the
+    exact union of several fitted objects of the kind.
 
     Attributes
     ----------
     name : str
         The kind's name (``numeric_encoding`` for the numeric kinds).
     state_keys : tuple of str
-        The encoder attributes (entries of ``TabularEncoder.to_dict``)
-        holding the state of a column of this kind, one entry per column.
+        The entries of ``TabularEncoder.to_dict`` holding a column's state
+        of this kind (per-column lists, or dicts by column index).
     uses_n_bins : bool
         Whether the encoding depends on ``n_bins``.
     identity : bool
@@ -707,50 +725,34 @@ class ColumnEncoding:
     def __repr__(self):
         return f"{type(self).__name__}()"
 
-    def state(self, encoder, j):
-        """Return the fitted state of column ``j`` of ``encoder``.
-
-        Parameters
-        ----------
-        encoder : TabularEncoder
-            A fitted encoder.
-        j : int
-            The column.
+    def state(self):
+        """Return the fitted state, as plain data.
 
         Returns
         -------
         state : dict
-            ``state_keys`` to the column's entries (None for a column
-            without an entry in a dict attribute).
+            ``state_keys`` to the column's entries (None: no entry in a
+            dict attribute).
         """
-        out = {}
-        for key in self.state_keys:
-            container = getattr(encoder, key)
-            out[key] = container.get(j) if isinstance(container, dict) else container[j]
-        return out
+        return {}
 
-    def store(self, encoder, j, state):
-        """Write the fitted state of column ``j`` into ``encoder``'s attributes.
+    @classmethod
+    def from_state(cls, state):
+        """Rebuild a fitted column from :meth:`state`.
 
         Parameters
         ----------
-        encoder : TabularEncoder
-            The encoder being fitted (its attributes of
-            :func:`empty_column_state` exist).
-        j : int
-            The column.
         state : dict
-            :meth:`fit`'s state of the column. A None value is no entry in
-            a dict attribute.
-        """
-        for key, value in state.items():
-            container = getattr(encoder, key)
-            if not isinstance(container, dict):
-                container[j] = value
-            elif value is not None:
-                container[j] = value
+            The output of :meth:`state`.
 
-    def summarize(self, values, name, *, n_bins, sketch_size, sketch=False):
+        Returns
+        -------
+        column : ColumnEncoding
+        """
+        return cls()
+
+    @classmethod
+    def summarize(cls, values, name, *, n_bins, sketch_size, sketch=False):
         """Return the column's entry of a summary (see ``summarize``).
 
         Parameters
@@ -775,8 +777,9 @@ class ColumnEncoding:
         """
         raise NotImplementedError
 
-    def fit(self, parts, *, name, n_bins, max_categories):
-        """Return the fitted state of a column from its parts' summary entries.
+    @classmethod
+    def fit(cls, parts, *, name, n_bins, max_categories):
+        """Return the fitted column from its parts' summary entries.
 
         Parameters
         ----------
@@ -789,32 +792,51 @@ class ColumnEncoding:
 
         Returns
         -------
-        state : dict
-            ``state_keys`` to the column's fitted values.
+        column : ColumnEncoding
         """
-        return {}
+        return cls()
 
-    def width(self, state):
-        """Return the number of the column's features (no missing indicator).
+    @classmethod
+    def union(cls, columns, name):
+        """Return the union of fitted columns of this kind, and each one's map.
 
         Parameters
         ----------
-        state : dict
-            The column's fitted state.
+        columns : list of ColumnEncoding
+            One column's encodings of this kind (one per encoder, more for
+            an encoder whose column is already stacked).
+        name : str
+            The column, for error messages.
 
         Returns
         -------
-        width : int
+        union : list of ColumnEncoding
+            The union's encodings of this kind (one when the union is exact).
+        maps : list of ColumnMap
+            Per given column, how it reads the union's features.
         """
+        return [cls()], [ColumnMap.plain(0, np.eye(cls().width)) for _ in columns]
+
+    @property
+    def width(self):
+        """int: The number of the column's features (no missing indicator)."""
         return 1
 
-    def transform(self, state, values, name, out):
+    def sub_encodings(self):
+        """Return the encodings side by side in the column's block.
+
+        Returns
+        -------
+        encodings : list of ColumnEncoding
+            The sub-encodings of a stacked column, else ``[self]``.
+        """
+        return [self]
+
+    def transform(self, values, name, out):
         """Encode rows of the column into its block of features.
 
         Parameters
         ----------
-        state : dict
-            The column's fitted state.
         values : ndarray
             The column's rows.
         name : str
@@ -830,7 +852,8 @@ class ColumnEncoding:
         """
         raise NotImplementedError
 
-    def check(self, values, name):
+    @classmethod
+    def check(cls, values, name):
         """Raise the errors :meth:`transform` would raise on ``values``,
         without encoding them (prediction skips the encoding of a column no
         split uses, but not its checks).
@@ -842,13 +865,8 @@ class ColumnEncoding:
         """
         return False
 
-    def ramp(self, state):
+    def ramp(self):
         """Return the linear ramp over the column's features, or None.
-
-        Parameters
-        ----------
-        state : dict
-            The column's fitted state.
 
         Returns
         -------
@@ -858,13 +876,8 @@ class ColumnEncoding:
         """
         return None
 
-    def export_form(self, state):
+    def export_form(self):
         """Return how the exported torch module encodes the column.
-
-        Parameters
-        ----------
-        state : dict
-            The column's fitted state.
 
         Returns
         -------
@@ -879,13 +892,32 @@ class ColumnEncoding:
         """
         raise NotImplementedError
 
-    def difference(self, a, b, name):
-        """Return a sentence saying how two fitted states of a column differ.
+    def feature_names(self, name, stacked=False):
+        """Return the names of the column's features (no missing indicator).
 
         Parameters
         ----------
-        a, b : dict
-            The column's fitted state in two encoders of the same settings.
+        name : str
+            The input column's name.
+        stacked : bool, default=False
+            Whether the encoding is a sub-encoding of a stacked column (its
+            one feature then carries the kind's tag).
+
+        Returns
+        -------
+        names : list of str
+        """
+        if self.width == 1:
+            return [f"{name}_{_STACKED_TAGS.get(self.name, self.name)}" if stacked else name]
+        return [f"{name}_{self.name}{t}" for t in range(self.width)]  # pragma: no cover
+
+    def difference(self, other, name):
+        """Return a sentence saying how two fitted columns of this kind differ.
+
+        Parameters
+        ----------
+        other : ColumnEncoding
+            The column in another encoder of the same settings.
         name : str
             The column, for the sentence.
 
@@ -896,7 +928,7 @@ class ColumnEncoding:
         """
         return None
 
-    def sample(self, state, levels):
+    def sample(self, levels):
         """Values of the column drawn from its fitted distribution.
 
         The fitted state is a summary of the training values (quantiles,
@@ -908,8 +940,6 @@ class ColumnEncoding:
 
         Parameters
         ----------
-        state : dict
-            The column's fitted state.
         levels : ndarray of float64 of shape (n,)
             Levels in ``[0, 1)``.
 
@@ -923,6 +953,10 @@ class ColumnEncoding:
         return None
 
 
+#: Per numeric kind, the suffix of its one feature in a stacked column's names.
+_STACKED_TAGS = {"quantile_normal": "q", "standard": "std", "none": "value"}
+
+
 class _NumericColumns(ColumnEncoding):
     """The numeric kinds' summary and transform: missing values are NaN, the
     features of the present values come from :meth:`features`."""
@@ -930,40 +964,44 @@ class _NumericColumns(ColumnEncoding):
     #: Whether the summary always holds the values or sketch (the quantile kinds).
     sketched = False
 
-    def summarize(self, values, name, *, n_bins, sketch_size, sketch=False):
-        x = _numeric(np.asarray(values), name)
+    @classmethod
+    def summarize(cls, values, name, *, n_bins, sketch_size, sketch=False):
+        x = numeric_values(np.asarray(values), name)
         missing = np.isnan(x)
         present = x[~missing] if missing.any() else x
         entry = {"kind": "numeric", "has_missing": bool(missing.any()),
                  "count": int(present.size)}
-        entry.update(self._statistics(present))
-        if self.sketched or sketch:
+        entry.update(cls._statistics(present))
+        if cls.sketched or sketch:
             entry.update(sketch_entries(present, sketch_size))
-        entry.update(self._sketch_extras(entry, present, n_bins))
+        entry.update(cls._sketch_extras(entry, present, n_bins))
         return entry
 
-    def _statistics(self, present):
+    @classmethod
+    def _statistics(cls, present):
         """Summary entries of the kind computed on the present values."""
         return {}
 
-    def _sketch_extras(self, entry, present, n_bins):
+    @classmethod
+    def _sketch_extras(cls, entry, present, n_bins):
         """Summary entries of the kind that depend on the sketch."""
         return {}
 
-    def check(self, values, name):
-        _numeric(np.asarray(values), name)
+    @classmethod
+    def check(cls, values, name):
+        numeric_values(np.asarray(values), name)
         return True
 
-    def transform(self, state, values, name, out):
-        return self.transform_searched(state, values, name, out, None)[0]
+    def transform(self, values, name, out):
+        return self.transform_searched(values, name, out, None)[0]
 
-    def transform_searched(self, state, values, name, out, edges):
+    def transform_searched(self, values, name, out, edges):
         """:meth:`transform`, and the bins of the values in ``edges`` when the
         kind finds them in the same search as its features.
 
         Parameters
         ----------
-        state, values, name, out
+        values, name, out
             As for :meth:`transform`.
         edges : ndarray or None
             Sorted edges (the additive term's finest, of this column); None:
@@ -978,35 +1016,33 @@ class _NumericColumns(ColumnEncoding):
             (0 where missing); None when the kind does not search, or no
             value is present (the caller then searches itself).
         """
-        x = _numeric(np.asarray(values), name)
+        x = numeric_values(np.asarray(values), name)
         missing = np.isnan(x)
         if out.shape[1] == 0:
             return missing, None
         if not missing.any():  # slices, not masks
-            out[:], bins = self._features_searched(state, x, edges)
+            out[:], bins = self._features_searched(x, edges)
             return missing, bins
         present = ~missing
         if not present.any():  # all missing (at predict time): zeros, as any missing value
             return missing, None
-        out[present], found = self._features_searched(state, x[present], edges)
+        out[present], found = self._features_searched(x[present], edges)
         if found is None:
             return missing, None
         bins = np.zeros(len(x), dtype=np.intp)
         bins[present] = found
         return missing, bins
 
-    def _features_searched(self, state, xp, edges):
+    def _features_searched(self, xp, edges):
         """:meth:`features`, and the bins of ``xp`` in ``edges`` where the
         kind finds them in the same search (None otherwise)."""
-        return self.features(state, xp), None
+        return self.features(xp), None
 
-    def features(self, state, xp):
+    def features(self, xp):
         """Return the features of present values.
 
         Parameters
         ----------
-        state : dict
-            The column's fitted state.
         xp : ndarray of float64 of shape (n,)
             Present values (no NaN).
 
@@ -1016,12 +1052,12 @@ class _NumericColumns(ColumnEncoding):
         """
         return xp[:, None]
 
-    def export_form(self, state):
-        if self.width(state) == 0:
+    def export_form(self):
+        if self.width == 0:
             return "empty", ()
-        return self._export_form(state)
+        return self._export_form()
 
-    def _export_form(self, state):
+    def _export_form(self):
         return "affine", (0.0, 1.0)
 
 
@@ -1029,7 +1065,7 @@ class NoneColumns(_NumericColumns):
     """``numeric_encoding="none"``: the value itself, one feature.
 
     Missing values are zeros (and the missing indicator). It has no fitted
-    state.
+    state; the union of such columns is the identity.
 
     See Also
     --------
@@ -1040,12 +1076,48 @@ class NoneColumns(_NumericColumns):
     identity = True
 
 
+def _common(values):
+    """The parents' common value, else their mean (a union's scale)."""
+    values = [float(v) for v in values]
+    if all(v == values[0] for v in values):
+        return values[0]
+    return float(np.mean(values))
+
+
+def _balanced_center(centers, scales):
+    """The union's center: the parents' common value, else the point ``c``
+    that minimizes the largest shift ``|c - m_i| / s_i`` of a parent.
+
+    A parent's translation adds ``W * (c - m_i) / s_i`` to its split biases,
+    which are stored in float32: a shift far larger than the parent's own
+    features (a part whose mean one outlier moved) would lose their digits in
+    that sum. The minimax point lies where two parents' shifts are equal,
+    ``(m_i s_k + m_k s_i) / (s_i + s_k)``, for the pair that gives it.
+    """
+    centers = np.asarray([float(v) for v in centers])
+    scales = np.asarray([float(v) for v in scales])
+    if np.all(centers == centers[0]):
+        return float(centers[0])
+    candidates = [(centers[i] * scales[k] + centers[k] * scales[i]) / (scales[i] + scales[k])
+                  for i in range(centers.size) for k in range(i + 1, centers.size)]
+    worst = [np.max(np.abs(c - centers) / scales) for c in candidates]
+    return float(candidates[int(np.argmin(worst))])
+
+
 class StandardColumns(_NumericColumns):
     """``numeric_encoding="standard"``: ``(x - mean) / std``, one feature.
 
     The summary of a part holds its mean and sum of squared deviations
     (``mean``, ``m2``), merged exactly (Chan et al.'s pairwise update); the
     state is ``center_`` and ``scale_`` (a scale of 0 or not finite is 1).
+    The union of such columns has one center and scale (the parents'
+    common values, else the scales' mean and the center that keeps every
+    parent's shift smallest), a parent's feature an affine function of it.
+
+    Parameters
+    ----------
+    center, scale : float
+        The column's mean and standard deviation.
 
     See Also
     --------
@@ -1055,27 +1127,53 @@ class StandardColumns(_NumericColumns):
     name = "standard"
     state_keys = ("center_", "scale_")
 
-    def _statistics(self, present):
+    def __init__(self, center, scale):
+        self.center_ = center
+        self.scale_ = scale
+
+    def __repr__(self):
+        return f"StandardColumns({self.center_!r}, {self.scale_!r})"
+
+    def state(self):
+        return {"center_": self.center_, "scale_": self.scale_}
+
+    @classmethod
+    def from_state(cls, state):
+        return cls(state["center_"], state["scale_"])
+
+    @classmethod
+    def _statistics(cls, present):
         mean = float(present.mean()) if present.size else 0.0
         m2 = float(((present - mean) ** 2).sum()) if present.size else 0.0
         return {"mean": mean, "m2": m2}
 
-    def fit(self, parts, *, name, n_bins, max_categories):
-        center, scale = _merged_moments(parts)
-        return {"center_": center, "scale_": scale}
+    @classmethod
+    def fit(cls, parts, *, name, n_bins, max_categories):
+        return cls(*_merged_moments(parts))
 
-    def features(self, state, xp):
-        return ((xp - state["center_"]) / state["scale_"])[:, None]
+    @classmethod
+    def union(cls, columns, name):
+        center = _balanced_center([c.center_ for c in columns], [c.scale_ for c in columns])
+        scale = _common(c.scale_ for c in columns)
+        maps = []
+        for c in columns:
+            shift = (center - c.center_) / c.scale_
+            maps.append(ColumnMap(0, np.array([[scale / c.scale_]]), np.array([shift]),
+                                  np.array([-shift])))
+        return [cls(center, scale)], maps
 
-    def _export_form(self, state):
-        return "affine", (state["center_"], state["scale_"])
+    def features(self, xp):
+        return ((xp - self.center_) / self.scale_)[:, None]
 
-    def sample(self, state, levels):
-        return state["center_"] + state["scale_"] * ndtri(np.clip(levels, 1e-6, 1 - 1e-6))
+    def _export_form(self):
+        return "affine", (self.center_, self.scale_)
 
-    def difference(self, a, b, name):
+    def sample(self, levels):
+        return self.center_ + self.scale_ * ndtri(np.clip(levels, 1e-6, 1 - 1e-6))
+
+    def difference(self, other, name):
         for key, what in (("center_", "mean"), ("scale_", "scale")):
-            if _arrays_differ(a[key], b[key]):
+            if _arrays_differ(getattr(self, key), getattr(other, key)):
                 return (f"the {what} of column {name} differ (encoders fitted on different "
                         "rows)")
         return None
@@ -1089,7 +1187,14 @@ class QuantileNormalColumns(_NumericColumns):
     :class:`~sklearn.preprocessing.QuantileTransformer` of the column
     (``quantile_transformers_[j]``; none, and no feature, for a column
     without present values), fitted on the pooled values of exact summaries
-    only (a sketch is refused).
+    only (a sketch is refused). Two transforms have no exact union
+    (``Phi^-1(F_i(x))`` is no linear function of ``Phi^-1(F_k(x))``): the
+    union keeps the distinct ones side by side.
+
+    Parameters
+    ----------
+    transformer : QuantileTransformer or None
+        Fitted on the column, with ``output_distribution="normal"``.
 
     See Also
     --------
@@ -1100,38 +1205,71 @@ class QuantileNormalColumns(_NumericColumns):
     state_keys = ("quantile_transformers_",)
     sketched = True
 
-    def fit(self, parts, *, name, n_bins, max_categories):
+    def __init__(self, transformer):
+        self.transformer_ = transformer
+
+    def state(self):
+        return {"quantile_transformers_": self.transformer_}
+
+    @classmethod
+    def from_state(cls, state):
+        return cls(state["quantile_transformers_"])
+
+    @classmethod
+    def fit(cls, parts, *, name, n_bins, max_categories):
         present = _merged_quantile_points(parts)
         if not present.size:
-            return {"quantile_transformers_": None}
+            return cls(None)
         qt = QuantileTransformer(
             output_distribution="normal", n_quantiles=min(1000, present.size),
             subsample=None,
         )
-        return {"quantile_transformers_": qt.fit(present.reshape(-1, 1))}
+        return cls(qt.fit(present.reshape(-1, 1)))
 
-    def width(self, state):
-        return int(state["quantile_transformers_"] is not None)
+    @classmethod
+    def union(cls, columns, name):
+        distinct, maps = [], []
+        for c in columns:
+            width = c.width
+            if not width:
+                maps.append(None)
+                continue
+            for k, d in enumerate(distinct):
+                if d.difference(c, name) is None:
+                    break
+            else:
+                k = len(distinct)
+                distinct.append(c)
+            maps.append(ColumnMap.plain(k, np.eye(width)))
+        if not distinct:  # no encoding has features
+            distinct = [columns[0]]
+        width = distinct[0].width
+        maps = [ColumnMap.plain(0, np.zeros((0, width))) if m is None else m for m in maps]
+        return distinct, maps
 
-    def features(self, state, xp):
-        return self._features_searched(state, xp, None)[0]
+    @property
+    def width(self):
+        return int(self.transformer_ is not None)
 
-    def _features_searched(self, state, xp, edges):
-        scores, bins = _quantile_table(state["quantile_transformers_"], edges)(xp)
+    def features(self, xp):
+        return self._features_searched(xp, None)[0]
+
+    def _features_searched(self, xp, edges):
+        scores, bins = _quantile_table(self.transformer_, edges)(xp)
         return scores[:, None], bins
 
-    def _export_form(self, state):
-        return "quantile_normal", (state["quantile_transformers_"],)
+    def _export_form(self):
+        return "quantile_normal", (self.transformer_,)
 
-    def sample(self, state, levels):
-        qt = state["quantile_transformers_"]
+    def sample(self, levels):
+        qt = self.transformer_
         if qt is None:
             return None
         q = np.asarray(qt.quantiles_, dtype=np.float64)[:, 0]
         return np.interp(levels, np.linspace(0.0, 1.0, q.size), q)
 
-    def difference(self, a, b, name):
-        qa, qb = a["quantile_transformers_"], b["quantile_transformers_"]
+    def difference(self, other, name):
+        qa, qb = self.transformer_, other.transformer_
         if (qa is None) != (qb is None) or (
             qa is not None and not np.array_equal(qa.quantiles_, qb.quantiles_)
         ):
@@ -1149,6 +1287,14 @@ class PiecewiseLinearColumns(_NumericColumns):
     its values or sketch, its distinct values when a sketch has at most
     ``n_bins + 1`` distinct quantiles and the column that many distinct
     values (``distinct``), so that the knots of a discrete column are exact.
+    The union of such columns has the union of the knots: a parent's hat
+    functions are piecewise linear with knots among the union's, so exactly
+    their interpolants on the union's hat basis.
+
+    Parameters
+    ----------
+    knots : ndarray
+        The distinct knots, sorted.
 
     See Also
     --------
@@ -1160,7 +1306,21 @@ class PiecewiseLinearColumns(_NumericColumns):
     uses_n_bins = True
     sketched = True
 
-    def _sketch_extras(self, entry, present, n_bins):
+    def __init__(self, knots):
+        self.knots_ = knots
+
+    def __repr__(self):
+        return f"PiecewiseLinearColumns(<{len(self.knots_)} knots>)"
+
+    def state(self):
+        return {"knots_": self.knots_}
+
+    @classmethod
+    def from_state(cls, state):
+        return cls(state["knots_"])
+
+    @classmethod
+    def _sketch_extras(cls, entry, present, n_bins):
         if "quantiles" not in entry:
             return {}
         # more than n_bins + 1 distinct quantiles: more distinct values
@@ -1169,33 +1329,55 @@ class PiecewiseLinearColumns(_NumericColumns):
         return {"distinct": (distinct if distinct is not None
                              and len(distinct) <= n_bins + 1 else None)}
 
-    def fit(self, parts, *, name, n_bins, max_categories):
-        return {"knots_": _merged_knots(parts, n_bins)}
+    @classmethod
+    def fit(cls, parts, *, name, n_bins, max_categories):
+        return cls(_merged_knots(parts, n_bins))
 
-    def width(self, state):
-        k = len(state["knots_"])
+    @classmethod
+    def union(cls, columns, name):
+        used = [np.asarray(c.knots_) for c in columns if c.width]
+        if used:
+            knots = np.unique(np.concatenate(used))
+        else:  # no encoder has features: the first one's knots (none or one)
+            knots = columns[0].knots_
+        union = cls(knots)
+        maps = []
+        for c in columns:
+            if not c.width:
+                maps.append(ColumnMap.plain(0, np.zeros((0, union.width))))
+                continue
+            # hat_t(x) = sum_u hat_t(k_u) hatU_u(x): row t holds hat_t at the union's knots
+            maps.append(ColumnMap.plain(0, _hat_features(knots, c.knots_, np.float64).T.copy()))
+        return [union], maps
+
+    @property
+    def width(self):
+        k = len(self.knots_)
         return k if k >= 2 else 0
 
-    def features(self, state, xp):
-        return _hat_features(xp, state["knots_"])
+    def features(self, xp):
+        return _hat_features(xp, self.knots_)
 
-    def ramp(self, state):
-        k = self.width(state)
+    def ramp(self):
+        k = self.width
         return np.linspace(-1.0, 1.0, k) if k >= 2 else None
 
-    def _export_form(self, state):
-        return "hat", (state["knots_"],)
+    def _export_form(self):
+        return "hat", (self.knots_,)
 
-    def sample(self, state, levels):
+    def feature_names(self, name, stacked=False):
+        return [f"{name}_knot{t}" for t in range(self.width)]
+
+    def sample(self, levels):
         # the knots are the distinct quantiles at evenly spaced levels: the quantile
         # function, approximately (a repeated quantile kept once)
-        knots = np.asarray(state["knots_"], dtype=np.float64)
+        knots = np.asarray(self.knots_, dtype=np.float64)
         if not knots.size:
             return None
         return np.interp(levels, np.linspace(0.0, 1.0, knots.size), knots)
 
-    def difference(self, a, b, name):
-        if _arrays_differ(a["knots_"], b["knots_"]):
+    def difference(self, other, name):
+        if _arrays_differ(self.knots_, other.knots_):
             return (f"the quantile knots of column {name} differ (encoders fitted on "
                     "different rows)")
         return None
@@ -1209,7 +1391,16 @@ class OneHotColumns(ColumnEncoding):
     training data had more; a category unseen in ``fit`` is encoded in the
     infrequent feature when there is one, else as all zeros. A part's
     summary holds the count of every category (``keys``, ``counts``); the
-    state is ``categories_[j]`` (sorted) and ``has_infrequent_[j]``.
+    state is ``categories_[j]`` (sorted) and ``has_infrequent_[j]``. The
+    union of such columns has the union of the categories, with an
+    infrequent feature when a parent has one.
+
+    Parameters
+    ----------
+    categories : ndarray of object
+        The sorted categories with a feature.
+    has_infrequent : bool
+        Whether the column has the infrequent feature.
 
     See Also
     --------
@@ -1219,29 +1410,67 @@ class OneHotColumns(ColumnEncoding):
     name = "one_hot"
     state_keys = ("categories_", "has_infrequent_")
 
-    def summarize(self, values, name, *, n_bins, sketch_size, sketch=False):
+    def __init__(self, categories, has_infrequent):
+        self.categories_ = categories
+        self.has_infrequent_ = has_infrequent
+
+    def __repr__(self):
+        return (f"OneHotColumns(<{len(self.categories_)} categories>, "
+                f"{bool(self.has_infrequent_)})")
+
+    def state(self):
+        return {"categories_": self.categories_, "has_infrequent_": self.has_infrequent_}
+
+    @classmethod
+    def from_state(cls, state):
+        return cls(state["categories_"], state["has_infrequent_"])
+
+    @classmethod
+    def summarize(cls, values, name, *, n_bins, sketch_size, sketch=False):
         values = np.asarray(values, dtype=object)
-        missing = _missing_mask(values)
+        missing = missing_mask(values)
         present = values[~missing]
         keys, counts = _category_counts(present, name)
         return {"kind": "categorical", "has_missing": bool(missing.any()),
                 "count": int(present.size), "keys": keys, "counts": counts}
 
-    def fit(self, parts, *, name, n_bins, max_categories):
+    @classmethod
+    def fit(cls, parts, *, name, n_bins, max_categories):
         keys, counts = _merge_counts(parts, name)
-        categories, infrequent = _categories_from_counts(keys, counts, max_categories)
-        return {"categories_": categories, "has_infrequent_": infrequent}
+        return cls(*_categories_from_counts(keys, counts, max_categories))
 
-    def width(self, state):
-        return len(state["categories_"]) + int(state["has_infrequent_"])
+    @classmethod
+    def union(cls, columns, name):
+        arrays = [np.asarray(c.categories_, dtype=object) for c in columns]
+        try:
+            categories = (np.unique(np.concatenate(arrays)).astype(object) if arrays
+                          else np.empty(0, dtype=object))
+        except (TypeError, ValueError) as exc:
+            raise _uncomparable(name, exc) from exc
+        union = cls(categories, any(bool(c.has_infrequent_) for c in columns))
+        maps = []
+        for c in columns:
+            matrix = np.zeros((c.width, union.width))
+            own = {v: i for i, v in enumerate(np.asarray(c.categories_).tolist())}
+            fallback = len(own) if c.has_infrequent_ else -1
+            for u, v in enumerate(categories.tolist()):
+                i = own.get(v, fallback)
+                if i >= 0:
+                    matrix[i, u] = 1.0
+            if union.has_infrequent_ and fallback >= 0:
+                matrix[fallback, len(categories)] = 1.0
+            maps.append(ColumnMap.plain(0, matrix))
+        return [union], maps
 
-    def codes(self, state, values, name):
+    @property
+    def width(self):
+        return len(self.categories_) + int(self.has_infrequent_)
+
+    def codes(self, values, name):
         """Return the feature of every value: its category's index.
 
         Parameters
         ----------
-        state : dict
-            The column's fitted state.
         values : ndarray of object
             Values of the column.
         name : str
@@ -1254,8 +1483,8 @@ class OneHotColumns(ColumnEncoding):
             (a missing one included) the infrequent feature's index
             (``len(categories_)``) when the column has one, else -1.
         """
-        categories = state["categories_"]
-        fallback = len(categories) if state["has_infrequent_"] else -1
+        categories = self.categories_
+        fallback = len(categories) if self.has_infrequent_ else -1
         lookup = {c: i for i, c in enumerate(categories.tolist())}
         values = values.tolist()
         try:
@@ -1265,31 +1494,60 @@ class OneHotColumns(ColumnEncoding):
             _check_hashable(values, name)
             raise
 
-    def transform(self, state, values, name, out):
+    def additive_rows(self, parent):
+        """The additive rows of a union's categorical column: per row of this
+        (the union's) block (its categories, its infrequent row, the missing
+        row, the unseen row), the row of ``parent``'s block that its values
+        reach there.
+
+        Parameters
+        ----------
+        parent : OneHotColumns
+            One of the columns this one is the union of.
+
+        Returns
+        -------
+        rows : ndarray of int64
+        """
+        own = {c: i for i, c in enumerate(np.asarray(parent.categories_).tolist())}
+        n_own = len(own)
+        size = n_own + int(parent.has_infrequent_) + 2
+        fallback = n_own if parent.has_infrequent_ else size - 1  # else: unseen
+        rows = [own.get(c, fallback) for c in self.categories_.tolist()]
+        if self.has_infrequent_:
+            rows.append(fallback)
+        rows += [size - 2, size - 1]  # missing, unseen
+        return np.asarray(rows, dtype=np.int64)
+
+    def transform(self, values, name, out):
         values = np.asarray(values, dtype=object)
-        missing = _missing_mask(values)
+        missing = missing_mask(values)
         present = np.flatnonzero(~missing)
-        if present.size == 0 or self.width(state) == 0:
+        if present.size == 0 or self.width == 0:
             return missing
-        idx = self.codes(state, values[present], name)
+        idx = self.codes(values[present], name)
         hit = idx >= 0
         out[present[hit], idx[hit]] = 1.0
         return missing
 
-    def export_form(self, state):
-        return "one_hot", (len(state["categories_"]), state["has_infrequent_"])
+    def export_form(self):
+        return "one_hot", (len(self.categories_), self.has_infrequent_)
 
-    def sample(self, state, levels):
+    def feature_names(self, name, stacked=False):
+        names = [f"{name}={c}" for c in self.categories_]
+        return names + [f"{name}=infrequent"] * int(bool(self.has_infrequent_))
+
+    def sample(self, levels):
         # the categories (and one category that is none of them, for the infrequent
         # feature), equally often: the state keeps no counts
-        values = list(state["categories_"])
-        if state["has_infrequent_"] or not values:
+        values = list(self.categories_)
+        if self.has_infrequent_ or not values:
             values.append(_UNSEEN_CATEGORY)
         picks = np.minimum((levels * len(values)).astype(np.int64), len(values) - 1)
         return np.asarray(values, dtype=object)[picks]
 
-    def difference(self, a, b, name):
-        ca, cb = a["categories_"], b["categories_"]
+    def difference(self, other, name):
+        ca, cb = self.categories_, other.categories_
         if (ca is None) != (cb is None) or (
             ca is not None and (len(ca) != len(cb) or list(ca) != list(cb))
         ):
@@ -1301,10 +1559,10 @@ class OneHotColumns(ColumnEncoding):
 #: values are its keys, in this order). Ordered, so that ``sampled_from`` and
 #: parametrizations draw the names in a stable order.
 NUMERIC_ENCODINGS = OrderedDict((kind.name, kind) for kind in (
-    PiecewiseLinearColumns(), QuantileNormalColumns(), StandardColumns(), NoneColumns()))
+    PiecewiseLinearColumns, QuantileNormalColumns, StandardColumns, NoneColumns))
 
 #: The encoding of the categorical columns.
-CATEGORICAL = OneHotColumns()
+CATEGORICAL = OneHotColumns
 
 
 class StackedColumns(_NumericColumns):
@@ -1322,9 +1580,13 @@ class StackedColumns(_NumericColumns):
 
     The state is ``stacked_[j]``: the list of the sub-encodings, each a
     pair ``(kind name, state)`` of a numeric kind of :data:`COLUMN_KINDS`
-    and its fitted state (the dict its ``state_keys`` name). The encoder has
-    the attribute ``stacked_`` (a dict by column index) only when it has a
-    stacked column.
+    and its fitted state. The encoder has the attribute ``stacked_`` (a
+    dict by column index) only when it has a stacked column.
+
+    Parameters
+    ----------
+    parts : list of ColumnEncoding
+        The sub-encodings, in the order of their blocks.
 
     See Also
     --------
@@ -1334,76 +1596,170 @@ class StackedColumns(_NumericColumns):
     name = "stacked"
     state_keys = ("stacked_",)
 
-    def state(self, encoder, j):
-        return {"stacked_": getattr(encoder, "stacked_", {}).get(j, [])}
+    def __init__(self, parts):
+        self.parts = list(parts)
 
-    def store(self, encoder, j, state):
-        if "stacked_" not in vars(encoder):
-            encoder.stacked_ = {}
-        encoder.stacked_[j] = [(str(kind), dict(sub)) for kind, sub in state["stacked_"]]
+    def __repr__(self):
+        return f"StackedColumns({self.parts!r})"
 
-    @staticmethod
-    def parts(state):
-        """Return the sub-encodings of a stacked column.
+    def state(self):
+        return {"stacked_": [(part.name, part.state()) for part in self.parts]}
 
-        Parameters
-        ----------
-        state : dict
-            The column's fitted state.
+    @classmethod
+    def from_state(cls, state):
+        return cls([COLUMN_KINDS[str(kind)].from_state(dict(sub))
+                    for kind, sub in state["stacked_"]])
 
-        Returns
-        -------
-        parts : list of (ColumnEncoding, dict)
-            Every sub-encoding's kind and state, in the order of its block.
-        """
-        return [(COLUMN_KINDS[kind], sub) for kind, sub in state["stacked_"]]
+    def sub_encodings(self):
+        return list(self.parts)
 
-    def summarize(self, values, name, *, n_bins, sketch_size, sketch=False):
+    @classmethod
+    def summarize(cls, values, name, *, n_bins, sketch_size, sketch=False):
         raise ValueError(f"Column {name} is a union of encodings; it is not fitted from data.")
 
-    def fit(self, parts, *, name, n_bins, max_categories):
+    @classmethod
+    def fit(cls, parts, *, name, n_bins, max_categories):
         raise ValueError(f"Column {name} is a union of encodings; it is not fitted from data.")
 
-    def width(self, state):
-        return sum(kind.width(sub) for kind, sub in self.parts(state))
+    @property
+    def width(self):
+        return sum(part.width for part in self.parts)
 
-    def features(self, state, xp):
-        blocks = [kind.features(sub, xp) for kind, sub in self.parts(state) if kind.width(sub)]
+    def features(self, xp):
+        blocks = [part.features(xp) for part in self.parts if part.width]
         return np.concatenate([np.asarray(b, dtype=np.float64) for b in blocks], axis=1)
 
-    def _export_form(self, state):
-        forms = [kind.export_form(sub) for kind, sub in self.parts(state)]
+    def _export_form(self):
+        forms = [part.export_form() for part in self.parts]
         return "stack", ([form for form in forms if form[0] != "empty"],)
 
-    def sample(self, state, levels):
+    def feature_names(self, name, stacked=False):
+        # each sub-block's names, suffixed by its index
+        return [f"{sub_name}_{i}" for i, part in enumerate(self.parts)
+                for sub_name in part.feature_names(name, stacked=True)]
+
+    def sample(self, levels):
         # a mixture of the sub-encodings' distributions, in equal shares
-        parts = [(kind, sub) for kind, sub in self.parts(state) if kind.width(sub)]
+        parts = [part for part in self.parts if part.width]
         if not parts:
             return None
         scaled = levels * len(parts)
         which = np.minimum(scaled.astype(np.int64), len(parts) - 1)
         out = np.zeros(levels.shape)
-        for i, (kind, sub) in enumerate(parts):
-            values = kind.sample(sub, scaled[which == i] - i)
+        for i, part in enumerate(parts):
+            values = part.sample(scaled[which == i] - i)
             if values is None:
                 return None
             out[which == i] = values
         return out
 
-    def difference(self, a, b, name):
-        pa, pb = self.parts(a), self.parts(b)
-        if [k.name for k, _ in pa] != [k.name for k, _ in pb] or any(
-            ka.difference(sa, sb, name) is not None for (ka, sa), (_, sb) in zip(pa, pb)
+    def difference(self, other, name):
+        pa, pb = self.parts, other.parts
+        if [k.name for k in pa] != [k.name for k in pb] or any(
+            a.difference(b, name) is not None for a, b in zip(pa, pb)
         ):
             return f"the stacked encodings of column {name} differ"
         return None
 
 
 #: The encodings of a stacked column (:class:`StackedColumns`).
-STACKED = StackedColumns()
+STACKED = StackedColumns
 
 #: Every kind of column by name: the numeric encodings, the categorical one
 #: (``"one_hot"``) and the stacked one, for an encoder's per-column kinds
 #: (``TabularEncoder.column_kinds_``) and a stacked column's sub-encodings.
 COLUMN_KINDS = OrderedDict(
     [*NUMERIC_ENCODINGS.items(), (CATEGORICAL.name, CATEGORICAL), (STACKED.name, STACKED)])
+
+
+def union_column(columns, name):
+    """The union of one column's encodings, each a parent's.
+
+    Parameters
+    ----------
+    columns : list of ColumnEncoding
+        The column's fitted encoding in every encoder.
+    name : str
+        The column, for error messages.
+
+    Returns
+    -------
+    union : ColumnEncoding
+        The union's encoding of the column: of one kind when every kind's
+        union is one encoding, else a :class:`StackedColumns` of the kinds'
+        unions (in order of first appearance).
+    maps : list of list of ColumnMap
+        Per parent, per sub-encoding of its column, how it reads the
+        union's sub-encodings (``sub`` indexes ``union.sub_encodings()``).
+    """
+    subs = [column.sub_encodings() for column in columns]
+    groups = {}  # kind name -> [(parent, sub-encoding)], in order of first appearance
+    for i, parent in enumerate(subs):
+        for p, part in enumerate(parent):
+            groups.setdefault(part.name, []).append((i, p))
+    union_parts, maps = [], [[None] * len(parent) for parent in subs]
+    for kind, members in groups.items():
+        parts, maps_of = COLUMN_KINDS[kind].union([subs[i][p] for i, p in members], name)
+        for (i, p), m in zip(members, maps_of):
+            maps[i][p] = m.shifted(len(union_parts))
+        union_parts.extend(parts)
+    union = union_parts[0] if len(union_parts) == 1 else StackedColumns(union_parts)
+    return union, maps
+
+
+def column_state_lists(columns):
+    """The per-column state of an encoder's columns as ``TabularEncoder.to_dict``
+    lays it out: one list (or dict by column index) per state key.
+
+    Parameters
+    ----------
+    columns : list of ColumnEncoding
+        The fitted columns.
+
+    Returns
+    -------
+    state : dict
+        ``has_infrequent_`` (an array of bool), ``knots_``, ``center_``,
+        ``scale_`` and ``categories_`` (None for a column of another kind),
+        ``quantile_transformers_`` (a column without a transformer has no
+        entry) and, only with a stacked column, ``stacked_``.
+    """
+    n = len(columns)
+    lists = {"has_infrequent_": np.zeros(n, dtype=bool), "knots_": [None] * n,
+             "center_": [None] * n, "scale_": [None] * n, "categories_": [None] * n,
+             "quantile_transformers_": {}}
+    for j, column in enumerate(columns):
+        for key, value in column.state().items():
+            if key == "stacked_":
+                lists.setdefault("stacked_", {})[j] = value
+            elif key == "quantile_transformers_":
+                if value is not None:
+                    lists[key][j] = value
+            else:
+                lists[key][j] = value
+    return lists
+
+
+def columns_from_state_lists(state, kinds):
+    """The fitted columns of :func:`column_state_lists`.
+
+    Parameters
+    ----------
+    state : dict
+        The per-column state lists (``TabularEncoder.to_dict`` entries).
+    kinds : list of str
+        Every column's kind, a name of :data:`COLUMN_KINDS`.
+
+    Returns
+    -------
+    columns : list of ColumnEncoding
+    """
+    columns = []
+    for j, name in enumerate(kinds):
+        kind = COLUMN_KINDS[name]
+        entries = {}
+        for key in kind.state_keys:
+            container = state.get(key, {})
+            entries[key] = container.get(j) if isinstance(container, dict) else container[j]
+        columns.append(kind.from_state(entries))
+    return columns

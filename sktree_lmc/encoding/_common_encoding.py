@@ -67,18 +67,15 @@ compared (to match their trees, approximately).
 
 from __future__ import annotations
 
-from typing import NamedTuple
-
 import numpy as np
 
-from ._additive_bins import AdditiveBins, _same_additive_bins
+from ._additive_bins import AdditiveBins, same_additive_bins
 from ._column_encodings import (
-    CATEGORICAL,
     COLUMN_KINDS,
     STACKED,
-    _hat_features,
-    _uncomparable,
-    empty_column_state,
+    OneHotColumns,
+    column_name,
+    union_column,
 )
 from ._encoding import TabularEncoder, encoders_differ
 
@@ -86,170 +83,14 @@ __all__ = ["UNIONS", "EncodingTranslation", "common_encoder", "feature_scales", 
            "probe_columns"]
 
 
-class _Map(NamedTuple):
-    """How one encoding of a column (in one encoder) reads the union's.
-
-    ``features = matrix @ union_sub_block + offset + indicator * missing``:
-    ``sub`` is the union's sub-encoding (of the same kind) whose block it
-    reads, ``matrix`` of shape ``(width, union width)``, ``offset`` and
-    ``indicator`` (the coefficient of the union's missing indicator) of
-    shape ``(width,)``.
-    """
-
-    sub: int
-    matrix: np.ndarray
-    offset: np.ndarray
-    indicator: np.ndarray
-
-
-def _plain_map(sub, matrix):
-    """A :class:`_Map` without offset nor indicator."""
-    width = matrix.shape[0]
-    return _Map(sub, matrix, np.zeros(width), np.zeros(width))
-
-
-def _common(values):
-    """The parents' common value, else their mean (a union's center or scale)."""
-    values = [float(v) for v in values]
-    if all(v == values[0] for v in values):
-        return values[0]
-    return float(np.mean(values))
-
-
-def _union_identity(kind):
-    """The union of a kind without state, one feature: the identity."""
-    def union(states, name):
-        return [{}], [_plain_map(0, np.eye(kind.width({}))) for _ in states]
-    return union
-
-
-def _balanced_center(centers, scales):
-    """The union's center: the parents' common value, else the point ``c``
-    that minimizes the largest shift ``|c - m_i| / s_i`` of a parent.
-
-    A parent's translation adds ``W * (c - m_i) / s_i`` to its split biases,
-    which are stored in float32: a shift far larger than the parent's own
-    features (a part whose mean one outlier moved) would lose their digits in
-    that sum. The minimax point lies where two parents' shifts are equal,
-    ``(m_i s_k + m_k s_i) / (s_i + s_k)``, for the pair that gives it.
-    """
-    centers = np.asarray([float(v) for v in centers])
-    scales = np.asarray([float(v) for v in scales])
-    if np.all(centers == centers[0]):
-        return float(centers[0])
-    candidates = [(centers[i] * scales[k] + centers[k] * scales[i]) / (scales[i] + scales[k])
-                  for i in range(centers.size) for k in range(i + 1, centers.size)]
-    worst = [np.max(np.abs(c - centers) / scales) for c in candidates]
-    return float(candidates[int(np.argmin(worst))])
-
-
-def _union_standard(states, name):
-    """``"standard"``: one center and scale; a weight factor and a shift (the
-    center :func:`_balanced_center`, so that no parent's shift is large)."""
-    center = _balanced_center([s["center_"] for s in states], [s["scale_"] for s in states])
-    scale = _common(s["scale_"] for s in states)
-    maps = []
-    for s in states:
-        shift = (center - s["center_"]) / s["scale_"]
-        maps.append(_Map(0, np.array([[scale / s["scale_"]]]), np.array([shift]),
-                         np.array([-shift])))
-    return [{"center_": center, "scale_": scale}], maps
-
-
-def _union_knots(states, name):
-    """``"piecewise_linear"``: the union of the knots, each hat function its
-    interpolant on the union's hat basis."""
-    kind = COLUMN_KINDS["piecewise_linear"]
-    used = [np.asarray(s["knots_"]) for s in states if kind.width(s)]
-    if used:
-        knots = np.unique(np.concatenate(used))
-    else:  # no encoder has features: the first one's knots (none or one)
-        knots = states[0]["knots_"]
-    union = {"knots_": knots}
-    width = kind.width(union)
-    maps = []
-    for s in states:
-        if not kind.width(s):
-            maps.append(_plain_map(0, np.zeros((0, width))))
-            continue
-        # hat_t(x) = sum_u hat_t(k_u) hatU_u(x): row t holds hat_t at the union's knots
-        maps.append(_plain_map(0, _hat_features(knots, s["knots_"], np.float64).T.copy()))
-    return [union], maps
-
-
-def _union_distinct(kind):
-    """A kind without exact union: its distinct encodings side by side (the
-    first of equal ones), each encoding read from its own."""
-    def union(states, name):
-        distinct, maps = [], []
-        for s in states:
-            width = kind.width(s)
-            if not width:
-                maps.append(None)
-                continue
-            for k, d in enumerate(distinct):
-                if kind.difference(d, s, name) is None:
-                    break
-            else:
-                k = len(distinct)
-                distinct.append(s)
-            maps.append(_plain_map(k, np.eye(width)))
-        if not distinct:  # no encoding has features
-            distinct = [states[0]]
-        width = kind.width(distinct[0])
-        maps = [_plain_map(0, np.zeros((0, width))) if m is None else m for m in maps]
-        return distinct, maps
-    return union
-
-
-def _union_categories(states, name):
-    """``"one_hot"``: the union of the categories, an infrequent feature
-    when an encoder has one."""
-    arrays = [np.asarray(s["categories_"], dtype=object) for s in states]
-    try:
-        categories = (np.unique(np.concatenate(arrays)).astype(object) if arrays
-                      else np.empty(0, dtype=object))
-    except (TypeError, ValueError) as exc:
-        raise _uncomparable(name, exc) from exc
-    infrequent = any(bool(s["has_infrequent_"]) for s in states)
-    union = {"categories_": categories, "has_infrequent_": infrequent}
-    width = CATEGORICAL.width(union)
-    maps = []
-    for s in states:
-        matrix = np.zeros((CATEGORICAL.width(s), width))
-        own = {c: i for i, c in enumerate(np.asarray(s["categories_"]).tolist())}
-        fallback = len(own) if s["has_infrequent_"] else -1
-        for u, c in enumerate(categories.tolist()):
-            i = own.get(c, fallback)
-            if i >= 0:
-                matrix[i, u] = 1.0
-        if infrequent and fallback >= 0:
-            matrix[fallback, len(categories)] = 1.0
-        maps.append(_plain_map(0, matrix))
-    return [union], maps
-
-
-#: The union of each kind of encoding, by name: ``union(states, name)`` takes
-#: the fitted states of one column's encodings of that kind (one per encoder,
-#: more for an encoder whose column is already stacked) and the column's name
-#: (for error messages), and returns the
-#: union's states of that kind (its sub-encodings of the column: one when
-#: the union is exact) and, per given state, its :class:`_Map`.
-UNIONS = {
-    "none": _union_identity(COLUMN_KINDS["none"]),
-    "standard": _union_standard,
-    "piecewise_linear": _union_knots,
-    "quantile_normal": _union_distinct(COLUMN_KINDS["quantile_normal"]),
-    "one_hot": _union_categories,
-}
-
-
-def _column_parts(encoder, j):
-    """Column ``j``'s encodings in ``encoder``: ``[(kind, state)]``, the
-    sub-encodings of a stacked column."""
-    kind = encoder._kinds()[j]
-    state = encoder._state(kind, j)
-    return STACKED.parts(state) if kind is STACKED else [(kind, state)]
+#: The union of each kind of encoding, by name: ``union(columns, name)`` (the
+#: kind's :meth:`~._column_encodings.ColumnEncoding.union`) takes the fitted
+#: columns of one column's encodings of that kind (one per encoder, more for
+#: an encoder whose column is already stacked) and the column's name (for
+#: error messages), and returns the union's encodings of that kind (its
+#: sub-encodings of the column: one when the union is exact) and, per given
+#: column, its :class:`~._column_encodings.ColumnMap`.
+UNIONS = {name: kind.union for name, kind in COLUMN_KINDS.items() if kind is not STACKED}
 
 
 def _union_column(encoders, j):
@@ -257,7 +98,7 @@ def _union_column(encoders, j):
 
     Returns
     -------
-    kind, state : ColumnEncoding, dict
+    column : ColumnEncoding
         The union's encoding of the column.
     has_missing : bool
         Whether the union's column has a missing indicator.
@@ -265,31 +106,20 @@ def _union_column(encoders, j):
         Per encoder, ``(T, t)`` of its column: its column's features are
         ``T @ union column features + t``.
     """
-    parts = [_column_parts(enc, j) for enc in encoders]
-    groups = {}  # kind name -> [(encoder, part)], in order of first appearance
-    for i, encoder_parts in enumerate(parts):
-        for p, (kind, _) in enumerate(encoder_parts):
-            groups.setdefault(kind.name, []).append((i, p))
-    union_parts, maps = [], {}
-    for name, members in groups.items():
-        states, maps_of = UNIONS[name]([parts[i][p][1] for i, p in members],
-                                       encoders[0]._name(j))
-        for (i, p), m in zip(members, maps_of):
-            maps[i, p] = m._replace(sub=len(union_parts) + m.sub)
-        union_parts.extend((COLUMN_KINDS[name], s) for s in states)
-    widths = [kind.width(s) for kind, s in union_parts]
+    parents = [enc.column_encodings_[j] for enc in encoders]
+    union, maps = union_column(parents, column_name(encoders[0].names_, j))
+    widths = [part.width for part in union.sub_encodings()]
     starts = np.concatenate([[0], np.cumsum(widths)]).astype(int)
     has_missing = bool(any(enc.has_missing_[j] for enc in encoders)
-                       or any(np.any(m.indicator != 0) for m in maps.values()))
+                       or any(np.any(m.indicator != 0) for parent in maps for m in parent))
     width = int(starts[-1]) + int(has_missing)
     blocks = []
-    for i, enc in enumerate(encoders):
-        own = [kind.width(s) for kind, s in parts[i]]
+    for enc, parent, parent_maps in zip(encoders, parents, maps):
+        own = [part.width for part in parent.sub_encodings()]
         own_starts = np.concatenate([[0], np.cumsum(own)]).astype(int)
         T = np.zeros((int(own_starts[-1]) + int(enc.has_missing_[j]), width))
         t = np.zeros(T.shape[0])
-        for p in range(len(parts[i])):
-            m = maps[i, p]
+        for p, m in enumerate(parent_maps):
             rows = slice(own_starts[p], own_starts[p + 1])
             T[rows, starts[m.sub]:starts[m.sub + 1]] = m.matrix
             t[rows] = m.offset
@@ -298,27 +128,7 @@ def _union_column(encoders, j):
         if enc.has_missing_[j]:
             T[-1, -1] = 1.0
         blocks.append((T, t))
-    if len(union_parts) == 1:
-        kind, state = union_parts[0]
-    else:
-        kind, state = STACKED, {"stacked_": [(k.name, s) for k, s in union_parts]}
-    return kind, state, has_missing, blocks
-
-
-def _category_rows(union_state, state):
-    """The additive rows of a categorical column: per row of the union's
-    block (its categories, its infrequent row, the missing row, the unseen
-    row), the row of an encoder's block (of ``state``) that its values
-    reach there."""
-    own = {c: i for i, c in enumerate(np.asarray(state["categories_"]).tolist())}
-    n_own = len(own)
-    size = n_own + int(state["has_infrequent_"]) + 2
-    fallback = n_own if state["has_infrequent_"] else size - 1  # else: unseen
-    rows = [own.get(c, fallback) for c in union_state["categories_"].tolist()]
-    if union_state["has_infrequent_"]:
-        rows.append(fallback)
-    rows += [size - 2, size - 1]  # missing, unseen
-    return np.asarray(rows, dtype=np.int64)
+    return union, has_missing, blocks
 
 
 def _incompatibilities(encoders):
@@ -337,9 +147,9 @@ def _incompatibilities(encoders):
         cols = np.flatnonzero(np.asarray(enc.categorical_) != np.asarray(ref.categorical_))
         for j in cols.tolist():
             kinds = ["categorical" if e.categorical_[j] else "numeric" for e in (ref, enc)]
-            problems.append(f"column {ref._name(j)} is {kinds[0]} in encoder 0 and "
+            problems.append(f"column {ref.column_label(j)} is {kinds[0]} in encoder 0 and "
                             f"{kinds[1]} in encoder {i}")
-        if not _same_additive_bins(enc.additive_bins, ref.additive_bins):
+        if not same_additive_bins(enc.additive_bins, ref.additive_bins):
             problems.append(f"additive_bins is {enc.additive_bins!r} in encoder {i} and "
                             f"{ref.additive_bins!r} in encoder 0")
     return problems
@@ -520,24 +330,18 @@ def common_encoder(encoders):
         rows = None if ref.additive_offsets_ is None else np.arange(ref.n_additive_)
         return ref, [EncodingTranslation(None, None, rows) for _ in encoders]
     n = ref.n_features_in_
-    union = TabularEncoder(ref.numeric_encoding, ref.n_bins, ref.max_categories,
-                           ref.additive_bins)
-    union.n_features_in_ = n
-    union.categorical_ = np.asarray(ref.categorical_, dtype=bool).copy()
-    union.names_ = None if ref.names_ is None else list(ref.names_)
-    union.has_missing_ = np.zeros(n, dtype=bool)
-    union.__dict__.update(empty_column_state(n))
-    kinds, blocks = [], []
+    columns, blocks = [], []
+    has_missing = np.zeros(n, dtype=bool)
     for j in range(n):
-        kind, state, has_missing, column_blocks = _union_column(encoders, j)
-        kind.store(union, j, state)
-        union.has_missing_[j] = has_missing
-        kinds.append(kind.name)
+        column, has_missing[j], column_blocks = _union_column(encoders, j)
+        columns.append(column)
         blocks.append(column_blocks)
-    if kinds != [kind.name for kind in union._kinds()]:
-        union.column_kinds_ = kinds
-    union._set_layout()
-    rows = _union_additive(union, encoders)
+    additive, rows = _union_additive(columns, encoders)
+    union = TabularEncoder.from_columns(
+        columns, has_missing, categorical=ref.categorical_, additive=additive,
+        names=None if ref.names_ is None else list(ref.names_),
+        numeric_encoding=ref.numeric_encoding, n_bins=ref.n_bins,
+        max_categories=ref.max_categories)
     translations = []
     for i, enc in enumerate(encoders):
         matrix = np.zeros((enc.n_features_out_, union.n_features_out_))
@@ -556,22 +360,18 @@ def common_encoder(encoders):
     return union, translations
 
 
-def _union_additive(union, encoders):
-    """Give ``union`` the union of the encoders' additive bins; every
-    encoder's ``additive_rows`` (None without an additive term)."""
-    if union.additive_bins is None:
-        union._additive = AdditiveBins(None).fit([], [None] * union.n_features_in_)
-        return None
+def _union_additive(columns, encoders):
+    """The union of the encoders' additive bins, for the union's ``columns``,
+    and every encoder's ``additive_rows`` (None without an additive term)."""
+    if encoders[0].additive_bins is None:
+        return AdditiveBins(None).fit([], [None] * len(columns)), None
     category_rows = {}
-    ref = encoders[0]._additive
+    ref = encoders[0].additive_term_
     for c, j in enumerate(int(v) for v in ref.sources_):
-        if union.categorical_[j]:
-            state = union._state(CATEGORICAL, j)
-            category_rows[c] = [_category_rows(state, enc._state(CATEGORICAL, j))
+        if isinstance(columns[j], OneHotColumns):
+            category_rows[c] = [columns[j].additive_rows(enc.column_encodings_[j])
                                 for enc in encoders]
-    union._additive, rows = AdditiveBins.union([enc._additive for enc in encoders],
-                                               category_rows)
-    return rows
+    return AdditiveBins.union([enc.additive_term_ for enc in encoders], category_rows)
 
 
 def matching_view(encoder):
@@ -599,16 +399,11 @@ def matching_view(encoder):
         without a stacked column.
     """
     cols, start = [], 0
-    for j, kind in enumerate(encoder._kinds()):
-        state = encoder._state(kind, j)
-        if kind is STACKED:
-            widths = [k.width(s) for k, s in STACKED.parts(state)]
-            width = max(widths, default=0)
-            for w in widths:
-                cols.extend(range(start, start + w))
-        else:
-            width = kind.width(state)
-            cols.extend(range(start, start + width))
+    for j, column in enumerate(encoder.column_encodings_):
+        widths = [part.width for part in column.sub_encodings()]
+        width = max(widths, default=0)
+        for w in widths:
+            cols.extend(range(start, start + w))
         if encoder.has_missing_[j]:
             cols.append(start + width)
             width += 1
@@ -651,8 +446,8 @@ def probe_columns(encoder, n_rows=2048, *, missing_share=0.0, random_state=0):
     rng = np.random.RandomState(random_state)
     levels = (np.arange(n_rows) + 0.5) / n_rows
     columns = []
-    for j, kind in enumerate(encoder._kinds()):
-        values = kind.sample(kind.state(encoder, j), levels[rng.permutation(n_rows)])
+    for j, column in enumerate(encoder.column_encodings_):
+        values = column.sample(levels[rng.permutation(n_rows)])
         if values is not None and missing_share and encoder.has_missing_[j]:
             values = values.astype(object) if encoder.categorical_[j] else values.copy()
             values[rng.rand(n_rows) < missing_share] = None if encoder.categorical_[j] else np.nan

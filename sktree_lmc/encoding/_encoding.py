@@ -75,16 +75,22 @@ quantile level off for 1,001-level sketches, see the tests). Rows of zero
 ``sample_weight`` are left out of the fit and of the summaries; the other rows
 count once each.
 
-**Structure.** The encoder holds two things. Its split features are the
-per-column encodings: one stateless object per kind (``NUMERIC_ENCODINGS``,
-keyed by ``numeric_encoding``, and the one-hot encoding of the categorical
-columns, in :mod:`._column_encodings`), whose methods :class:`TabularEncoder`
-calls column by column with the column's fitted state (its entries of
-``knots_``, ``center_``, ``scale_``, ``categories_``, ``has_infrequent_``,
-``quantile_transformers_``). The additive term's bins are an
-:class:`~._additive_bins.AdditiveBins` with its own fitted state, to which the
-encoder's ``additive_*`` attributes and methods delegate. :meth:`TabularEncoder.to_dict`
-flattens both into one plain dict.
+**Structure.** A fitted encoder is a list of fitted columns plus the additive
+term's bins, as a ``ColumnTransformer`` is a list of fitted transformers. Its
+split features are the per-column encodings (``column_encodings_``): one
+fitted object per input column, of the class of its kind
+(``NUMERIC_ENCODINGS``, keyed by ``numeric_encoding``, and the one-hot
+encoding of the categorical columns, in :mod:`._column_encodings`), holding
+the column's state and computing its features, summary, export form,
+differences and unions. The additive term's bins are an
+:class:`~._additive_bins.AdditiveBins` with its own fitted state
+(``additive_term_``), to which the encoder's ``additive_*`` attributes and
+methods delegate. The per-column attributes users see (``knots_``,
+``center_``, ``scale_``, ``categories_``, ``has_infrequent_``,
+``quantile_transformers_``) are read from the columns, and
+:meth:`TabularEncoder.to_dict` flattens both into one plain dict of that
+layout; :meth:`TabularEncoder.from_columns` assembles an encoder from fitted
+parts (a union's).
 
 **Unions.** Encoders fitted on different rows differ; their union
 (:func:`~._common_encoding.common_encoder`) is an encoder on which each of
@@ -113,19 +119,20 @@ from sklearn.utils.validation import (
 )
 
 # the per-column encodings and the additive term's bins live in their own modules
-from ._additive_bins import (  # noqa: F401
+from ._additive_bins import (
     MAX_ADDITIVE_BINS,
     AdditiveBins,
-    _same_additive_bins,
     additive_levels,
+    same_additive_bins,
 )
-from ._column_encodings import (  # noqa: F401
+from ._column_encodings import (
     CATEGORICAL,
-    COLUMN_KINDS,
     NUMERIC_ENCODINGS,
-    _column_name,
-    _time_seconds,
-    empty_column_state,
+    NoneColumns,
+    column_name,
+    column_state_lists,
+    columns_from_state_lists,
+    time_seconds,
 )
 
 __all__ = ["NUMERIC_ENCODINGS", "SKETCH_SIZE", "TabularEncoder", "check_categorical_features",
@@ -206,7 +213,7 @@ def to_columns(X):
                 if values.dtype.kind not in "Mm":  # pragma: no cover - pandas gives NumPy's
                     raise ValueError(f"Column {label} of dtype {dtype} does not convert to "
                                      "NumPy's datetime64 or timedelta64.")
-                columns.append(_time_seconds(values, label))
+                columns.append(time_seconds(values, label))
                 categorical.append(False)
             else:
                 try:
@@ -222,7 +229,7 @@ def to_columns(X):
         X = X.astype(np.float64, copy=False)
         return [X[:, j] for j in range(X.shape[1])], np.zeros(X.shape[1], dtype=bool)
     if X.dtype.kind in "Mm":
-        return ([_time_seconds(X[:, j], f"{j}") for j in range(X.shape[1])],
+        return ([time_seconds(X[:, j], f"{j}") for j in range(X.shape[1])],
                 np.zeros(X.shape[1], dtype=bool))
     if X.dtype.kind in "SU":
         X = X.astype(object)
@@ -372,7 +379,7 @@ def summarize(columns, categorical, *, numeric_encoding="quantile_normal", n_bin
     columns = _rows_of_positive_weight(columns, sample_weight, allow_none=True)
     numeric = NUMERIC_ENCODINGS[numeric_encoding]
     out = [(CATEGORICAL if categorical[j] else numeric).summarize(
-        col, _column_name(names, j), n_bins=n_bins, sketch_size=sketch_size,
+        col, column_name(names, j), n_bins=n_bins, sketch_size=sketch_size,
         sketch=bins.sketched) for j, col in enumerate(columns)]
     return {"n_rows": len(columns[0]) if columns else 0, "numeric_encoding": numeric_encoding,
             "n_bins": n_bins, "additive_bins": additive_bins, "columns": out}
@@ -414,33 +421,24 @@ def _rows_of_positive_weight(columns, sample_weight, allow_none=False):
     return [np.asarray(col)[keep] for col in columns]
 
 
+#: The fitted attributes of :meth:`TabularEncoder.to_dict` besides the columns'
+#: state and the additive term's.
+_FITTED_KEYS = ("n_features_in_", "categorical_", "names_", "has_missing_", "widths_",
+                "n_features_out_", "feature_groups_")
+
+
+def _category_rows(columns):
+    """Per column, None (numeric) or its number of one-hot features, for the
+    additive table's layout."""
+    return [column.width if isinstance(column, CATEGORICAL) else None for column in columns]
+
+
 class _Count(Interval):
     """An :class:`~sklearn.utils._param_validation.Interval` that rejects
     booleans, as the estimators' constraints do (``n_bins=True`` is a mistake)."""
 
     def is_satisfied_by(self, val):
         return not isinstance(val, (bool, np.bool_)) and super().is_satisfied_by(val)
-
-
-#: Per numeric kind, the suffix of its one feature in a stacked column's names.
-_STACKED_TAGS = {"quantile_normal": "q", "standard": "std", "none": "value"}
-
-
-def _kind_feature_names(kind, state, name, stacked=False):
-    """The names of the features of one column of kind ``kind`` (no missing
-    indicator), for :meth:`TabularEncoder.get_feature_names_out`."""
-    width = kind.width(state)
-    if kind is CATEGORICAL:
-        names = [f"{name}={c}" for c in state["categories_"]]
-        return names + [f"{name}=infrequent"] * int(bool(state["has_infrequent_"]))
-    if kind.name == "stacked":  # each sub-block's names, suffixed by its index
-        return [f"{sub_name}_{i}" for i, (sub_kind, sub) in enumerate(kind.parts(state))
-                for sub_name in _kind_feature_names(sub_kind, sub, name, stacked=True)]
-    if kind.name == "piecewise_linear":
-        return [f"{name}_knot{t}" for t in range(width)]
-    if width == 1:
-        return [f"{name}_{_STACKED_TAGS.get(kind.name, kind.name)}" if stacked else name]
-    return [f"{name}_{kind.name}{t}" for t in range(width)]  # pragma: no cover - no such kind
 
 
 def _unique_names(names):
@@ -589,8 +587,17 @@ class TabularEncoder(TransformerMixin, BaseEstimator):
         Per column, the name of its kind in
         :data:`~._column_encodings.COLUMN_KINDS` when it is not the one
         that ``numeric_encoding`` and ``categorical_`` give (a union of
-        encoders, :func:`~._common_encoding.common_encoder`); None (a class
-        attribute, absent from :meth:`to_dict`) for a fitted encoder.
+        encoders, :func:`~._common_encoding.common_encoder`); None (absent
+        from :meth:`to_dict`) for a fitted encoder.
+    column_encodings_ : list of ColumnEncoding
+        Per column, its fitted encoding (of the class of its kind in
+        :data:`~._column_encodings.COLUMN_KINDS`), which holds the column's
+        state; ``knots_``, ``center_``, ``scale_``, ``categories_``,
+        ``has_infrequent_``, ``quantile_transformers_`` and ``stacked_`` are
+        read from them.
+    additive_term_ : AdditiveBins
+        The additive term's bins (:class:`~._additive_bins.AdditiveBins`),
+        whose state the ``additive_*`` attributes read.
     stacked_ : dict of int to list
         Only with a ``"stacked"`` column: its sub-encodings, pairs of a
         numeric kind's name and its state
@@ -673,11 +680,6 @@ class TabularEncoder(TransformerMixin, BaseEstimator):
     >>> merged.knots_[0].tolist() == enc.knots_[0].tolist() == [0.0, 1.5, 3.0]
     True
     """
-    #: Per-column kinds overriding ``numeric_encoding`` (a union encoder's); see
-    #: the class docstring. A class attribute, so that a fitted encoder's
-    #: ``vars`` (and :meth:`to_dict`) do not hold it.
-    column_kinds_ = None
-
     _parameter_constraints: dict = {
         "numeric_encoding": [StrOptions(set(NUMERIC_ENCODINGS))],
         "n_bins": [_Count(Integral, 1, 1024, closed="both")],
@@ -829,9 +831,9 @@ class TabularEncoder(TransformerMixin, BaseEstimator):
         check_is_fitted(self)
         input_features = _check_feature_names_in(self, input_features)
         names = []
-        for j, kind in enumerate(self._kinds()):
+        for j, column in enumerate(self.column_encodings_):
             name = str(input_features[j])
-            names += _kind_feature_names(kind, self._state(kind, j), name)
+            names += column.feature_names(name)
             if self.has_missing_[j]:
                 names.append(f"{name}_missing")
         return np.asarray(_unique_names(names), dtype=object)
@@ -849,23 +851,16 @@ class TabularEncoder(TransformerMixin, BaseEstimator):
         return hasattr(self, "n_features_in_")
 
     def __getstate__(self):
-        """The state to pickle, in plain types only (the additive term's bins
-        as their :meth:`to_dict` entries), so that :mod:`skops.io` loads a
-        standalone encoder with only this class trusted."""
-        state = dict(super().__getstate__())  # a copy: object's is the __dict__ itself
-        additive = state.pop("_additive", None)
-        if additive is not None:
-            state.update(additive.to_dict())
+        """The state to pickle, in plain types only (:meth:`to_dict`, with
+        ``categorical_features``), so that :mod:`skops.io` loads a standalone
+        encoder with only this class trusted."""
+        state = self.to_dict()
+        state["categorical_features"] = self.categorical_features
         return state
 
     def __setstate__(self, state):
-        """Restore a state of :meth:`__getstate__` (or of a version that
-        pickled the bins as an object)."""
-        state = dict(state)
-        if "_additive" not in state:
-            additive = {key: state.pop(key) for key in AdditiveBins.STATE_KEYS if key in state}
-            state["_additive"] = AdditiveBins.from_dict(additive)
-        super().__setstate__(state)
+        """Restore a state of :meth:`__getstate__` (:meth:`from_dict`)."""
+        super().__setstate__(vars(type(self).from_dict(state)))
 
     def __sklearn_clone__(self):
         # a fitted encoder given to an estimator as ``encoder`` is a fitted
@@ -1044,7 +1039,7 @@ class TabularEncoder(TransformerMixin, BaseEstimator):
             for key, value in (("numeric_encoding", self.numeric_encoding),
                                ("n_bins", self.n_bins),
                                ("additive_bins", self.additive_bins)):
-                if (not _same_additive_bins(summary.get(key), value) if key == "additive_bins"
+                if (not same_additive_bins(summary.get(key), value) if key == "additive_bins"
                         else summary.get(key) != value):
                     raise ValueError(
                         f"Summary {i} was computed with {key}={summary.get(key)!r}, the encoder "
@@ -1057,55 +1052,146 @@ class TabularEncoder(TransformerMixin, BaseEstimator):
                     f"Summary {i} does not describe the given columns (their number or which "
                     "are categorical differ)."
                 )
-        n_columns = len(categorical)
-        for key in ("column_kinds_", "stacked_"):  # a union's kinds: a fit makes its own
-            self.__dict__.pop(key, None)
-        self.n_features_in_ = n_columns
-        self.categorical_ = categorical
-        self.names_ = None if names is None else [str(n) for n in names]
-        self.has_missing_ = np.zeros(n_columns, dtype=bool)
-        self.__dict__.update(empty_column_state(n_columns))
-        for j, kind in enumerate(self._kinds()):
+        names = None if names is None else [str(n) for n in names]
+        columns, has_missing = [], np.zeros(len(categorical), dtype=bool)
+        for j, kind in enumerate(self._default_kinds(categorical)):
             parts = [summary["columns"][j] for summary in summaries]
-            kind.store(self, j, kind.fit(parts, name=self._name(j), n_bins=self.n_bins,
-                                         max_categories=self.max_categories))
-            self.has_missing_[j] = any(part["has_missing"] for part in parts)
-        self._set_layout()
-        self._additive.fit(summaries, self._category_rows())
-        return self
+            columns.append(kind.fit(parts, name=column_name(names, j), n_bins=self.n_bins,
+                                    max_categories=self.max_categories))
+            has_missing[j] = any(part["has_missing"] for part in parts)
+        additive = AdditiveBins(self.additive_bins).fit(summaries, _category_rows(columns))
+        return self._set_columns(columns, has_missing, categorical, names, additive)
 
-    def _kinds(self):
-        """The :class:`~._column_encodings.ColumnEncoding` of every input column."""
-        if self.column_kinds_ is not None:
-            return [COLUMN_KINDS[name] for name in self.column_kinds_]
+    def _default_kinds(self, categorical):
+        """The kind of every column of a fit: ``numeric_encoding``'s or the
+        categorical one."""
         numeric = NUMERIC_ENCODINGS[self.numeric_encoding]
-        return [CATEGORICAL if c else numeric for c in self.categorical_]
+        return [CATEGORICAL if c else numeric for c in categorical]
 
-    def _state(self, kind, j):
-        """The fitted state of column ``j``, of kind ``kind``."""
-        return kind.state(self, j)
-
-    def _category_rows(self):
-        """Per column, None (numeric) or its number of one-hot features, for
-        the additive table's layout."""
-        return [kind.width(self._state(kind, j)) if kind is CATEGORICAL else None
-                for j, kind in enumerate(self._kinds())]
-
-    def _category_codes(self, values, j):
-        """The one-hot feature of every value of categorical column ``j`` (-1:
-        unseen, without an infrequent feature)."""
-        return CATEGORICAL.codes(self._state(CATEGORICAL, j), values, self._name(j))
-
-    def _name(self, j):
-        return _column_name(self.names_, j)
-
-    def _set_layout(self):
-        """Output width per input column, and the feature groups."""
-        widths = [kind.width(self._state(kind, j)) + int(self.has_missing_[j])
-                  for j, kind in enumerate(self._kinds())]
+    def _set_columns(self, columns, has_missing, categorical, names, additive):
+        """Hold fitted columns and additive bins: the fitted state, and the
+        layout of the output features (widths, feature groups)."""
+        self.n_features_in_ = len(columns)
+        self.categorical_ = np.asarray(categorical, dtype=bool).copy()
+        self.names_ = None if names is None else list(names)
+        self.has_missing_ = np.asarray(has_missing, dtype=bool).copy()
+        self.column_encodings_ = list(columns)
+        self._additive = additive
+        widths = [column.width + int(self.has_missing_[j]) for j, column in enumerate(columns)]
         self.widths_ = np.asarray(widths, dtype=np.int64)
         self.n_features_out_ = int(self.widths_.sum())
         self.feature_groups_ = np.repeat(np.arange(self.n_features_in_), self.widths_)
+        return self
+
+    @classmethod
+    def from_columns(cls, columns, has_missing, *, categorical, additive, names=None,
+                     **params):
+        """Build a fitted encoder from fitted columns and additive bins.
+
+        How an encoder is assembled from parts fitted or united elsewhere
+        (:func:`~._common_encoding.common_encoder`).
+
+        Parameters
+        ----------
+        columns : list of ColumnEncoding
+            Every input column's fitted encoding.
+        has_missing : array-like of bool
+            Which columns have a missing indicator.
+        categorical : array-like of bool
+            Which columns are categorical.
+        additive : AdditiveBins
+            The fitted additive bins (their ``additive_bins`` is the
+            encoder's).
+        names : list of str or None, default=None
+            Column names.
+        **params
+            The encoder's other settings (``numeric_encoding``, ``n_bins``,
+            ``max_categories``, ``categorical_features``).
+
+        Returns
+        -------
+        encoder : TabularEncoder
+            The fitted encoder.
+        """
+        enc = cls(additive_bins=additive.additive_bins, **params)
+        return enc._set_columns(columns, has_missing, categorical, names, additive)
+
+    # -- the fitted state, by column -------------------------------------------------
+    @property
+    def additive_term_(self):
+        """AdditiveBins: The additive term's bins (setting and fitted state)."""
+        return self._additive
+
+    @property
+    def column_kinds_(self):
+        """Per column, the name of its kind when it is not the one that
+        ``numeric_encoding`` and ``categorical_`` give (a union encoder's);
+        None otherwise (and before fit)."""
+        columns = getattr(self, "column_encodings_", None)
+        if columns is None:
+            return None
+        kinds = [column.name for column in columns]
+        default = [kind.name for kind in self._default_kinds(self.categorical_)]
+        return None if kinds == default else kinds
+
+    def _state_list(self, key):
+        return column_state_lists(self.column_encodings_)[key]
+
+    @property
+    def knots_(self):
+        """list of (ndarray or None): Per column, the knots of ``"piecewise_linear"``."""
+        return self._state_list("knots_")
+
+    @property
+    def center_(self):
+        """list of (float or None): Per column, the mean of ``"standard"``."""
+        return self._state_list("center_")
+
+    @property
+    def scale_(self):
+        """list of (float or None): Per column, the standard deviation of ``"standard"``."""
+        return self._state_list("scale_")
+
+    @property
+    def categories_(self):
+        """list of (ndarray or None): Per column, the categories with a feature."""
+        return self._state_list("categories_")
+
+    @property
+    def has_infrequent_(self):
+        """ndarray of bool: The categorical columns with an "infrequent" feature."""
+        return self._state_list("has_infrequent_")
+
+    @property
+    def quantile_transformers_(self):
+        """dict of int to QuantileTransformer: The transforms of ``"quantile_normal"``."""
+        return self._state_list("quantile_transformers_")
+
+    @property
+    def stacked_(self):
+        """dict of int to list: The sub-encodings of the stacked columns (only with one)."""
+        stacked = column_state_lists(self.column_encodings_).get("stacked_")
+        if stacked is None:
+            raise AttributeError("'TabularEncoder' object has no attribute 'stacked_' (it has "
+                                 "no stacked column).")
+        return stacked
+
+    def _name(self, j):
+        return column_name(self.names_, j)
+
+    def column_label(self, j):
+        """Return column ``j``'s name for messages (quoted), or its index.
+
+        Parameters
+        ----------
+        j : int
+            An input column.
+
+        Returns
+        -------
+        label : str
+        """
+        return self._name(j)
 
     @classmethod
     def identity(cls, n_features):
@@ -1125,14 +1211,10 @@ class TabularEncoder(TransformerMixin, BaseEstimator):
             A fitted encoder whose output is its input.
         """
         enc = cls("none")
-        enc.n_features_in_ = n_features
-        enc.categorical_ = np.zeros(n_features, dtype=bool)
-        enc.names_ = None
-        enc.has_missing_ = np.zeros(n_features, dtype=bool)
-        enc.__dict__.update(empty_column_state(n_features))
-        enc._additive.fit([], [None] * n_features)
-        enc._set_layout()
-        return enc
+        none = np.zeros(n_features, dtype=bool)
+        additive = AdditiveBins(enc.additive_bins).fit([], [None] * n_features)
+        return enc._set_columns([NoneColumns() for _ in range(n_features)], none, none, None,
+                                additive)
 
     def to_dict(self):
         """Return the settings and fitted state as a plain dict.
@@ -1143,14 +1225,24 @@ class TabularEncoder(TransformerMixin, BaseEstimator):
         Returns
         -------
         state : dict
-            The encoder's attributes (the additive term's under their
-            ``additive_*`` and ``n_additive_`` names; ``categorical_features``
-            only when it is not the default ``"from_dtype"``, so that the
-            estimators' encoders keep the layout of their pickles).
+            The settings and fitted attributes (the columns' states as
+            per-column lists, ``knots_``, ``center_``, ``scale_``,
+            ``categories_``, ``has_infrequent_``, ``quantile_transformers_``,
+            and for a union ``column_kinds_`` and ``stacked_``; the additive
+            term's under their ``additive_*`` and ``n_additive_`` names;
+            ``categorical_features`` only when it is not the default
+            ``"from_dtype"``, so that the estimators' encoders keep the
+            layout of their pickles).
         """
-        state = {key: value for key, value in vars(self).items() if key != "_additive"}
-        if _is_from_dtype(state.get("categorical_features", "from_dtype")):
-            state.pop("categorical_features", None)
+        state = {"numeric_encoding": self.numeric_encoding, "n_bins": self.n_bins,
+                 "max_categories": self.max_categories}
+        if not _is_from_dtype(self.categorical_features):
+            state["categorical_features"] = self.categorical_features
+        if self.__sklearn_is_fitted__():
+            state.update({key: getattr(self, key) for key in _FITTED_KEYS})
+            state.update(column_state_lists(self.column_encodings_))
+            if self.column_kinds_ is not None:
+                state["column_kinds_"] = self.column_kinds_
         state.update(self._additive.to_dict())
         return state
 
@@ -1169,12 +1261,19 @@ class TabularEncoder(TransformerMixin, BaseEstimator):
             The encoder.
         """
         state = dict(state)
-        additive = {key: state.pop(key) for key in AdditiveBins.STATE_KEYS if key in state}
-        state.setdefault("categorical_features", "from_dtype")  # left out when the default
-        enc = cls.__new__(cls)
-        enc.__dict__.update(state)
-        enc._additive = AdditiveBins.from_dict(additive)
-        return enc
+        additive = AdditiveBins.from_dict(
+            {key: state.pop(key) for key in AdditiveBins.STATE_KEYS if key in state})
+        enc = cls(**{key: state[key] for key in ("numeric_encoding", "n_bins", "max_categories",
+                                                 "categorical_features") if key in state})
+        enc._additive = additive
+        if "n_features_in_" not in state:
+            return enc
+        kinds = state.get("column_kinds_")
+        if kinds is None:
+            kinds = [kind.name for kind in enc._default_kinds(state["categorical_"])]
+        columns = columns_from_state_lists(state, kinds)
+        return enc._set_columns(columns, state["has_missing_"], state["categorical_"],
+                                state["names_"], additive)
 
     def ramp_directions(self):
         """Return the linear ramp over the knots of every piecewise-linear column.
@@ -1192,8 +1291,8 @@ class TabularEncoder(TransformerMixin, BaseEstimator):
         """
         out = np.full(self.n_features_out_, np.nan)
         offset = 0
-        for j, kind in enumerate(self._kinds()):
-            ramp = kind.ramp(self._state(kind, j))
+        for j, column in enumerate(self.column_encodings_):
+            ramp = column.ramp()
             if ramp is not None:
                 out[offset : offset + len(ramp)] = ramp
             offset += int(self.widths_[j])
@@ -1202,8 +1301,7 @@ class TabularEncoder(TransformerMixin, BaseEstimator):
     def _column_export(self, j):
         """How the exported torch module encodes column ``j``: ``(form, args)``
         of :meth:`~._column_encodings.ColumnEncoding.export_form`."""
-        kind = self._kinds()[j]
-        return kind.export_form(self._state(kind, j))
+        return self.column_encodings_[j].export_form()
 
     @property
     def is_identity(self):
@@ -1213,11 +1311,8 @@ class TabularEncoder(TransformerMixin, BaseEstimator):
         without missing values in ``fit`` (with ``column_kinds_``: every
         column of kind ``"none"``, without missing indicator).
         """
-        if self.column_kinds_ is not None:
-            return (all(kind.identity for kind in self._kinds())
-                    and not self.has_missing_.any())
-        return (NUMERIC_ENCODINGS[self.numeric_encoding].identity
-                and not self.categorical_.any() and not self.has_missing_.any())
+        return (all(column.identity for column in self.column_encodings_)
+                and not self.has_missing_.any())
 
     # -- transforming ---------------------------------------------------------------
     def transform_columns(self, columns, start=0, stop=None, skip=None):
@@ -1251,7 +1346,7 @@ class TabularEncoder(TransformerMixin, BaseEstimator):
         n = len(columns[0]) if columns else 0
         stop = n if stop is None else min(stop, n)
         out = np.zeros((stop - start, self.n_features_out_), dtype=np.float32)
-        kinds = self._kinds()
+        columns_ = self.column_encodings_
         offset = 0
         searched = {}
         for j, col in enumerate(columns):
@@ -1259,17 +1354,16 @@ class TabularEncoder(TransformerMixin, BaseEstimator):
             block = out[:, offset : offset + width]
             offset += width
             has_missing = bool(self.has_missing_[j])
-            kind = kinds[j]
-            if skip is not None and skip[j] and kind.check(col[start:stop], self._name(j)):
+            column = columns_[j]
+            if skip is not None and skip[j] and column.check(col[start:stop], self._name(j)):
                 continue
-            args = (self._state(kind, j), col[start:stop], self._name(j),
-                    block[:, : width - int(has_missing)])
+            args = (col[start:stop], self._name(j), block[:, : width - int(has_missing)])
             if j in search:
-                missing, codes = kind.transform_searched(*args, search[j])
+                missing, codes = column.transform_searched(*args, search[j])
                 if codes is not None:
                     searched[j] = codes, missing
             else:
-                missing = kind.transform(*args)
+                missing = column.transform(*args)
             if has_missing:
                 block[:, -1] = missing
         return out, searched
@@ -1310,7 +1404,7 @@ class TabularEncoder(TransformerMixin, BaseEstimator):
         search = {int(j): self._additive.search_edges(int(j)) for j in np.unique(wanted)}
         search = {j: edges for j, edges in search.items() if edges is not None}
         encoded, searched = self._transform(columns, start, stop, skip, search)
-        codes = self._additive.codes(columns, start, stop, category_codes=self._category_codes,
+        codes = self._additive.codes(columns, start, stop, encodings=self.column_encodings_,
                                      names=self.names_, code_columns=code_columns,
                                      searched=searched)
         return encoded, codes
@@ -1342,7 +1436,7 @@ class TabularEncoder(TransformerMixin, BaseEstimator):
         ValueError
             If the encoder has no additive term.
         """
-        return self._additive.codes(columns, start, stop, category_codes=self._category_codes,
+        return self._additive.codes(columns, start, stop, encodings=self.column_encodings_,
                                     names=self.names_, code_columns=code_columns)
 
     def _finest_additive_columns(self):
@@ -1408,7 +1502,7 @@ def encoders_differ(a, b, additive=True):
         if attr == "n_bins" and not binned:
             continue  # only the piecewise-linear encoding has bins
         if attr == "additive_bins":  # the resolutions, in any order
-            if not _same_additive_bins(a.additive_bins, b.additive_bins):
+            if not same_additive_bins(a.additive_bins, b.additive_bins):
                 return f"{attr} differs: {a.additive_bins!r} vs {b.additive_bins!r}"
         elif getattr(a, attr, None) != getattr(b, attr, None):
             return f"{attr} differs: {getattr(a, attr, None)!r} vs {getattr(b, attr, None)!r}"
@@ -1416,18 +1510,17 @@ def encoders_differ(a, b, additive=True):
         if not np.array_equal(getattr(a, attr), getattr(b, attr)):
             cols = np.flatnonzero(np.asarray(getattr(a, attr)) != np.asarray(getattr(b, attr)))
             return f"{attr.rstrip('_')} differs in column(s) {cols.tolist()}"
-    if a.column_kinds_ is not None or b.column_kinds_ is not None:
-        kinds_a = [kind.name for kind in a._kinds()]
-        kinds_b = [kind.name for kind in b._kinds()]
-        if kinds_a != kinds_b:
-            cols = [j for j, (x, y) in enumerate(zip(kinds_a, kinds_b)) if x != y]
-            return f"the encoding differs in column(s) {cols}"
-    for j, kind in enumerate(a._kinds()):
-        sentence = kind.difference(a._state(kind, j), b._state(kind, j), a._name(j))
+    kinds_a = [column.name for column in a.column_encodings_]
+    kinds_b = [column.name for column in b.column_encodings_]
+    if kinds_a != kinds_b:
+        cols = [j for j, (x, y) in enumerate(zip(kinds_a, kinds_b)) if x != y]
+        return f"the encoding differs in column(s) {cols}"
+    for j, (ca, cb) in enumerate(zip(a.column_encodings_, b.column_encodings_)):
+        sentence = ca.difference(cb, a._name(j))
         if sentence is not None:
             return sentence
     # last: the trees' features first, then the additive term's bins
-    return a._additive.difference(b._additive, a.names_) if additive else None
+    return a.additive_term_.difference(b.additive_term_, a.names_) if additive else None
 
 
 def union_additive_bins(encoders):
@@ -1458,6 +1551,10 @@ def union_additive_bins(encoders):
         union's bins (the missing-value row maps to the missing-value row,
         categorical columns map one to one).
     """
-    union = copy.deepcopy(encoders[0])
-    union._additive, rows = AdditiveBins.union([enc._additive for enc in encoders])
+    ref = encoders[0]
+    additive, rows = AdditiveBins.union([enc.additive_term_ for enc in encoders])
+    params = {key: value for key, value in ref.get_params().items() if key != "additive_bins"}
+    union = TabularEncoder.from_columns(
+        copy.deepcopy(ref.column_encodings_), ref.has_missing_, categorical=ref.categorical_,
+        additive=additive, names=copy.deepcopy(ref.names_), **params)
     return union, rows

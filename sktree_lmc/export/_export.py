@@ -46,7 +46,7 @@ from scipy import stats
 from sklearn.utils.validation import check_is_fitted
 from torch import nn
 
-from ..encoding._column_encodings import _missing_mask, _numeric
+from ..encoding._column_encodings import missing_mask as _missing_mask, numeric_values as _numeric
 from ..model._forward import routing_plan
 
 __all__ = ["encode_categories", "encoder_inputs", "export_encoder", "export_module"]

@@ -1026,7 +1026,8 @@ def onnx_inputs(estimator, X, *, categories="strings"):
     >>> bool(np.allclose(pred, reg.predict(new), atol=1e-5))
     True
     """
-    from ..encoding._column_encodings import _missing_mask, _numeric
+    from ..encoding._column_encodings import missing_mask as _missing_mask
+    from ..encoding._column_encodings import numeric_values as _numeric
     from ._export import encoder_inputs
 
     if categories not in ("strings", "codes"):
