@@ -369,7 +369,7 @@ def _find_slots(g, X, missing, slots, encoder):
     g.n_rows[slot] = len(slots.columns)
 
 
-def _encode(g, X, missing, observed, encoder, groups, indicators, slots, wanted):
+def _encode(g, X, missing, observed, encoder, *, groups, indicators, slots, wanted):
     """The encoded features ``wanted``, float32 ``(len(wanted), n)``."""
     blocks, order = [], []  # (w, n) float64 blocks and their features
 
@@ -778,7 +778,8 @@ def _build(est, categories):
     slots = _slot_plan(encoder, groups, additive_columns)
     if slots.columns:
         _find_slots(g, X, missing, slots, encoder)
-    features = _encode(g, X, missing, observed, encoder, groups, indicators, slots, wanted)
+    features = _encode(g, X, missing, observed, encoder, groups=groups, indicators=indicators,
+                       slots=slots, wanted=wanted)
     plan = monomial_plan(est.architecture_)
     if plan is not None and plan.depth <= MAX_MONOMIAL_DEPTH:
         trees = _monomial_trees(g, features, params, wanted, leaf)
