@@ -21,6 +21,13 @@ tuple of array types and unpacks them at no cost):
   fmask)``, the gradients added to and the uint8 mask (M, F) of the split
   weights whose gradients are computed.
 
+:func:`route` (shared by :func:`tree_products` and
+:func:`products_contract`), :func:`leaf_backward` and :func:`split_backward`
+are inlined into their callers by numba (``inline="always"``): as calls,
+the shared routing step cost 2-5 % of a training step and the backward's
+tuples about 4 %; inlined, the step is as fast as with the arrays passed
+one by one, and its results are the same bits.
+
 All arithmetic is float32 (the constants below are float32 scalars, so that
 numba does not widen expressions to float64).
 """
@@ -105,7 +112,7 @@ def tree_sigmoids(Xk, W, bias, m, s, scratch):
         sigmoids(z, s, n, N, ibuf, fbuf)
 
 
-@numba.njit(**_OPTS)
+@numba.njit(inline="always", **_OPTS)
 def route(parent, sig, s, pos, i):
     """Routing position ``i`` (a row of ``pos``, (P, RB)): the sigmoid
     ``s[sig[i]]``, times its parent's position where it has one."""
@@ -204,7 +211,7 @@ def forward_chunk(Xb, model, plan, m0, m1, sink):
                 ok[c, b] += acc[c, b]
 
 
-@numba.njit(**_OPTS)
+@numba.njit(inline="always", **_OPTS)
 def leaf_backward(leaf_pos, leaves, m, Gk, pos, h):
     """The leaf values' gradient of tree ``m`` (``leaves``: ``(pi, gpi)``,
     the values and their gradient, added to) and ``h = mu * dL/dmu`` of its
@@ -243,7 +250,7 @@ def leaf_backward(leaf_pos, leaves, m, Gk, pos, h):
             h[i, b] *= pos[i, b]
 
 
-@numba.njit(**_OPTS)
+@numba.njit(inline="always", **_OPTS)
 def split_backward(Xk, plan, m, s, work, grads):
     """The split weights' and biases' gradients of tree ``m`` (into
     ``grads``' ``gW`` and ``gb``, where ``fmask`` allows) from ``h`` (the
