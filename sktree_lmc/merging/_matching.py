@@ -221,7 +221,7 @@ def _leaf_scores(leaves_a, leaves_b, ops, diagonal, cache):
     return H @ cache["Cl"]
 
 
-def _enumerated_scores(theta_a, leaves_a, theta_b, leaves_b, ops, diagonal, cache=None):
+def _enumerated_scores(theta_a, leaves_a, theta_b, leaves_b, ops, *, diagonal, cache=None):
     """Scores of all ops: (Ma, Mb, U), or (M, U) for aligned pairs.
 
     ``sim(a, b, u) = sum_n sign_u[n] G[n, perm_u[n]] + sum_l H[l, leaf_perm_u[l]]``;
@@ -251,7 +251,7 @@ def _pair_products(xa, xb, diagonal):
     return (xa.reshape(Ma * Ka, P) @ xb.reshape(Mb * Kb, P).T).reshape(Ma, Ka, Mb, Kb)
 
 
-def _dp_scores(theta_a, leaves_a, theta_b, leaves_b, depth, diagonal, keep_choices=False):
+def _dp_scores(theta_a, leaves_a, theta_b, leaves_b, depth, *, diagonal, keep_choices=False):
     """Exact best flip score by dynamic programming over subtree pairs.
 
     ``V[i, j]`` is the best score of the subtree of node ``i`` of tree ``a``
@@ -398,7 +398,8 @@ def _dp_table(theta_a, leaves_a, theta_b, leaves_b, depth):
     for i in range(0, Ma, rows):
         for j in range(0, Mb, cols):
             score, _ = _dp_scores(theta_a[i:i + rows], leaves_a[i:i + rows],
-                                  theta_b[j:j + cols], leaves_b[j:j + cols], depth, False)
+                                  theta_b[j:j + cols], leaves_b[j:j + cols], depth,
+                                  diagonal=False)
             out[i:i + rows, j:j + cols] = score.cpu().numpy()
     return out
 
@@ -539,7 +540,7 @@ def pairwise_tree_similarity(params_a, params_b, arch, *, invariances="all", wei
     for s in range(0, Ma, chunk):
         sl = slice(s, s + chunk)
         score = _enumerated_scores(
-            theta_a[sl], leaves_a[sl], theta_b, leaves_b, arch.ops, False, cache
+            theta_a[sl], leaves_a[sl], theta_b, leaves_b, arch.ops, diagonal=False, cache=cache
         ).amax(dim=-1)
         out[sl] = score.cpu().numpy()
     return out
@@ -598,7 +599,7 @@ def best_ops_for_pairs(params_a, params_b, arch, *, weighting=True, device="cpu"
         for s in range(0, M, step):
             sl = slice(s, s + step)
             score, choices = _dp_scores(theta_a[sl], leaves_a[sl], theta_b[sl], leaves_b[sl],
-                                        arch.depth, True, keep_choices=True)
+                                        arch.depth, diagonal=True, keep_choices=True)
             parts.append((_dp_traceback(choices, arch.depth), score.cpu().numpy()))
         ops = SymmetryOps(*(np.concatenate([getattr(p[0], f) for p in parts])
                             for f in ("perm", "sign", "leaf_perm")))
@@ -608,7 +609,7 @@ def best_ops_for_pairs(params_a, params_b, arch, *, weighting=True, device="cpu"
         ops = _ops_from_node_ops(arch.code, arch.free_leaves, perm.cpu().numpy(),
                                  sign.cpu().numpy())
         return ops, score.cpu().numpy()
-    scores = _enumerated_scores(theta_a, leaves_a, theta_b, leaves_b, arch.ops, True)
+    scores = _enumerated_scores(theta_a, leaves_a, theta_b, leaves_b, arch.ops, diagonal=True)
     best = scores.argmax(dim=1).cpu().numpy()  # first maximum: identity wins ties
     return arch.ops[best], scores.max(dim=1).values.cpu().numpy()
 
@@ -617,7 +618,8 @@ def _identity_ops(arch, M):
     return SymmetryOps.identity(M, arch.n_nodes, arch.n_free_leaves)
 
 
-def _complete_alignment(perm, score, params_a, params_b, arch, invariances, weighting, device):
+def _complete_alignment(perm, score, params_a, params_b, arch, *, invariances, weighting,
+                        device):
     """Alignment for the tree permutation ``perm``: the identity op per tree
     (``"perm"``, or an architecture without ops), else the best op of every
     matched pair (shared by weight and activation matching)."""
@@ -710,8 +712,8 @@ def weight_matching(params_a, params_b, arch, *, invariances="all", weighting=Tr
         params_a, params_b, arch, invariances=invariances, weighting=weighting, device=device
     )
     perm, score = _assign(S)
-    return _complete_alignment(perm, score, params_a, params_b, arch, invariances, weighting,
-                               device)
+    return _complete_alignment(perm, score, params_a, params_b, arch,
+                               invariances=invariances, weighting=weighting, device=device)
 
 
 def activation_matching(outputs_a, outputs_b, params_a, params_b, arch, *, invariances="all",
@@ -775,5 +777,5 @@ def activation_matching(outputs_a, outputs_b, params_a, params_b, arch, *, invar
     ob = ob.permute(1, 0, 2).reshape(M, -1)
     S = (oa @ ob.T).cpu().numpy()
     perm, score = _assign(S, (oa * oa).sum(1).cpu().numpy(), (ob * ob).sum(1).cpu().numpy())
-    return _complete_alignment(perm, score, params_a, params_b, arch, invariances, weighting,
-                               device)
+    return _complete_alignment(perm, score, params_a, params_b, arch,
+                               invariances=invariances, weighting=weighting, device=device)

@@ -1226,7 +1226,7 @@ def used_features(split_weight):
 
 
 @torch.inference_mode()
-def predict_chunked(module, X, output="forward", chunk_rows=None, routing="auto", codes=None,
+def predict_chunked(module, X, output="forward", *, chunk_rows=None, routing="auto", codes=None,
                     features=None, contrast=False):
     """Outputs of ``module`` for every row of ``X``: the one inference kernel.
 

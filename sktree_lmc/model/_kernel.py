@@ -362,11 +362,11 @@ def _split_args(name, args):
     gives the arguments after ``bounds`` for chunks ``lo .. hi`` (the
     forward's partial outputs of those chunks; the backward's gradients are
     shared, each chunk writing its own trees)."""
+    *head, bounds, last = args
     if name == "forward":
-        *head, bounds, parts, S, keep = args
-        return (*head, bounds, lambda lo, hi: (parts[lo:hi], S, keep))
-    *head, bounds, gW, gb, gpi, S = args
-    return (*head, bounds, lambda lo, hi: (gW, gb, gpi, S))
+        parts, S, keep = last
+        return (*head, bounds, lambda lo, hi: ((parts[lo:hi], S, keep),))
+    return (*head, bounds, lambda lo, hi: (last,))
 
 
 def _as_array(t):
@@ -397,12 +397,11 @@ def fused_forward_arrays(Xb, W, bias, pi, steps, keep=False):
 
     Returns ``(out, S)``: ``S`` the sigmoids ``(n_blocks, M, 2N, ROW_BLOCK)``
     that :func:`fused_backward_arrays` needs when ``keep``, else None."""
-    parent, sig, leaf = _schedule(steps, W.shape[1])[:3]
     bounds = _chunk_bounds(W.shape[0])
     parts = np.zeros((len(bounds) - 1, Xb.shape[0], pi.shape[2], ROW_BLOCK), dtype=np.float32)
     shape = ((Xb.shape[0], W.shape[0]) if keep else (1, 1)) + (2 * W.shape[1], ROW_BLOCK)
     S = _take_buffer(shape) if keep else np.empty(shape, dtype=np.float32)
-    _run("forward", Xb, W, bias, pi, parent, sig, leaf, bounds, parts, S, keep)
+    _run("forward", Xb, (W, bias, pi), _schedule(steps, W.shape[1]), bounds, (parts, S, keep))
     out = parts[0]
     for k in range(1, len(parts)):
         out += parts[k]
@@ -429,7 +428,7 @@ def _give_buffer(S):
     _BUFFERS.pool = S
 
 
-def fused_backward_arrays(Xb, W, bias, pi, Gb, steps, S, fmask=None):
+def fused_backward_arrays(Xb, W, bias, pi, Gb, steps, *, S, fmask=None):
     """The gradients ``(gW, gb, gpi)`` of the fused kernel, given the
     output's gradient ``Gb`` (n_blocks, C, ROW_BLOCK), blocked as ``Xb``, and
     the sigmoids ``S`` of :func:`fused_forward_arrays`. ``fmask`` (uint8,
@@ -437,13 +436,12 @@ def fused_backward_arrays(Xb, W, bias, pi, Gb, steps, S, fmask=None):
     (None: all)."""
     if fmask is None:
         fmask = _ones_mask(W.shape[0], W.shape[2])
-    parent, sig, _, leaf_pos, child, sig_ptr, sig_pos = _schedule(steps, W.shape[1])
     bounds = _chunk_bounds(W.shape[0])
     gW = np.zeros(W.shape, dtype=np.float32)
     gb = np.zeros(bias.shape, dtype=np.float32)
     gpi = np.zeros(pi.shape, dtype=np.float32)
-    _run("backward", Xb, W, bias, pi, Gb, parent, sig, leaf_pos, child, sig_ptr, sig_pos,
-         fmask, bounds, gW, gb, gpi, S)
+    _run("backward", (Xb, Gb, S), (W, bias, pi), _schedule(steps, W.shape[1]), bounds,
+         (gW, gb, gpi, fmask))
     return gW, gb, gpi
 
 
@@ -451,10 +449,14 @@ class FusedEnsemble(torch.autograd.Function):
     """Ensemble output ``(B, C)`` of inputs ``X`` (B, F), split weights
     ``(M, N, F)``, split biases ``(M, N)`` and leaf values ``(M, L, C)`` through
     the fused kernel; ``X`` gets no gradient. ``keep``: keep the sigmoids
-    for the backward pass (:func:`fused_forward_arrays`)."""
+    for the backward pass (:func:`fused_forward_arrays`). The arguments after
+    the tensors that get gradients travel as one tuple, ``options``: ``(steps,
+    keep, fmask)``, the routing schedule, ``keep`` and the uint8 mask of the
+    split weights' gradients computed."""
 
     @staticmethod
-    def forward(ctx, X, weight, bias, pi, steps, keep, fmask):
+    def forward(ctx, X, weight, bias, pi, options):
+        steps, keep, fmask = options
         Xb = blocked(_as_array(X))
         arrays = (_as_array(weight), _as_array(bias), _as_array(pi))
         out, S = fused_forward_arrays(Xb, *arrays, steps, keep=keep)
@@ -467,11 +469,10 @@ class FusedEnsemble(torch.autograd.Function):
     def backward(ctx, grad_out):
         Xb, W, bias, pi, S, fmask = ctx.arrays
         Gb = blocked(_as_array(grad_out.to(torch.float32)))
-        gW, gb, gpi = fused_backward_arrays(Xb, W, bias, pi, Gb, ctx.steps, S, fmask)
+        gW, gb, gpi = fused_backward_arrays(Xb, W, bias, pi, Gb, ctx.steps, S=S, fmask=fmask)
         del ctx.arrays
         _give_buffer(S)
-        return (None, torch.from_numpy(gW), torch.from_numpy(gb), torch.from_numpy(gpi), None,
-                None, None)
+        return (None, torch.from_numpy(gW), torch.from_numpy(gb), torch.from_numpy(gpi), None)
 
 
 def fused_ensemble(X, weight, bias, pi, steps):
@@ -496,7 +497,7 @@ def fused_ensemble(X, weight, bias, pi, steps):
         ``sum_m sum_l mu_{m l}(x) pi_{m l}``.
     """
     keep = torch.is_grad_enabled() and any(t.requires_grad for t in (weight, bias, pi))
-    return FusedEnsemble.apply(X, weight, bias, pi, steps, keep, _feature_mask(weight))
+    return FusedEnsemble.apply(X, weight, bias, pi, (steps, keep, _feature_mask(weight)))
 
 
 def _feature_mask(weight):
