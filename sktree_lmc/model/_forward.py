@@ -1225,6 +1225,19 @@ def used_features(split_weight):
     return None if used.all() else np.flatnonzero(used)
 
 
+#: Terms per block of the inference contraction (:func:`predict_chunked`): each block is
+#: summed by one float32 matmul and the blocks' sums are added in float64.
+CONTRACTION_BLOCK = 128
+
+
+def _contraction_blocks(n_terms, block=CONTRACTION_BLOCK):
+    """The number of equal contiguous blocks of ``n_terms`` terms: the divisor of
+    ``n_terms`` whose block size is nearest ``block`` (at most ``block`` when one exists)."""
+    divisors = [g for g in range(1, n_terms + 1) if n_terms % g == 0]
+    fitting = [g for g in divisors if n_terms // g <= block]
+    return min(fitting, key=lambda g: g) if fitting else n_terms
+
+
 @torch.inference_mode()
 def predict_chunked(module, X, output="forward", *, chunk_rows=None, routing="auto", codes=None,
                     features=None, contrast=False):
@@ -1286,7 +1299,9 @@ def predict_chunked(module, X, output="forward", *, chunk_rows=None, routing="au
     Returns
     -------
     out : ndarray of float64
-        The outputs (float32 values, widened).
+        The outputs. The ensemble output's contraction is summed in float32 blocks of
+        :data:`CONTRACTION_BLOCK` terms whose sums are added in float64; the per-tree
+        outputs are float32 values, widened.
     """
     if output not in ("forward", "tree_outputs"):
         raise ValueError(f"output must be 'forward' or 'tree_outputs', got {output!r}.")
@@ -1322,7 +1337,7 @@ def predict_chunked(module, X, output="forward", *, chunk_rows=None, routing="au
         b = module.split_bias.detach().to(dtype).reshape(M * N, 1)
         coef = monomial_coefficients(values)  # (M, 2**N, C), float64
         lead = coef[:, list(plan.order)].reshape(-1, C).T.to(dtype).contiguous()
-        bias = coef[:, 0].sum(dim=0).to(dtype).reshape(C, 1)  # the constant monomials
+        bias = coef[:, 0].sum(dim=0).reshape(C, 1)  # the constant monomials, float64
         steps = plan
     else:
         W = module.split_weight.detach().to(dtype).transpose(0, 1).reshape(N * M, Fdim)
@@ -1331,8 +1346,16 @@ def predict_chunked(module, X, output="forward", *, chunk_rows=None, routing="au
     if output == "forward":
         if plan is None:
             lead = leaf.transpose(0, 1).reshape(L * M, C).T.contiguous()  # (C, L*M)
-        chunk_out = torch.empty((C, B), dtype=dtype, device=device)
-        result = torch.empty((n, C), dtype=dtype, device=device)
+            bias = None
+        # The contraction in float32 blocks of contiguous terms (tree by tree for the
+        # monomials), the blocks' sums added in float64: one float32 matmul over all the
+        # terms (3,840 for the default model) was 1.4e-5 off the float64 function; this is
+        # 2-20 times closer at the same speed.
+        G = _contraction_blocks(lead.shape[1])
+        lead = lead.view(C, G, -1).transpose(0, 1).contiguous()  # (G, C, terms per block)
+        partial = torch.empty((G, C, B), dtype=dtype, device=device)
+        chunk_out = torch.empty((C, B), dtype=torch.float64, device=device)
+        result = torch.empty((n, C), dtype=torch.float64, device=device)
     else:
         leaf_t = leaf.transpose(1, 2).contiguous()  # (M, C, L)
         chunk_out = torch.empty((M, C, B), dtype=dtype, device=device)
@@ -1367,11 +1390,12 @@ def predict_chunked(module, X, output="forward", *, chunk_rows=None, routing="au
             xbuf[:rows].copy_(X_dev[start : start + rows])
         torch.addmm(b, W, xbuf.T, out=z)
         _route_forward(z_nodes, steps, L, buffers, exact_complement=False)
-        if plan is not None:
-            torch.addmm(bias, lead, mono_rows, out=chunk_out)
-            result[start : start + rows] = chunk_out.T[:rows]
-        elif output == "forward":
-            torch.mm(lead, mu.view(L * M, B), out=chunk_out)
+        if output == "forward":
+            terms = mono_rows if plan is not None else mu.view(L * M, B)
+            torch.bmm(lead, terms.view(G, -1, B), out=partial)
+            torch.sum(partial, dim=0, dtype=torch.float64, out=chunk_out)
+            if bias is not None:
+                chunk_out += bias
             result[start : start + rows] = chunk_out.T[:rows]
         else:
             torch.bmm(leaf_t, mu.transpose(0, 1), out=chunk_out)  # (M, C, L) @ (M, L, B)
