@@ -20,7 +20,6 @@ from sklearn.base import (
 )
 from sklearn.dummy import DummyRegressor
 from sklearn.metrics import check_scoring, get_scorer
-from sklearn.utils import _safe_indexing
 from sklearn.utils._param_validation import StrOptions
 from sklearn.utils.validation import check_is_fitted
 
@@ -33,22 +32,22 @@ from ._validation import (
     _torch_seed,
     check_encoded,
     encoded_input,
+    check_warm_start,
     fit_rows,
+    split_rows,
     input_columns,
-    validation_rows,
 )
-from .encoding._encoding import NUMERIC_ENCODINGS, TabularEncoder, encoders_differ
+from .encoding._encoding import NUMERIC_ENCODINGS, TabularEncoder
 from .model._architectures import ARCHITECTURES, check_model_size, get_architecture
 from .model._forward import SoftTreeEnsembleModule, predict_chunked, used_features
 from .model._params import TreeParams, check_same_additive
-from .training._fit import FitHistory, FitSettings, FitState, run_fit
+from .training._fit import FitHistory, FitSettings, FitState, encoding_note, run_fit
 from .training._objective import REGRESSION_LOSSES, objective_from_params
 from .training._plan import FitPlan, Recipe, Validation
 from .training._training import (
     AVERAGING,
     LR_SCHEDULES,
     _user_stacklevel,
-    _validation_split,
     live_code_columns,
 )
 from .utils._device import DEVICE_CONSTRAINT, prediction_device, resolve_device
@@ -354,7 +353,7 @@ class _BaseSoftTreeEnsemble(BaseEstimator):
                          n_outputs)  # a clear error, with the cost, before any allocation
         generator = torch.Generator().manual_seed(
             _torch_seed(self.random_state, self.n_epochs_ if warm else 0))
-        rows, scored = self._fit_rows(X_raw, y, (X, target, sample_weight), generator=generator,
+        rows, scored = split_rows(self, X_raw, y, (X, target, sample_weight), generator=generator,
                                       recipe=recipe, plan=plan, objective=objective)
         state = FitState(*rows, n_outputs=n_outputs, generator=generator, recipe=recipe,
                          plan=plan, arch=get_architecture(self.arch, self.depth),
@@ -363,8 +362,7 @@ class _BaseSoftTreeEnsemble(BaseEstimator):
                                                           type(self).__name__),
                          start=(self.tree_params_, getattr(self, "optimizer_state_", None))
                          if warm else None)
-        clock.lap(self._encoding_note(len(state.train_idx), len(state.X) - len(state.train_idx),
-                                       plan))
+        clock.lap(encoding_note(state, self.n_features_in_, self.encoder_.n_features_out_))
         self.objective_ = objective
         history = FitHistory(self.loss_curve_, self.validation_loss_curve_,
                              self.validation_score_)
@@ -377,52 +375,6 @@ class _BaseSoftTreeEnsemble(BaseEstimator):
         self.tree_params_, self.optimizer_state_ = result.params, result.optimizer_state
         self.architecture_, self.device_, self.n_outputs_ = state.arch, str(state.device), n_outputs
         return self
-
-    def _fit_rows(self, X_raw, y, arrays, *, generator, recipe, plan, objective):
-        """The rows of this fit and their roles: ``((X, target, sample_weight,
-        train_idx, val_idx), scored)`` from the encoded ``arrays`` ``(X, target,
-        sample_weight)``. Without ``plan.validation``, early stopping holds out
-        ``validation_fraction`` of the training rows (one draw from
-        ``generator``, or from a generator of ``plan.split_seed``); with it,
-        the user's validation rows, encoded with the fitted encoder, are
-        appended after the training rows, which all train. ``scored``: a
-        function that returns the raw validation rows ``(X, y,
-        sample_weight)`` a ``scoring`` other than ``"loss"`` is computed on."""
-        X, target, sample_weight = arrays
-        validation = plan.validation
-        if validation is None:
-            if plan.split_seed is not None:
-                generator = torch.Generator().manual_seed(plan.split_seed)
-            train_idx, val_idx = _validation_split(
-                X.shape[0], self.validation_fraction if recipe.early_stopping else None,
-                generator, sample_weight)
-
-            def scored():  # indexed only when a scorer needs the raw rows
-                return _safe_indexing(X_raw, val_idx), _safe_indexing(y, val_idx), None
-
-            return (X, target, sample_weight, train_idx, val_idx), scored
-        X_val, y_val, target_val, weight_val = validation_rows(self, objective, y, target,
-                                                               validation)
-        n, n_val = X.shape[0], X_val.shape[0]
-        # the validation weights on the training weights' scale: the largest weight
-        # over all rows (which _FitTensors divides by) is the training rows' own
-        weight_val = weight_val * (sample_weight.max() / weight_val.max())
-        return ((np.concatenate([X, X_val]), np.concatenate([target, target_val]),
-                 np.concatenate([sample_weight, weight_val]), np.arange(n),
-                 np.arange(n, n + n_val)),
-                lambda: (validation.X, y_val, validation.sample_weight))
-
-    def _encoding_note(self, n_train, n_val, plan):
-        """What the encoding did, for the line a verbose fit shows before its
-        first epoch (``n_val``: the validation rows, held out or the user's)."""
-        if plan.validation is not None:
-            rows = f"{n_train} training rows and {n_val} validation rows"
-        elif n_val:
-            rows = f"{n_train + n_val} rows ({n_val} held out for early stopping)"
-        else:
-            rows = f"{n_train} rows"
-        return (f"encoded {rows} of {self.n_features_in_} columns into "
-                f"{self.encoder_.n_features_out_} features")
 
     def _begin_fit(self, plan, recipe):
         """Whether this fit continues a fitted model (the estimator's own with
@@ -442,7 +394,7 @@ class _BaseSoftTreeEnsemble(BaseEstimator):
         self._check_scoring()
         continued = plan.start is not None or (
             self.warm_start if plan.warm is None else plan.warm)
-        warm = self._check_warm_start(continued, plan)
+        warm = check_warm_start(self, continued, plan)
         if self.n_members > self.n_estimators:
             raise ValueError(
                 f"n_members={self.n_members} is more than n_estimators={self.n_estimators}: "
@@ -519,41 +471,6 @@ class _BaseSoftTreeEnsemble(BaseEstimator):
         self._fit(X, y, sample_weight, plan)
         self.n_iter_ = passes + 1
         return self
-
-    def _check_warm_start(self, continued, plan):
-        """Whether this fit continues from the fitted parameters (``continued``
-        and fitted); raises a clear error when the hyperparameters (or the
-        encoder of ``plan`` or of ``encoder``) no longer describe them."""
-        if not (continued and hasattr(self, "tree_params_")):
-            return False
-        fitted = (self.architecture_.name, self.architecture_.depth, self.tree_params_.n_trees)
-        wanted = (self.arch, self.depth, self.n_estimators)
-        if fitted != wanted:
-            raise ValueError(
-                "warm_start=True continues from the fitted parameters, but (arch, depth, "
-                f"n_estimators) changed from {fitted} to {wanted}. Set warm_start=False to "
-                "fit a new model."
-            )
-        enc = self.encoder_
-        given = plan.encoder if plan.encoder is not None else self.encoder
-        if given is not None:
-            if encoders_differ(enc, given):
-                raise ValueError(
-                    "warm_start=True continues with the fitted input encoding, but the "
-                    f"encoder given differs from it: {encoders_differ(enc, given)}. Set "
-                    "warm_start=False to fit a new model."
-                )
-            return True
-        fitted = (enc.numeric_encoding, enc.n_bins, enc.max_categories,
-                  enc.additive_bins)
-        wanted = (self.numeric_encoding, self.n_bins, self.max_categories, self.additive_bins)
-        if fitted != wanted:
-            raise ValueError(
-                "warm_start=True continues with the fitted input encoding, but "
-                f"(numeric_encoding, n_bins, max_categories, additive_bins) changed from "
-                f"{fitted} to {wanted}. Set warm_start=False to fit a new model."
-            )
-        return True
 
     def _check_scoring(self):
         """Raise a ``ValueError`` naming ``scoring`` for a scorer name that

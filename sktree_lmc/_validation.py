@@ -15,7 +15,8 @@ import re
 from numbers import Real
 
 import numpy as np
-from sklearn.utils import check_random_state
+import torch
+from sklearn.utils import _safe_indexing, check_random_state
 from sklearn.utils._param_validation import Interval
 from sklearn.utils.validation import (
     _check_sample_weight,
@@ -24,9 +25,15 @@ from sklearn.utils.validation import (
     validate_data,
 )
 
-from .encoding._encoding import TabularEncoder, check_categorical_features, to_columns
+from .encoding._encoding import (
+    TabularEncoder,
+    check_categorical_features,
+    encoders_differ,
+    to_columns,
+)
 from .training._objective import FLOAT32_MAX as _FLOAT32_MAX
 from .training._objective import check_float32_range as _check_float32_range  # noqa: F401
+from .training._training import _validation_split
 
 __all__: list = []
 
@@ -292,3 +299,74 @@ def fit_rows(estimator, X, y, sample_weight, *, objective, warm=False, plan):
     # here would differ per shard), and _FitTensors to a largest weight of 1.
     target, n_outputs = objective.fit_targets(y, sample_weight, warm=warm, classes=plan.classes)
     return X, y, target, sample_weight, n_outputs, encoder
+
+
+def check_warm_start(estimator, continued, plan):
+    """Whether a fit of ``estimator`` continues from the fitted parameters (``continued``
+    and fitted); raises a clear error when the hyperparameters (or the
+    encoder of ``plan`` or of ``encoder``) no longer describe them."""
+    if not (continued and hasattr(estimator, "tree_params_")):
+        return False
+    fitted = (estimator.architecture_.name, estimator.architecture_.depth, estimator.tree_params_.n_trees)
+    wanted = (estimator.arch, estimator.depth, estimator.n_estimators)
+    if fitted != wanted:
+        raise ValueError(
+            "warm_start=True continues from the fitted parameters, but (arch, depth, "
+            f"n_estimators) changed from {fitted} to {wanted}. Set warm_start=False to "
+            "fit a new model."
+        )
+    enc = estimator.encoder_
+    given = plan.encoder if plan.encoder is not None else estimator.encoder
+    if given is not None:
+        if encoders_differ(enc, given):
+            raise ValueError(
+                "warm_start=True continues with the fitted input encoding, but the "
+                f"encoder given differs from it: {encoders_differ(enc, given)}. Set "
+                "warm_start=False to fit a new model."
+            )
+        return True
+    fitted = (enc.numeric_encoding, enc.n_bins, enc.max_categories,
+              enc.additive_bins)
+    wanted = (estimator.numeric_encoding, estimator.n_bins, estimator.max_categories, estimator.additive_bins)
+    if fitted != wanted:
+        raise ValueError(
+            "warm_start=True continues with the fitted input encoding, but "
+            f"(numeric_encoding, n_bins, max_categories, additive_bins) changed from "
+            f"{fitted} to {wanted}. Set warm_start=False to fit a new model."
+        )
+    return True
+
+
+def split_rows(estimator, X_raw, y, arrays, *, generator, recipe, plan, objective):
+    """The rows of ``estimator``'s fit and their roles: ``((X, target, sample_weight,
+    train_idx, val_idx), scored)`` from the encoded ``arrays`` ``(X, target,
+    sample_weight)``. Without ``plan.validation``, early stopping holds out
+    ``validation_fraction`` of the training rows (one draw from
+    ``generator``, or from a generator of ``plan.split_seed``); with it,
+    the user's validation rows, encoded with the fitted encoder, are
+    appended after the training rows, which all train. ``scored``: a
+    function that returns the raw validation rows ``(X, y,
+    sample_weight)`` a ``scoring`` other than ``"loss"`` is computed on."""
+    X, target, sample_weight = arrays
+    validation = plan.validation
+    if validation is None:
+        if plan.split_seed is not None:
+            generator = torch.Generator().manual_seed(plan.split_seed)
+        train_idx, val_idx = _validation_split(
+            X.shape[0], estimator.validation_fraction if recipe.early_stopping else None,
+            generator, sample_weight)
+
+        def scored():  # indexed only when a scorer needs the raw rows
+            return _safe_indexing(X_raw, val_idx), _safe_indexing(y, val_idx), None
+
+        return (X, target, sample_weight, train_idx, val_idx), scored
+    X_val, y_val, target_val, weight_val = validation_rows(estimator, objective, y, target,
+                                                           validation)
+    n, n_val = X.shape[0], X_val.shape[0]
+    # the validation weights on the training weights' scale: the largest weight
+    # over all rows (which _FitTensors divides by) is the training rows' own
+    weight_val = weight_val * (sample_weight.max() / weight_val.max())
+    return ((np.concatenate([X, X_val]), np.concatenate([target, target_val]),
+             np.concatenate([sample_weight, weight_val]), np.arange(n),
+             np.arange(n, n + n_val)),
+            lambda: (validation.X, y_val, validation.sample_weight))

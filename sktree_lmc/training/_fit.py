@@ -339,6 +339,20 @@ def callbacks_of(state, objective, data, history, *, boosted, score_of=None, vie
 
 
 # -- the fit ---------------------------------------------------------------------------------
+def encoding_note(state, n_columns, n_features):
+    """What the encoding of ``n_columns`` input columns into ``n_features``
+    did, for the line a verbose fit shows before its first epoch."""
+    n_train = len(state.train_idx)
+    n_val = len(state.X) - n_train  # the validation rows, held out or the user's
+    if state.plan.validation is not None:
+        rows = f"{n_train} training rows and {n_val} validation rows"
+    elif n_val:
+        rows = f"{n_train + n_val} rows ({n_val} held out for early stopping)"
+    else:
+        rows = f"{n_train} rows"
+    return f"encoded {rows} of {n_columns} columns into {n_features} features"
+
+
 def start_note(state, mask, teachers):
     """What the start did (the boosted start, the teacher, the columns
     ``mask`` drew by the teacher's gains), or None."""
