@@ -5,105 +5,56 @@ from __future__ import annotations
 import copy
 import dataclasses
 import functools
-import re
 import warnings
 from numbers import Integral, Real
 
 import numpy as np
 import torch
 from scipy.special import log_softmax, softmax
-from sklearn.base import BaseEstimator, ClassifierMixin, RegressorMixin, _fit_context, clone
+from sklearn.base import (
+    BaseEstimator,
+    ClassifierMixin,
+    RegressorMixin,
+    _fit_context,
+    is_classifier,
+)
 from sklearn.dummy import DummyRegressor
 from sklearn.metrics import check_scoring, get_scorer
-from sklearn.utils import _safe_indexing
 from sklearn.utils._param_validation import StrOptions
-from sklearn.utils.class_weight import compute_sample_weight
-from sklearn.utils.multiclass import check_classification_targets
-from sklearn.utils.validation import (
-    _check_sample_weight,
-    _check_y,
-    check_consistent_length,
-    check_is_fitted,
-    validate_data,
-)
+from sklearn.utils.validation import check_is_fitted
 
-from .model._architectures import (
-    ARCHITECTURES,
-    MAX_LEAVES_PER_TREE,
-    check_model_size,
-    get_architecture,
-)
-from .training._boosting import feature_gains, grow_oblivious_trees, oblivious_output
-from .utils._device import DEVICE_CONSTRAINT, prediction_device, resolve_device
-from .encoding._encoding import (
-    NUMERIC_ENCODINGS,
-    TabularEncoder,
-    check_categorical_features,
-    encoders_differ,
-    to_columns,
-)
-from .model._forward import SoftTreeEnsembleModule, predict_chunked, used_features
-from .training._losses import LOSSES, CrossEntropy, Quantile
-from .model._params import TreeParams, check_same_additive
 from ._persistence import estimator_state, restore_estimator_state
-from .training._plan import FitPlan, Recipe, Validation
-from .utils._progress import ProgressLog, Stopwatch
-from .training._start import (
-    boosting_start,
-    boosting_validation,
-    data_start,
-    init_module,
-    start_from_params,
-)
-from .utils._threads import limit_threads
 from ._validation import (
-    _FLOAT32_MAX,
     _MAX_SCALE,
     _check_classes,
-    _check_float32_range,
-    _check_given_encoder,
     _check_score,
     _NumberInterval,
-    _rescaled_weights,
     _torch_seed,
+    check_encoded,
+    encoded_input,
+    check_warm_start,
+    fit_rows,
+    split_rows,
+    input_columns,
 )
+from .encoding._encoding import NUMERIC_ENCODINGS, TabularEncoder
+from .model._architectures import ARCHITECTURES, check_model_size, get_architecture
+from .model._forward import SoftTreeEnsembleModule, predict_chunked, used_features
+from .model._params import TreeParams, check_same_additive
+from .training._fit import FitHistory, FitSettings, FitState, encoding_note, run_fit
+from .training._objective import REGRESSION_LOSSES, objective_from_params
+from .training._plan import FitPlan, Recipe, Validation
 from .training._training import (
     AVERAGING,
     LR_SCHEDULES,
-    SWA_START,
-    FeatureMask,
-    TrainingView,
-    TrainingHooks,
-    DivergenceCheck,
-    EarlyStoppingCallback,
-    ProgressCallback,
-    ValidationLoss,
-    WeightAverage,
-    _export_adam_state,
-    _FitTensors,
-    _load_adam_state,
-    _reference_loss,
     _user_stacklevel,
-    _validation_split,
-    _warn_if_diverged,
     live_code_columns,
-    make_lr_scheduler,
-    make_optimizer,
-    resolve_max_features,
-    train,
 )
+from .utils._device import DEVICE_CONSTRAINT, prediction_device, resolve_device
+from .utils._progress import Stopwatch
+from .utils._threads import limit_threads
 
 __all__ = ["SoftTreeEnsembleClassifier", "SoftTreeEnsembleRegressor"]
-
-
-def _named(exc, name, new_name):
-    """The message of ``exc`` (about ``name``: scikit-learn's checks say "y"
-    or "X") with ``name`` as a word replaced by ``new_name`` (``y_val``),
-    and the rows that disagree in number named."""
-    message = re.sub(rf"\b{name}\b", new_name, str(exc))
-    if "inconsistent numbers of samples" in message:
-        message = f"X_val and y_val: {message}"
-    return message
 
 
 # -- what a sparse model skips (feature_selection="auto") ---------------------------------------
@@ -117,6 +68,20 @@ def _unused_columns(features, groups, n_columns):
     used = np.zeros(n_columns, dtype=bool)
     used[np.asarray(groups)[features]] = True
     return None if used.all() else ~used
+
+
+def _objective_attribute(name, doc):
+    """A fitted attribute of an estimator that is its fitted objective's
+    ``name`` (read and set through ``objective_``)."""
+    def get(self):
+        if "objective_" not in vars(self):
+            raise AttributeError(name + "_")
+        return getattr(self.objective_, name)
+
+    def set_(self, value):
+        setattr(self.objective_, name, value)
+
+    return property(get, set_, doc=doc)
 
 
 # -- prediction on dask collections ------------------------------------------------------------
@@ -307,33 +272,12 @@ class _BaseSoftTreeEnsemble(BaseEstimator):
         self.encoder = encoder
 
     # -- hooks for subclasses ---------------------------------------------------
-    def _encode_targets(self, y, sample_weight, warm=False):  # pragma: no cover - abstract
-        """Return the target array used by ``_loss`` and the number of outputs
-        (with ``warm``, in the encoding of the fitted model)."""
-        raise NotImplementedError
-
-    @property
-    def _loss(self):  # pragma: no cover - abstract
-        """The task's :class:`~sktree_lmc.training._losses.Loss`: the training loss
-        (``self._loss(output, target)``), the boosting's gradients, the
-        teacher's mixing."""
-        raise NotImplementedError
-
-    def _fitted_targets(self, y):  # pragma: no cover - abstract
-        """``y`` in the encoding of the fitted model, the targets ``_loss``
-        takes (float64 or int64), for losses evaluated outside ``fit``."""
-        raise NotImplementedError
-
-    def _check_y(self, y, name="y", training=True):  # pragma: no cover - abstract
-        """Validated targets (scikit-learn's checks for this kind of estimator);
-        errors name ``name``. ``training=False`` (validation targets): only
-        the loss's domain, not what standardizing them needs."""
-        raise NotImplementedError
-
-    def _target_weights(self, y):
-        """Per-sample weight factors that depend on the target (class weights);
-        they multiply ``sample_weight``."""
-        return 1.0
+    def _build_objective(self):
+        """The task's objective (:mod:`~sktree_lmc.training._objective`), built
+        from the hyperparameters (label smoothing ``"auto"`` undecided: 0)."""
+        return objective_from_params(self.get_params(deep=False),
+                                     classifier=is_classifier(self),
+                                     estimator_name=type(self).__name__)
 
     # -- fitting ------------------------------------------------------------------
     def fit(self, X, y, sample_weight=None, *, X_val=None, y_val=None, sample_weight_val=None):
@@ -396,189 +340,41 @@ class _BaseSoftTreeEnsemble(BaseEstimator):
         clock = Stopwatch()  # the steps before the first epoch, for verbose
         recipe = plan.recipe or Recipe.from_estimator(self)
         warm = self._begin_fit(plan, recipe)
+        objective = self._build_objective()
+        if warm:
+            objective.continued(self.objective_)
         X_raw = X
-        X, y, target, sample_weight, n_outputs = self._prepare_fit_data(
-            X, y, sample_weight, warm, plan)
+        X, y, target, sample_weight, n_outputs, self.encoder_ = fit_rows(
+            self, X, y, sample_weight, objective=objective, warm=warm, plan=plan)
         recipe = recipe.resolved(X.shape[0], plan.validation)
-        self._note_recipe(recipe)
+        objective.resolve(recipe)
+        self.do_early_stopping_ = bool(recipe.early_stopping)
         check_model_size(self.arch, self.depth, self.n_estimators, self.encoder_.n_features_out_,
                          n_outputs)  # a clear error, with the cost, before any allocation
-        arch = get_architecture(self.arch, self.depth)
-        device = resolve_device(self.device)
         generator = torch.Generator().manual_seed(
             _torch_seed(self.random_state, self.n_epochs_ if warm else 0))
-        X, target, sample_weight, (train_idx, val_idx), scored = self._fit_rows(
-            X_raw, y, X, target, sample_weight, generator, recipe, plan)
-        clock.lap(self._encoding_note(len(train_idx), len(X) - len(train_idx), plan))
-        module = self._init_module(arch, n_outputs, generator, device, warm)
-        split = (train_idx, val_idx)
-        teacher = self._teacher(X, target, sample_weight, split, n_outputs, generator, warm,
-                                recipe, plan)
-        mask = self._feature_mask(module, generator, device, warm,
-                                  gains=None if teacher is None else teacher[1])
-        boosted, target = self._start(module, arch, X, target, sample_weight, split, n_outputs,
-                                      generator, mask, warm, recipe, plan, teacher)
-        clock.lap(self._start_note(warm, recipe, plan, mask))
-        view = TrainingView.of(mask, self.encoder_)
-        X, module, optimizer, hooks = self._trainer(view, X, module, mask, warm, len(train_idx),
-                                                    recipe, plan.schedule_window)
-        data = _FitTensors.from_arrays(X, target, sample_weight, device)
-        reference_loss = _reference_loss(module, self._loss, data, train_idx, self.batch_size,
-                                         n_outputs)
-        callbacks, stopper = self._callbacks(scored, data, val_idx, arch, recipe, boosted, clock,
-                                             view)
-        first_epoch = self.n_epochs_
-        model, self.n_iter_ = train(
-            module, optimizer, self._loss, data, train_idx, batch_size=self.batch_size,
-            max_epochs=recipe.max_epochs, generator=generator, hooks=hooks,
-            n_members=self.n_members, callbacks=callbacks, loss_curve=self.loss_curve_)
-        self.n_epochs_ = first_epoch + self.n_iter_
-        _warn_if_diverged(self.loss_curve_, reference_loss, self.learning_rate)
-        self._end_fit(model, optimizer, view, stopper, recipe, callbacks[-1].log)
-        self.architecture_, self.device_, self.n_outputs_ = arch, str(device), n_outputs
+        rows, scored = split_rows(self, X_raw, y, (X, target, sample_weight), generator=generator,
+                                      recipe=recipe, plan=plan, objective=objective)
+        state = FitState(*rows, n_outputs=n_outputs, generator=generator, recipe=recipe,
+                         plan=plan, arch=get_architecture(self.arch, self.depth),
+                         device=resolve_device(self.device),
+                         settings=FitSettings.from_params(self.get_params(deep=False),
+                                                          type(self).__name__),
+                         start=(self.tree_params_, getattr(self, "optimizer_state_", None))
+                         if warm else None)
+        clock.lap(encoding_note(state, self.n_features_in_, self.encoder_.n_features_out_))
+        self.objective_ = objective
+        history = FitHistory(self.loss_curve_, self.validation_loss_curve_,
+                             self.validation_score_)
+        result = run_fit(state, objective, self.encoder_, history, clock=clock,
+                         score_of=functools.partial(self._validation_scorer, scored, state.arch))
+        self.validation_loss_curve_ = history.validation_loss_curve
+        self.validation_score_ = history.validation_score
+        self.n_iter_, self.best_epoch_ = result.n_iter, result.best_epoch
+        self.n_epochs_ += result.n_iter
+        self.tree_params_, self.optimizer_state_ = result.params, result.optimizer_state
+        self.architecture_, self.device_, self.n_outputs_ = state.arch, str(state.device), n_outputs
         return self
-
-    def _note_recipe(self, recipe):
-        """Record what the fit's resolved ``recipe`` decided (``do_early_stopping_``)."""
-        self.do_early_stopping_ = bool(recipe.early_stopping)
-
-    def _trainer(self, view, X, module, mask, warm, n_train, recipe, window):
-        """What trains: ``(X, module, optimizer, hooks)``, the compact copies of
-        ``view`` (a :class:`~sktree_lmc.training._training.TrainingView`: on wide data,
-        the entries the feature ``mask`` keeps) or the whole model, Adam with
-        the state of a warm start, and the recipe's hooks."""
-        state = getattr(self, "optimizer_state_", None) if warm else None
-        if view is not None:
-            X, module, mask, state = (view.inputs(X), view.module(module), view.mask(mask),
-                                      view.state(state))
-        optimizer = make_optimizer(module, self.learning_rate)
-        if state is not None:
-            _load_adam_state(optimizer, state)
-        hooks = self._training_hooks(module, optimizer, n_train, recipe, window, mask)
-        return X, module, optimizer, hooks
-
-    def _end_fit(self, model, optimizer, view, stopper, recipe, log):
-        """The fitted state of a finished fit (the kept epoch, the parameters,
-        Adam's state, expanded from the compact ones of ``view``) and the
-        closing line of a verbose fit."""
-        self.best_epoch_ = self.n_iter_
-        if stopper is not None and stopper.best_epoch is not None:
-            self.best_epoch_ = stopper.best_epoch
-        log.close(self._fit_summary(stopper, recipe))
-        params = model.to_params()
-        state = _export_adam_state(optimizer) if recipe.keep_optimizer_state else None
-        if view is not None:
-            params, state = view.expand(params), view.state(state, expand=True)
-        self.tree_params_, self.optimizer_state_ = params, state
-
-    def _fit_rows(self, X_raw, y, X, target, sample_weight, generator, recipe, plan):
-        """The rows of this fit and their roles: ``(X, target, sample_weight,
-        (train_idx, val_idx), scored)``. Without ``plan.validation``, early
-        stopping holds out ``validation_fraction`` of the training rows (one
-        draw from ``generator``, or from a generator of ``plan.split_seed``);
-        with it, the user's validation rows, encoded
-        with the fitted encoder, are appended after the training rows, which
-        all train. ``scored``: a function that returns the raw validation rows
-        ``(X, y, sample_weight)`` a ``scoring`` other than ``"loss"`` is
-        computed on."""
-        validation = plan.validation
-        if validation is None:
-            if plan.split_seed is not None:
-                generator = torch.Generator().manual_seed(plan.split_seed)
-            train_idx, val_idx = _validation_split(
-                X.shape[0], self.validation_fraction if recipe.early_stopping else None,
-                generator, sample_weight)
-
-            def scored():  # indexed only when a scorer needs the raw rows
-                return _safe_indexing(X_raw, val_idx), _safe_indexing(y, val_idx), None
-
-            return X, target, sample_weight, (train_idx, val_idx), scored
-        X_val, y_val, target_val, weight_val = self._validation_rows(y, target, validation)
-        n, n_val = X.shape[0], X_val.shape[0]
-        # the validation weights on the training weights' scale: the largest weight
-        # over all rows (which _FitTensors divides by) is the training rows' own
-        weight_val = weight_val * (sample_weight.max() / weight_val.max())
-        return (np.concatenate([X, X_val]), np.concatenate([target, target_val]),
-                np.concatenate([sample_weight, weight_val]),
-                (np.arange(n), np.arange(n, n + n_val)),
-                lambda: (validation.X, y_val, validation.sample_weight))
-
-    def _validation_rows(self, y, target, validation):
-        """The user's validation rows checked against the fit (features,
-        labels or targets) and encoded: ``(X_val, y_val, target_val,
-        sample_weight_val)``, the targets in the encoding of ``target``."""
-        try:
-            columns = to_columns(validation.X)[0]
-        except ValueError as exc:
-            raise ValueError(_named(exc, "X", "X_val")) from None
-        if len(columns) != self.n_features_in_:
-            raise ValueError(
-                f"X_val has {len(columns)} features, but this estimator is fitted on X of "
-                f"{self.n_features_in_} features (its encoder's input). In a Pipeline, X_val "
-                "(passed as "
-                "fit(X, y, <step>__X_val=...)) is not transformed by the steps before this "
-                "estimator: pass it transformed by them, pipeline[:-1].transform(X_val)."
-            )
-        try:
-            validate_data(self, validation.X, reset=False, skip_check_array=True)
-        except ValueError as exc:
-            raise ValueError(_named(exc, "X", "X_val")) from None
-        X_val = self._with_codes(columns)
-        try:  # y_val need only be in the loss's domain (all-zero Poisson counts are valid)
-            y_val = self._check_y(validation.y, name="y_val", training=False)
-            check_consistent_length(X_val, y_val)
-            target_val = np.asarray(self._fitted_targets(y_val), dtype=target.dtype)
-        except ValueError as exc:
-            raise ValueError(_named(exc, "y", "y_val")) from None
-        try:
-            weight = _check_sample_weight(validation.sample_weight, X_val, dtype=np.float64,
-                                          ensure_non_negative=True)
-        except ValueError as exc:  # scikit-learn's message names sample_weight
-            raise ValueError(f"sample_weight_val: {exc}") from None
-        weight = _rescaled_weights(weight * self._validation_target_weights(y, y_val))
-        if not weight.sum() > 0:
-            raise ValueError(
-                "sample_weight_val (times class_weight, for a classifier) sums to zero: "
-                "there is nothing to validate on."
-            )
-        return X_val, y_val, target_val, weight
-
-    def _validation_target_weights(self, y, y_val):
-        """Per-row weight factors of the validation rows that depend on their
-        target (the classifier's ``class_weight``, as fitted on ``y``)."""
-        return 1.0
-
-    def _encoding_note(self, n_train, n_val, plan):
-        """What the encoding did, for the line a verbose fit shows before its
-        first epoch (``n_val``: the validation rows, held out or the user's)."""
-        if plan.validation is not None:
-            rows = f"{n_train} training rows and {n_val} validation rows"
-        elif n_val:
-            rows = f"{n_train + n_val} rows ({n_val} held out for early stopping)"
-        else:
-            rows = f"{n_train} rows"
-        return (f"encoded {rows} of {self.n_features_in_} columns into "
-                f"{self.encoder_.n_features_out_} features")
-
-    def _start_note(self, warm, recipe, plan, mask=None):
-        """What the start did (the boosted start, the teacher, the columns
-        ``mask`` drew by the teacher's gains), or None."""
-        notes = []
-        if self.split_init == "boosting" and not warm:
-            notes.append("boosted start")
-        if recipe.teacher_weight > 0 and self.teacher_:
-            kept = len(self.teacher_[0][1])
-            if plan.boosting_trees is not None:
-                notes.append(f"the shards' shared teacher: {kept} boosted trees")
-            else:
-                notes.append(f"grew the teacher: {kept} boosted trees of depth {self.depth}"
-                             + (f" (the first {kept} of {self.n_estimators} kept on the "
-                                "validation rows)" if kept < self.n_estimators else ""))
-        elif self.split_init == "data" and not warm:
-            notes.append("data-aware start of the splits")
-        if mask is not None and mask.note:
-            notes.append(mask.note)
-        return "; ".join(notes) or None
 
     def _begin_fit(self, plan, recipe):
         """Whether this fit continues a fitted model (the estimator's own with
@@ -598,7 +394,7 @@ class _BaseSoftTreeEnsemble(BaseEstimator):
         self._check_scoring()
         continued = plan.start is not None or (
             self.warm_start if plan.warm is None else plan.warm)
-        warm = self._check_warm_start(continued, plan)
+        warm = check_warm_start(self, continued, plan)
         if self.n_members > self.n_estimators:
             raise ValueError(
                 f"n_members={self.n_members} is more than n_estimators={self.n_estimators}: "
@@ -607,159 +403,19 @@ class _BaseSoftTreeEnsemble(BaseEstimator):
         if not warm:
             self.loss_curve_, self.n_epochs_ = [], 0
             self.validation_loss_curve_ = self.validation_score_ = None
-            self.teacher_ = None
         return warm
 
-    def _teacher(self, X, target, sample_weight, split, n_outputs, generator, warm, recipe,
-                 plan):
-        """The teacher of ``teacher_weight > 0``, grown before the features of
-        the trees are drawn (they are drawn by its gains; see
-        :meth:`_grow_teacher`). None without a teacher, and with a new boosted
-        start, whose trees are the teacher (:meth:`_start`)."""
-        self._check_boosted_depth(recipe, warm)
-        if not recipe.teacher_weight > 0 or (self.split_init == "boosting" and not warm):
-            return None
-        return self._grow_teacher(X, target, sample_weight, split, n_outputs, generator, plan)
+    @property
+    def teacher_(self):
+        """The gradient-boosted teachers of the fitted objective (see the
+        subclasses), or None."""
+        if "objective_" not in vars(self):
+            raise AttributeError("teacher_")
+        return self.objective_.teachers
 
-    def _check_boosted_depth(self, recipe, warm):
-        """Raise a ``ValueError`` that names the setting to change when the
-        gradient-boosted trees of the teacher (``teacher_weight > 0``) or of
-        the boosted start (``split_init="boosting"``), oblivious trees of
-        ``depth``, would have more leaves than a tree may (the model itself,
-        as a deep decision list, may be fine)."""
-        if self.depth < MAX_LEAVES_PER_TREE.bit_length():  # 2**depth <= the limit
-            return
-        causes = []
-        if recipe.teacher_weight > 0:
-            causes.append(f"the teacher (teacher_weight={recipe.teacher_weight:g}; set "
-                          "teacher_weight=0 to train without it)")
-        if self.split_init == "boosting" and not warm:
-            causes.append("the boosted start (split_init='boosting'; use split_init='data' "
-                          "or 'fan_in')")
-        if causes:
-            raise ValueError(
-                f"depth={self.depth}: the gradient-boosted oblivious trees of "
-                f"{' and of '.join(causes)} would have 2**{self.depth} leaves each, more than "
-                f"the limit of {MAX_LEAVES_PER_TREE:,} (MAX_LEAVES_PER_TREE); the "
-                f"arch={self.arch!r} model itself does not need them. Or use a smaller depth."
-            )
-
-    def _grow_teacher(self, X, target, sample_weight, split, n_outputs, generator, plan):
-        """``(trees, gains)``: the gradient-boosted trees grown on the training
-        rows of ``split`` (or the shards' shared trees of ``plan``), and the
-        gain of their splits per encoded feature (None for shared trees
-        without them)."""
-        if plan.boosting_trees is not None:
-            return self._shared_trees(plan.boosting_trees), plan.feature_gains
-        train_idx, val_idx = split
-        F_enc = self.encoder_.n_features_out_
-        sw = np.asarray(sample_weight, dtype=np.float64)
-        gains = np.zeros((self.n_estimators, self.depth))
-        trees = grow_oblivious_trees(
-            np.asarray(X[train_idx, :F_enc], dtype=np.float64), target[train_idx],
-            sw[train_idx], loss=self._loss, n_trees=self.n_estimators, depth=self.depth,
-            n_outputs=n_outputs, generator=generator, gains=gains,
-            validation=boosting_validation(X, target, sw, val_idx, F_enc))
-        return trees, feature_gains(trees[1], gains, F_enc)
-
-    def _start(self, module, arch, X, target, sample_weight, split, n_outputs, generator, mask,
-               warm, recipe, plan, teacher=None):
-        """The data-aware starts of a new model (``split_init="data"`` or
-        ``"boosting"``) and the teacher's targets (``teacher``: see
-        :meth:`_teacher`); returns whether the model starts from boosted
-        trees, and the training targets."""
-        sw = np.asarray(sample_weight, dtype=np.float64)
-        if self.split_init == "data" and not warm:
-            data_start(module, X, split[0], self.encoder_, generator, mask)
-        boosted = self.split_init == "boosting" and not warm
-        if boosted:
-            start_trees = boosting_start(
-                module, arch, X, target, sw, split, loss=self._loss, mask=mask,
-                generator=generator, trees=self._shared_trees(plan.boosting_trees))
-            if recipe.teacher_weight > 0:
-                # the teacher is the boosted start's trees when they were grown on every
-                # column (the same boosting on the same rows): they are not grown twice
-                if start_trees is None:
-                    start_trees = self._grow_teacher(X, target, sample_weight, split,
-                                                     n_outputs, generator, plan)[0]
-                teacher = (start_trees, None)
-        if teacher is not None:
-            target = self._distilled_targets(X, target, split, recipe.teacher_weight,
-                                             teacher[0])
-        return boosted, target
-
-    def _callbacks(self, scored, data, val_idx, arch, recipe, boosted, clock=None, view=None):
-        """The callbacks of the epoch loop (validation loss, divergence check,
-        early stopping, progress) and the early-stopping one, or None.
-        ``scored``: the raw validation rows of a ``scoring`` other than
-        ``"loss"``; ``clock``: the steps before the loop (a
-        :class:`~sktree_lmc.utils._progress.Stopwatch`), which the progress shows
-        first and counts in its elapsed time."""
-        early = recipe.early_stopping
-        if early and self.validation_loss_curve_ is None:
-            self.validation_loss_curve_, self.validation_score_ = [], []
-        callbacks = []
-        stopper = None
-        if early:
-            callbacks.append(ValidationLoss(self._loss, data, val_idx,
-                                            self.validation_loss_curve_))
-        callbacks.append(DivergenceCheck(self.learning_rate))
-        if early:
-            score = self._validation_scorer(scored, arch, view)
-            stopper = EarlyStoppingCallback(
-                self.tol, self.n_iter_no_change, self.validation_score_, score,
-                score_start=boosted).start_on(self._loss, data, val_idx)
-            callbacks.append(stopper)
-        log = ProgressLog(type(self).__name__, recipe.max_epochs, self.verbose, clock=clock)
-        callbacks.append(ProgressCallback(log, show_score=early and self.scoring != "loss"))
-        return callbacks, stopper
-
-    def _distilled_targets(self, X, target, split, teacher_weight, trees):
-        """The training targets of ``teacher_weight > 0``: on the training rows,
-        ``(1 - teacher_weight) * target + teacher_weight * teacher``, the
-        teacher being the gradient-boosted ``trees`` (:meth:`_teacher`); the
-        validation rows keep their labels, so early stopping measures the
-        loss against them."""
-        train_idx = split[0]
-        Xe = np.asarray(X[train_idx, :self.encoder_.n_features_out_], dtype=np.float64)
-        self.teacher_ = [tuple(np.asarray(a) for a in trees)]
-        return self._mix_targets(target, oblivious_output(Xe, *trees), train_idx, teacher_weight)
-
-    def _refit_targets(self, X, y):
-        """The targets ``refit_leaves`` fits the leaves to, for the encoded rows
-        ``X`` and their labels or targets ``y`` (see the classifier)."""
-        return self._fitted_targets(y)
-
-    def _shared_units(self, target):
-        """Fitted targets in the units the shards' shared trees are grown on
-        (classifier: the class indices)."""
-        return target
-
-    def _shared_trees(self, trees):
-        """The gradient-boosted trees a meta-estimator grew over its shards
-        (:attr:`FitPlan.boosting_trees`; see ``ShardedSoftTreeEnsemble``), in
-        this fit's target units, or None."""
-        return trees
-
-    def _mix_targets(self, target, teacher, train_idx, teacher_weight):
-        """``target`` with the teacher's raw outputs ``teacher`` mixed in on
-        ``train_idx`` at ``teacher_weight`` (see the loss's ``mix``)."""
-        loss = self._loss
-        return loss.mix(target, loss.teacher_targets(teacher), train_idx, teacher_weight,
-                        teacher.shape[1])
-
-    def _fit_summary(self, stopper, recipe):
-        """The closing line of a verbose fit."""
-        if stopper is None:
-            return f"{self.n_iter_} epochs, training loss {self.loss_curve_[-1]:.5f}"
-        stopped = "stopped early" if self.n_iter_ < recipe.max_epochs else "ran all epochs"
-        if self.best_epoch_ == 0:
-            return f"{stopped} after {self.n_iter_} epochs; kept the boosted start"
-        best = self.validation_score_[-self.n_iter_ + self.best_epoch_ - 1]
-        what = "validation loss" if self.scoring == "loss" else "validation score"
-        value = -best if self.scoring == "loss" else best
-        return (f"{stopped} after {self.n_iter_} epochs; kept epoch {self.best_epoch_} "
-                f"({what} {value:.5f})")
+    @teacher_.setter
+    def teacher_(self, value):
+        self.objective_.teachers = value
 
     def _validation_scorer(self, scored, arch, view=None):
         """None for ``scoring="loss"``, else a function ``module -> score`` of
@@ -816,86 +472,6 @@ class _BaseSoftTreeEnsemble(BaseEstimator):
         self.n_iter_ = passes + 1
         return self
 
-    def _feature_mask(self, module, generator, device, warm, gains=None):
-        """The per-tree feature mask (:class:`~sktree_lmc.training._training.FeatureMask`,
-        or None), applied to ``module``: drawn from ``generator`` for a new
-        model, by the teacher's ``gains`` per encoded feature when there are
-        some and ``feature_selection="auto"``, recovered from the zero weights
-        when warm-started."""
-        if self.max_features is None:
-            return None
-        enc = self.encoder_
-        if warm:
-            params = self.tree_params_
-            return FeatureMask.from_params(params.split_weight, device, params.additive,
-                                           enc.additive_offsets_)
-        mask = None
-        groups = enc.feature_groups_
-        if gains is not None and self.feature_selection == "auto":
-            mask = FeatureMask.guided(
-                generator, self.n_estimators, groups, gains, self.max_features, device,
-                additive_sources=enc.additive_sources_, additive_offsets=enc.additive_offsets_)
-        if mask is None:
-            k = resolve_max_features(self.max_features, enc.n_features_in_)
-            mask = FeatureMask.draw(generator, self.n_estimators, groups, k, device)
-        if mask is not None:
-            mask.apply(module)
-        return mask
-
-    def _training_hooks(self, module, optimizer, n_train, recipe, window=None, mask=None):
-        """The recipe around each Adam step (see :mod:`._training`): the
-        feature ``mask`` (:meth:`_feature_mask`), the learning-rate schedule
-        over this fit's steps (or over ``window``, ``(epochs before this fit,
-        epochs of the whole run)``: the federated rounds are one run of the
-        schedule), and the weight average of ``module``."""
-        steps_per_epoch = -(-n_train // int(self.batch_size))
-        before, total = window or (0, recipe.max_epochs)
-        scheduler = make_lr_scheduler(
-            optimizer, recipe.lr_schedule, recipe.warmup_fraction, steps_per_epoch * total,
-            start_step=steps_per_epoch * before,
-        )
-        average = None
-        if recipe.averaging is not None:
-            average = WeightAverage(module, recipe.averaging, self.ema_decay,
-                                    start_epoch=int(SWA_START * recipe.max_epochs))
-        return TrainingHooks(scheduler, average, mask)
-
-    def _check_warm_start(self, continued, plan):
-        """Whether this fit continues from the fitted parameters (``continued``
-        and fitted); raises a clear error when the hyperparameters (or the
-        encoder of ``plan`` or of ``encoder``) no longer describe them."""
-        if not (continued and hasattr(self, "tree_params_")):
-            return False
-        fitted = (self.architecture_.name, self.architecture_.depth, self.tree_params_.n_trees)
-        wanted = (self.arch, self.depth, self.n_estimators)
-        if fitted != wanted:
-            raise ValueError(
-                "warm_start=True continues from the fitted parameters, but (arch, depth, "
-                f"n_estimators) changed from {fitted} to {wanted}. Set warm_start=False to "
-                "fit a new model."
-            )
-        self._check_warm_loss()
-        enc = self.encoder_
-        given = plan.encoder if plan.encoder is not None else self.encoder
-        if given is not None:
-            if encoders_differ(enc, given):
-                raise ValueError(
-                    "warm_start=True continues with the fitted input encoding, but the "
-                    f"encoder given differs from it: {encoders_differ(enc, given)}. Set "
-                    "warm_start=False to fit a new model."
-                )
-            return True
-        fitted = (enc.numeric_encoding, enc.n_bins, enc.max_categories,
-                  enc.additive_bins)
-        wanted = (self.numeric_encoding, self.n_bins, self.max_categories, self.additive_bins)
-        if fitted != wanted:
-            raise ValueError(
-                "warm_start=True continues with the fitted input encoding, but "
-                f"(numeric_encoding, n_bins, max_categories, additive_bins) changed from "
-                f"{fitted} to {wanted}. Set warm_start=False to fit a new model."
-            )
-        return True
-
     def _check_scoring(self):
         """Raise a ``ValueError`` naming ``scoring`` for a scorer name that
         scikit-learn does not know, before any training."""
@@ -905,102 +481,14 @@ class _BaseSoftTreeEnsemble(BaseEstimator):
             except ValueError as exc:
                 raise ValueError(f"scoring={self.scoring!r}: {exc}") from None
 
-    def _check_warm_loss(self):
-        """Raise a clear error when a fit continuing the fitted parameters
-        has another training loss than theirs (their leaves are in its units)."""
-
-    def _prepare_fit_data(self, X, y, sample_weight, warm=False, plan=None):
-        """Validate the training data and encode it (fitting the encoder unless
-        ``warm``, or taking the fitted one of ``plan`` or of the ``encoder``
-        parameter); return the encoded ``X``, the validated ``y``, the encoded
-        target, the float64 sample weights (times the class weights) and the
-        number of outputs. With ``warm``, the data must
-        match the fitted model (features, classes or targets)."""
-        # to_columns first: its check_array gives scikit-learn's errors for a
-        # 1-D or empty X, before validate_data counts features (it cannot on 1-D
-        # input); y goes to validate_data for its error on y=None.
-        columns, by_dtype = to_columns(X)
-        validate_data(self, X, y, reset=not warm, skip_check_array=True)
-        y = self._check_y(y)
-        check_consistent_length(columns[0] if columns else X, y)
-        plan = FitPlan() if plan is None else plan
-        sample_weight = _check_sample_weight(
-            sample_weight, columns[0] if columns else X, dtype=np.float64,
-            ensure_non_negative=True)
-        sample_weight = _rescaled_weights(sample_weight * self._target_weights(y))
-        if not sample_weight.sum() > 0:
-            raise ValueError(
-                "sample_weight (times class_weight, for a classifier) sums to zero: "
-                "there is nothing to fit."
-            )
-        if not warm:  # rows of zero weight do not shape the encoder
-            self.encoder_ = self._make_encoder(columns, by_dtype, getattr(
-                self, "feature_names_in_", None), plan.encoder, sample_weight)
-        X = self._with_codes(columns)
-        # float64 and unscaled: the gradient-boosted trees (split_init="boosting", the
-        # teacher) rescale them to a mean of 1 over the rows of all shards (a rescaling
-        # here would differ per shard), and _FitTensors to a largest weight of 1.
-        target, n_outputs = self._encode_targets(y, sample_weight, warm, plan.classes)
-        return X, y, target, sample_weight, n_outputs
-
-    def _with_codes(self, columns):
-        """The encoded rows of ``columns`` (checked), with the additive term's
-        codes appended (as float32 columns, after the trees' features) when
-        the model has one (:meth:`TabularEncoder.encode`)."""
-        X, codes = self.encoder_.encode(columns)
-        X = self._check_encoded(X)
-        return X if codes is None else np.concatenate([X, codes], axis=1)
-
-    def _make_encoder(self, columns, by_dtype, names=None, shared=None, sample_weight=None):
-        """The input encoder fitted on the training columns (named ``names``;
-        rows of zero ``sample_weight`` left out), or a fitted one: ``shared``
-        (that a meta-estimator fitted once for several fits, as the shards of
-        :class:`~sktree_lmc.ShardedSoftTreeEnsemble`, which must encode
-        alike), else the ``encoder`` parameter."""
-        shared = self.encoder if shared is None else shared
-        if shared is not None:
-            return _check_given_encoder(shared, columns, names)
-        categorical = check_categorical_features(
-            self.categorical_features, len(columns), names, by_dtype
-        )
-        encoder = TabularEncoder(self.numeric_encoding, self.n_bins, self.max_categories,
-                                 self.additive_bins)
-        return encoder._fit_columns(columns, categorical, names, sample_weight=sample_weight)
-
-    @staticmethod
-    def _check_encoded(X):
-        """Check encoded rows: finite in float32 (the training precision)."""
-        if not np.isfinite(X).all():
-            raise ValueError(
-                "X contains values beyond the float32 range (largest magnitude "
-                f"> {_FLOAT32_MAX:.3g}); the model trains in float32. Rescale X first, "
-                "or use a numeric_encoding other than 'none'."
-            )
-        return X
-
-    def _init_module(self, arch, n_outputs, generator, device, warm=False):
-        """The module to train: the fitted parameters with ``warm``, else freshly
-        initialized (draws from ``generator``; see :mod:`._start`)."""
-        if warm:
-            return start_from_params(arch, self.tree_params_, self.encoder_, device)
-        return init_module(arch, self.n_estimators, self.encoder_, n_outputs, generator, device,
-                           leaf_init=self.leaf_init, split_init=self.split_init)
-
     # -- input --------------------------------------------------------------------
     def _input_columns(self, X):
-        """Validate prediction input against the fit (feature count and names)
-        and split it into columns for the encoder."""
-        check_is_fitted(self, "tree_params_")
-        columns = to_columns(X)[0]  # first: scikit-learn's error for a 1-D X
-        validate_data(self, X, reset=False, skip_check_array=True)
-        return columns
+        """Validate prediction input against the fit (see :func:`input_columns`)."""
+        return input_columns(self, X)
 
     def _encoded_input(self, X):
-        """``X`` validated and encoded, float32 of shape ``(n_samples,
-        n_encoded_features)``: the input of the trees, followed by the
-        additive term's codes when the model has one (held whole; prediction
-        encodes in chunks instead)."""
-        return self._with_codes(self._input_columns(X))
+        """``X`` validated and encoded (see :func:`encoded_input`)."""
+        return encoded_input(self, X)
 
     # -- prediction ---------------------------------------------------------------
     @limit_threads
@@ -1013,7 +501,7 @@ class _BaseSoftTreeEnsemble(BaseEstimator):
         prediction does not depend on how rows are batched; the result is a
         float64 array.
         """
-        columns = self._input_columns(X)
+        columns = input_columns(self, X)
         device = prediction_device(self.device)
         params = self.tree_params_
         module = SoftTreeEnsembleModule.from_params(self.architecture_, params, device)
@@ -1026,17 +514,13 @@ class _BaseSoftTreeEnsemble(BaseEstimator):
         outs = []
         for _, chunk, codes in self.encoder_.encode_chunks(columns, skip=skip, codes=with_codes,
                                                            code_columns=live):
-            outs.append(predict_chunked(module, self._check_encoded(chunk), output=method,
+            outs.append(predict_chunked(module, check_encoded(chunk), output=method,
                                         codes=codes, features=features, contrast=contrast))
         return np.concatenate(outs, axis=0)
 
     def _prediction_model(self):
         """The fitted model that predicts (see :func:`_lazy_on_dask`)."""
         return self
-
-    def _prediction_meta(self, method):  # pragma: no cover - abstract
-        """An empty array of the type and columns of ``method``'s output."""
-        raise NotImplementedError
 
     @property
     def feature_importances_(self):
@@ -1144,25 +628,6 @@ class _BaseSoftTreeEnsemble(BaseEstimator):
                 raise ValueError(f"params.{f.name} contains NaN or infinity.")
         self.tree_params_ = params.copy()
         return self
-
-    def _fitted_copy(self, params, **overrides):
-        """A new fitted estimator with this one's hyperparameters and fitted
-        metadata, the parameters ``params`` and the fitted attributes
-        ``overrides`` (see :func:`~sktree_lmc.merging._bridge.with_params`): the
-        public fitted attributes and the private ones of
-        ``_fitted_private_attrs`` are copied, Adam's state is not."""
-        new = clone(self)
-        private = getattr(self, "_fitted_private_attrs", ())
-        for key, value in vars(self).items():
-            fitted = key.endswith("_") and not key.startswith("_")
-            if (fitted or key in private) and key not in ("tree_params_", "optimizer_state_"):
-                setattr(new, key, copy.deepcopy(value))
-        new.tree_params_ = params.copy()
-        if "optimizer_state_" in vars(self):
-            new.optimizer_state_ = None
-        for key, value in overrides.items():
-            setattr(new, key, value)
-        return new
 
     # -- persistence --------------------------------------------------------------
     def __getstate__(self):
@@ -1496,150 +961,20 @@ class SoftTreeEnsembleClassifier(ClassifierMixin, _BaseSoftTreeEnsemble):
         self.class_weight = class_weight
         self.label_smoothing = label_smoothing
 
-    def _target_weights(self, y):
-        if self.class_weight is None:
-            return 1.0
-        check_classification_targets(y)
-        if isinstance(self.class_weight, dict):
-            classes = np.unique(y)
-            unknown = [label for label in self.class_weight if label not in set(classes)]
-            if unknown:
-                raise ValueError(
-                    f"class_weight has labels {unknown!r} that are not classes of y "
-                    f"{classes.tolist()!r}."
-                )
-            weights = list(self.class_weight.values())
-            if not all(
-                isinstance(w, Real) and not isinstance(w, (bool, np.bool_))
-                and np.isfinite(w) and w >= 0
-                for w in weights
-            ):
-                raise ValueError(
-                    "class_weight values must be finite non-negative numbers, got "
-                    f"{self.class_weight!r}."
-                )
-        return compute_sample_weight(self.class_weight, y)
-
-    def _validation_target_weights(self, y, y_val):
-        """``class_weight`` of the validation rows: each class weighs what it
-        weighs in the training rows ``y`` (``"balanced"`` counts ``y``)."""
-        if self.class_weight is None:
-            return 1.0
-        per_class = np.ones(len(self.classes_))
-        per_class[self._fitted_targets(y)] = self._target_weights(y)
-        return per_class[self._fitted_targets(y_val)]
-
-    def _encode_targets(self, y, sample_weight, warm=False, classes=None):
-        check_classification_targets(y)
-        partial = classes  # partial_fit's labels of the stream: y may hold any subset
-        if partial is not None and not warm:  # the first partial_fit: classes= given
-            self.classes_ = partial
-            return self._fitted_targets(y), len(self.classes_)
-        if warm and partial is not None:  # later partial_fit calls: any subset
-            return self._fitted_targets(y), len(self.classes_)
-        if warm:
-            classes, encoded = np.unique(y, return_inverse=True)
-            if not np.array_equal(classes, self.classes_):
-                raise ValueError(
-                    "warm_start=True needs y to have the classes of the previous fit, "
-                    f"{self.classes_.tolist()}; got {classes.tolist()}."
-                )
-            return np.asarray(encoded, dtype=np.int64), len(self.classes_)
-        self.classes_, encoded = np.unique(y, return_inverse=True)
-        if len(self.classes_) < 2:
-            raise ValueError(
-                "Classifier can't train when only one class is present: "
-                f"y contains only the class {self.classes_[0]!r}."
-            )
-        weighted = np.unique(encoded[np.asarray(sample_weight) > 0])
-        if len(weighted) < 2:
-            raise ValueError(
-                "Classifier can't train when only one class has a positive sample_weight "
-                f"(times class_weight): only the class {self.classes_[weighted[0]]!r} has."
-            )
-        return np.asarray(encoded, dtype=np.int64), len(self.classes_)
-
-    def _fitted_targets(self, y):
-        """Class indices into ``classes_``; labels the model was not fitted on
-        are an error (any subset of ``classes_`` is fine)."""
-        y = np.asarray(y)
-        if y.ndim != 1:
-            raise ValueError(f"y must be one-dimensional for a classifier, got shape {y.shape}.")
-        idx = np.clip(np.searchsorted(self.classes_, y), 0, len(self.classes_) - 1)
-        unknown = self.classes_[idx] != y
-        if np.any(unknown):
-            raise ValueError(
-                f"y contains labels the estimator was not fitted on: "
-                f"{np.unique(y[unknown])[:5].tolist()}; classes_ is {self.classes_.tolist()}."
-            )
-        return idx.astype(np.int64)
-
-    def _check_y(self, y, name="y", training=True):
-        return _check_y(y, estimator=self)
-
-    def _refit_targets(self, X, y):
-        """The targets ``refit_leaves`` fits the leaves to: the labels, mixed
-        with the teachers' probabilities as in training when the model has
-        teachers (``teacher_``; the mean of their probabilities for a merge
-        of models with different teachers), so that the refit solves the
-        objective the model was trained on."""
-        target = self._fitted_targets(y)
-        teachers = self.teacher_
-        if not teachers or not self.teacher_weight > 0:
-            return target
-        self._check_teachers(teachers)
-        Xe = np.asarray(X[:, : self.encoder_.n_features_out_], dtype=np.float64)
-        loss = self._loss
-        probs = np.mean([loss.teacher_targets(oblivious_output(Xe, *t)) for t in teachers],
-                        axis=0)
-        return loss.mix(target, probs, slice(None), self.teacher_weight, self.n_outputs_)
-
-    #: The fitted state a pickled classifier must hold (checked when loaded).
-    _required_fitted_attrs = ("tree_params_", "architecture_", "encoder_", "n_features_in_",
-                              "n_outputs_", "classes_")
-
-    def _check_teachers(self, teachers):
-        """Raise a ``ValueError`` naming ``teacher_`` when a teacher does not
-        describe this model (modified, or of another model): ``(base,
-        features, thresholds, leaves)`` of oblivious trees on the encoded
-        features, with ``n_outputs_`` outputs."""
-        n_out, n_features = self.n_outputs_, self.encoder_.n_features_out_
-        for i, teacher in enumerate(teachers):
-            if not isinstance(teacher, (tuple, list)) or len(teacher) != 4:
-                raise ValueError(f"teacher_[{i}] must be a tuple (base, features, thresholds, "
-                                 "leaves) of the model's boosted trees; it was modified.")
-            base, features, thresholds, leaves = (np.asarray(a) for a in teacher)
-            if base.shape != (n_out,) or leaves.ndim != 3 or leaves.shape[2] != n_out:
-                raise ValueError(
-                    f"teacher_[{i}] has base of shape {base.shape} and leaves of shape "
-                    f"{leaves.shape}, but the model has n_outputs_={n_out} outputs: teacher_ "
-                    "was modified or comes from another model.")
-            if (features.ndim != 2 or thresholds.shape != features.shape
-                    or leaves.shape[:2] != (features.shape[0], 2 ** features.shape[1])):
-                raise ValueError(
-                    f"teacher_[{i}]'s features {features.shape}, thresholds {thresholds.shape} "
-                    f"and leaves {leaves.shape} do not describe oblivious trees (trees, depth), "
-                    "(trees, depth), (trees, 2**depth, outputs): teacher_ was modified.")
-            if features.size and not (0 <= features.min() and features.max() < n_features):
-                raise ValueError(
-                    f"teacher_[{i}] splits on features outside the model's {n_features} encoded "
-                    "features: teacher_ was modified or comes from another model.")
 
     @property
-    def _loss(self):
-        return CrossEntropy(self._label_smoothing())
+    def classes_(self):
+        """The class labels (of the fitted objective)."""
+        if "objective_" not in vars(self):
+            raise AttributeError("classes_")
+        return self.objective_.classes
 
-    def _label_smoothing(self):
-        """The label smoothing of the loss: ``label_smoothing``, or for
-        ``"auto"`` what the last fit decided (``label_smoothing_``; 0 before
-        a fit)."""
-        if self.label_smoothing != "auto":
-            return float(self.label_smoothing)
-        return float(getattr(self, "label_smoothing_", 0.0))
-
-    def _note_recipe(self, recipe):
-        super()._note_recipe(recipe)
-        self.label_smoothing_ = float(recipe.label_smoothing)
+    @property
+    def label_smoothing_(self):
+        """The label smoothing of the last fit (of the fitted objective)."""
+        if "objective_" not in vars(self):
+            raise AttributeError("label_smoothing_")
+        return self.objective_.label_smoothing
 
     def partial_fit(self, X, y, classes=None, sample_weight=None):
         """One pass over the given rows, continuing from the previous calls.
@@ -1775,22 +1110,12 @@ class SoftTreeEnsembleClassifier(ClassifierMixin, _BaseSoftTreeEnsemble):
 
     _centered_outputs = True
 
-    def _prediction_meta(self, method):
-        if method == "predict":
-            return np.empty((0,), dtype=self.classes_.dtype)
-        if method == "decision_function" and self.n_outputs_ == 2:
-            return np.empty((0,))
-        return np.empty((0, self.n_outputs_))
-
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
         tags.classifier_tags.multi_class = True
         return tags
 
 
-#: The regressor's ``loss`` values, and the names of their loss objects.
-_REGRESSION_LOSSES = {"squared_error": "squared", "absolute_error": "absolute_error",
-                      "quantile": "quantile", "poisson": "poisson", "gamma": "gamma"}
 
 
 class SoftTreeEnsembleRegressor(RegressorMixin, _BaseSoftTreeEnsemble):
@@ -1968,13 +1293,6 @@ class SoftTreeEnsembleRegressor(RegressorMixin, _BaseSoftTreeEnsemble):
     """
 
 
-    #: Private fitted state (besides the public ``*_`` attributes), copied
-    #: into estimators built from parameters (see ``_bridge.with_params``).
-    _fitted_private_attrs = ("_y_1d", "_fitted_loss")
-    #: The fitted state a pickled regressor must hold (checked when loaded).
-    _required_fitted_attrs = ("tree_params_", "architecture_", "encoder_", "n_features_in_",
-                              "n_outputs_", "y_mean_", "y_scale_")
-
     def _check_scoring(self):
         """Also refuse, before any training, a scorer that does not apply to
         regression targets (``"accuracy"``, ``"roc_auc"``, ...): it is tried
@@ -1994,73 +1312,9 @@ class SoftTreeEnsembleRegressor(RegressorMixin, _BaseSoftTreeEnsemble):
                 "scorer, such as 'r2' or 'neg_mean_squared_error'."
             ) from None
 
-    def _check_warm_loss(self):
-        fitted = getattr(self, "_fitted_loss", None)  # None: fitted before it was recorded
-        if fitted is not None and fitted != self.loss:
-            raise ValueError(
-                "warm_start=True (and partial_fit) continues from the fitted parameters, but "
-                f"loss changed from {fitted!r} to {self.loss!r}: the fitted leaves and target "
-                f"scale are those of loss={fitted!r}. Set loss={fitted!r} back, or fit a new "
-                "model (warm_start=False, or fit instead of partial_fit)."
-            )
-
-    def _check_y(self, y, name="y", training=True):
-        y = _check_y(y, multi_output=True, y_numeric=True, estimator=self)
-        _check_float32_range(np.asarray(y, dtype=np.float64), name)
-        y2 = np.asarray(y, dtype=np.float64).reshape(len(y), -1)
-        if training:
-            self._loss.check_target(y2, name)
-        else:
-            self._loss.check_domain(y2, name)
-        return y
-
-    def _encode_targets(self, y, sample_weight, warm=False, classes=None):
-        y = np.asarray(y, dtype=np.float64)
-        y2 = y.reshape(len(y), -1)
-        self._fitted_loss = self.loss  # checked by the next warm fit (_check_warm_loss)
-        if warm:  # keep the standardization the fitted leaves are expressed in
-            if y2.shape[1] != self.n_outputs_:
-                raise ValueError(
-                    f"warm_start=True needs y with the {self.n_outputs_} targets of the "
-                    f"previous fit; got {y2.shape[1]} targets."
-                )
-            return ((y2 - self.y_mean_) / self.y_scale_).astype(np.float32), y2.shape[1]
-        self._y_1d = y.ndim == 1
-        # y is within float32's range (checked), so in float64 neither the mean
-        # nor the spread can overflow.
-        w = np.asarray(sample_weight, dtype=np.float64)
-        self.y_mean_, self.y_scale_ = self._loss.standardization(y2, w)
-        return ((y2 - self.y_mean_) / self.y_scale_).astype(np.float32), y2.shape[1]
-
-    def _fitted_targets(self, y):
-        """Targets standardized with the fitted ``y_mean_`` and ``y_scale_``."""
-        y2 = np.asarray(y, dtype=np.float64).reshape(len(y), -1)
-        n_outputs = len(self.y_mean_)  # n_outputs_, also while fitting (X_val)
-        if y2.shape[1] != n_outputs:
-            raise ValueError(
-                f"y has {y2.shape[1]} targets, but the estimator was fitted on {n_outputs}."
-            )
-        return (y2 - self.y_mean_) / self.y_scale_
-
-    def _shared_trees(self, trees):
-        """The shards' shared trees are grown on the targets in their own
-        units (each shard standardizes its targets with its own mean and
-        scale): here in this fit's standardized units."""
-        if trees is None:
-            return None
-        base, features, thresholds, leaves = trees
-        base, leaves = self._loss.link.standardized_trees(base, leaves, self.y_mean_,
-                                                          self.y_scale_)
-        return base, features, thresholds, leaves
-
-    def _shared_units(self, target):
-        """Standardized targets back in the targets' own units (for the
-        shared trees)."""
-        return np.asarray(target, dtype=np.float64) * self.y_scale_ + self.y_mean_
-
     _parameter_constraints: dict = {
         **_BaseSoftTreeEnsemble._parameter_constraints,
-        "loss": [StrOptions(set(_REGRESSION_LOSSES))],
+        "loss": [StrOptions(set(REGRESSION_LOSSES))],
         "quantile": [_NumberInterval(Real, 0, 1, closed="neither"), None],
     }
 
@@ -2138,14 +1392,9 @@ class SoftTreeEnsembleRegressor(RegressorMixin, _BaseSoftTreeEnsemble):
         self.loss = loss
         self.quantile = quantile
 
-    @property
-    def _loss(self):
-        if self.loss == "quantile":
-            if self.quantile is None:
-                raise ValueError("loss='quantile' needs the quantile parameter (in (0, 1)), "
-                                 "for example quantile=0.9.")
-            return Quantile(self.quantile)
-        return LOSSES[_REGRESSION_LOSSES[self.loss]]()
+
+    y_mean_ = _objective_attribute("y_mean", "The target standardization's mean.")
+    y_scale_ = _objective_attribute("y_scale", "The target standardization's scale.")
 
     def partial_fit(self, X, y, sample_weight=None):
         """One pass over the given rows, continuing from the previous calls.
@@ -2189,11 +1438,8 @@ class SoftTreeEnsembleRegressor(RegressorMixin, _BaseSoftTreeEnsemble):
             ``X``, a lazy dask array computed partition by partition (see
             :meth:`SoftTreeEnsembleClassifier.predict`).
         """
-        out = self._loss.link.inverse(self._raw_output(X)) * self.y_scale_ + self.y_mean_
-        return out[:, 0] if self._y_1d else out
-
-    def _prediction_meta(self, method):
-        return np.empty((0,) if self._y_1d else (0, self.n_outputs_))
+        raw = self._raw_output(X)  # checks that the model is fitted first
+        return self.objective_.predictions(raw)
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()

@@ -20,18 +20,24 @@ import torch
 from .model._architectures import TreeArchitecture, get_architecture
 from .encoding._encoding import TabularEncoder
 from .model._params import TreeParams
+from .training._objective import Objective, objective_from_dict
 
 __all__: list = []
 
 #: The layout of a pickled estimator's state. Raise it whenever a change
 #: makes an older state load wrongly (renamed or re-encoded attributes).
-PICKLE_FORMAT = 1
+PICKLE_FORMAT = 2
 #: The key of :data:`PICKLE_FORMAT` in a pickled state.
 FORMAT_KEY = "_sktree_lmc_pickle_format"
 #: The key marking an encoder stored as its dict.
 _ENCODER_KEY = "__tabular_encoder__"
 #: The key marking a merge report stored as its dict.
 _REPORT_KEY = "__merge_report__"
+#: The key marking a fitted objective stored as its dict.
+_OBJECTIVE_KEY = "__objective__"
+#: The fitted state every fitted estimator holds (checked when loaded).
+REQUIRED_FITTED_ATTRS = ("tree_params_", "architecture_", "encoder_", "n_features_in_",
+                         "n_outputs_", "objective_")
 #: The key marking a ``device`` parameter given as a :class:`torch.device`.
 _DEVICE_KEY = "__torch_device__"
 
@@ -97,6 +103,8 @@ def estimator_state(state):
     for key in ("encoder_", "encoder"):
         if isinstance(state.get(key), TabularEncoder):
             state[key] = encoder_as_dict(state[key])
+    if isinstance(state.get("objective_"), Objective):
+        state["objective_"] = {_OBJECTIVE_KEY: state["objective_"].to_dict()}
     if dataclasses.is_dataclass(state.get("merge_report_")):  # a MergeReport
         state["merge_report_"] = {_REPORT_KEY: dataclasses.asdict(state["merge_report_"])}
     if isinstance(state.get("device"), torch.device):  # skops would need it trusted
@@ -108,12 +116,11 @@ def check_complete_state(state, cls, fitted_keys=None):
     """A ValueError naming ``cls`` and what is missing when the state of a
     ``cls`` lacks one of its parameters or, fitted (``fitted_keys[0]``, set
     last by ``fit``, is in it), one of ``fitted_keys`` (default:
-    ``cls._required_fitted_attrs``)
+    :data:`REQUIRED_FITTED_ATTRS`)
     instead of an AttributeError at the first use: an edited or incomplete
     state."""
     missing = [name for name in cls._get_param_names() if name not in state]
-    fitted_keys = getattr(cls, "_required_fitted_attrs", ()) if fitted_keys is None \
-        else fitted_keys
+    fitted_keys = REQUIRED_FITTED_ATTRS if fitted_keys is None else fitted_keys
     if fitted_keys and fitted_keys[0] in state:  # fitted: all of them
         missing += [name for name in fitted_keys if name not in state]
     if missing:
@@ -131,6 +138,9 @@ def restore_estimator_state(state, cls):
     for key in ("encoder_", "encoder"):
         if key in state:
             state[key] = encoder_from_dict(state[key])
+    objective = state.get("objective_")
+    if isinstance(objective, dict) and _OBJECTIVE_KEY in objective:
+        state["objective_"] = objective_from_dict(objective[_OBJECTIVE_KEY])
     report = state.get("merge_report_")
     if isinstance(report, dict) and _REPORT_KEY in report:
         from .merging._report import MergeReport  # merging sits above the estimators

@@ -247,7 +247,9 @@ def test_each_resolution_moves_by_its_step():
     assert {0.25, 0.5, 1.0} <= set(np.unique(steps[hit]))
     np.testing.assert_allclose(moved[hit], ADDITIVE_LR_FACTOR * lr * steps[hit], rtol=1e-3)
     # a warm start begins from the same values
-    module = clf._init_module(clf.architecture_, 2, None, "cpu", warm=True)
+    from sktree_lmc.training._start import start_from_params
+
+    module = start_from_params(clf.architecture_, clf.tree_params_, clf.encoder_, "cpu")
     np.testing.assert_array_equal(module.to_params().additive, clf.tree_params_.additive)
     assert module.additive_scale is not None
 

@@ -2,6 +2,8 @@
 
 import warnings
 
+import copy
+
 import numpy as np
 import pytest
 import torch
@@ -285,11 +287,19 @@ def test_boosted_start_uses_class_weight_and_multi_output_targets():
 
 def _distilled(est, Xe, target, sample_weight, split, n_outputs, generator):
     """The targets ``est`` trains on: its teacher grown on the rows of ``split``, mixed in."""
+    from sktree_lmc.training._fit import FitSettings, FitState, teacher_of
+    from sktree_lmc.training._objective import Teacher
+
     recipe = Recipe.from_estimator(est)
-    trees, gains = est._teacher(Xe, target, sample_weight, split, n_outputs, generator, False,
-                                recipe, FitPlan())
+    state = FitState(Xe, target, sample_weight, *split, n_outputs=n_outputs,
+                     generator=generator, recipe=recipe, plan=FitPlan(), arch=None,
+                     device="cpu", settings=FitSettings.from_params(est.get_params(), "est"))
+    objective = copy.deepcopy(est.objective_)
+    trees, gains = teacher_of(state, objective, est.encoder_)
     assert gains.shape == (est.encoder_.n_features_out_,) and (gains >= 0).all() and gains.sum() > 0
-    return est._distilled_targets(Xe, target, split, est.teacher_weight, trees)
+    F = est.encoder_.n_features_out_
+    return objective.distilled(np.asarray(Xe[split[0], :F], dtype=np.float64), target,
+                               split[0], est.teacher_weight, Teacher.of(trees))
 
 
 def test_teacher_targets_mix_the_labels_on_training_rows_only():
@@ -444,7 +454,7 @@ def test_the_boosted_start_on_every_column_is_the_teacher(monkeypatch, max_featu
     the start has every column (the same boosting on the same rows), twice when
     the start's trees are restricted to per-tree column subsets."""
     import sktree_lmc.training._boosting as boosting
-    import sktree_lmc._estimators as estimators
+    import sktree_lmc.training._fit as estimators
 
     calls = []
     original = boosting.grow_oblivious_trees

@@ -16,6 +16,7 @@ from sktree_lmc.encoding._column_encodings import COLUMN_KINDS, NUMERIC_ENCODING
 from sktree_lmc.encoding._common_encoding import UNIONS, common_encoder, matching_view
 from sktree_lmc.encoding._encoding import encoders_differ
 from sktree_lmc.export._export import encoder_inputs, export_encoder
+from sktree_lmc.merging._bridge import with_params
 from sktree_lmc.model._params import TreeParams
 
 KINDS = list(NUMERIC_ENCODINGS)
@@ -337,8 +338,8 @@ def test_an_estimator_on_the_union():
     for clf, tr in zip(clfs, translations):
         p = clf.get_tree_params()
         W, b = tr.weights(p.split_weight, p.split_bias)
-        moved = clf._fitted_copy(TreeParams(W, b, p.leaf_value, p.additive[tr.additive_rows]),
-                                 encoder_=union)
+        moved = with_params(clf, TreeParams(W, b, p.leaf_value, p.additive[tr.additive_rows]),
+                            encoder_=union)
         assert_allclose(moved.decision_function(X), clf.decision_function(X), atol=1e-5)
         with torch.no_grad():
             out = export_module(moved)(torch.tensor(encoder_inputs(union, columns))).numpy()

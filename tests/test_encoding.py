@@ -329,7 +329,11 @@ def test_piecewise_linear_splits_start_on_a_ramp_over_the_knots():
     X, y = make_classification(n_samples=300, n_features=4, random_state=0)
     X[::5, 0] = np.nan  # a missing indicator, which keeps its own random weight
     est = clf(numeric_encoding="piecewise_linear").fit(X, y)
-    module = est._init_module(est.architecture_, 2, torch.Generator().manual_seed(0), "cpu")
+    from sktree_lmc.training._start import init_module
+
+    module = init_module(est.architecture_, est.n_estimators, est.encoder_, 2,
+                         torch.Generator().manual_seed(0), "cpu", leaf_init=est.leaf_init,
+                         split_init=est.split_init)
     w = module.split_weight.detach().numpy()
     groups = est.encoder_.feature_groups_
     for j in range(4):

@@ -92,7 +92,7 @@ def test_run_epoch_returns_the_size_weighted_mean_of_its_batch_losses(monkeypatc
         return next(losses)
 
     monkeypatch.setattr("sktree_lmc.training._training._train_step", fake_step)
-    mean = _run_epoch(module, optimizer, _ce, data, np.arange(5, 25), 8, gen)
+    mean = _run_epoch(module, optimizer, _ce, data, np.arange(5, 25), 8, generator=gen)
     assert [len(i) for i in seen] == [8, 8, 4]
     assert np.array_equal(np.sort(torch.cat(seen).numpy()), np.arange(5, 25))
     assert mean == pytest.approx((8 * 1 + 8 * 2 + 4 * 4) / 20)

@@ -75,10 +75,11 @@ def test_the_estimators_train_on_their_loss():
     """The classifier's loss carries its label smoothing; the one object serves the
     training loss, the boosting and the teacher."""
     clf = SoftTreeEnsembleClassifier(label_smoothing=0.1)
-    assert clf._loss == CrossEntropy(0.1) and clf._loss != CrossEntropy()
-    assert SoftTreeEnsembleRegressor()._loss == SquaredError()
+    loss = clf._build_objective().loss
+    assert loss == CrossEntropy(0.1) and loss != CrossEntropy()
+    assert SoftTreeEnsembleRegressor()._build_objective().loss == SquaredError()
     out, target = torch.randn(5, 3), torch.tensor([0, 1, 2, 1, 0])
-    assert_allclose(clf._loss(out, target).numpy(),
+    assert_allclose(loss(out, target).numpy(),
                     torch.nn.functional.cross_entropy(out, target, reduction="none",
                                                       label_smoothing=0.1).numpy())
 
@@ -122,7 +123,7 @@ def test_regressor_absolute_error_fits_the_median_under_heavy_tails():
            (("l1", l1), ("l2", l2))}
     assert err["l1"] < 0.5 * err["l2"]
     assert l1.y_mean_[0] == pytest.approx(np.median(y), abs=0.05)
-    assert l1._loss == as_loss("absolute_error")
+    assert l1.objective_.loss == as_loss("absolute_error")
     other = SoftTreeEnsembleRegressor(loss="absolute_error", **{**kw, "random_state": 1}).fit(
         X, y)
     merged = merge_estimators(l1, other)

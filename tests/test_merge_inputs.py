@@ -8,6 +8,7 @@ import copy
 import numpy as np
 import pytest
 from numpy.testing import assert_allclose, assert_array_equal
+from sklearn.base import clone
 from sklearn.datasets import make_classification, make_regression
 
 from sktree_lmc import (
@@ -187,8 +188,9 @@ def test_refit_of_merge_with_and_without_teacher_is_order_independent(pair, data
     assert_array_equal(ab.predict_proba(X), ba.predict_proba(X))  # same parameters
     assert_allclose(refit_leaves(ab, X, y).predict_proba(X),
                     refit_leaves(ba, X, y).predict_proba(X), rtol=0, atol=1e-6)
-    for merged in (ab, ba):  # the weighted mean of the models' objectives
-        assert merged.teacher_weight == 0.5 * 0.75
+    for merged, parent in ((ab, a), (ba, b)):  # the weighted mean of the models' objectives
+        assert merged.objective_.teacher_weight == 0.5 * 0.75
+        assert merged.get_params() == parent.get_params()  # the hyperparameters: model 0's
         assert len(merged.teacher_) == 1
         assert all(np.array_equal(x, t) for x, t in zip(merged.teacher_[0], a.teacher_[0]))
 
@@ -198,7 +200,8 @@ def test_merge_endpoints_refit_as_the_models(pair, data):
     a, b = pair
     for lam, model in ((0.0, a), (1.0, b)):
         merged = merge_estimators(a, b, lam=lam, aligner="naive")
-        assert merged.teacher_weight == (0.75 if lam == 0 else 0.0)
+        assert merged.objective_.teacher_weight == (0.75 if lam == 0 else 0.0)
+        assert merged.get_params() == a.get_params()
         assert (merged.teacher_ is None) == (lam == 1)
         assert_allclose(refit_leaves(merged, X, y).predict_proba(X),
                         refit_leaves(model, X, y).predict_proba(X), rtol=0, atol=1e-6)
@@ -209,7 +212,7 @@ def test_refit_of_merge_of_other_label_smoothing_is_order_independent(pair, data
     0 as well; the merge takes the weighted mean of the objectives."""
     X, y = data
     a, b = pair
-    smooth = copy.deepcopy(b).set_params(label_smoothing=0.2)
+    smooth = clone(b).set_params(label_smoothing=0.2).fit(X, y)  # a fitted objective of 0.2
     ab = merge_estimators(a, smooth, lam=0.5, aligner="naive")
     ba = merge_estimators(smooth, a, lam=0.5, aligner="naive")
     assert_allclose(refit_leaves(ab, X, y).predict_proba(X),
@@ -217,9 +220,9 @@ def test_refit_of_merge_of_other_label_smoothing_is_order_independent(pair, data
     # a's is label_smoothing="auto"'s on its 200 rows: 0.02 (no early stopping)
     assert a.label_smoothing == "auto" and a.label_smoothing_ == 0.02
     for merged in (ab, ba):
-        assert merged.label_smoothing == pytest.approx(0.11)
+        assert merged.objective_.label_smoothing == pytest.approx(0.11)
         # sum_i w_i (1 - s_i) t_i / (1 - s) = 0.5 * 0.98 * 0.75 / 0.89
-        assert merged.teacher_weight == pytest.approx(0.5 * 0.98 * 0.75 / 0.89)
+        assert merged.objective_.teacher_weight == pytest.approx(0.5 * 0.98 * 0.75 / 0.89)
 
 
 @pytest.mark.parametrize("smoothing", [0.0, 0.2])
@@ -228,7 +231,7 @@ def test_merged_refit_objective_is_the_weighted_mean_of_the_models(pair, data, s
     of the objectives of its models (cross-entropy is linear in its target)."""
     X, y = data
     a, b = pair
-    b = copy.deepcopy(b).set_params(label_smoothing=smoothing)
+    b = clone(b).set_params(label_smoothing=smoothing).fit(X, y)
     merged = merge_estimators(a, b, lam=0.3, aligner="naive")
 
     def start(model):

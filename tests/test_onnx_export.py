@@ -253,7 +253,10 @@ def test_stacked_columns_of_a_union_encoder(tmp_path):
     assert "stacked" in union.column_kinds_
     p = clfs[0].get_tree_params()
     W, b = translations[0].weights(p.split_weight, p.split_bias)
-    moved = clfs[0]._fitted_copy(
+    from sktree_lmc.merging._bridge import with_params
+
+    moved = with_params(
+        clfs[0],
         TreeParams(W, b, p.leaf_value, p.additive[translations[0].additive_rows]),
         encoder_=union)
     out = _outputs(_session(moved, tmp_path), {"X": X_test})

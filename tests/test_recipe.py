@@ -289,7 +289,7 @@ def test_auto_label_smoothing_fits_as_its_resolved_value(n_samples, explicit):
     auto = SoftTreeEnsembleClassifier(label_smoothing="auto", **params).fit(Xs, ys)
     fixed = SoftTreeEnsembleClassifier(label_smoothing=explicit, **params).fit(Xs, ys)
     other = SoftTreeEnsembleClassifier(label_smoothing=0.02 - explicit, **params).fit(Xs, ys)
-    assert auto.label_smoothing_ == explicit and auto._loss.label_smoothing == explicit
+    assert auto.label_smoothing_ == explicit and auto.objective_.loss.label_smoothing == explicit
     assert auto.do_early_stopping_ == (n_samples > 3_000)
     assert_array_equal(auto.tree_params_.leaf_value, fixed.tree_params_.leaf_value)
     assert auto.loss_curve_ == fixed.loss_curve_
@@ -303,5 +303,6 @@ def test_a_merge_refits_with_the_smoothing_its_models_resolved():
     b = _fit(1, label_smoothing=0.0)
     assert (a.label_smoothing_, b.label_smoothing_) == (0.02, 0.0)
     merged = merge_estimators(a, b, lam=0.5)
-    assert merged.label_smoothing == pytest.approx(0.01)
-    assert merged._loss.label_smoothing == pytest.approx(0.01)
+    assert merged.objective_.label_smoothing == pytest.approx(0.01)
+    assert merged.objective_.loss.label_smoothing == pytest.approx(0.01)
+    assert merged.get_params() == a.get_params()  # the hyperparameters stay model 0's

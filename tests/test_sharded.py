@@ -663,7 +663,7 @@ def test_rounds_take_one_run_of_the_learning_rate_schedule(monkeypatch):
     """local_epochs="auto": 3 rounds take three times the estimator's 6 epochs,
     and every round's local fit takes its window of one cosine schedule over the
     18 epochs (not a schedule restarted per round)."""
-    from sktree_lmc import _estimators
+    from sktree_lmc.training import _fit as _estimators
 
     windows = []
     make = _estimators.make_lr_scheduler
@@ -863,7 +863,7 @@ def test_sharded_rounds_distill_the_teacher_grown_over_all_shards(monkeypatch, n
 def test_sharded_local_teacher_is_grown_at_every_shard_on_its_rows(monkeypatch, n_rounds):
     """teacher="local": no tree grown over the shards, no histogram sent; each shard
     distills a teacher of its own rows, as a lone estimator fitted on them does."""
-    import sktree_lmc._estimators as estimators
+    import sktree_lmc.training._fit as estimators
 
     grown = _recording(monkeypatch)
     local, grow = [], estimators.grow_oblivious_trees
@@ -974,7 +974,7 @@ def test_sharded_regressor_teacher_in_the_targets_units():
     Xe = shard._encoded_input(Xr)[:, : shard.encoder_.n_features_out_]
     trees = grow_oblivious_trees(Xe, yr[:, None], np.ones(600), loss="squared", n_trees=16,
                                  depth=2, n_outputs=1)
-    in_units = oblivious_output(Xe, *shard._shared_trees(trees))
+    in_units = oblivious_output(Xe, *shard.objective_.shared_trees(trees))
     np.testing.assert_allclose(in_units * shard.y_scale_ + shard.y_mean_,
                                oblivious_output(Xe, *trees), rtol=1e-12)
     assert not np.allclose(in_units, oblivious_output(Xe, *trees))

@@ -152,15 +152,22 @@ def test_concurrent_fits_in_threads_keep_their_own_setting(caller_threads):
         try:
             barrier.wait()
             class Recording(type(clf())):  # its loss records the thread count it runs at
-                @property
-                def _loss(self):
-                    original = super()._loss
+                def _build_objective(self):
+                    objective = super()._build_objective()
 
-                    def loss(output, target):
-                        seen.setdefault(n, set()).add(torch.get_num_threads())
-                        return original(output, target)
+                    class Recorded(type(objective)):
+                        def _make_loss(self):
+                            original = super()._make_loss()
 
-                    return loss
+                            def loss(output, target):
+                                seen.setdefault(n, set()).add(torch.get_num_threads())
+                                return original(output, target)
+
+                            return loss
+
+                    objective.__class__ = Recorded
+                    objective.loss = objective._make_loss()
+                    return objective
 
             # the torch engine: the fused kernel's training loop runs torch's operations
             # on one thread and gives the threads to the kernel (test_fused_kernel.py)

@@ -24,7 +24,7 @@ def test_x_val_trains_on_every_row_and_early_stops_on_the_validation_rows(monkey
     """Every training row trains, the validation rows are appended (encoded with the
     encoder fitted on the training rows alone), and the validation loss of the kept
     epoch is the weighted log-loss of the fitted model on them."""
-    import sktree_lmc._estimators as est_module
+    import sktree_lmc.training._fit as est_module
 
     seen = {}
     real_train = est_module.train
@@ -60,7 +60,7 @@ def test_x_val_for_the_regressor_and_a_scorer():
 
 
 def test_the_teacher_keeps_the_prefix_chosen_on_the_users_rows(monkeypatch):
-    import sktree_lmc._estimators as est_module
+    import sktree_lmc.training._fit as est_module
 
     seen = {}
     real_grow = est_module.grow_oblivious_trees

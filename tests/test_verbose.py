@@ -34,7 +34,7 @@ def test_sharded_verbose_says_what_came_before_the_first_round(capsys):
 def test_verbose_says_what_came_before_the_first_epoch(capsys, monkeypatch):
     import time
 
-    import sktree_lmc._estimators as est_module
+    import sktree_lmc.training._fit as est_module
 
     real_grow = est_module.grow_oblivious_trees
 

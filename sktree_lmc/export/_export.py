@@ -48,6 +48,7 @@ from torch import nn
 
 from ..encoding._column_encodings import missing_mask as _missing_mask, numeric_values as _numeric
 from ..model._forward import routing_plan
+from .._validation import input_columns
 
 __all__ = ["encode_categories", "encoder_inputs", "export_encoder", "export_module"]
 
@@ -483,8 +484,8 @@ class _ExportedEnsemble(nn.Module):
                 np.asarray(estimator.y_scale_, dtype=np.float32)))
             self.register_buffer("y_mean", torch.tensor(
                 np.asarray(estimator.y_mean_, dtype=np.float32)))
-            self.squeeze = bool(estimator._y_1d)
-            self.link = estimator._loss.link
+            self.squeeze = bool(estimator.objective_.one_dimensional)
+            self.link = estimator.objective_.loss.link
 
     def check_input(self, X):
         """``X``, refused unless it is a 2-D tensor of ``n_features_in`` columns.
@@ -731,4 +732,4 @@ def encode_categories(estimator, X):
            [ 2., -1.]])
     """
     est = _fitted_ensemble(estimator)
-    return encoder_inputs(est.encoder_, est._input_columns(X))
+    return encoder_inputs(est.encoder_, input_columns(est, X))

@@ -62,6 +62,7 @@ from ._export import (
     _fitted_ensemble,
 )
 from ..model._forward import routing_plan
+from .._validation import input_columns
 
 __all__ = ["export_onnx", "onnx_inputs"]
 
@@ -816,18 +817,18 @@ def _build(est, categories):
                    helper.make_tensor_value_info(
                        "decision_function", T.DOUBLE, ["N"] if contrast else ["N", n_classes])]
     else:
-        if est._loss.link.name == "log":
+        if est.objective_.loss.link.name == "log":
             raw_rows = g.op("Exp", raw_rows)
-        elif est._loss.link.name != "identity":  # pragma: no cover - a new link
+        elif est.objective_.loss.link.name != "identity":  # pragma: no cover - a new link
             raise NotImplementedError(
-                f"export_onnx does not know the link {est._loss.link.name!r}.")
+                f"export_onnx does not know the link {est.objective_.loss.link.name!r}.")
         pred = g.op("Add", g.op("Mul", raw_rows, g.f64(np.asarray(est.y_scale_)[None, :])),
                     g.f64(np.asarray(est.y_mean_)[None, :]))
-        if est._y_1d:
+        if est.objective_.one_dimensional:
             pred = g.op("Reshape", pred, g.i64([-1]))
         g.nodes.append(helper.make_node("Identity", [pred], ["predict"]))
         outputs = [helper.make_tensor_value_info(
-            "predict", T.DOUBLE, ["N"] if est._y_1d else ["N", int(est.n_outputs_)])]
+            "predict", T.DOUBLE, ["N"] if est.objective_.one_dimensional else ["N", int(est.n_outputs_)])]
     graph = helper.make_graph(g.nodes, type(est).__name__, inputs, outputs, g.initializers)
     opsets = [helper.make_opsetid("", OPSET), helper.make_opsetid("ai.onnx.ml", ML_OPSET)]
     model = helper.make_model(graph, opset_imports=opsets, producer_name="sktree_lmc")
@@ -1039,7 +1040,7 @@ def onnx_inputs(estimator, X, *, categories="strings"):
         raise ValueError(f"categories must be 'strings' or 'codes', got {categories!r}.")
     est = _fitted_ensemble(estimator)
     enc = est.encoder_
-    columns = est._input_columns(X)
+    columns = input_columns(est, X)
     cat = [j for j in range(enc.n_features_in_) if enc.categorical_[j]]
     if categories == "codes" or not cat:
         return {"X": encoder_inputs(enc, columns)}

@@ -345,7 +345,7 @@ def _predict_partition(part, estimator, method):
     an empty partition (a filter that kept none of its rows) gives an empty
     block of the output's width and dtype."""
     if part.shape[0] == 0:
-        return estimator._prediction_meta(method)
+        return estimator.objective_.prediction_meta(method)
     return getattr(estimator, method)(part)
 
 
@@ -366,7 +366,7 @@ def lazy_prediction(model, X, method):
     if n_columns != model.n_features_in_:
         raise ValueError(f"X has {n_columns} features, but {type(model).__name__} is expecting "
                          f"{model.n_features_in_} features as input.")
-    meta = model._prediction_meta(method)
+    meta = model.objective_.prediction_meta(method)
     if frame:  # pandas partitions keep the column names and dtypes
         return X.map_partitions(_predict_partition, model, method, meta=meta)
     X = X.rechunk({1: -1})  # every block holds whole rows

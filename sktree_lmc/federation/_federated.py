@@ -42,6 +42,7 @@ import weakref
 import numpy as np
 import torch
 from joblib import Parallel, delayed
+from sklearn.base import is_classifier
 from sklearn.utils import _safe_indexing
 from sklearn.utils.validation import _num_samples, check_array
 
@@ -60,7 +61,9 @@ from ._dask import (
 from ..encoding._encoding import _is_dataframe, summarize, to_columns
 from ..merging._matching import _align_optimizer_state, weight_matching
 from ..model._params import TreeParams
+from ..training._objective import objective_from_params
 from ..training._plan import FitPlan, Recipe, Start
+from .._validation import fit_rows
 
 __all__: list = []
 
@@ -121,21 +124,23 @@ def _boosting_site(est, encoder, data, val):
     sums of all shards are those of their union (a per-shard rescaling would
     weigh the shards' rows differently)."""
     fitted = copy.deepcopy(est)
+    objective = objective_from_params(est.get_params(deep=False), classifier=is_classifier(est))
     plan = FitPlan(encoder=encoder)
-    X, y, target, w, n_outputs = fitted._prepare_fit_data(*data, plan=plan)
-    fitted.n_outputs_ = n_outputs  # what a warm fit checks the validation targets against
+    X, y, target, w, n_outputs, fitted.encoder_ = fit_rows(fitted, *data, objective=objective,
+                                                           plan=plan)
     F = encoder.n_features_out_
 
     # the validation rows, encoded with the shard's encoding and targets: any subset
     # of the classes (a shard's few held-out rows can lack one)
-    val_plan = plan.replace(classes=getattr(fitted, "classes_", None))
+    val_plan = plan.replace(classes=getattr(objective, "classes", None))
 
     def rows(part):
-        X_val, _, target_val, w_val, _ = copy.deepcopy(fitted)._prepare_fit_data(
-            *part, warm=True, plan=val_plan)
-        return X_val[:, :F], fitted._shared_units(target_val), w_val
+        X_val, _, target_val, w_val, _, _ = fit_rows(
+            copy.deepcopy(fitted), *part, objective=copy.deepcopy(objective), warm=True,
+            plan=val_plan)
+        return X_val[:, :F], objective.shared_units(target_val), w_val
 
-    return BoostingSite(X[:, :F], fitted._shared_units(target), w, loss=est._loss,
+    return BoostingSite(X[:, :F], objective.shared_units(target), w, loss=objective.loss,
                         n_outputs=n_outputs, validation=None if val is None else rows(val))
 
 
@@ -151,8 +156,8 @@ def _shard_loss(merged, data):
     X, y, sample_weight = data
     w = np.ones(len(y)) if sample_weight is None else np.asarray(sample_weight, dtype=np.float64)
     out = torch.as_tensor(merged._raw_output(X))
-    target = torch.as_tensor(merged._fitted_targets(y))
-    loss = merged._loss(out, target).numpy()
+    target = torch.as_tensor(merged.objective_.fitted_targets(y))
+    loss = merged.objective_.loss(out, target).numpy()
     return float(np.dot(w, loss)), float(w.sum())
 
 

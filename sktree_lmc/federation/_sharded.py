@@ -15,7 +15,7 @@ import sys
 from numbers import Integral, Real
 
 import numpy as np
-from sklearn.base import BaseEstimator, MetaEstimatorMixin, _fit_context, clone
+from sklearn.base import BaseEstimator, MetaEstimatorMixin, _fit_context, clone, is_classifier
 from sklearn.metrics import accuracy_score, r2_score
 from sklearn.utils import check_random_state, get_tags
 from sklearn.utils._available_if import available_if
@@ -68,10 +68,12 @@ from .._persistence import (
     encoder_from_dict,
     stamp,
 )
+from ..training._objective import objective_from_params
 from ..training._plan import FitPlan, Recipe, Validation, auto_early_stopping
 from ..merging._refit import refit_leaves
 from ..utils._threads import torch_threads
 from .._validation import (
+    fit_encoder,
     _check_given_encoder,
     _NumberInterval,
     _rescaled_weights,
@@ -880,7 +882,9 @@ class ShardedSoftTreeEnsemble(MetaEstimatorMixin, BaseEstimator):
         n_outputs = sites.call(("shape", ()))[0][0][2]
         gains = np.zeros((base.n_estimators, base.depth))
         with torch_threads(base.n_threads):
-            trees = grow_shared_trees(sites, loss=base._loss,
+            trees = grow_shared_trees(sites, loss=objective_from_params(
+                                          base.get_params(deep=False),
+                                          classifier=is_classifier(base)).loss,
                                       n_trees=base.n_estimators, depth=base.depth,
                                       n_outputs=n_outputs, on_tree=on_tree, gains=gains)
         log.close()
@@ -901,7 +905,8 @@ class ShardedSoftTreeEnsemble(MetaEstimatorMixin, BaseEstimator):
         with torch_threads(base.n_threads):
             out = sites.call(("base_sums", ()), ("grow", (base.n_estimators, base.depth)))
         self.boosting_bytes_ = sites.bytes_received
-        averaged = averaged_site_trees(out, base._loss, encoder.n_features_out_)
+        averaged = averaged_site_trees(out, objective_from_params(
+            base.get_params(deep=False), classifier=is_classifier(base)).loss, encoder.n_features_out_)
         if averaged is not None:
             return (*averaged, True)
         bytes_sent = self.boosting_bytes_
@@ -959,7 +964,8 @@ class ShardedSoftTreeEnsemble(MetaEstimatorMixin, BaseEstimator):
         this estimator's feature names; rows of zero weight left out), or the
         estimator's ``encoder``."""
         names = getattr(self, "feature_names_in_", None)
-        return clone(base)._make_encoder(columns, by_dtype, names, sample_weight=sample_weight)
+        return fit_encoder(columns, by_dtype, names, given=base.encoder, sample_weight=sample_weight,
+                           params=base.get_params(deep=False))
 
     def _dask_shards(self, X, y, sample_weight, is_clf, base):
         if check_aligner(self.aligner).method == "am":

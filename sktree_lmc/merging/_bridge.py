@@ -15,7 +15,7 @@ import hashlib
 import math
 
 import numpy as np
-from sklearn.base import BaseEstimator, is_classifier
+from sklearn.base import BaseEstimator, clone, is_classifier
 from sklearn.pipeline import Pipeline
 from sklearn.utils import _safe_indexing, check_random_state
 from sklearn.utils.validation import _num_features, _num_samples, check_is_fitted
@@ -24,9 +24,10 @@ from ..encoding._common_encoding import common_encoder
 from ..encoding._encoding import encoders_differ
 from .._estimators import _BaseSoftTreeEnsemble
 from ..model._params import TreeParams, check_finite_params
+from ..training._objective import RegressionObjective
 
 __all__ = ["check_compatible", "combine", "common_encoding", "fingerprint",
-           "refit_objective", "rewrap", "sample_rows", "scale_leaves", "split_pipelines",
+           "rewrap", "sample_rows", "scale_leaves", "split_pipelines",
            "target_scale", "with_params"]
 
 
@@ -177,7 +178,7 @@ def common_encoding(estimators):
                             p.leaf_value, additive)
         # a teacher's trees split on the model's own encoded features, which the common
         # encoding does not keep: the re-expressed model has none, and the refit of a
-        # merge of such models fits the labels (see refit_objective)
+        # merge of such models fits the labels (see Objective.merged)
         out.append(with_params(est, params, encoder_=copy.deepcopy(union), teacher_=None))
     return out
 
@@ -260,14 +261,18 @@ def _compared(a, b):
         ("feature names", getattr(a, "feature_names_in_", None),
          getattr(b, "feature_names_in_", None)),
         ("number of outputs", a.n_outputs_, b.n_outputs_),
-        ("the shape of their targets", what[getattr(a, "_y_1d", None)],
-         what[getattr(b, "_y_1d", None)]),
+        ("the shape of their targets", what[_one_dimensional(a)], what[_one_dimensional(b)]),
     ]
     if is_classifier(a):
         out.append(("classes", a.classes_, b.classes_))
     else:  # the raw outputs of other losses mean other things
-        out.append(("loss", a._loss, b._loss))
+        out.append(("loss", a.objective_.loss, b.objective_.loss))
     return out
+
+
+def _one_dimensional(est):
+    """Whether a regressor was fitted on 1-D targets (None: a classifier)."""
+    return getattr(est.objective_, "one_dimensional", None)
 
 
 def _equal(x, y):
@@ -313,16 +318,26 @@ def with_params(template, params, **overrides):
     """A new fitted estimator with the hyperparameters and fitted metadata of
     ``template``, the parameters ``params`` and the attributes ``overrides``.
 
-    The fitted state copied is the estimator's: its public fitted attributes
-    (names ending in ``_``) and the private ones it declares in
-    ``_fitted_private_attrs``, except Adam's state: ``optimizer_state_`` is
-    None (unless given in ``overrides``), because the template's moments
-    belong to its own parameters, not to ``params`` (a merged model's, or an
-    aligned copy's, are in another basis). The hyperparameters are the
-    template's, ``warm_start`` included: a warm-started ``fit`` of the new
-    estimator continues from ``params`` with a fresh Adam.
+    The fitted state copied is the estimator's public fitted attributes
+    (names ending in ``_``: its objective ``objective_`` among them), except
+    Adam's state: ``optimizer_state_`` is None (unless given in
+    ``overrides``), because the template's moments belong to its own
+    parameters, not to ``params`` (a merged model's, or an aligned copy's,
+    are in another basis). The hyperparameters are the template's,
+    ``warm_start`` included: a warm-started ``fit`` of the new estimator
+    continues from ``params`` with a fresh Adam.
     """
-    return template._fitted_copy(params, **overrides)
+    new = clone(template)
+    for key, value in vars(template).items():
+        fitted = key.endswith("_") and not key.startswith("_")
+        if fitted and key not in ("tree_params_", "optimizer_state_"):
+            setattr(new, key, copy.deepcopy(value))
+    new.tree_params_ = params.copy()
+    if "optimizer_state_" in vars(template):
+        new.optimizer_state_ = None
+    for key, value in overrides.items():
+        setattr(new, key, value)
+    return new
 
 
 def target_scale(estimators, weights):
@@ -338,11 +353,7 @@ def target_scale(estimators, weights):
     """
     if is_classifier(estimators[0]):
         return None
-    w = np.asarray(weights, dtype=np.float64)
-    w = w / w.sum()
-    return estimators[0]._loss.link.merged_scale(
-        [np.asarray(est.y_mean_, dtype=np.float64) for est in estimators],
-        [np.asarray(est.y_scale_, dtype=np.float64) for est in estimators], w)
+    return RegressionObjective.merged_scale([est.objective_ for est in estimators], weights)
 
 
 def link_correction(estimator, ensemble, predictions):
@@ -352,7 +363,7 @@ def link_correction(estimator, ensemble, predictions):
     (2-D); None for classifiers and the identity link."""
     if is_classifier(estimator):
         return None
-    return estimator._loss.link.merge_correction(ensemble, predictions)
+    return estimator.objective_.loss.link.merge_correction(ensemble, predictions)
 
 
 def scale_leaves(params, factors):
@@ -370,97 +381,16 @@ def combine(estimators, aligned_params, weights):
     Regressors' leaves are first expressed in the merged target scale (see
     :func:`target_scale`), so that weights ``(1, 0, ...)`` reproduce model 0
     exactly and identical functions merge into the same function. The
-    hyperparameters are model 0's, except those of the refit objective of
-    classifiers whose models differ in it (see :func:`refit_objective`).
+    hyperparameters are model 0's; the merged model's objective
+    (``objective_``) is the merge of the models' (:meth:`Objective.merged`:
+    the refit objective of classifiers that differ in it is the weighted
+    mean of theirs).
     """
-    overrides = {}
     scale = target_scale(estimators, weights)
     if scale is not None:
-        y_mean, y_scale, factors = scale
+        factors = scale[2]
         aligned_params = [scale_leaves(p, f) for p, f in zip(aligned_params, factors)]
-        overrides = {"y_mean_": y_mean, "y_scale_": y_scale}
     merged = TreeParams.weighted_average(aligned_params, weights)
-    overrides.update(refit_objective(estimators, weights))
-    return with_params(estimators[0], merged, **overrides)
-
-
-def refit_objective(estimators, weights):
-    """The attributes that set the ``refit_leaves`` objective of a merged model.
-
-    A classifier's refit fits the leaves to the labels mixed with its
-    teachers' probabilities at ``teacher_weight``, under cross-entropy with
-    ``label_smoothing``. Cross-entropy is linear in its (smoothed) target, so
-    the weighted mean of the models' objectives is one such objective:
-    with ``t_i`` the effective teacher weight of model ``i`` (its
-    ``teacher_weight`` when it has a teacher, else 0), ``s_i`` its
-    ``label_smoothing`` and ``w_i`` the merge weights (normalized), it has
-
-    - ``label_smoothing = sum_i w_i s_i``,
-    - ``teacher_weight = sum_i w_i (1 - s_i) t_i / (1 - label_smoothing)``
-      (``sum_i w_i t_i`` when the ``s_i`` are equal),
-    - ``teacher_`` the distinct teachers of the models with ``t_i > 0``
-      (None when there are none).
-
-    It is exact when those models share one teacher (sharded training) or
-    only one has a teacher; with several distinct teachers the refit mixes
-    in their mean probabilities. Models that agree (same ``t_i`` and
-    ``s_i``) keep model 0's hyperparameters and the distinct teachers of all
-    the models, as before; otherwise the result depends on the models and
-    weights only, not on their order: ``lam=0`` refits as ``a`` does,
-    ``lam=1`` as ``b``. Regressors refit on their targets alone (no
-    teacher, no smoothing): only ``teacher_`` is set, as for classifiers
-    that agree.
-
-    Parameters
-    ----------
-    estimators : sequence of fitted soft tree ensembles
-        The merged models, model 0 the template of the merged one.
-    weights : array-like of shape (K,)
-        Their non-negative merge weights (normalized here).
-
-    Returns
-    -------
-    dict
-        Attributes to set on the merged model: ``teacher_``, and for
-        classifiers that differ ``teacher_weight`` (and ``label_smoothing``
-        when the models differ in it).
-    """
-    overrides = {}
-    if any(getattr(e, "teacher_", None) for e in estimators):
-        overrides["teacher_"] = distinct_teachers(estimators)
-    if not is_classifier(estimators[0]):
-        return overrides
-    w = np.asarray(weights, dtype=np.float64)
-    w = w / w.sum()
-    teach = [float(e.teacher_weight) if getattr(e, "teacher_", None) and e.teacher_weight > 0
-             else 0.0 for e in estimators]
-    smooth = [e._label_smoothing() for e in estimators]
-    ref = estimators[0]
-    # what model 0's hyperparameters give: its teacher weight applies when the
-    # merged model has teachers (overrides["teacher_"])
-    ref_teach = float(ref.teacher_weight) if overrides.get("teacher_") else 0.0
-    if len(set(teach)) == 1 and len(set(smooth)) == 1 and teach[0] == ref_teach:
-        return overrides  # the models agree: model 0's objective is theirs
-    if len(set(smooth)) == 1:
-        teacher_weight = teach[0] if len(set(teach)) == 1 else float(np.dot(w, teach))
-    else:
-        smoothing = float(np.dot(w, smooth))
-        overrides["label_smoothing"] = smoothing
-        teacher_weight = float(np.dot(w, (1 - np.asarray(smooth)) * np.asarray(teach))
-                               / (1 - smoothing))
-    teaching = [e for e, t in zip(estimators, teach) if t > 0]
-    overrides.update(teacher_weight=teacher_weight,
-                     teacher_=distinct_teachers(teaching) if teacher_weight > 0 else None)
-    return overrides
-
-
-def distinct_teachers(estimators):
-    """The distinct teachers (``teacher_``) of ``estimators``: those of a merged
-    model, whose ``refit_leaves`` mixes in their mean probabilities (shards
-    sharing one teacher give one)."""
-    out = []
-    for est in estimators:
-        for teacher in getattr(est, "teacher_", None) or ():
-            if not any(all(np.array_equal(a, b) for a, b in zip(teacher, t)) for t in out):
-                out.append(teacher)
-    return out
+    objectives = [est.objective_ for est in estimators]
+    return with_params(estimators[0], merged,
+                       objective_=type(objectives[0]).merged(objectives, weights))

@@ -62,7 +62,7 @@ from ..model._forward import SoftTreeEnsembleModule
 from ..model._params import TreeParams
 from ..utils._progress import ProgressLog
 from ..training._training import _as_tensor
-from .._validation import _MAX_SCALE, _check_float32_range, _NumberInterval
+from .._validation import _MAX_SCALE, _check_float32_range, _NumberInterval, encoded_input
 
 __all__ = ["refit_leaves"]
 
@@ -116,7 +116,7 @@ def _check_targets(estimator, y):
             raise ValueError(f"y must be real regression targets: {exc}") from None
         _check_float32_range(y, "y")
         # the domain as fit checks it, row by row (a partition may hold only zeros)
-        estimator._loss.check_domain(y.reshape(len(y), -1))
+        estimator.objective_.loss.check_domain(y.reshape(len(y), -1))
         return y
     return check_array(y, ensure_2d=False, dtype=None, input_name="y")
 
@@ -160,7 +160,7 @@ class _Rows:
         params = estimator.tree_params_
         M, L, C = params.leaf_value.shape
         self.shape = (M, L, C)
-        self.loss_fn = estimator._loss
+        self.loss_fn = estimator.objective_.loss
         self.device = device
         self.module = SoftTreeEnsembleModule.from_params(
             estimator.architecture_, params, device
@@ -279,12 +279,13 @@ def _partition_rows(k, model, X, y, w, cache_bytes):
     try:
         if _num_samples(y) == 0 and _num_samples(X) == 0:
             return None
-        X = estimator._encoded_input(transform_rows(head, X))
+        X = encoded_input(estimator, transform_rows(head, X))
         y = _check_targets(estimator, y)
         if len(y) != X.shape[0]:
             raise ValueError(f"X has {X.shape[0]} rows but y has {len(y)}: the partitions "
                              "of X, y (and sample_weight) must match.")
-        target = torch.as_tensor(estimator._refit_targets(X, y))
+        target = torch.as_tensor(estimator.objective_.refit_targets(
+            X, y, estimator.encoder_.n_features_out_))
         w = _partition_weights(w, X.shape[0])
         return _Rows(estimator, X, target, w, prediction_device(estimator.device), cache_bytes)
     except Exception as exc:
@@ -533,11 +534,12 @@ def _refit_sharded(sharded, X, y, sample_weight, *, return_info, **options):
 
 
 def _local_objective(estimator, X, y, sample_weight, alpha, cache_bytes):
-    X = estimator._encoded_input(X)
+    X = encoded_input(estimator, X)
     y = _check_targets(estimator, y)
     if len(y) != X.shape[0]:
         raise ValueError(f"X has {X.shape[0]} rows but y has {len(y)}.")
-    target = torch.as_tensor(estimator._refit_targets(X, y))
+    target = torch.as_tensor(estimator.objective_.refit_targets(
+            X, y, estimator.encoder_.n_features_out_))
     sample_weight = _check_sample_weight(
         sample_weight, X, dtype=np.float64, ensure_non_negative=True
     )

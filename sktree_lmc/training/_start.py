@@ -107,7 +107,7 @@ def data_start(module, X, train_idx, encoder, generator, mask):
     """``split_init="data"``: half the splits started on the training rows."""
     directions, groups = split_directions(encoder)
     init_splits_from_data(module, X[:, :encoder.n_features_out_], train_idx, directions,
-                          groups, generator, mask)
+                          groups, generator=generator, mask=mask)
 
 
 def boosting_validation(X, target, sample_weight, val_idx, n_encoded):

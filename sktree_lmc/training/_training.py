@@ -195,7 +195,7 @@ def _member_loss(module, loss_fn, X, target, n_members):
     return loss_fn(members.reshape(B * K, C), repeated).view(B, K).mean(dim=1)
 
 
-def _train_step(module, optimizer, loss_fn, data, idx, hooks=None, n_members=1):
+def _train_step(module, optimizer, loss_fn, data, idx, *, hooks=None, n_members=1):
     """One Adam step on the weighted mean loss of rows ``idx``; returns the loss.
 
     ``hooks`` (a :class:`TrainingHooks`) masks the gradients before the step and
@@ -215,8 +215,8 @@ def _train_step(module, optimizer, loss_fn, data, idx, hooks=None, n_members=1):
     return float(loss.detach())
 
 
-def _run_epoch(module, optimizer, loss_fn, data, train_idx, batch_size, generator, hooks=None,
-               n_members=1):
+def _run_epoch(module, optimizer, loss_fn, data, train_idx, batch_size, *, generator,
+               hooks=None, n_members=1):
     """One pass over ``train_idx`` in minibatches of a fresh ``generator`` order.
 
     Returns the mean training loss of the epoch (minibatch losses weighted by
@@ -229,8 +229,8 @@ def _run_epoch(module, optimizer, loss_fn, data, train_idx, batch_size, generato
     total, count = 0.0, 0.0
     for start in range(0, len(order), batch_size):
         idx = order[start : start + batch_size]
-        total += _train_step(module, optimizer, loss_fn, data, idx, hooks,
-                             n_members) * len(idx)
+        total += _train_step(module, optimizer, loss_fn, data, idx, hooks=hooks,
+                             n_members=n_members) * len(idx)
         count += len(idx)
     return total / count
 
@@ -505,20 +505,21 @@ def train(module, optimizer, loss_fn, data, train_idx, *, batch_size, max_epochs
     """
     mask = None if hooks is None or hooks.mask is None else hooks.mask.mask
     with _kernel.training_loop(grad_mask=mask):
-        return _train_loop(module, optimizer, loss_fn, data, train_idx, batch_size, max_epochs,
-                           generator, hooks, n_members, callbacks, loss_curve)
+        return _train_loop(module, optimizer, loss_fn, data, train_idx, batch_size=batch_size,
+                           max_epochs=max_epochs, generator=generator, hooks=hooks,
+                           n_members=n_members, callbacks=callbacks, loss_curve=loss_curve)
 
 
-def _train_loop(module, optimizer, loss_fn, data, train_idx, batch_size, max_epochs, generator,
-                hooks, n_members, callbacks, loss_curve):
+def _train_loop(module, optimizer, loss_fn, data, train_idx, *, batch_size, max_epochs,
+                generator, hooks, n_members, callbacks, loss_curve):
     """The loop of :func:`train`, inside the engine it chose
     (:func:`~sktree_lmc.model._kernel.training_loop`)."""
     for callback in callbacks:
         callback.on_train_begin(hooks.model(module))
     epoch = -1
     for epoch in range(max_epochs):
-        loss = _run_epoch(module, optimizer, loss_fn, data, train_idx, batch_size, generator,
-                          hooks, n_members)
+        loss = _run_epoch(module, optimizer, loss_fn, data, train_idx, batch_size,
+                          generator=generator, hooks=hooks, n_members=n_members)
         hooks.end_epoch(module, epoch)
         if loss_curve is not None:
             loss_curve.append(loss)
@@ -1019,7 +1020,7 @@ def split_directions(encoder):
     return np.array(rows).reshape(len(rows), F), np.array(groups, dtype=np.int64)
 
 
-def init_splits_from_data(module, X, rows, directions, groups, generator, mask=None,
+def init_splits_from_data(module, X, rows, directions, groups, *, generator, mask=None,
                           slope=DATA_INIT_SLOPE):
     """Start half of the splits as sharp thresholds on the data (``split_init="data"``).
 
