@@ -917,12 +917,10 @@ def export_onnx(estimator, path, *, categories="strings"):
     encoding (small models). On the default classifier (256 trees, logits
     up to about 10, ``benchmarks/bench_onnx.py``) the graph's
     ``decision_function`` is within 1.9e-6 of a float64 forward of the
-    model, and the estimator's float32 kernel within 1.2e-5 of it, so that
-    the two differ by up to 1.3e-5 (``predict_proba`` by 1.3e-6). That
-    difference is the rounding of the kernel's contraction (one float32
-    matmul over the 3,840 monomial terms of the 256 trees, in the BLAS's
-    order), not of the graph: every other step of the kernel stays within
-    6e-7 of float64. The estimators refuse infinite
+    model and the estimator's within 1.3e-6 of it (its contraction of the
+    3,840 monomial terms is summed in float32 blocks added in float64), so
+    that the two differ by 1.8e-6 (``predict_proba`` by 3.3e-7). The
+    estimators refuse infinite
     values; the graph does not check them (``+inf`` lies beyond the last
     breakpoint of every table).
 
