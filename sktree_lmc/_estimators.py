@@ -407,8 +407,10 @@ class _BaseSoftTreeEnsemble(BaseEstimator):
 
     @property
     def teacher_(self):
-        """The gradient-boosted teachers of the fitted objective (see the
-        subclasses), or None."""
+        """The gradient-boosted teachers of the fitted objective, or None.
+
+        See the subclasses' attributes.
+        """
         if "objective_" not in vars(self):
             raise AttributeError("teacher_")
         return self.objective_.teachers

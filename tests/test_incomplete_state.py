@@ -36,8 +36,8 @@ def _restored(model, drop):
 
 
 @pytest.mark.parametrize("Est, drop", [
-    (SoftTreeEnsembleClassifier, "depth"), (SoftTreeEnsembleClassifier, "classes_"),
-    (SoftTreeEnsembleClassifier, "architecture_"), (SoftTreeEnsembleRegressor, "y_scale_"),
+    (SoftTreeEnsembleClassifier, "depth"), (SoftTreeEnsembleClassifier, "objective_"),
+    (SoftTreeEnsembleClassifier, "architecture_"), (SoftTreeEnsembleRegressor, "objective_"),
     (SoftTreeEnsembleRegressor, "learning_rate"),
 ])
 def test_a_pickled_state_missing_an_entry_names_it(Est, drop):

@@ -1139,37 +1139,37 @@ class TabularEncoder(TransformerMixin, BaseEstimator):
 
     @property
     def knots_(self):
-        """list of (ndarray or None): Per column, the knots of ``"piecewise_linear"``."""
+        """Per column, the knots of ``"piecewise_linear"`` (list of ndarray or None)."""
         return self._state_list("knots_")
 
     @property
     def center_(self):
-        """list of (float or None): Per column, the mean of ``"standard"``."""
+        """Per column, the mean of ``"standard"`` (list of float or None)."""
         return self._state_list("center_")
 
     @property
     def scale_(self):
-        """list of (float or None): Per column, the standard deviation of ``"standard"``."""
+        """Per column, the standard deviation of ``"standard"`` (list of float or None)."""
         return self._state_list("scale_")
 
     @property
     def categories_(self):
-        """list of (ndarray or None): Per column, the categories with a feature."""
+        """Per column, the categories with a feature (list of ndarray or None)."""
         return self._state_list("categories_")
 
     @property
     def has_infrequent_(self):
-        """ndarray of bool: The categorical columns with an "infrequent" feature."""
+        """The categorical columns with an "infrequent" feature (ndarray of bool)."""
         return self._state_list("has_infrequent_")
 
     @property
     def quantile_transformers_(self):
-        """dict of int to QuantileTransformer: The transforms of ``"quantile_normal"``."""
+        """The transforms of ``"quantile_normal"`` (dict of int to QuantileTransformer)."""
         return self._state_list("quantile_transformers_")
 
     @property
     def stacked_(self):
-        """dict of int to list: The sub-encodings of the stacked columns (only with one)."""
+        """The sub-encodings of the stacked columns, if any (dict of int to list)."""
         stacked = column_state_lists(self.column_encodings_).get("stacked_")
         if stacked is None:
             raise AttributeError("'TabularEncoder' object has no attribute 'stacked_' (it has "
@@ -1190,6 +1190,7 @@ class TabularEncoder(TransformerMixin, BaseEstimator):
         Returns
         -------
         label : str
+            The column's name, quoted, or its index when the columns have no names.
         """
         return self._name(j)
 

@@ -356,14 +356,15 @@ def target_scale(estimators, weights):
     return RegressionObjective.merged_scale([est.objective_ for est in estimators], weights)
 
 
-def link_correction(estimator, ensemble, predictions):
+def link_correction(estimator, ensemble, predictions, *, data=False):
     """The factor of a merged regressor's ``y_scale_`` that undoes its link's
     averaging (see ``merge_correction`` of the links in :mod:`._losses`),
     given its predictions and its models' averaged ones on the same rows
-    (2-D); None for classifiers and the identity link."""
+    (2-D; ``data``: rows of the data rather than probe rows); None for
+    classifiers and the identity link."""
     if is_classifier(estimator):
         return None
-    return estimator.objective_.loss.link.merge_correction(ensemble, predictions)
+    return estimator.objective_.loss.link.merge_correction(ensemble, predictions, data=data)
 
 
 def scale_leaves(params, factors):

@@ -700,7 +700,7 @@ def merge_estimators(a, b=None, lam=0.5, *, aligner="auto", X=None, weights=None
         fitted = fit_aligner(candidate, models, candidate_X, weights)
         merged = combine(estimators, fitted.aligned_params(estimators), weights_of)
         predictions = _predictions(merged, rows)
-        factor = link_correction(merged, ensemble, predictions)
+        factor = link_correction(merged, ensemble, predictions, data=rows_kind == "X")
         if factor is not None:  # the log link: y_mean_ is 0, predictions scale with y_scale_
             merged.y_scale_ = np.asarray(merged.y_scale_, dtype=np.float64) * factor
             predictions = predictions * factor
@@ -737,13 +737,16 @@ def _distilled(merged, rows, ensemble):
     averaged predictions on ``rows`` (2-D): soft targets for classifiers
     (every row once per class, weighted by the ensemble's probability of it:
     cross-entropy to the probabilities), the predictions themselves for
-    regressors. The hyperparameters of the refit objective (a teacher, label
-    smoothing) are set aside for it and given back."""
+    regressors. The refit fits the ensemble alone: the fitted objective's
+    teacher and label smoothing are set aside for it and given back."""
     from ._refit import refit_leaves
 
-    kept = {k: v for k, v in merged.get_params().items()
-            if k in ("teacher_weight", "label_smoothing")}
-    student = copy.deepcopy(merged).set_params(**{k: 0.0 for k in kept})
+    objective = merged.objective_
+    student = copy.deepcopy(merged)
+    plain = {"teacher_weight": 0.0}
+    if hasattr(objective, "label_smoothing"):
+        plain["label_smoothing"] = 0.0
+    student.objective_ = objective.replace(**plain)
     if is_classifier(merged):
         n, C = ensemble.shape
         index = np.tile(np.arange(n), C)
@@ -753,7 +756,7 @@ def _distilled(merged, rows, ensemble):
     else:
         X_fit, y_fit, w_fit = rows, ensemble if ensemble.shape[1] > 1 else ensemble[:, 0], None
     refitted = refit_leaves(student, X_fit, y_fit, sample_weight=w_fit, max_iter=100)
-    refitted.set_params(**kept)
+    refitted.objective_ = objective
     if "merge_report_" in vars(refitted):
         del refitted.merge_report_
     return refitted

@@ -22,6 +22,8 @@ Nothing here imports the estimators.
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 import torch
 import torch.nn.functional as F
@@ -63,11 +65,12 @@ class IdentityLink:
         mean = sum(w * m for w, m in zip(weights, means))
         return mean, scale, [s / scale for s in scales]
 
-    def merge_correction(self, ensemble, merged):
+    def merge_correction(self, ensemble, merged, *, data=False):
         """The factor of a merged model's scale that undoes what averaging raw
         outputs does to its predictions ``merged`` against the models'
-        averaged predictions ``ensemble`` (on the same rows, 2-D): None, the
-        identity link averages predictions themselves."""
+        averaged predictions ``ensemble`` (on the same rows, 2-D; ``data``:
+        whether the rows are the data's or probe rows): None, the identity
+        link averages predictions themselves."""
         return None
 
 
@@ -92,17 +95,32 @@ class LogLink(IdentityLink):
         ones = [np.ones_like(np.asarray(s, dtype=np.float64)) for s in scales]
         return np.zeros_like(log_scale), np.exp(log_scale), ones
 
-    def merge_correction(self, ensemble, merged):
+    def merge_correction(self, ensemble, merged, *, data=False):
         """Averaging log outputs gives each row the weighted geometric mean of
-        the models' predictions, below their arithmetic mean (``ensemble``) by
-        a factor that grows with their disagreement on the row: the factor,
-        per output, is that gap's mean in log space over the rows (a ratio of
-        means would let the rows of largest predictions set it); rows where a
-        prediction is 0 are left out."""
+        the models' predictions, below their arithmetic mean (``ensemble``),
+        and the merge's shrinkage of the outputs lowers the mean prediction
+        further. On rows of the data (``data=True``) the factor, per output, is
+        the ratio of the ensemble's mean prediction to the merge's: the merged
+        model then keeps the ensemble's mean over the data, as a log-link model
+        fitted there keeps the targets' (on counts, DoctorVisits, 2 and 4 IID
+        sites, 3 seeds: within the sites' own 5 % of the data's mean, where
+        the log-space gap left it 11-17 % low). On probe rows, drawn column by
+        column, the rows of largest predictions lie off the data and would set
+        such a ratio: the factor is then the gap's mean in log space. Rows
+        where a prediction is 0 or not finite are left out."""
+        ok = np.isfinite(ensemble) & np.isfinite(merged) & (ensemble > 0) & (merged > 0)
+        if data:
+            num = np.where(ok, ensemble, 0.0).sum(axis=0)
+            den = np.where(ok, merged, 0.0).sum(axis=0)
+            with np.errstate(divide="ignore", invalid="ignore"):
+                factor = num / den
+            return np.where(np.isfinite(factor) & (factor > 0), factor, 1.0)
         with np.errstate(divide="ignore", invalid="ignore"):
             gap = np.log(ensemble) - np.log(merged)
-        gap = np.where(np.isfinite(gap), gap, np.nan)
-        return np.exp(np.nan_to_num(np.nanmean(gap, axis=0), nan=0.0))
+        gap = np.where(ok, gap, np.nan)
+        with warnings.catch_warnings():  # an output with no usable row: factor 1
+            warnings.simplefilter("ignore", RuntimeWarning)
+            return np.exp(np.nan_to_num(np.nanmean(gap, axis=0), nan=0.0))
 
 
 class Loss:
