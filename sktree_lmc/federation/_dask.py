@@ -423,14 +423,16 @@ class DaskSession:
 
     def send(self, obj, what, names=()):
         """``obj`` on every worker, under a fresh key (:func:`scatter_fresh`;
-        ``names``: the units that wait for it, as the error names them)."""
+        ``names``: the units that wait for it, as the error names them): a
+        future, or for a list or tuple ``obj`` one future per item."""
         try:
             future = scatter_fresh(self.client, obj, self.message(what),
                                    worker_timeout=self.worker_timeout, names=names)
         except WorkerLostError:
             self.cancel_all()
             raise
-        self._futures.add(future)
+        # a list or tuple is scattered item by item: one future per item
+        self._futures.update(future if isinstance(future, (list, tuple)) else [future])
         return future
 
     def gather(self, futures, what, names=None):
