@@ -6,6 +6,8 @@ leaf refit share.
   after ``worker_timeout`` (workers that come back reset the clock; long tasks on live
   workers are never timed out), a task lost with its workers (``KilledWorker``,
   cancelled) raises it at once, and the message names what the caller says.
+- :class:`DaskSession` on fakes: a lost cluster cancels everything the session
+  submitted (and still references), with the caller's message.
 - The federated ``refit_leaves`` on a real cluster: with all workers lost during its
   evaluations, or none at all, it raises a :class:`WorkerLostError` naming
   ``refit_leaves`` within its ``worker_timeout`` instead of hanging; with one worker
@@ -191,6 +193,66 @@ def test_partitions_and_client_errors():
                                          r"\(e.g. Client\(LocalCluster\(\)\)\) before calling "
                                          "refit_leaves"):
         running_client("refit_leaves")
+
+
+# ----------------------------------------------------------------------------
+# DaskSession: the one choreography of the rounds and the federated refit
+# ----------------------------------------------------------------------------
+
+
+class _SubmittingClient(_Client):
+    """A fake client whose ``submit`` gives pending futures (recorded)."""
+
+    def __init__(self, workers):
+        super().__init__(workers)
+        self.submitted = []
+
+    def submit(self, fn, *args, pure=True):
+        assert pure is False  # every task of a fit is its own (no shared keys)
+        future = _Future()
+        self.submitted.append((fn, args))  # not the future: the session keeps it weakly
+        return future
+
+
+@pytest.fixture
+def fake_session(monkeypatch, fake_wait):
+    from sktree_lmc.federation import _dask
+
+    client, described = _SubmittingClient([0]), []
+    monkeypatch.setattr(_dask, "running_client", lambda call, subject=None: client)
+
+    def describe(what, unfinished, why):
+        described.append((what, unfinished, why))
+        return f"{what} stopped: {why}; {unfinished} did not finish"
+
+    session = _dask.DaskSession("fit", describe, worker_timeout=0.2, unit="partition")
+    session.poll = 0.05
+    return session, client, described
+
+
+def test_session_lost_workers_cancel_everything_submitted(fake_session):
+    """A gather that finds no worker raises the caller's message (what was running,
+    the unfinished units, why) and cancels every task the session submitted that is
+    still referenced, not only the ones waited for."""
+    session, client, described = fake_session
+    kept = session.submit(len, [1, 2])  # e.g. a shard's data, not waited for here
+    waited = [session.submit(len, [k]) for k in range(2)]
+    with pytest.raises(WorkerLostError, match=r"^fitting stopped: the scheduler has had no "
+                                              r"worker for .*; \[3, 5\] did not finish"):
+        session.gather(waited, "fitting", names=[3, 5])
+    assert described[0][:2] == ("fitting", [3, 5])
+    assert kept in client.cancelled and all(f in client.cancelled for f in waited)
+
+
+def test_session_cancel_all_forgets_released_futures(fake_session):
+    import gc
+
+    session, client, _ = fake_session
+    kept = session.submit(len, [1])
+    session.submit(len, [2])  # released at once
+    gc.collect()
+    session.cancel_all()
+    assert client.cancelled == [kept]
 
 
 # ----------------------------------------------------------------------------

@@ -320,6 +320,33 @@ def test_rounds_history_and_cost():
     assert all(m.optimizer_state_ is None for m in est.estimators_)
 
 
+def test_rounds_send_their_starts_as_records(monkeypatch):
+    """Round 1's shard fits start from the fit's FitPlan; a later round's from a
+    RoundStart record: the merged parameters, the chain of alignments of a shard
+    that took part in the previous round, the later rounds' epochs and the
+    round's window of the schedule."""
+    from sktree_lmc.training._plan import FitPlan
+
+    starts = []
+    shard_fit = federated._shard_fit
+
+    def spy(k, est, data, start):
+        starts.append(start)
+        return shard_fit(k, est, data, start)
+
+    monkeypatch.setattr(federated, "_shard_fit", spy)
+    est = ShardedSoftTreeEnsemble(_base(max_epochs=2), n_shards=2, n_rounds=3, local_epochs=2,
+                                  first_round_epochs=3, random_state=0).fit(X, Y)
+    assert [type(s) for s in starts] == [FitPlan] * 2 + [federated.RoundStart] * 4
+    assert starts[0].schedule_window == (0, 7)
+    later = starts[2:]
+    assert [s.schedule_window for s in later] == [(3, 7)] * 2 + [(5, 7)] * 2
+    assert all(s.recipe == {"max_epochs": 2} and s.keep_optimizer for s in later)
+    assert all(isinstance(s.alignment, federated._Chain) for s in later)
+    assert later[0].params is later[1].params  # one merged model sent to both shards
+    assert [h["round"] for h in est.history_] == [1, 2, 3]
+
+
 def test_rounds_align_every_round(monkeypatch):
     """A shard returning its model in another basis (trees permuted, splits flipped,
     the Adam state moved consistently) gives the same merged function: the

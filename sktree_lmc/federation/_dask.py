@@ -4,7 +4,14 @@ Both the federated rounds (:class:`~sktree_lmc.federation._federated._DaskShards
 the boosting sites of :class:`~sktree_lmc.federation._federated._DaskSites`) and the
 federated :func:`~sktree_lmc.refit_leaves`
 (:class:`~sktree_lmc.merging._refit._FederatedLeafObjective`) run on dask partitions
-that are computed on the workers and never gathered to the client. They share:
+that are computed on the workers and never gathered to the client. Both talk to
+the cluster through one :class:`DaskSession`: it sends work to the workers
+(:meth:`~DaskSession.submit`, :meth:`~DaskSession.send`), computes the
+partitions there (:meth:`~DaskSession.partitions`), gathers the results
+(:meth:`~DaskSession.gather`), words the :class:`WorkerLostError` of a lost
+cluster with the caller's ``describe`` and, when the workers are lost,
+cancels everything the failed fit or refit submitted
+(:meth:`~DaskSession.cancel_all`). The pieces it is made of:
 
 - :func:`is_dask_collection`, the partitions of the inputs
   (:func:`aligned_partitions`, computed on the workers by
@@ -28,6 +35,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import time
+import weakref
 
 from sklearn.utils.validation import check_is_fitted
 
@@ -337,6 +345,122 @@ def gather_with_timeout(client, futures, message, *, worker_timeout=WORKER_TIMEO
             f"the tasks of {unit}(s) {sorted(reasons)} were lost with their workers ("
             + "; ".join(sorted(set(reasons.values()))) + ")"))
     return client.gather(futures)
+
+
+class DaskSession:
+    """The dask work of one sharded fit or one federated leaf refit.
+
+    Every task it submits is kept (weakly: a result no longer referenced is
+    released as usual), so that when the workers are lost everything the fit
+    submitted is cancelled and nothing of it is left running or queued for
+    the next fit on the client to wait behind. Every wait goes through
+    :func:`gather_with_timeout` (or :func:`scatter_fresh` for what is sent to
+    every worker), with the same ``worker_timeout`` and the caller's wording
+    of the :class:`WorkerLostError`.
+
+    Parameters
+    ----------
+    call : str
+        What runs, as the error without a client names it (``"fit"``,
+        ``"refit_leaves"``; :func:`running_client`).
+    describe : callable
+        ``describe(what, unfinished, why) -> str``: the message of the
+        :class:`WorkerLostError` raised while ``what`` runs (``unfinished``
+        and ``why`` as :func:`gather_with_timeout` gives them). Called when
+        the error is raised, so that it may name the caller's current state
+        (the round).
+    subject : str, default=None
+        The subject of the error when ``distributed`` is not installed
+        (:func:`running_client`).
+    worker_timeout : float, default=60.0
+        Seconds without any worker before a wait gives up.
+    unit : str, default="shard"
+        What one future of a gather is (``"shard"``, ``"partition"``).
+
+    Attributes
+    ----------
+    client : distributed.Client
+        The running client.
+    poll : float
+        Seconds of one wait on the futures before the workers are counted.
+    """
+
+    poll = POLL
+
+    def __init__(self, call, describe, *, subject=None, worker_timeout=WORKER_TIMEOUT,
+                 unit="shard"):
+        self.client = running_client(call, subject)
+        self.describe = describe
+        self.worker_timeout = float(worker_timeout)
+        self.unit = unit
+        self._futures = weakref.WeakSet()
+
+    def message(self, what):
+        """``message(unfinished, why)``: the message builder of
+        :func:`gather_with_timeout` while ``what`` runs."""
+
+        def message(unfinished, why):
+            return self.describe(what, unfinished, why)
+
+        return message
+
+    def submit(self, fn, *args):
+        """``client.submit(fn, *args, pure=False)``, the future kept (weakly)
+        for :meth:`cancel_all`."""
+        future = self.client.submit(fn, *args, pure=False)
+        self._futures.add(future)
+        return future
+
+    def partitions(self, parts):
+        """The partitions ``parts`` of :func:`aligned_partitions` computed on
+        the workers (:func:`compute_partitions`): three lists of futures,
+        never gathered here. Drop them once the tasks that use them are
+        submitted."""
+        futures = compute_partitions(self.client, parts)
+        for part in futures:
+            self._futures.update(part)
+        return futures
+
+    def send(self, obj, what, names=()):
+        """``obj`` on every worker, under a fresh key (:func:`scatter_fresh`;
+        ``names``: the units that wait for it, as the error names them): a
+        future, or for a list or tuple ``obj`` one future per item."""
+        try:
+            future = scatter_fresh(self.client, obj, self.message(what),
+                                   worker_timeout=self.worker_timeout, names=names)
+        except WorkerLostError:
+            self.cancel_all()
+            raise
+        # a list or tuple is scattered item by item: one future per item
+        self._futures.update(future if isinstance(future, (list, tuple)) else [future])
+        return future
+
+    def gather(self, futures, what, names=None):
+        """The results of ``futures`` (one per unit: of units ``names``, by
+        default ``0, 1, ...`` in order), through :func:`gather_with_timeout`:
+        when the workers are lost, everything submitted is cancelled and a
+        :class:`WorkerLostError` names ``what`` was running and the unfinished
+        units; a task's own error (its data, its fit) is raised as it is."""
+        try:
+            return gather_with_timeout(self.client, futures, self.message(what),
+                                       worker_timeout=self.worker_timeout, names=names,
+                                       unit=self.unit, poll=self.poll)
+        except WorkerLostError:
+            self.cancel_all()
+            raise
+
+    def cancel(self, futures):
+        """Cancel ``futures`` (what is no longer needed)."""
+        self.client.cancel(list(futures))
+
+    def cancel_all(self):
+        """Cancel every task submitted (and everything sent) that is still
+        referenced: a failed fit leaves nothing running or queued on the
+        cluster, even while its exception (and the futures in its traceback)
+        is kept."""
+        futures = list(self._futures)
+        if futures:
+            self.client.cancel(futures)
 
 
 # -- lazy prediction on dask collections -------------------------------------------------------

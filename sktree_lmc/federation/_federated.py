@@ -17,12 +17,19 @@ The shards live in one of two places, behind one small interface:
   the workers and never gathered to the client. A shard's fitted estimator
   (with its optimizer state) stays on its worker as a future between rounds;
   the client sends the merged parameters and receives parameters only.
-  The dask plumbing (the partitions, the client, the one gather with the
-  worker timeout and :class:`WorkerLostError`) is :mod:`sktree_lmc.federation._dask`'s.
+  The dask choreography (the partitions, sending work, the gathers with the
+  worker timeout and :class:`WorkerLostError`, cancelling a failed fit's
+  tasks) is one :class:`~sktree_lmc.federation._dask.DaskSession`, the one the
+  federated leaf refit uses too.
 
 Both run the same shard-side functions (:func:`_shard_fit`,
 :func:`_shard_loss`, :func:`_boosting_site`), so the two paths give the same
 parameters for the same shards and seeds.
+
+:func:`run_rounds` runs the rounds under a :class:`RoundSettings`; a shard
+starts round 1 from the :class:`FitPlan` of the fit and every later round from
+a :class:`RoundStart` (the merged model, its alignment to the shard's last
+model, what the shard keeps); the rounds end in a :class:`RoundsResult`.
 
 Gradient-boosted trees that every shard shares (the teacher of
 ``teacher_weight`` and the start of ``split_init="boosting"``) are grown
@@ -37,7 +44,8 @@ from __future__ import annotations
 import copy
 import operator
 import time
-import weakref
+from dataclasses import dataclass
+from typing import Any, NamedTuple
 
 import numpy as np
 import torch
@@ -48,16 +56,7 @@ from sklearn.utils.validation import _num_samples, check_array
 
 from ..training._boosting import BoostingSite, LocalSites, _site_call, result_nbytes
 from ._checkpoint import RoundState
-from ._dask import (
-    POLL,
-    WORKER_TIMEOUT,
-    WorkerLostError,
-    aligned_partitions,
-    compute_partitions,
-    gather_with_timeout,
-    running_client,
-    scatter_fresh,
-)
+from ._dask import WORKER_TIMEOUT, DaskSession, aligned_partitions
 from ..encoding._encoding import _is_dataframe, summarize, to_columns
 from ..merging._matching import _align_optimizer_state, weight_matching
 from ..model._params import TreeParams
@@ -83,27 +82,65 @@ def _named_error(exc, k, n_rows, stage):
 # ----------------------------------------------------------------------------
 
 
+class RoundStart(NamedTuple):
+    """What a shard receives at the start of a later round (round 2 on): the
+    merged model to continue from, and how.
+
+    Attributes
+    ----------
+    params : TreeParams
+        The merged model's parameters.
+    alignment : _Chain or None
+        The alignment that maps the shard's last model (and its Adam state)
+        into the merged basis; None when the shard did not take part in the
+        previous round.
+    keep_optimizer : bool
+        Whether the shard keeps its Adam state (mapped by ``alignment``).
+    scale : dict
+        The merged model's target scale (``y_mean_``, ``y_scale_``; empty
+        for a classifier).
+    recipe : dict
+        Changes to the shard estimator's recipe (:class:`Recipe`), e.g.
+        ``max_epochs`` of the later rounds.
+    boosting_trees : object or None
+        The gradient-boosted trees that every shard shares (the teacher of
+        every round's targets), or None.
+    schedule_window : tuple of (int, int) or None
+        The window of the learning-rate schedule that the round takes
+        (:attr:`FitPlan.schedule_window`).
+    """
+
+    params: TreeParams
+    alignment: Any
+    keep_optimizer: bool
+    scale: dict
+    recipe: dict
+    boosting_trees: Any
+    schedule_window: Any
+
+
 def _continue_plan(est, start):
     """The :class:`FitPlan` of a shard's estimator ``est`` (fitted in the
-    previous rounds) that continues from the merged model of ``start``: its
-    parameters, the shard's Adam state mapped into their basis (when kept),
-    the round's recipe changes and window of the schedule, and the boosted
-    trees shared by all shards (the teacher of every round's targets)."""
+    previous rounds) that continues from the merged model of ``start`` (a
+    :class:`RoundStart`): its parameters, the shard's Adam state mapped into
+    their basis (when kept), the round's recipe changes and window of the
+    schedule, and the boosted trees shared by all shards (the teacher of every
+    round's targets)."""
     state = getattr(est, "optimizer_state_", None)
-    if not start["keep_optimizer"] or state is None:
+    if not start.keep_optimizer or state is None:
         state = None
-    elif start["alignment"] is not None:
-        state = _align_optimizer_state(state, start["alignment"])
-    recipe = Recipe.from_estimator(est, keep_optimizer_state=True, **start["recipe"])
-    return FitPlan(start=Start(start["params"], state, start["scale"]), recipe=recipe,
-                   schedule_window=start["schedule_window"],
-                   boosting_trees=start["boosting_trees"])
+    elif start.alignment is not None:
+        state = _align_optimizer_state(state, start.alignment)
+    recipe = Recipe.from_estimator(est, keep_optimizer_state=True, **start.recipe)
+    return FitPlan(start=Start(start.params, state, start.scale), recipe=recipe,
+                   schedule_window=start.schedule_window,
+                   boosting_trees=start.boosting_trees)
 
 
 def _shard_fit(k, est, data, start):
     """Fit (round 1: ``start`` is the round's :class:`FitPlan`) or continue
-    (later rounds: ``start`` describes the merged model) shard ``k``'s
-    estimator."""
+    (later rounds: ``start`` is a :class:`RoundStart`, the merged model) shard
+    ``k``'s estimator."""
     X, y, sample_weight = data
     try:
         if isinstance(start, FitPlan):
@@ -286,20 +323,17 @@ def _shard_encoding_summary(k, data, categorical, settings):
 
 
 class _DaskShards:
-    """Shards made of dask partitions; everything runs on the workers."""
-
-    #: Seconds of one wait on the futures before the workers are counted.
-    poll = POLL
+    """Shards made of dask partitions; everything runs on the workers, through
+    one :class:`~sktree_lmc.federation._dask.DaskSession` (the sends, the
+    gathers, the errors of lost workers and the cancelling of a failed fit's
+    tasks)."""
 
     def __init__(self, X, y, sample_weight, n_shards, is_classifier,
                  worker_timeout=WORKER_TIMEOUT):
-        self.client = running_client("fit", "Fitting")
-        self.worker_timeout = float(worker_timeout)
-        # every future this fit submits while it is referenced: cancelled when the
-        # workers are lost (cancel_all), so that no task of the failed fit is left
-        # for the next fit on the client to wait behind
-        self._futures = weakref.WeakSet()
+        self.session = DaskSession("fit", self._lost_message, subject="Fitting",
+                                   worker_timeout=worker_timeout, unit="shard")
         self.round = self.n_rounds = None  # set by run_rounds (1-based), for the errors
+        self.data = []
         parts = aligned_partitions(X, y, sample_weight)
         P = len(parts[0])
         if n_shards > P:
@@ -311,44 +345,44 @@ class _DaskShards:
         groups = np.array_split(np.arange(P), n_shards)
         # Partitions are computed on the workers; each shard is assembled where the
         # scheduler puts it (next to its partitions) and stays there.
-        xf, yf, wf = compute_partitions(self.client, parts)
-        self._futures.update([*xf, *yf, *wf])
+        xf, yf, wf = self.session.partitions(parts)
         self.data = [
-            self._submit(_concat_shard, k, is_classifier, len(g),
-                         *[xf[i] for i in g], *[yf[i] for i in g],
-                         *[wf[i] for i in g if wf], pure=False)
+            self.session.submit(_concat_shard, k, is_classifier, len(g),
+                                *[xf[i] for i in g], *[yf[i] for i in g],
+                                *[wf[i] for i in g if wf])
             for k, g in enumerate(groups)
         ]
         del parts, xf, yf, wf
         self.summaries = self._gather(
-            [self._submit(_shard_summary, d, is_classifier, pure=False)
-             for d in self.data],
+            [self.session.submit(_shard_summary, d, is_classifier) for d in self.data],
             "reading and summarizing the partitions")
         self.partition_groups = [g.tolist() for g in groups]
+
+    @property
+    def client(self):
+        return self.session.client
 
     def summarize(self, categorical, settings):
         """Every shard's :func:`summarize`, computed on its worker (the rows stay
         there; only the summaries travel)."""
         return self._gather(
-            [self._submit(_shard_encoding_summary, k, d, categorical, settings, pure=False)
+            [self.session.submit(_shard_encoding_summary, k, d, categorical, settings)
              for k, d in enumerate(self.data)],
             "summarizing the columns for the encoder")
 
     def hold_out(self, fraction, seeds):
-        submit = self._submit
-        self.val = [submit(_hold_out, d, fraction, s, False, pure=False)
-                    for d, s in zip(self.data, seeds)]
-        self.data = [submit(_hold_out, d, fraction, s, True, pure=False)
-                     for d, s in zip(self.data, seeds)]
+        submit = self.session.submit
+        self.val = [submit(_hold_out, d, fraction, s, False) for d, s in zip(self.data, seeds)]
+        self.data = [submit(_hold_out, d, fraction, s, True) for d, s in zip(self.data, seeds)]
 
     def fit(self, estimators, starts, indices):
         """Fit (or continue) the shards ``indices`` on their workers."""
-        return [self._submit(_shard_fit, k, est, self.data[k], start, pure=False)
+        return [self.session.submit(_shard_fit, k, est, self.data[k], start)
                 for k, est, start in zip(indices, estimators, starts)]
 
     def collect(self, handles, indices=None):
         """The public models of ``handles`` (the futures of shards ``indices``)."""
-        return self._gather([self._submit(_public, h, pure=False) for h in handles],
+        return self._gather([self.session.submit(_public, h) for h in handles],
                             "fitting the shards and collecting their parameters",
                             shards=indices)
 
@@ -360,16 +394,10 @@ class _DaskShards:
     def loss(self, merged, validation=False):
         what = f"computing the merged model's {'validation' if validation else 'training'} loss"
         # a fresh key per call: the training and validation losses of one round
-        # scatter the same model
-        try:
-            merged_f = scatter_fresh(self.client, merged, self._message(what),
-                                     worker_timeout=self.worker_timeout,
-                                     names=range(len(self.data)))
-        except WorkerLostError:
-            self.cancel_all()
-            raise
+        # send the same model
+        merged_f = self.session.send(merged, what, names=range(len(self.data)))
         parts = self._gather(
-            [self._submit(_shard_loss, merged_f, d, pure=False)
+            [self.session.submit(_shard_loss, merged_f, d)
              for d in (self.val if validation else self.data)], what)
         return sum(p[0] for p in parts) / sum(p[1] for p in parts)
 
@@ -379,52 +407,24 @@ class _DaskShards:
         one, holds the user's ``validation`` rows, if given)."""
         vals = _site_validation(getattr(self, "val", None), len(self.data), validation,
                                 every_site)
-        sites = [self._submit(_boosting_site, est, encoder, d, v, pure=False)
+        sites = [self.session.submit(_boosting_site, est, encoder, d, v)
                  for d, v in zip(self.data, vals)]
         return _DaskSites(self, sites)
 
     def _gather(self, futures, what, shards=None):
         """The results of ``futures`` (one per shard: of shards ``shards``, by
-        default ``0, 1, ...`` in order), through
-        :func:`~sktree_lmc.federation._dask.gather_with_timeout` (waits of :attr:`poll`
-        seconds, ``worker_timeout``): when the workers are lost, a
+        default ``0, 1, ...`` in order), through the session
+        (:meth:`~sktree_lmc.federation._dask.DaskSession.gather`): when the
+        workers are lost, everything this fit submitted is cancelled and a
         :class:`WorkerLostError` names the round, ``what`` was running and the
-        unfinished shards; a shard's own error (its data, its fit) is raised
-        as it is."""
-        try:
-            return gather_with_timeout(self.client, futures, self._message(what),
-                                       worker_timeout=self.worker_timeout, names=shards,
-                                       unit="shard", poll=self.poll)
-        except WorkerLostError:
-            self.cancel_all()
-            raise
-
-    def _submit(self, *args, **kwargs):
-        """``client.submit``, the future kept (weakly) for :meth:`cancel_all`."""
-        future = self.client.submit(*args, **kwargs)
-        self._futures.add(future)
-        return future
+        unfinished shards; a shard's own error is raised as it is."""
+        return self.session.gather(futures, what, names=shards)
 
     def cancel_all(self):
-        """Cancel every task this fit submitted that is still referenced (the
-        shard data, fits, sites and losses): a failed fit leaves nothing
-        running or queued on the cluster, even while its exception (and the
-        futures in its traceback) is kept."""
-        futures = list(self._futures)
-        if futures:
-            self.client.cancel(futures)
+        """Cancel every task this fit submitted that is still referenced."""
+        self.session.cancel_all()
 
-    def _message(self, what):
-        """The message builder of :func:`~sktree_lmc.federation._dask.gather_with_timeout`
-        while ``what`` runs: ``message(unfinished, why)``."""
-        n_shards = len(self.data)
-
-        def message(unfinished, why):
-            return self._lost_message(what, unfinished, n_shards, why)
-
-        return message
-
-    def _lost_message(self, what, shards, n_shards, why):
+    def _lost_message(self, what, shards, why):
         where = ("Setting up the shards (before round 1)" if self.round is None
                  else f"Round {self.round} of {self.n_rounds}")
         if self.round is None or self.round == 1:
@@ -434,26 +434,26 @@ class _DaskShards:
         else:
             resume = (f"With checkpoint= set, fit(X, y, resume_from=...) resumes from the "
                       f"last completed round (round {self.round - 1}).")
-        return (f"{where} stopped while {what}: {why}; shard(s) {shards} of {n_shards} did "
-                f"not finish. {resume}")
+        return (f"{where} stopped while {what}: {why}; shard(s) {shards} of {len(self.data)} "
+                f"did not finish. {resume}")
 
 
 class _DaskSites:
     """The boosting sites of dask shards: every call runs on the sites'
     workers (:func:`_site_call`), the updated sites stay there as futures,
-    and only the results (histograms, sums) are gathered, through
-    :meth:`_DaskShards._gather` (:func:`~sktree_lmc.federation._dask.gather_with_timeout`:
-    the worker timeout and the lost-worker errors of the rounds)."""
+    and only the results (histograms, sums) are gathered, through the
+    shards' session (the worker timeout and the lost-worker errors of the
+    rounds)."""
 
     def __init__(self, shards, sites):
         self.shards, self.sites = shards, sites
         self.bytes_received = 0
 
     def call(self, *calls):
-        submit = self.shards._submit
-        done = [submit(_site_call, site, calls, pure=False) for site in self.sites]
-        self.sites = [submit(operator.getitem, d, 0, pure=False) for d in done]
-        results = [submit(operator.getitem, d, 1, pure=False) for d in done]
+        submit = self.shards.session.submit
+        done = [submit(_site_call, site, calls) for site in self.sites]
+        self.sites = [submit(operator.getitem, d, 0) for d in done]
+        results = [submit(operator.getitem, d, 1) for d in done]
         out = self.shards._gather(results, "growing the shared gradient-boosted trees")
         self.bytes_received += result_nbytes(out)
         return out
@@ -506,10 +506,105 @@ def sampled_shards(n_shards, r, fraction, seed):
     return sorted(rs.choice(n_shards, size=m, replace=False).tolist())
 
 
-def run_rounds(shards, clones, weights, merge, *, n_rounds, keep_optimizer=True,
-               server_momentum=0.0, server_learning_rate=1.0, validation=None, progress=None,
-               checkpoint=None, resume=None, config=None, first_plan=None,
-               later_recipe=None, schedule_windows=None, shard_fraction=1.0, sample_seed=0):
+class RoundsValidation(NamedTuple):
+    """Round-level early stopping: on the merged model's loss on the
+    held-out rows of every shard (``rows`` None: ``shards.hold_out`` must have
+    been called) or on ``rows`` (``(X_val, y_val, sample_weight_val)``, the
+    user's own, where the rounds run); the rounds stop after ``patience``
+    rounds in a row without an improvement of more than ``tol``."""
+
+    tol: float
+    patience: int
+    rows: Any = None
+
+
+@dataclass(frozen=True)
+class RoundSettings:
+    """How :func:`run_rounds` runs the rounds.
+
+    Attributes
+    ----------
+    n_rounds : int
+        Number of rounds ``R``.
+    keep_optimizer : bool
+        Whether each shard keeps its Adam state across rounds (mapped into the
+        merged basis by its alignment) or restarts Adam every round. A shard
+        that did not take part in the previous round restarts it anyway.
+    server_momentum : float
+        FedAvgM momentum on the merged model's updates (0: plain averaging).
+    server_learning_rate : float
+        Step size of the server on the (momentum-averaged) update of the
+        merged model (1: the merged model itself).
+    validation : RoundsValidation or None
+        Round-level early stopping, or none.
+    first_plan : FitPlan or None
+        The plan of round 1's shard fits (the shared encoder and boosted
+        trees, the recipe, the schedule's window); its ``schedule_window`` is
+        replaced by ``schedule_windows[0]``.
+    later_recipe : dict or None
+        Changes to the shard estimators' recipe from round 2 on (e.g.
+        ``max_epochs`` when round 1 is longer; see :class:`Recipe`).
+    schedule_windows : list of (int, int) or None
+        Per round, ``(epochs before it, epochs of all rounds)``: the window of
+        the learning-rate schedule that the round's local fits take
+        (:attr:`FitPlan.schedule_window`).
+    shard_fraction : float
+        Share of the shards sampled in every round after the first
+        (:func:`sampled_shards`).
+    sample_seed : int or array of int
+        Seed of the sampling.
+    config : dict or None
+        The configuration written into every checkpoint (:func:`config_of`)
+        and checked against a resumed state's.
+    """
+
+    n_rounds: int
+    keep_optimizer: bool = True
+    server_momentum: float = 0.0
+    server_learning_rate: float = 1.0
+    validation: RoundsValidation | None = None
+    first_plan: FitPlan | None = None
+    later_recipe: dict | None = None
+    schedule_windows: list | None = None
+    shard_fraction: float = 1.0
+    sample_seed: Any = 0
+    config: dict | None = None
+
+    @property
+    def server_steps(self):
+        """Whether the server steps (FedAvgM) instead of taking the merged model."""
+        return self.server_momentum > 0 or self.server_learning_rate != 1
+
+
+class RoundsResult(NamedTuple):
+    """What :func:`run_rounds` returns.
+
+    Attributes
+    ----------
+    handles : list
+        Every shard's estimator, with its Adam state (or its future, on dask).
+    estimators : list of estimators
+        Public copies (no Adam state) of every shard's latest model.
+    merged : estimator
+        The merged model (the best one, with round-level early stopping).
+    aligner : ModelAligner
+        The aligner fitted by the merge of ``merged``.
+    history : list of dict
+        One entry per round (``ShardedSoftTreeEnsemble.history_``).
+    n_rounds : int
+        Rounds run.
+    """
+
+    handles: list
+    estimators: list
+    merged: Any
+    aligner: Any
+    history: list
+    n_rounds: int
+
+
+def run_rounds(shards, clones, weights, merge, settings, *, progress=None, checkpoint=None,
+               resume=None):
     """Run the federated rounds on ``shards`` (a :class:`_LocalShards` or
     :class:`_DaskShards`).
 
@@ -527,22 +622,8 @@ def run_rounds(shards, clones, weights, merge, *, n_rounds, keep_optimizer=True,
         ModelAligner)``; the aligner's ``alignments_[i]`` maps ``models[i]``
         into the merged basis. ``same_start`` is true after the first round,
         when every model continued from the last merged model.
-    n_rounds : int
-        Number of rounds ``R``.
-    keep_optimizer : bool
-        Whether each shard keeps its Adam state across rounds (mapped into the
-        merged basis by its alignment) or restarts Adam every round. A shard
-        that did not take part in the previous round restarts it anyway.
-    server_momentum : float
-        FedAvgM momentum on the merged model's updates (0: plain averaging).
-    server_learning_rate : float
-        Step size of the server on the (momentum-averaged) update of the
-        merged model (1: the merged model itself).
-    validation : tuple (tol, patience) or (tol, patience, rows), or None
-        Round-level early stopping on the merged model's loss on the held-out
-        rows of every shard (``shards.hold_out`` must have been called), or
-        on ``rows`` (``(X_val, y_val, sample_weight_val)``: validation rows of
-        the user's own, where the rounds run).
+    settings : RoundSettings
+        How the rounds run.
     progress : ProgressLog or None
         Progress display over rounds: ``progress.step(r, ...)`` after each
         round, with the merged model's losses.
@@ -554,119 +635,140 @@ def run_rounds(shards, clones, weights, merge, *, n_rounds, keep_optimizer=True,
         and ``config``). The shard estimators are gathered from the workers
         for dask input: parameters, never rows.
     resume : RoundState or None
-        A state given to ``checkpoint``, checked against ``config``: the
-        rounds continue after its round, as if they had not been interrupted.
-    config : dict or None
-        The configuration written into every checkpoint (:func:`config_of`).
-    first_plan : FitPlan or None
-        The plan of round 1's shard fits (the shared encoder and boosted
-        trees, the recipe, the schedule's window); its ``schedule_window`` is
-        replaced by ``schedule_windows[0]``.
-    later_recipe : dict or None
-        Changes to the shard estimators' recipe from round 2 on (e.g.
-        ``max_epochs`` when round 1 is longer; see :class:`Recipe`).
-    schedule_windows : list of (int, int) or None
-        Per round, ``(epochs before it, epochs of all rounds)``: the window of
-        the learning-rate schedule that the round's local fits take
-        (:attr:`FitPlan.schedule_window`).
-    shard_fraction : float
-        Share of the shards sampled in every round after the first
-        (:func:`sampled_shards`).
-    sample_seed : int or array of int
-        Seed of the sampling.
+        A state given to ``checkpoint``, checked against ``settings.config``:
+        the rounds continue after its round, as if they had not been
+        interrupted.
 
     Returns
     -------
-    dict
-        ``handles`` (shard estimators or futures), ``estimators`` (public
-        copies of every shard's latest model), ``merged``, ``aligner``,
-        ``history`` and ``n_rounds`` (rounds run).
+    RoundsResult
     """
-    K = len(clones)
-    models = [None] * K  # every shard's latest model, as sent back
-    if resume is None:
-        state = RoundState(shards=[None] * K, participation=[None] * K, config=config or {})
-    else:
-        state = copy.copy(resume)
-        state.shards, state.history = list(state.shards), list(state.history)
-        state.participation = list(state.participation)
-        models = [_public(est) for est in state.shards]
-    shards.n_rounds = n_rounds
-    for r in range(state.round, n_rounds):
+    state, models = _initial_state(len(clones), resume, settings.config)
+    shards.n_rounds = settings.n_rounds
+    for r in range(state.round, settings.n_rounds):
         shards.round = r + 1  # 1-based, named by the errors of lost workers
         start_time = time.perf_counter()
-        sent = 0
-        sampled = sampled_shards(K, r, shard_fraction, sample_seed)
-        window = None if schedule_windows is None else schedule_windows[r]
-        if r == 0:
-            plan = (first_plan or FitPlan()).replace(schedule_window=window)
-            new = shards.fit([clones[k] for k in sampled], [plan] * len(sampled), sampled)
-        else:
-            starts = []
-            merged = state.merged
-            scale = {key: getattr(merged, key)
-                     for key in ("y_mean_", "y_scale_") if hasattr(merged, key)}
-            server_al = state.server[2]
-            for k in sampled:
-                # Adam's moments carry over only from the previous round's merge
-                # (whose alignment maps them into the merged basis).
-                last = state.participation[k]
-                in_basis = last is not None and last[0] == r - 1
-                chain = None
-                if in_basis:
-                    chain = _Chain([state.aligner.alignments_[last[1]]]
-                                   + ([server_al] if server_al is not None else []))
-                starts.append({"params": merged.tree_params_, "alignment": chain,
-                               "keep_optimizer": keep_optimizer and in_basis, "scale": scale,
-                               "recipe": dict(later_recipe or {}),
-                               "boosting_trees": (None if first_plan is None
-                                                  else first_plan.boosting_trees),
-                               "schedule_window": window})
-                sent += merged.tree_params_.nbytes
-            new = shards.fit([state.shards[k] for k in sampled], starts, sampled)
+        sampled = sampled_shards(len(clones), r, settings.shard_fraction, settings.sample_seed)
+        estimators, starts, sent = _round_inputs(clones, state, r, sampled, settings)
+        new = shards.fit(estimators, starts, sampled)
         received_models = shards.collect(new, sampled)
         for i, k in enumerate(sampled):
             state.shards[k], models[k], state.participation[k] = new[i], received_models[i], (r, i)
         received = sum(m.tree_params_.nbytes for m in received_models)
         merged, aligner = merge(received_models, np.asarray(weights)[sampled], r > 0)
-        velocity, previous, server_al = state.server
-        server_al = None
-        if (server_momentum > 0 or server_learning_rate != 1) and r > 0:
-            params, velocity, server_al = _server_step(
-                merged.tree_params_, previous, velocity, server_momentum,
-                server_learning_rate, merged.architecture_)
-            _check_server_step(params, r, server_learning_rate, server_momentum)
-            merged.tree_params_ = params
-        state.server = (velocity, merged.tree_params_, server_al)
+        _server_update(state, merged, r, settings)
         state.merged, state.aligner, state.round = merged, aligner, r + 1
         entry = {"round": r + 1, "shards": list(sampled), "train_loss": shards.loss(merged),
                  "validation_loss": None, "bytes_sent": sent, "bytes_received": received,
                  "wall_time": time.perf_counter() - start_time}
         state.history.append(entry)
-        if validation is not None:
-            tol, patience, rows = (*validation, None)[:3]
-            entry["validation_loss"] = val = (
-                shards.loss(merged, validation=True) if rows is None
-                else np.divide(*_shard_loss(merged, rows)))
-            if val < state.best[0] - tol:
-                state.best, state.no_improve = (val, copy.deepcopy(merged), aligner), 0
-            else:
-                state.no_improve += 1
+        if settings.validation is not None:
+            entry["validation_loss"] = _validate(shards, state, settings.validation)
         if progress is not None:
             progress.step(r, train_loss=entry["train_loss"],
                           validation_loss=entry["validation_loss"])
         if checkpoint is not None:
-            saved = copy.copy(state)
-            saved.shards, saved.history = shards.gather(state.shards), copy.deepcopy(state.history)
-            saved.participation = list(state.participation)
-            checkpoint(saved.to_dict())
-        if validation is not None and state.no_improve >= patience:
+            checkpoint(_saved_state(shards, state).to_dict())
+        if settings.validation is not None and (
+                state.no_improve >= settings.validation.patience):
             break
+    return _rounds_result(state, models, settings.validation)
+
+
+def _initial_state(n_shards, resume, config):
+    """The :class:`RoundState` the rounds start from (a copy of ``resume``,
+    whose lists the rounds update, or a fresh one) and every shard's latest
+    public model (None where a shard has none yet)."""
+    if resume is None:
+        state = RoundState(shards=[None] * n_shards, participation=[None] * n_shards,
+                           config=config or {})
+        return state, [None] * n_shards
+    state = copy.copy(resume)
+    state.shards, state.history = list(state.shards), list(state.history)
+    state.participation = list(state.participation)
+    return state, [_public(est) for est in state.shards]
+
+
+def _round_inputs(clones, state, r, sampled, settings):
+    """What the shards ``sampled`` fit in round ``r`` (0-based): their
+    estimators, their starts (round 1: the first plan; later rounds: a
+    :class:`RoundStart` from the last merged model) and the bytes of
+    parameters sent to them."""
+    window = None if settings.schedule_windows is None else settings.schedule_windows[r]
+    if r == 0:
+        plan = (settings.first_plan or FitPlan()).replace(schedule_window=window)
+        return [clones[k] for k in sampled], [plan] * len(sampled), 0
+    merged = state.merged
+    scale = {key: getattr(merged, key) for key in ("y_mean_", "y_scale_") if hasattr(merged, key)}
+    server_al = state.server[2]
+    boosting_trees = None if settings.first_plan is None else settings.first_plan.boosting_trees
+    starts, sent = [], 0
+    for k in sampled:
+        # Adam's moments carry over only from the previous round's merge
+        # (whose alignment maps them into the merged basis).
+        last = state.participation[k]
+        in_basis = last is not None and last[0] == r - 1
+        chain = None
+        if in_basis:
+            chain = _Chain([state.aligner.alignments_[last[1]]]
+                           + ([server_al] if server_al is not None else []))
+        starts.append(RoundStart(
+            params=merged.tree_params_, alignment=chain,
+            keep_optimizer=settings.keep_optimizer and in_basis, scale=scale,
+            recipe=dict(settings.later_recipe or {}), boosting_trees=boosting_trees,
+            schedule_window=window))
+        sent += merged.tree_params_.nbytes
+    return [state.shards[k] for k in sampled], starts, sent
+
+
+def _server_update(state, merged, r, settings):
+    """The server's step of round ``r`` (0-based; FedAvgM, from round 2 on):
+    ``merged``'s parameters replaced by the step's, and ``state.server``
+    updated."""
+    velocity, previous, server_al = state.server
+    server_al = None
+    if settings.server_steps and r > 0:
+        params, velocity, server_al = _server_step(
+            merged.tree_params_, previous, velocity, settings.server_momentum,
+            settings.server_learning_rate, merged.architecture_)
+        _check_server_step(params, r, settings.server_learning_rate, settings.server_momentum)
+        merged.tree_params_ = params
+    state.server = (velocity, merged.tree_params_, server_al)
+
+
+def _validate(shards, state, validation):
+    """The validation loss of the last merged model (on the shards' held-out
+    rows or on ``validation.rows``), with the best model and the count of
+    rounds without improvement of ``state`` updated."""
+    merged = state.merged
+    val = (shards.loss(merged, validation=True) if validation.rows is None
+           else np.divide(*_shard_loss(merged, validation.rows)))
+    if val < state.best[0] - validation.tol:
+        state.best, state.no_improve = (val, copy.deepcopy(merged), state.aligner), 0
+    else:
+        state.no_improve += 1
+    return val
+
+
+def _saved_state(shards, state):
+    """A copy of ``state`` to checkpoint: the shard estimators gathered (with
+    their Adam states; from the workers for dask input) and the history
+    copied."""
+    saved = copy.copy(state)
+    saved.shards, saved.history = shards.gather(state.shards), copy.deepcopy(state.history)
+    saved.participation = list(state.participation)
+    return saved
+
+
+def _rounds_result(state, models, validation):
+    """The :class:`RoundsResult` of the rounds that ended in ``state``: the
+    best merged model with round-level early stopping, else the last."""
     merged, aligner = state.merged, state.aligner
     if validation is not None and state.best[1] is not None:
         merged, aligner = state.best[1], state.best[2]
-    return {"handles": state.shards, "estimators": models, "merged": merged,
-            "aligner": aligner, "history": state.history, "n_rounds": len(state.history)}
+    return RoundsResult(handles=state.shards, estimators=models, merged=merged,
+                        aligner=aligner, history=state.history,
+                        n_rounds=len(state.history))
 
 
 class _Chain:

@@ -13,6 +13,7 @@ import copy
 import os
 import sys
 from numbers import Integral, Real
+from typing import Any, NamedTuple
 
 import numpy as np
 from sklearn.base import BaseEstimator, MetaEstimatorMixin, _fit_context, clone, is_classifier
@@ -48,7 +49,13 @@ from .._estimators import (
     _lazy_on_dask,
 )
 from ._dask import is_dask_collection
-from ._federated import _DaskShards, _LocalShards, run_rounds
+from ._federated import (
+    RoundSettings,
+    RoundsValidation,
+    _DaskShards,
+    _LocalShards,
+    run_rounds,
+)
 from ..merging._merge import ALIGNER_SHORTCUTS, ModelAligner, check_aligner
 from ..model._architectures import SymmetryOps, TreeArchitecture
 from ._checkpoint import (
@@ -260,6 +267,35 @@ _MAX_SERVER_LEARNING_RATE = 100.0
 #: Measured in ``docs/sharded.md`` ("Three times the epochs per round": at
 #: twice, electricity's class-skewed shards stayed 0.5-0.6 points behind).
 _AUTO_ROUND_BUDGET = 3
+
+
+class _ShardedData(NamedTuple):
+    """The shards of a fit and what the fit needs of its rows.
+
+    Attributes
+    ----------
+    shards : _LocalShards or _DaskShards
+        Where the shard data lives.
+    sizes : ndarray of shape (n_shards,)
+        Rows per shard.
+    weight_sums : list of float or None
+        Sum of the sample weights per shard (None without sample weights).
+    encoder : TabularEncoder
+        The input encoding every shard shares.
+    rows : tuple
+        ``(X, y, sample_weight)`` of all training rows: as checked here for
+        in-memory input, the dask collections for dask input (the leaf refit's).
+    X_site : array-like or None
+        The training rows at the merging site (activation matching), None for
+        dask input.
+    """
+
+    shards: Any
+    sizes: np.ndarray
+    weight_sums: Any
+    encoder: Any
+    rows: tuple
+    X_site: Any
 
 
 def _estimator_has(attr):
@@ -683,6 +719,42 @@ class ShardedSoftTreeEnsemble(MetaEstimatorMixin, BaseEstimator):
             The fitted meta-estimator.
         """
         clock = Stopwatch()  # the steps before the first round, for verbose
+        base, validation = self._checked_estimator(X_val, y_val, sample_weight_val)
+        config = self._config(X, y, sample_weight, resume_from)
+        resume = self._resume_state(resume_from, config)  # before any work: a clear error first
+        self._checkpoint_writer()  # a checkpoint path that is a directory: an error first
+        rng = check_random_state(self.random_state)
+        seeds = rng.randint(np.iinfo(np.int32).max, size=self.n_shards)
+        data = self._shard_data(X, y, sample_weight, rng, base)
+        self._set_encoder(data.encoder, resume)
+        self.shard_sizes_ = data.sizes
+        clock.lap(f"encoded {int(np.sum(data.sizes))} rows in {self.n_shards} shards into "
+                  f"{data.encoder.n_features_out_} features")
+        rounds_es = self._rounds_early_stopping(base, validation)
+        if rounds_es and validation is None:
+            data.shards.hold_out(base.validation_fraction, seeds)
+        shared_trees = self._trees_for_shards(data.shards, base, data.encoder, validation, clock)
+        epochs = self._round_epochs(base)
+        clones = self._clones(base, seeds, epochs[0], rounds_es)
+        first_plan = self._first_plan(clones[0], data.encoder, shared_trees,
+                                      None if rounds_es else validation, seeds[0])
+        rounds_validation = self._rounds_validation(base, epochs, validation) if rounds_es else None
+        settings = self._round_settings(epochs, seeds, first_plan, rounds_validation, config)
+        merge = self._merge_step(base, rng, data.X_site)
+        progress = ProgressLog(type(self).__name__, self.n_rounds, self.verbose, unit="round",
+                               clock=clock)
+        result = run_rounds(data.shards, clones, self._merge_weights(data), merge, settings,
+                            progress=progress, checkpoint=self._checkpoint_writer(),
+                            resume=resume)
+        self._set_rounds_result(result, data)
+        progress.close(f"merged {self.n_shards} shards in {self.n_rounds_} rounds")
+        return self
+
+    # -- the steps of fit ---------------------------------------------------------------
+    def _checked_estimator(self, X_val, y_val, sample_weight_val):
+        """The estimator to clone (a soft tree ensemble, else a TypeError) and
+        the user's :class:`Validation` rows (None without them; a ValueError
+        when the estimator's ``early_stopping`` is False)."""
         base = self._base_estimator()
         if not isinstance(base, _BaseSoftTreeEnsemble):
             raise TypeError(
@@ -696,20 +768,21 @@ class ShardedSoftTreeEnsemble(MetaEstimatorMixin, BaseEstimator):
                 "False. When passing X_val and y_val to fit, set early_stopping to 'auto' or "
                 "True."
             )
-        config = self._config(X, y, sample_weight, resume_from)
-        resume = self._resume_state(resume_from, config)  # before any work: a clear error first
-        self._checkpoint_writer()  # a checkpoint path that is a directory: an error first
-        is_clf = self._is_classifier()
-        rng = check_random_state(self.random_state)
-        seeds = rng.randint(np.iinfo(np.int32).max, size=self.n_shards)
+        return base, validation
+
+    def _shard_data(self, X, y, sample_weight, rng, base):
+        """The shards (:meth:`_local_shards` or, for dask input,
+        :meth:`_dask_shards`) with the encoder they share: a
+        :class:`_ShardedData`."""
         if is_dask_collection(X):
-            shards, sizes, weight_sums, X_site, encoder = self._dask_shards(
-                X, y, sample_weight, is_clf, base)
-        else:
-            shards, sizes, weight_sums, X_site, y, sample_weight, encoder = self._local_shards(
-                X, y, sample_weight, is_clf, rng, base)
-        # One encoder for every shard (fitted on all rows, or from the partitions'
-        # summaries): the shard models see the same features, so they merge.
+            return self._dask_shards(X, y, sample_weight, self._is_classifier(), base)
+        return self._local_shards(X, y, sample_weight, self._is_classifier(), rng, base)
+
+    def _set_encoder(self, encoder, resume):
+        """``encoder_``: one encoder for every shard (fitted on all rows, or from
+        the partitions' summaries), so that the shard models see the same
+        features and merge; a ValueError when it differs from the encoder of
+        the checkpoint ``resume`` (a :class:`RoundState`, or None)."""
         self.encoder_ = encoder
         differ = None if resume is None else encoders_differ(resume.merged.encoder_, encoder)
         if differ:
@@ -718,46 +791,53 @@ class ShardedSoftTreeEnsemble(MetaEstimatorMixin, BaseEstimator):
                 f"now differs from the checkpoint's ({differ}). Resume with the data of the "
                 "interrupted fit."
             )
-        self.shard_sizes_ = sizes
-        clock.lap(f"encoded {int(np.sum(sizes))} rows in {self.n_shards} shards into "
-                  f"{encoder.n_features_out_} features")
-        if self.merge_weights == "uniform":
-            weights = np.ones(self.n_shards)
-        elif sample_weight is None:
-            weights = self.shard_sizes_.astype(np.float64)
-        else:
-            weights = np.asarray(weight_sums, dtype=np.float64)
 
-        # "auto": the rounds early-stop on all shards' rows (one fit: each shard decides)
-        rounds_es = self.n_rounds > 1 and (
-            auto_early_stopping(int(np.sum(sizes)), validation is not None)
-            if base.early_stopping == "auto" else base.early_stopping)
-        if rounds_es and validation is None:
-            shards.hold_out(base.validation_fraction, seeds)
-        # the teacher / boosted start of every shard, grown over all shards
-        shared_trees, shared_gains, averaged = self._grow_shared_trees(
-            shards, base, encoder, _validation_rows(validation))
-        if shared_trees is not None:
+    def _merge_weights(self, data):
+        """The merge weight of every shard (``merge_weights``): 1, its rows, or
+        the sum of its sample weights."""
+        if self.merge_weights == "uniform":
+            return np.ones(self.n_shards)
+        if data.weight_sums is None:
+            return np.asarray(data.sizes).astype(np.float64)
+        return np.asarray(data.weight_sums, dtype=np.float64)
+
+    def _rounds_early_stopping(self, base, validation):
+        """Whether the rounds early-stop (several rounds; ``"auto"``: on all
+        shards' rows, as one fit of the estimator decides). One round: each
+        shard's fit decides for itself."""
+        if self.n_rounds <= 1:
+            return False
+        if base.early_stopping == "auto":
+            return auto_early_stopping(int(np.sum(self.shard_sizes_)), validation is not None)
+        return base.early_stopping
+
+    def _trees_for_shards(self, shards, base, encoder, validation, clock):
+        """The teacher / boosted start of every shard, grown over all shards
+        (:meth:`_grow_shared_trees`): ``(trees, gains)``, ``(None, None)``
+        without them; ``clock`` laps with what was grown."""
+        trees, gains, averaged = self._grow_shared_trees(shards, base, encoder,
+                                                         _validation_rows(validation))
+        if trees is not None:
             sent = f"{self.boosting_bytes_ / 1e3:,.0f} kB"
             if averaged:
                 clock.lap(f"the teacher: the average of the {self.n_shards} shards' own "
-                          f"({len(shared_trees[1])} boosted trees, {sent} of trees received)")
+                          f"({len(trees[1])} boosted trees, {sent} of trees received)")
             else:
-                clock.lap(f"the shared teacher: {len(shared_trees[1])} boosted trees grown over "
+                clock.lap(f"the shared teacher: {len(trees[1])} boosted trees grown over "
                           f"{self.n_shards} shards ({sent} of histograms received)")
-        batch_sizes = self._shard_batch_sizes(base)
-        epochs = self._round_epochs(base)
-        # The rounds are one run: round r's local fit takes the epochs
-        # [before, before + epochs[r]) of a schedule over sum(epochs) epochs.
-        windows = [(sum(epochs[:r]), sum(epochs)) for r in range(self.n_rounds)]
+        return trees, gains
+
+    def _clones(self, base, seeds, max_epochs, rounds_es):
+        """One unfitted clone of ``base`` per shard, for round 1: its batch size
+        (:meth:`_shard_batch_sizes`), its seed, ``max_epochs``, and no early
+        stopping of its own when the rounds early-stop."""
         clones = []
         # "shared": one seed, the first shard's, starts every shard model; the
         # per-shard seeds still draw the shards' validation rows (of the rounds), and
         # a shard fit's own validation split comes from a generator apart, so that
         # shards of different sizes draw the same start after it
-        shared = self.shard_init == "shared"
-        model_seeds = [seeds[0]] * len(seeds) if shared else seeds
-        for seed, batch_size in zip(model_seeds, batch_sizes):
+        model_seeds = [seeds[0]] * len(seeds) if self.shard_init == "shared" else seeds
+        for seed, batch_size in zip(model_seeds, self._shard_batch_sizes(base)):
             est = clone(base)
             if batch_size is not None and "batch_size" in est.get_params():
                 est.set_params(batch_size=batch_size)
@@ -765,25 +845,51 @@ class ShardedSoftTreeEnsemble(MetaEstimatorMixin, BaseEstimator):
                 est.set_params(random_state=int(seed))
             if rounds_es:
                 est.set_params(early_stopping=False)
-            est.set_params(max_epochs=epochs[0])
+            est.set_params(max_epochs=max_epochs)
             clones.append(est)
-        # Round 1's fits: every shard encodes with the shared encoder, learns
-        # from the shared boosted trees, and (several rounds) keeps Adam's state
-        # and takes the first window of the rounds' schedule.
-        first_plan = FitPlan(
-            encoder=encoder, boosting_trees=shared_trees, feature_gains=shared_gains,
-            validation=None if rounds_es else validation,
-            split_seed=_torch_seed(int(seeds[0]), offset=1) if shared else None,
-            recipe=Recipe.from_estimator(clones[0], keep_optimizer_state=(
-                (self.n_rounds > 1 and self.keep_optimizer_state) or clones[0].warm_start)))
-        rounds_validation = None
-        if rounds_es:
-            # the estimator's patience in epochs, as rounds of local epochs; at least
-            # two rounds, so that one noisy merge does not end the run (the estimator
-            # checks every epoch, the rounds only every local_epochs epochs)
-            rounds_validation = (base.tol, max(2, -(-base.n_iter_no_change // max(1, epochs[-1]))),
-                                 _validation_rows(validation))
+        return clones
 
+    def _first_plan(self, first_clone, encoder, shared_trees, validation, seed):
+        """The :class:`FitPlan` of round 1's fits: every shard encodes with the
+        shared ``encoder``, learns from the ``shared_trees`` (``(trees,
+        gains)``), early-stops on the user's ``validation`` rows (None: its
+        own, or none), and (several rounds) keeps Adam's state; with
+        ``shard_init="shared"`` every shard draws its splits from ``seed``."""
+        trees, gains = shared_trees
+        return FitPlan(
+            encoder=encoder, boosting_trees=trees, feature_gains=gains, validation=validation,
+            split_seed=(_torch_seed(int(seed), offset=1) if self.shard_init == "shared"
+                        else None),
+            recipe=Recipe.from_estimator(first_clone, keep_optimizer_state=(
+                (self.n_rounds > 1 and self.keep_optimizer_state) or first_clone.warm_start)))
+
+    def _rounds_validation(self, base, epochs, validation):
+        """The round-level early stopping: the estimator's ``tol``, its patience
+        in epochs as rounds of local ``epochs`` (at least two rounds, so that
+        one noisy merge does not end the run: the estimator checks every
+        epoch, the rounds only every ``local_epochs`` epochs), on the user's
+        ``validation`` rows or, without them, on the shards' held-out rows."""
+        patience = max(2, -(-base.n_iter_no_change // max(1, epochs[-1])))
+        return RoundsValidation(base.tol, patience, _validation_rows(validation))
+
+    def _round_settings(self, epochs, seeds, first_plan, validation, config):
+        """The :class:`RoundSettings` of :func:`run_rounds`. The rounds are one
+        run: round ``r``'s local fit takes the epochs ``[before, before +
+        epochs[r])`` of a schedule over ``sum(epochs)`` epochs."""
+        windows = [(sum(epochs[:r]), sum(epochs)) for r in range(self.n_rounds)]
+        return RoundSettings(
+            n_rounds=self.n_rounds, keep_optimizer=self.keep_optimizer_state,
+            server_momentum=self.server_momentum,
+            server_learning_rate=self.server_learning_rate, validation=validation,
+            first_plan=first_plan, later_recipe={"max_epochs": epochs[-1]},
+            schedule_windows=windows if self.n_rounds > 1 else None,
+            shard_fraction=self.shard_fraction, sample_seed=seeds, config=config)
+
+    def _merge_step(self, base, rng, X_site):
+        """``merge(models, weights, same_start) -> (merged model, aligner)``
+        of :func:`run_rounds`: the fitted ``aligner`` (its rows, for
+        activation matching: ``X_site``; its seed, when it has none: ``rng``),
+        then the weighted average, under the estimator's thread policy."""
         aligner = check_aligner(self.aligner)
         if aligner.random_state is None:
             aligner.set_params(random_state=rng)
@@ -797,34 +903,25 @@ class ShardedSoftTreeEnsemble(MetaEstimatorMixin, BaseEstimator):
                 merged = combine(models, aligner.aligned_params(models), aligner.weights_)
             return merged, copy.copy(aligner)  # a snapshot of this round's fitted aligner
 
-        progress = ProgressLog(type(self).__name__, self.n_rounds, self.verbose, unit="round",
-                               clock=clock)
-        result = run_rounds(
-            shards, clones, weights, merge, n_rounds=self.n_rounds,
-            keep_optimizer=self.keep_optimizer_state, server_momentum=self.server_momentum,
-            server_learning_rate=self.server_learning_rate,
-            validation=rounds_validation, progress=progress,
-            first_plan=first_plan, later_recipe={"max_epochs": epochs[-1]},
-            schedule_windows=windows if self.n_rounds > 1 else None,
-            shard_fraction=self.shard_fraction, sample_seed=seeds,
-            checkpoint=self._checkpoint_writer(), resume=resume, config=config,
-        )
-        self.estimators_ = result["estimators"]
-        self.merged_, self.aligner_ = result["merged"], result["aligner"]
+        return merge
+
+    def _set_rounds_result(self, result, data):
+        """The fitted attributes from the rounds' :class:`RoundsResult`, the
+        merged model's leaves refitted on all training rows first
+        (``refit_leaves``)."""
+        self.estimators_ = result.estimators
+        self.merged_, self.aligner_ = result.merged, result.aligner
         if self.refit_leaves:
             # dask input: the federated refit (the rows stay on the workers; only
             # the leaf values and gradient sums travel per evaluation)
-            X_refit = X if X_site is None else X_site
-            self.merged_ = refit_leaves(self.merged_, X_refit, y, sample_weight,
+            self.merged_ = refit_leaves(self.merged_, *data.rows,
                                         worker_timeout=self.worker_timeout)
-        self.history_, self.n_rounds_ = result["history"], result["n_rounds"]
+        self.history_, self.n_rounds_ = result.history, result.n_rounds
         self.weights_ = self.aligner_.weights_
         self.n_iter_ = self.n_rounds_
         self.n_alignment_sweeps_ = self.aligner_.n_iter_
-        progress.close(f"merged {self.n_shards} shards in {self.n_rounds_} rounds")
-        if is_clf:
+        if self._is_classifier():
             self.classes_ = self.merged_.classes_
-        return self
 
     def _grow_shared_trees(self, shards, base, encoder, validation=None):
         """The gradient-boosted trees of ``teacher_weight > 0`` and
@@ -956,7 +1053,8 @@ class ShardedSoftTreeEnsemble(MetaEstimatorMixin, BaseEstimator):
         # joblib's own progress (verbose >= 3) only where stderr takes it
         local = _LocalShards(X, y, sample_weight, shards, n_jobs=self.n_jobs,
                              verbose=10 if self.verbose >= 3 and writable(sys.stderr) else 0)
-        return local, sizes, weight_sums, X, y, sample_weight, encoder
+        return _ShardedData(local, sizes, weight_sums, encoder, rows=(X, y, sample_weight),
+                            X_site=X)
 
     def _make_encoder(self, base, columns, by_dtype, sample_weight=None):
         """The encoder of all shards, fitted once on all training columns by the
@@ -1014,7 +1112,9 @@ class ShardedSoftTreeEnsemble(MetaEstimatorMixin, BaseEstimator):
         self.shard_indices_ = None
         self.shard_partitions_ = shards.partition_groups
         sizes = np.array([s["n_rows"] for s in info])
-        return shards, sizes, [s["weight_sum"] for s in info], None, encoder
+        weight_sums = None if sample_weight is None else [s["weight_sum"] for s in info]
+        return _ShardedData(shards, sizes, weight_sums, encoder, rows=(X, y, sample_weight),
+                            X_site=None)
 
     def _check_X(self, X):
         """Check the features of ``X`` against the fit; the merged model encodes

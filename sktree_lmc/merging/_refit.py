@@ -51,12 +51,9 @@ from ..utils._device import prediction_device
 from .._estimators import _BaseSoftTreeEnsemble
 from ..federation._dask import (
     WORKER_TIMEOUT,
+    DaskSession,
     aligned_partitions,
-    compute_partitions,
-    gather_with_timeout,
     is_dask_collection,
-    running_client,
-    scatter_fresh,
 )
 from ..model._forward import SoftTreeEnsembleModule
 from ..model._params import TreeParams
@@ -121,7 +118,7 @@ def _check_targets(estimator, y):
     return check_array(y, ensure_2d=False, dtype=None, input_name="y")
 
 
-def _chunk_terms(loss_fn, phi, target, weight, theta, transposed=False, offset=None):
+def _chunk_terms(loss_fn, phi, target, weight, theta, *, transposed=False, offset=None):
     """The terms of one chunk of rows: ``(sum_i w_i loss(phi_i theta, y_i),
     gradient of that sum w.r.t. theta (shape (C, M * L)), sum_i w_i)``.
 
@@ -332,70 +329,66 @@ class _FederatedLeafObjective(_LeafObjective):
     workers once; every evaluation sends the leaf values to each partition's
     worker and receives its loss, gradient and weight sums.
 
-    Every result is waited for by
-    :func:`~sktree_lmc.federation._dask.gather_with_timeout`: after ``worker_timeout``
-    seconds without any worker, or when a partition's task is lost with its
-    workers, a :class:`~sktree_lmc.federation._dask.WorkerLostError` names
-    ``refit_leaves``, what was running and the unfinished partitions.
+    The work goes through a :class:`~sktree_lmc.federation._dask.DaskSession`
+    (as the federated rounds' does): after ``worker_timeout`` seconds without
+    any worker, or when a partition's task is lost with its workers, a
+    :class:`~sktree_lmc.federation._dask.WorkerLostError` names
+    ``refit_leaves``, what was running and the unfinished partitions, and
+    everything the refit submitted is cancelled.
     """
 
-    def __init__(self, estimator, head, X, y, sample_weight, alpha, cache_bytes,
+    def __init__(self, estimator, head, X, y, sample_weight, *, alpha, cache_bytes,
                  worker_timeout=WORKER_TIMEOUT):
-        self.client = client = running_client("refit_leaves")
-        self.alpha = float(alpha)
-        self.worker_timeout = float(worker_timeout)
+        self.session = session = DaskSession("refit_leaves", self._lost_message,
+                                             worker_timeout=worker_timeout, unit="partition")
         parts = aligned_partitions(X, y, sample_weight)
         self.n_parts = P = len(parts[0])
+        self.alpha = float(alpha)
         # The model travels once (a fresh key, never shared with another call's
         # data); the partitions are computed on the workers and every partition's
         # rows are encoded and kept there.
-        model = scatter_fresh(client, (estimator, head),
-                              self._message("sending the model to the workers"),
-                              worker_timeout=self.worker_timeout, names=range(P))
-        xf, yf, wf = compute_partitions(client, parts)
-        rows = [client.submit(_partition_rows, k, model, xf[k], yf[k],
-                              wf[k] if wf else None, cache_bytes, pure=False)
+        model = session.send((estimator, head), "sending the model to the workers",
+                             names=range(P))
+        xf, yf, wf = session.partitions(parts)
+        rows = [session.submit(_partition_rows, k, model, xf[k], yf[k],
+                               wf[k] if wf else None, cache_bytes)
                 for k in range(P)]
         del parts, xf, yf, wf
-        w_max = max(self._gather([client.submit(_rows_max_weight, r, pure=False)
-                                  for r in rows],
+        w_max = max(self._gather([session.submit(_rows_max_weight, r) for r in rows],
                                  "encoding the partitions on the workers"), default=0.0)
         if not w_max > 0:
             raise ValueError("sample_weight sums to zero: there is nothing to fit.")
         # only ratios matter; no overflow (as for rows held here)
-        self.parts = [client.submit(_rows_scaled, r, w_max, pure=False) for r in rows]
+        self.parts = [session.submit(_rows_scaled, r, w_max) for r in rows]
         # The model stays on the workers until close(): scattered data has no task
         # to recompute it from, and without it the rows of a partition lost with its
         # worker could not be recomputed elsewhere (their tasks would be cancelled).
         self.model = model
         del rows
 
-    def _message(self, what):
-        """``message(unfinished, why)``: the message of the
-        :class:`~sktree_lmc.federation._dask.WorkerLostError` raised while ``what`` runs."""
-        P = self.n_parts
+    @property
+    def client(self):
+        return self.session.client
 
-        def message(unfinished, why):
-            return (f"refit_leaves stopped while {what}: {why}; partition(s) {unfinished} "
-                    f"of {P} did not finish. The leaves were not refitted: call "
-                    "refit_leaves again when the cluster has workers.")
-
-        return message
+    def _lost_message(self, what, unfinished, why):
+        """The message of the :class:`~sktree_lmc.federation._dask.WorkerLostError`
+        raised while ``what`` runs."""
+        return (f"refit_leaves stopped while {what}: {why}; partition(s) {unfinished} "
+                f"of {self.n_parts} did not finish. The leaves were not refitted: call "
+                "refit_leaves again when the cluster has workers.")
 
     def _gather(self, futures, what):
         """The results of ``futures`` (one per partition, in order), or a
         :class:`~sktree_lmc.federation._dask.WorkerLostError` naming ``what`` was running."""
-        return gather_with_timeout(self.client, futures, self._message(what),
-                                   worker_timeout=self.worker_timeout, unit="partition")
+        return self.session.gather(futures, what)
 
     def _terms(self, theta_flat):
-        submit = self.client.submit
-        return self._gather([submit(_rows_terms, r, theta_flat, pure=False)
+        return self._gather([self.session.submit(_rows_terms, r, theta_flat)
                              for r in self.parts],
                             "computing the loss and gradient sums of the partitions")
 
     def close(self):
-        self.client.cancel(self.parts)
+        self.session.cancel(self.parts)
         self.parts, self.model = [], None
 
 
@@ -562,8 +555,9 @@ def _refit(estimator, X, y, sample_weight, head, *, alpha, max_iter, tol, cache_
             if value is not None and not is_dask_collection(value):
                 raise TypeError(f"X is a dask collection, so {name} must be one too (partitioned "
                                 f"like X), got {type(value).__name__}.")
-        objective = _FederatedLeafObjective(estimator, head, X, y, sample_weight, alpha,
-                                            cache_bytes, worker_timeout=worker_timeout)
+        objective = _FederatedLeafObjective(estimator, head, X, y, sample_weight, alpha=alpha,
+                                            cache_bytes=cache_bytes,
+                                            worker_timeout=worker_timeout)
     else:
         objective = _local_objective(estimator, X, y, sample_weight, alpha, cache_bytes)
     try:
