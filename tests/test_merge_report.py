@@ -2,6 +2,7 @@
 features' scales weight matching compares in, ``merge_report_``, ``aligner="auto"`` and the
 log-link merge's mean."""
 
+import dataclasses
 import warnings
 
 import numpy as np
@@ -113,7 +114,7 @@ def test_merge_report_of_a_working_merge_and_of_a_forced_naive_one(clf_pair, mag
 
 def test_auto_keeps_the_alignment_closest_to_the_ensemble(clf_pair):
     a, b = clf_pair
-    merged = merge_estimators(a, b)  # the default is "auto"
+    merged = merge_estimators(a, b, distill=False)  # the default aligner is "auto"
     report = merged.merge_report_
     assert set(report.candidates) == {"wm", "am"}
     assert report.aligner == min(report.candidates, key=report.candidates.get)
@@ -121,6 +122,29 @@ def test_auto_keeps_the_alignment_closest_to_the_ensemble(clf_pair):
     assert report.aligner == "wm"  # these models: WM's merge is the closer one
     wm = merge_estimators(a, b, aligner="wm")
     assert_allclose(wm.tree_params_.leaf_value, merged.tree_params_.leaf_value)
+
+
+def test_the_default_distills_only_where_it_comes_closer_to_the_ensemble(clf_pair):
+    """``distill="auto"``: the auto merge of models that all carry weight is refitted to
+    their ensemble, and kept only when it is closer to it on the report's rows; never at an
+    endpoint nor with an explicit aligner."""
+    a, b = clf_pair
+    plain = merge_estimators(a, b, distill=False).merge_report_
+    merged = merge_estimators(a, b)
+    report = merged.merge_report_
+    refit = f"{plain.aligner}+distill"
+    assert set(report.candidates) == {"wm", "am", refit}
+    if report.aligner == refit:
+        assert report.distance < plain.distance
+        assert not np.allclose(merged.tree_params_.leaf_value,
+                               merge_estimators(a, b, distill=False).tree_params_.leaf_value)
+    else:
+        assert report == dataclasses.replace(plain, candidates=report.candidates)
+    assert merged.get_params() == a.get_params()
+    for model in (merge_estimators(a, b, lam=0.0), merge_estimators(a, b, aligner="wm")):
+        assert not any(k.endswith("+distill") for k in model.merge_report_.candidates)
+    forced = merge_estimators(a, b, distill=True).merge_report_
+    assert forced.aligner == refit
 
 
 def test_a_merge_at_an_endpoint_is_the_model_and_is_not_flagged(clf_pair, magic):
@@ -166,6 +190,8 @@ def test_log_link_merges_are_corrected_to_the_ensemble(loss):
     assert merged.y_scale_ == pytest.approx(_uncorrected_scale(a, b) * factor, rel=1e-6)
     # after it, the merge's mean prediction over X is the ensemble's
     assert merged.predict(X).mean() == pytest.approx(ens.mean(), rel=1e-6)
+    # the default with rows: the scale set on X, no refit
+    assert "+distill" not in merge_estimators(a, b, X=X).merge_report_.aligner
     without_rows = merge_estimators(a, b)  # corrected on the probe rows
     assert abs(without_rows.predict(X).mean() / ens.mean() - 1) < 0.2
     for lam, model in ((0.0, a), (1.0, b)):

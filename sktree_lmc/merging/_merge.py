@@ -529,12 +529,12 @@ def fit_aligner(aligner, estimators, X=None, weights=None):
         "aligner": [StrOptions(set(ALIGNER_SHORTCUTS) | {"auto"}), ModelAligner],
         "X": ["array-like", None],
         "weights": ["array-like", None],
-        "distill": ["boolean"],
+        "distill": ["boolean", StrOptions({"auto"})],
     },
     prefer_skip_nested_validation=True,
 )
 def merge_estimators(a, b=None, lam=0.5, *, aligner="auto", X=None, weights=None,
-                     distill=False):
+                     distill="auto"):
     """Align ``b`` to ``a`` and interpolate their parameters.
 
     Returns a new fitted estimator of the same class whose parameters are
@@ -570,14 +570,21 @@ def merge_estimators(a, b=None, lam=0.5, *, aligner="auto", X=None, weights=None
         categories; the columns independent), so no data is needed.
     weights : array-like of shape (K,), default=None
         N-way form only: weights of the K models (uniform when None).
-    distill : bool, default=False
+    distill : bool or "auto", default="auto"
         After the merge, re-solve its leaf values (splits frozen, a convex
         problem, as :func:`~sktree_lmc.refit_leaves`) to the models'
         ensemble predictions on ``X``, else on 4,096 probe rows drawn from the
         input encoding (not the rows of the report, which compares the
         refitted model). No labels are needed: the ensemble's probabilities (or
         predictions) are the targets. The merged model keeps its
-        hyperparameters.
+        hyperparameters. ``"auto"`` distills the merges of ``aligner="auto"``
+        between models that all carry weight (never at ``lam=0`` or ``lam=1``),
+        except regressors given ``X`` (their scale is then set on ``X``
+        itself). Four default classifiers trained apart (the seven datasets
+        and ``credit``, 3 seeds): +0.23 points over the plain merge, within
+        0.5 points of the models' ensemble in 21 of 24 merges instead of 18;
+        Poisson regressors without rows: the mean prediction within 5.6 % of
+        the data's instead of 18 % (``docs/benchmarks.md``).
 
     Returns
     -------
@@ -604,9 +611,12 @@ def merge_estimators(a, b=None, lam=0.5, *, aligner="auto", X=None, weights=None
         Regressors with the log link (``loss="poisson"`` or ``"gamma"``):
         averaging their raw outputs averages their predictions
         geometrically, below their mean; the merged model's scale
-        ``y_scale_`` is multiplied by the geometric mean, over the report's
-        rows, of the ensemble's prediction over the merged model's (at
-        ``lam=0`` and ``lam=1`` the factor is 1 up to rounding).
+        ``y_scale_`` is multiplied by the ratio of the ensemble's mean
+        prediction over ``X`` to the merged model's, so that the merge keeps
+        the ensemble's mean over the data (without ``X``, by the geometric
+        mean of that ratio over the probe rows, and ``distill="auto"`` then
+        refits the leaves to the ensemble); at ``lam=0`` and ``lam=1`` the
+        factor is 1 up to rounding.
 
     Raises
     ------
@@ -710,15 +720,26 @@ def merge_estimators(a, b=None, lam=0.5, *, aligner="auto", X=None, weights=None
         if best is None or report.disagreement < best[1].disagreement:
             best = (merged, report)
     merged, report = best
+    chosen = distill == "auto"
+    if chosen:  # the default: distill the auto merges of models that all carry weight
+        distill = (isinstance(aligner, str) and aligner == "auto"
+                   and float(np.max(weights_of)) < 1.0 - 1e-12
+                   and (classifier or X is None))
     if distill:
         if X is not None:  # the report's rows and their ensemble predictions
             fit_rows, targets = rows, ensemble
         else:
             fit_rows = probe_rows(estimators[0], 4096, random_state=1)
             targets = ensemble_predictions(estimators, weights_of, fit_rows)[1]
-        merged = _distilled(merged, fit_rows, targets)
-        report = merge_report(_predictions(merged, rows), members, ensemble, weights_of,
-                              aligner=report.aligner, rows=rows_kind, classifier=classifier)
+        distilled = _distilled(merged, fit_rows, targets)
+        distilled_report = merge_report(
+            _predictions(distilled, rows), members, ensemble, weights_of,
+            aligner=f"{report.aligner}+distill", rows=rows_kind, classifier=classifier)
+        tried[distilled_report.aligner] = distilled_report.disagreement
+        # "auto" keeps the refit only where it comes closer to the ensemble on the report's
+        # rows (drawn apart from the refit's when no X is given)
+        if not chosen or distilled_report.distance < report.distance:
+            merged, report = distilled, distilled_report
     merged.merge_report_ = dataclasses.replace(report, candidates=tried)
     if report.flagged:
         warnings.warn(
