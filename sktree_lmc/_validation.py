@@ -184,9 +184,10 @@ def check_encoded(X):
 def encoded_rows(encoder, columns):
     """The encoded rows of ``columns``: an :class:`Inputs` of the trees'
     features (checked) and the additive term's codes (None without one),
-    each its own array (:meth:`TabularEncoder.encode`)."""
+    each its own array (:meth:`TabularEncoder.encode`; the codes made
+    row-major here, as training gathers them by rows)."""
     X, codes = encoder.encode(columns)
-    return Inputs(check_encoded(X), codes)
+    return Inputs(check_encoded(X), None if codes is None else np.ascontiguousarray(codes))
 
 
 def input_columns(estimator, X):
