@@ -1423,7 +1423,7 @@ def additive_chunked(module, codes, chunk_rows=ADDITIVE_CHUNK_ROWS):
     module : SoftTreeEnsembleModule
         A model with an additive table (``module.additive`` not None).
     codes : ndarray of shape (n_samples, J)
-        Table rows per code column (whole numbers stored as floats, as
+        Table rows per code column (integers, as
         :meth:`TabularEncoder.additive_codes` gives them).
     chunk_rows : int, default=ADDITIVE_CHUNK_ROWS
         Rows per lookup.
