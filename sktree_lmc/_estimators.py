@@ -346,7 +346,7 @@ class _BaseSoftTreeEnsemble(BaseEstimator):
         X_raw = X
         X, y, target, sample_weight, n_outputs, self.encoder_ = fit_rows(
             self, X, y, sample_weight, objective=objective, warm=warm, plan=plan)
-        recipe = recipe.resolved(X.shape[0], plan.validation)
+        recipe = recipe.resolved(X.n_rows, plan.validation)
         objective.resolve(recipe)
         self.do_early_stopping_ = bool(recipe.early_stopping)
         check_model_size(self.arch, self.depth, self.n_estimators, self.encoder_.n_features_out_,

@@ -31,6 +31,7 @@ from .encoding._encoding import (
     encoders_differ,
     to_columns,
 )
+from .model._inputs import Inputs
 from .training._objective import FLOAT32_MAX as _FLOAT32_MAX
 from .training._objective import check_float32_range as _check_float32_range  # noqa: F401
 from .training._training import _validation_split
@@ -181,12 +182,12 @@ def check_encoded(X):
 
 
 def encoded_rows(encoder, columns):
-    """The encoded rows of ``columns`` (checked), with the additive term's
-    codes appended (as float32 columns, after the trees' features) when
-    the model has one (:meth:`TabularEncoder.encode`)."""
+    """The encoded rows of ``columns``: an :class:`Inputs` of the trees'
+    features (checked) and the additive term's codes (None without one),
+    each its own array (:meth:`TabularEncoder.encode`; the codes made
+    row-major here, as training gathers them by rows)."""
     X, codes = encoder.encode(columns)
-    X = check_encoded(X)
-    return X if codes is None else np.concatenate([X, codes], axis=1)
+    return Inputs(check_encoded(X), None if codes is None else np.ascontiguousarray(codes))
 
 
 def input_columns(estimator, X):
@@ -199,9 +200,10 @@ def input_columns(estimator, X):
 
 
 def encoded_input(estimator, X):
-    """``X`` validated and encoded by the fitted ``estimator``'s encoder,
-    float32 of shape ``(n_samples, n_encoded_features)``: the input of the
-    trees, followed by the additive term's codes when the model has one."""
+    """``X`` validated and encoded by the fitted ``estimator``'s encoder: an
+    :class:`Inputs` of the trees' float32 features ``(n_samples,
+    n_encoded_features)`` and the additive term's int32 codes (None
+    without one)."""
     return encoded_rows(estimator.encoder_, input_columns(estimator, X))
 
 
@@ -244,12 +246,12 @@ def validation_rows(estimator, objective, y, target, validation):
     X_val = encoded_rows(estimator.encoder_, columns)
     try:  # y_val need only be in the loss's domain (all-zero Poisson counts are valid)
         y_val = objective.check_y(validation.y, name="y_val", training=False)
-        check_consistent_length(X_val, y_val)
+        check_consistent_length(X_val.X, y_val)
         target_val = np.asarray(objective.fitted_targets(y_val), dtype=target.dtype)
     except ValueError as exc:
         raise ValueError(named_error(exc, "y", "y_val")) from None
     try:
-        weight = _check_sample_weight(validation.sample_weight, X_val, dtype=np.float64,
+        weight = _check_sample_weight(validation.sample_weight, X_val.X, dtype=np.float64,
                                       ensure_non_negative=True)
     except ValueError as exc:  # scikit-learn's message names sample_weight
         raise ValueError(f"sample_weight_val: {exc}") from None
@@ -266,7 +268,8 @@ def fit_rows(estimator, X, y, sample_weight, *, objective, warm=False, plan):
     """Validate the training data of ``estimator``'s fit and encode it
     (with its fitted ``encoder_`` when ``warm``, else with an encoder fitted
     here, or the fitted one of ``plan`` or of the ``encoder`` parameter);
-    ``objective`` checks and encodes the targets. Returns the encoded ``X``,
+    ``objective`` checks and encodes the targets. Returns the encoded ``X``
+    (an :class:`Inputs`: the trees' features and the additive codes),
     the validated ``y``, the encoded target, the float64 sample weights (times
     the class weights), the number of outputs and the encoder. With ``warm``, the data must match the fitted
     model (features, classes or targets)."""
@@ -340,7 +343,7 @@ def check_warm_start(estimator, continued, plan):
 def split_rows(estimator, X_raw, y, arrays, *, generator, recipe, plan, objective):
     """The rows of ``estimator``'s fit and their roles: ``((X, target, sample_weight,
     train_idx, val_idx), scored)`` from the encoded ``arrays`` ``(X, target,
-    sample_weight)``. Without ``plan.validation``, early stopping holds out
+    sample_weight)`` (``X``: an :class:`Inputs`). Without ``plan.validation``, early stopping holds out
     ``validation_fraction`` of the training rows (one draw from
     ``generator``, or from a generator of ``plan.split_seed``); with it,
     the user's validation rows, encoded with the fitted encoder, are
@@ -353,7 +356,7 @@ def split_rows(estimator, X_raw, y, arrays, *, generator, recipe, plan, objectiv
         if plan.split_seed is not None:
             generator = torch.Generator().manual_seed(plan.split_seed)
         train_idx, val_idx = _validation_split(
-            X.shape[0], estimator.validation_fraction if recipe.early_stopping else None,
+            X.n_rows, estimator.validation_fraction if recipe.early_stopping else None,
             generator, sample_weight)
 
         def scored():  # indexed only when a scorer needs the raw rows
@@ -362,11 +365,11 @@ def split_rows(estimator, X_raw, y, arrays, *, generator, recipe, plan, objectiv
         return (X, target, sample_weight, train_idx, val_idx), scored
     X_val, y_val, target_val, weight_val = validation_rows(estimator, objective, y, target,
                                                            validation)
-    n, n_val = X.shape[0], X_val.shape[0]
+    n, n_val = X.n_rows, X_val.n_rows
     # the validation weights on the training weights' scale: the largest weight
     # over all rows (which _FitTensors divides by) is the training rows' own
     weight_val = weight_val * (sample_weight.max() / weight_val.max())
-    return ((np.concatenate([X, X_val]), np.concatenate([target, target_val]),
+    return ((Inputs.concatenate([X, X_val]), np.concatenate([target, target_val]),
              np.concatenate([sample_weight, weight_val]), np.arange(n),
              np.arange(n, n + n_val)),
             lambda: (validation.X, y_val, validation.sample_weight))

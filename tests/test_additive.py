@@ -56,7 +56,7 @@ def test_codes_bins_missing_categories_and_unseen():
     new = pd.DataFrame({"x": [-10.0, 10.0, np.nan], "z": [0.5, 0.5, 0.5],
                         "city": pd.Categorical(["lima", None, enc.categories_[2][0]])})
     codes = enc.additive_codes(to_columns(new)[0])
-    assert codes.dtype == np.float32
+    assert codes.dtype == np.int32
     assert codes[:, 0].tolist() == [0, 3, 4]       # lowest bin, highest bin, missing
     # unseen "lima" -> the infrequent row (as in the one-hot features); None -> missing
     assert codes[:, 2].tolist() == [12, 13, 10]
@@ -133,11 +133,11 @@ def test_symmetry_ops_keep_the_table_and_the_function(seed, arch_name):
     q = p.permute_trees(rng.permutation(p.n_trees)).apply_ops(
         random_ops(arch, p.n_trees, random_state=seed))
     np.testing.assert_array_equal(q.additive, p.additive)
-    X = torch.as_tensor(np.column_stack([rng.randn(16, 3), rng.randint(0, 5, (16, 2))]),
-                        dtype=torch.float32)
+    X = torch.as_tensor(rng.randn(16, 3), dtype=torch.float32)
+    codes = torch.as_tensor(rng.randint(0, 5, (16, 2)), dtype=torch.int32)
     with torch.no_grad():
-        out_p = SoftTreeEnsembleModule.from_params(arch, p)(X)
-        out_q = SoftTreeEnsembleModule.from_params(arch, q)(X)
+        out_p = SoftTreeEnsembleModule.from_params(arch, p)(X, codes)
+        out_q = SoftTreeEnsembleModule.from_params(arch, q)(X, codes)
     torch.testing.assert_close(out_p, out_q, rtol=1e-5, atol=1e-5)
 
 
@@ -150,7 +150,8 @@ def test_fit_predict_dataframe_and_prediction_equals_training_forward(bins):
     assert table.shape == (clf.encoder_.n_additive_, 2) and np.abs(table).max() > 0
     module = SoftTreeEnsembleModule.from_params(clf.architecture_, clf.tree_params_)
     with torch.no_grad():
-        forward = module(torch.as_tensor(clf._encoded_input(X))).numpy()
+        rows = clf._encoded_input(X)
+        forward = module(torch.as_tensor(rows.X), torch.as_tensor(rows.codes)).numpy()
     np.testing.assert_allclose(clf._raw_output(X), forward, atol=1e-5)
     # tree_outputs stay the trees' own: their sum misses the additive term
     trees = clf.tree_outputs(X).sum(axis=1)

@@ -298,7 +298,7 @@ def _distilled(est, Xe, target, sample_weight, split, n_outputs, generator):
     trees, gains = teacher_of(state, objective, est.encoder_)
     assert gains.shape == (est.encoder_.n_features_out_,) and (gains >= 0).all() and gains.sum() > 0
     F = est.encoder_.n_features_out_
-    return objective.distilled(np.asarray(Xe[split[0], :F], dtype=np.float64), target,
+    return objective.distilled(np.asarray(Xe.X[split[0], :F], dtype=np.float64), target,
                                split[0], est.teacher_weight, Teacher.of(trees))
 
 

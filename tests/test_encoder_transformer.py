@@ -114,7 +114,7 @@ def test_fit_is_the_estimators_encoder(encoding, categorical_features):
     assert encoders_differ(enc, est.encoder_) is None
     columns, by_dtype = to_columns(X)
     assert_array_equal(enc.transform(X), est.encoder_.transform_columns(columns))
-    assert_array_equal(enc.transform(X), est._encoded_input(X)[:, :enc.n_features_out_])
+    assert_array_equal(enc.transform(X), est._encoded_input(X).X[:, :enc.n_features_out_])
     mask = check_categorical_features(categorical_features, 4, X.columns, by_dtype)
     assert_array_equal(enc.categorical_, mask)
     out = enc.transform(X)

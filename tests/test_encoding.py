@@ -95,10 +95,10 @@ def test_the_identity_encoding_leaves_values_unchanged():
     X = np.random.RandomState(0).normal(size=(20, 3)) * 1e3
     est = clf(numeric_encoding="none").fit(X, np.arange(20) % 2)
     assert est.encoder_.is_identity
-    # the trees' features; the additive term's bin codes (default additive_bins) follow them
+    # the trees' features; the additive term's bin codes (default additive_bins) apart
     n_tree_features = est.tree_params_.split_weight.shape[2]
     assert n_tree_features == 3
-    assert_array_equal(est._encoded_input(X)[:, :n_tree_features], X.astype(np.float32))
+    assert_array_equal(est._encoded_input(X).X[:, :n_tree_features], X.astype(np.float32))
 
 
 # -- mixed data, missing values, categories --------------------------------------------------
@@ -128,7 +128,7 @@ def test_unknown_categories_and_all_missing_columns_at_predict_time(mixed):
     proba = est.predict_proba(X_new)
     assert np.isfinite(proba).all()
     groups = est.encoder_.feature_groups_
-    encoded = est._encoded_input(X_new)[:, : len(groups)]  # the trees' features
+    encoded = est._encoded_input(X_new).X[:, : len(groups)]  # the trees' features
     city = encoded[:, groups == 2]
     # 4 categories and the missing indicator; unknown ones are all zeros (no infrequent
     # column: every category of fit was kept)
@@ -146,7 +146,7 @@ def test_rare_categories_share_the_infrequent_feature():
     est = clf(max_categories=5).fit(X, y)
     enc = est.encoder_
     assert len(enc.categories_[0]) == 5 and enc.has_infrequent_[0]
-    rows = est._encoded_input(pd.DataFrame({"c": ["never-seen"], "x": [0.0]}))
+    rows = est._encoded_input(pd.DataFrame({"c": ["never-seen"], "x": [0.0]})).X
     assert rows[0, 5] == 1  # the infrequent feature
 
 

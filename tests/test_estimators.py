@@ -349,7 +349,7 @@ def test_tree_outputs_sum_to_the_raw_output(blobs3):
     log_p = est.predict_log_proba(X)
     # the trees' sum plus the additive term (default additive_bins), which no tree holds
     params = est.tree_params_
-    codes = est._encoded_input(X)[:, params.split_weight.shape[2]:].astype(np.intp)
+    codes = est._encoded_input(X).codes.astype(np.intp)
     raw = per_tree.sum(axis=1) + params.additive[codes].sum(axis=1)
     # the kernel computes in float32: the float64 sum of the float32 per-tree outputs equals
     # its float32 ensemble output up to float32 rounding

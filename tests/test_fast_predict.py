@@ -246,10 +246,10 @@ def _reference_raw(est, X):
     module = SoftTreeEnsembleModule.from_params(est.architecture_, est.tree_params_)
     Xe = est._encoded_input(X)
     F = est.tree_params_.split_weight.shape[2]
-    raw = predict_chunked(module, Xe[:, :F], routing="leaves")
+    raw = predict_chunked(module, Xe.X[:, :F], routing="leaves")
     if est.tree_params_.additive is not None:
         with torch.no_grad():
-            raw = raw + module.additive_term(torch.as_tensor(Xe[:, F:])).numpy()
+            raw = raw + module.additive_term(torch.as_tensor(Xe.codes)).numpy()
     return raw
 
 
@@ -293,7 +293,7 @@ def test_estimators_predict_as_through_the_reference_path(fitted):
     module = SoftTreeEnsembleModule.from_params(multi.architecture_, multi.tree_params_)
     F = multi.tree_params_.split_weight.shape[2]
     assert_array_equal(multi.tree_outputs(X), predict_chunked(
-        module, multi._encoded_input(X)[:, :F], "tree_outputs", routing="leaves"))
+        module, multi._encoded_input(X).X[:, :F], "tree_outputs", routing="leaves"))
 
 
 def test_estimator_rows_do_not_depend_on_the_call(fitted):

@@ -10,6 +10,7 @@ import torch.nn.functional as F
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from sktree_lmc.model._inputs import Inputs
 from sktree_lmc.model._architectures import get_architecture
 from sktree_lmc.model._forward import SoftTreeEnsembleModule
 from sktree_lmc.utils._progress import ProgressLog
@@ -32,7 +33,7 @@ def _setup(n_samples=40, n_features=3, n_classes=2, seed=0):
     module = SoftTreeEnsembleModule(get_architecture("oblivious", 2), 4, n_features, n_classes,
                                     generator=gen)
     optimizer = torch.optim.Adam(module.parameters(), lr=0.05)
-    data = _FitTensors.from_arrays(X, y, w, torch.device("cpu"))
+    data = _FitTensors.from_arrays(Inputs(X), y, w, torch.device("cpu"))
     return module, optimizer, data, gen
 
 

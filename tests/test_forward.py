@@ -564,7 +564,7 @@ def test_routing_buffers_beyond_memory_are_refused_up_front(monkeypatch):
     monkeypatch.setattr(forward, "_memory_bytes", lambda device: 2**16)  # 64 KiB
     module = SoftTreeEnsembleModule.from_params(arch, est.tree_params_)  # one row fits
     with pytest.raises(ValueError, match=r"\(training, 64 leaves per tree\).* for 40 row"):
-        module(torch.as_tensor(est._encoded_input(X)))  # the trees' input: X encoded
+        module(torch.as_tensor(est._encoded_input(X).X))  # the trees' input: X encoded
 
 
 @settings(max_examples=30, deadline=None)
@@ -610,9 +610,8 @@ def test_a_compacted_module_computes_the_same_function(name, depth, n_features,
     number[rows] = torch.arange(len(rows))
     small = module.compacted(features if compact_features else None, rows)
     outputs = []
-    for m, X in ((module, torch.cat([x, codes.float()], 1)),
-                 (small, torch.cat([x[:, features], number[codes].float()], 1))):
-        out = m(X)
+    for m, X, c in ((module, x, codes), (small, x[:, features], number[codes])):
+        out = m(X, c)
         out.square().sum().backward()
         outputs.append((out.detach(), dict(m.named_parameters())))
     (out_full, full), (out_small, part) = outputs

@@ -30,11 +30,12 @@ def _module(arch, depth, n_trees, n_features, n_outputs, seed, scale=3.0):
     return module
 
 
-def _outputs_and_grads(module, X, grad_out, engine, n_members=1):
+def _outputs_and_grads(module, X, grad_out, engine, n_members=1, codes=None):
     for p in module.parameters():
         p.grad = None
     with _kernel.training_engine(engine):
-        out = module(X) if n_members == 1 else module.member_outputs(X, n_members)
+        out = (module(X, codes) if n_members == 1
+               else module.member_outputs(X, n_members, codes=codes))
     out.backward(grad_out)
     grads = [p.grad.clone() for p in (module.split_weight, module.split_bias, module.leaf_value)]
     return out.detach(), grads
@@ -67,13 +68,15 @@ def test_outputs_and_gradients_match_the_torch_path(arch, depth):
 
 def test_sharp_splits_and_the_additive_columns():
     # logits up to hundreds (sigmoids at the clamp, leaf probabilities flushed
-    # below 1e-25), and code columns of an additive table after the features
+    # below 1e-25), and code columns of an additive table beside the features
     module = _module("oblivious", 4, n_trees=9, n_features=4, n_outputs=2, seed=3, scale=60.0)
     gen = torch.Generator().manual_seed(2)
-    X = torch.cat([torch.randn(33, 4, generator=gen), torch.zeros(33, 2)], dim=1)
+    module.additive = torch.nn.Parameter(torch.randn(3, 2, generator=gen))
+    X = torch.randn(33, 4, generator=gen)
+    codes = torch.randint(0, 3, (33, 2), generator=gen, dtype=torch.int32)
     grad_out = torch.randn(33, 2, generator=gen)
-    out_t, grads_t = _outputs_and_grads(module, X, grad_out, "torch")
-    out_k, grads_k = _outputs_and_grads(module, X, grad_out, "numba")
+    out_t, grads_t = _outputs_and_grads(module, X, grad_out, "torch", codes=codes)
+    out_k, grads_k = _outputs_and_grads(module, X, grad_out, "numba", codes=codes)
     _close(out_k, out_t)
     for g_k, g_t in zip(grads_k, grads_t):
         _close(g_k, g_t)

@@ -142,13 +142,13 @@ def test_regressor_and_tree_outputs_go_through_the_kernel():
     reg = SoftTreeEnsembleRegressor(n_estimators=8, max_epochs=2, device="cpu",
                                     random_state=0).fit(X, y.astype(float))
     module = SoftTreeEnsembleModule.from_params(reg.architecture_, reg.tree_params_)
-    Xe = reg._encoded_input(X)  # the trees see the encoded input, then the additive codes
+    Xe = reg._encoded_input(X)  # the trees see the encoded input; the additive its codes
     F = reg.tree_params_.split_weight.shape[2]
-    raw = predict_chunked(module, Xe[:, :F])  # the kernel: the trees alone
+    raw = predict_chunked(module, Xe.X[:, :F])  # the kernel: the trees alone
     with torch.no_grad():
-        raw = raw + module.additive_term(torch.as_tensor(Xe[:, F:])).numpy()
+        raw = raw + module.additive_term(torch.as_tensor(Xe.codes)).numpy()
     assert_allclose(reg.predict(X), raw[:, 0] * reg.y_scale_[0] + reg.y_mean_[0], rtol=1e-6)
-    assert_array_equal(reg.tree_outputs(X), predict_chunked(module, Xe[:, :F], "tree_outputs"))
+    assert_array_equal(reg.tree_outputs(X), predict_chunked(module, Xe.X[:, :F], "tree_outputs"))
 
 
 def test_chunk_rows_are_powers_of_two_within_bounds():

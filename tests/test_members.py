@@ -20,6 +20,7 @@ from sktree_lmc import (
     merge_estimators,
 )
 from sktree_lmc.model._forward import member_of_trees
+from sktree_lmc.model._inputs import Inputs
 from sktree_lmc.training._training import _member_loss
 
 X, Y = make_classification(n_samples=200, n_features=5, n_informative=3, n_classes=3,
@@ -64,12 +65,12 @@ def test_member_outputs_add_the_additive_term_to_every_member():
                                     n_outputs=2, generator=gen, n_additive=4)
     with torch.no_grad():
         module.additive.copy_(torch.randn(4, 2, generator=gen))
-    x = torch.cat([torch.randn(5, 3, generator=gen), torch.randint(0, 4, (5, 2)).float()], 1)
-    members = module.member_outputs(x, 3)
-    without = module.member_outputs(x[:, :3], 3)
-    extra = module.additive_output(x)
+    x, codes = torch.randn(5, 3, generator=gen), torch.randint(0, 4, (5, 2), dtype=torch.int32)
+    members = module.member_outputs(x, 3, codes=codes)
+    without = module.member_outputs(x, 3)
+    extra = module.additive_term(codes)
     torch.testing.assert_close(members, without + extra[:, None, :])
-    torch.testing.assert_close(members.mean(dim=1), module(x), rtol=1e-5, atol=1e-6)
+    torch.testing.assert_close(members.mean(dim=1), module(x, codes), rtol=1e-5, atol=1e-6)
 
 
 def test_the_member_loss_is_the_mean_of_each_members_loss_and_its_gradient_flows():
@@ -82,7 +83,7 @@ def test_the_member_loss_is_the_mean_of_each_members_loss_and_its_gradient_flows
     def ce(out, t):
         return F.cross_entropy(out, t, reduction="none")
 
-    loss = _member_loss(module, ce, x, y, 2)
+    loss = _member_loss(module, ce, Inputs(x), y, 2)
     trees = module.tree_outputs(x)
     by_member = [ce(2 * trees[:, 3 * k:3 * k + 3].sum(1), y) for k in range(2)]
     torch.testing.assert_close(loss, (by_member[0] + by_member[1]) / 2)
@@ -90,7 +91,7 @@ def test_the_member_loss_is_the_mean_of_each_members_loss_and_its_gradient_flows
     assert all(p.grad is not None and torch.isfinite(p.grad).all() and p.grad.abs().sum() > 0
                for p in (module.split_weight, module.split_bias, module.leaf_value))
     # one member is the ensemble's own loss
-    torch.testing.assert_close(_member_loss(module, ce, x, y, 1), ce(module(x), y))
+    torch.testing.assert_close(_member_loss(module, ce, Inputs(x), y, 1), ce(module(x), y))
 
 
 def test_soft_targets_are_repeated_per_member():
@@ -105,7 +106,7 @@ def test_soft_targets_are_repeated_per_member():
 
     members = module.member_outputs(x, 4)
     expected = torch.stack([ce(members[:, k], soft) for k in range(4)], 1).mean(1)
-    torch.testing.assert_close(_member_loss(module, ce, x, soft, 4), expected)
+    torch.testing.assert_close(_member_loss(module, ce, Inputs(x), soft, 4), expected)
 
 
 def test_members_change_training_but_not_what_the_model_is():

@@ -303,12 +303,13 @@ def _float64_scores(model, X):
     columns = model._input_columns(X)
     enc = model.encoder_
     features = enc.transform_columns(columns).astype(np.float64)
+    codes = None
     if model.tree_params_.additive is not None:
-        features = np.hstack([features, enc.additive_codes(columns)])
+        codes = torch.as_tensor(enc.additive_codes(columns))
     module = SoftTreeEnsembleModule.from_params(model.architecture_, model.tree_params_,
                                                 "cpu").double()
     with torch.no_grad():
-        out = module(torch.tensor(features, dtype=torch.float64)).numpy()
+        out = module(torch.tensor(features, dtype=torch.float64), codes).numpy()
     return out[:, 1] - out[:, 0] if out.shape[1] == 2 else out
 
 

@@ -155,7 +155,7 @@ def test_data_split_init_starts_sharp_axis_aligned_thresholds_between_values():
                          rng.normal(size=(300, 3))])
     est = _start(X)
     w, b = est.tree_params_.split_weight, est.tree_params_.split_bias  # (M, N, F), (M, N)
-    Z = est._encoded_input(X)[:, : w.shape[2]]  # the trees' features (the bin codes follow)
+    Z = est._encoded_input(X).X[:, : w.shape[2]]  # the trees' features (the bin codes apart)
     bound = 1 / np.sqrt(Z.shape[1])  # the uniform start of the other weights
     sharp = np.abs(w).max(axis=2) > 2 * bound
     assert 0.3 < sharp.mean() < 0.7  # half of the splits start on the data

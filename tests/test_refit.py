@@ -45,7 +45,7 @@ def _objective(est, X, y, sample_weight=None, alpha=1e-4):
         objective = est.objective_
         if est.teacher_ and objective.teacher_weight > 0:
             # the labels mixed with the mean probabilities of the model's teachers
-            Xe = est._encoded_input(X)[:, :est.encoder_.n_features_out_].astype(np.float64)
+            Xe = est._encoded_input(X).X[:, :est.encoder_.n_features_out_].astype(np.float64)
             probs = np.mean([softmax(oblivious_output(Xe, *t), axis=1) for t in est.teacher_],
                             axis=0)
             target = (1 - objective.teacher_weight) * target + objective.teacher_weight * probs
@@ -89,7 +89,7 @@ def test_refit_after_merge_keeps_splits_and_lowers_the_objective(arch):
     X_enc = refitted._encoded_input(X)
     _, grad = refit_module._LeafObjective(
         refitted, X_enc, torch.as_tensor(refitted.objective_.refit_targets(
-            X_enc, Y, refitted.encoder_.n_features_out_)),
+            X_enc.X, Y, refitted.encoder_.n_features_out_)),
         np.ones(len(X)), 1e-4, "cpu", cache_bytes=256 * 2**20
     )(refitted.tree_params_.leaf_value.astype(np.float64).ravel())
     assert np.abs(grad).max() < 1e-3
@@ -289,7 +289,7 @@ def test_refit_of_a_model_with_a_teacher_solves_its_training_objective():
     soft, _ = refit_leaves(est, X, Y, return_info=True)
     hard, _ = refit_leaves(labels_only, X, Y, return_info=True)
     X_enc = est._encoded_input(X)
-    targets = est.objective_.refit_targets(X_enc, Y, est.encoder_.n_features_out_)
+    targets = est.objective_.refit_targets(X_enc.X, Y, est.encoder_.n_features_out_)
     assert targets.shape == (len(Y), 3) and np.allclose(targets.sum(axis=1), 1, atol=1e-6)
     assert not np.array_equal(targets, np.eye(3)[Y])
 

@@ -998,7 +998,7 @@ def test_sharded_regressor_teacher_in_the_targets_units():
     from sktree_lmc.training._boosting import grow_oblivious_trees, oblivious_output
 
     shard = clone(base).set_params(max_epochs=1).fit(Xr[:200], yr[:200] * 2.0)
-    Xe = shard._encoded_input(Xr)[:, : shard.encoder_.n_features_out_]
+    Xe = shard._encoded_input(Xr).X[:, : shard.encoder_.n_features_out_]
     trees = grow_oblivious_trees(Xe, yr[:, None], np.ones(600), loss="squared", n_trees=16,
                                  depth=2, n_outputs=1)
     in_units = oblivious_output(Xe, *shard.objective_.shared_trees(trees))

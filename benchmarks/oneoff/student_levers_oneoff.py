@@ -37,13 +37,13 @@ def class_mask(leaf_value):
 def patch_per_class():
     library = _f.SoftTreeEnsembleModule.forward
 
-    def forward(self, X):
+    def forward(self, X, codes=None):
         M, L, C = self.leaf_value.shape
         if C == 1:
-            return library(self, X)
+            return library(self, X, codes)
         pi = (self.leaf_value * class_mask(self.leaf_value)).transpose(0, 1).reshape(L * M, C)
         out = _f._Ensemble.apply(self._split_logits(X), pi, self._steps)
-        extra = self.additive_output(X)
+        extra = self._additive_output(codes)
         return out if extra is None else out + extra
     _f.SoftTreeEnsembleModule.forward = forward
 

@@ -1394,9 +1394,9 @@ class TabularEncoder(TransformerMixin, BaseEstimator):
         -------
         encoded : ndarray of shape (stop - start, `n_features_out_`), dtype float32
             The features (:meth:`transform_columns`).
-        codes : ndarray of shape (stop - start, J), dtype float32, or None
-            The additive codes (:meth:`additive_codes`); None without an
-            additive term.
+        codes : ndarray of shape (stop - start, J), dtype int32, or None
+            The additive codes (:meth:`additive_codes`), an array of their
+            own; None without an additive term.
         """
         if self.additive_offsets_ is None:
             return self.transform_columns(columns, start, stop, skip), None
@@ -1425,10 +1425,9 @@ class TabularEncoder(TransformerMixin, BaseEstimator):
 
         Returns
         -------
-        codes : ndarray of shape (stop - start, J), dtype float32
-            Table rows (whole numbers, below 2**24, so exact in float32: the
-            estimators append them to the encoded features), one column per
-            code column (input column ``additive_sources_[c]`` at one
+        codes : ndarray of shape (stop - start, J), dtype int32
+            Table rows (the additive term's input, which the estimators keep
+            apart from the encoded features), one column per code column (input column ``additive_sources_[c]`` at one
             resolution; ``J = n_features_in_`` with one resolution); code
             column ``c``'s rows start at ``additive_offsets_[c]``.
 
@@ -1470,7 +1469,7 @@ class TabularEncoder(TransformerMixin, BaseEstimator):
             The first row of the chunk.
         encoded : ndarray of shape (n_rows, `n_features_out_`), dtype float32
             The chunk's features.
-        codes : ndarray of shape (n_rows, J), dtype float32, or None
+        codes : ndarray of shape (n_rows, J), dtype int32, or None
             Its additive codes; None without ``codes`` or an additive term.
         """
         n = len(columns[0]) if columns else 0

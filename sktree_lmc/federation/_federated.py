@@ -165,7 +165,6 @@ def _boosting_site(est, encoder, data, val):
     plan = FitPlan(encoder=encoder)
     X, y, target, w, n_outputs, fitted.encoder_ = fit_rows(fitted, *data, objective=objective,
                                                            plan=plan)
-    F = encoder.n_features_out_
 
     # the validation rows, encoded with the shard's encoding and targets: any subset
     # of the classes (a shard's few held-out rows can lack one)
@@ -175,9 +174,9 @@ def _boosting_site(est, encoder, data, val):
         X_val, _, target_val, w_val, _, _ = fit_rows(
             copy.deepcopy(fitted), *part, objective=copy.deepcopy(objective), warm=True,
             plan=val_plan)
-        return X_val[:, :F], objective.shared_units(target_val), w_val
+        return X_val.X, objective.shared_units(target_val), w_val
 
-    return BoostingSite(X[:, :F], objective.shared_units(target), w, loss=objective.loss,
+    return BoostingSite(X.X, objective.shared_units(target), w, loss=objective.loss,
                         n_outputs=n_outputs, validation=None if val is None else rows(val))
 
 

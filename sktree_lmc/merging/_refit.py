@@ -162,19 +162,19 @@ class _Rows:
         self.module = SoftTreeEnsembleModule.from_params(
             estimator.architecture_, params, device
         ).double()
-        self.X = X
+        self.X = X.X
         # the additive term (fixed while the leaves are refitted) of every row
         self.offset = None
         if params.additive is not None:
-            codes = torch.as_tensor(X[:, params.split_weight.shape[2]:], device=device)
+            codes = torch.as_tensor(X.codes, device=device)
             with torch.no_grad():
                 self.offset = self.module.additive_term(codes)  # float64, as the module
         self.target = target.to(device)
         self.weight = torch.as_tensor(weight, dtype=torch.float64, device=device)
         chunk_bytes = _CHUNK_BYTES["cuda" if torch.device(device).type == "cuda" else "cpu"]
         self.chunk = max(1, chunk_bytes // (8 * M * L))
-        n_chunks = -(-X.shape[0] // self.chunk)
-        full = X.shape[0] * M * L * 8 <= cache_bytes
+        n_chunks = -(-X.n_rows // self.chunk)
+        full = X.n_rows * M * L * 8 <= cache_bytes
         self.cache_dtype = torch.float64 if full else torch.float32
         self.n_cached = n_chunks if full else min(
             n_chunks, int(cache_bytes) // (self.chunk * M * L * 4))
@@ -278,12 +278,12 @@ def _partition_rows(k, model, X, y, w, cache_bytes):
             return None
         X = encoded_input(estimator, transform_rows(head, X))
         y = _check_targets(estimator, y)
-        if len(y) != X.shape[0]:
-            raise ValueError(f"X has {X.shape[0]} rows but y has {len(y)}: the partitions "
+        if len(y) != X.n_rows:
+            raise ValueError(f"X has {X.n_rows} rows but y has {len(y)}: the partitions "
                              "of X, y (and sample_weight) must match.")
         target = torch.as_tensor(estimator.objective_.refit_targets(
-            X, y, estimator.encoder_.n_features_out_))
-        w = _partition_weights(w, X.shape[0])
+            X.X, y, estimator.encoder_.n_features_out_))
+        w = _partition_weights(w, X.n_rows)
         return _Rows(estimator, X, target, w, prediction_device(estimator.device), cache_bytes)
     except Exception as exc:
         message = f"Partition {k} failed in refit_leaves: {type(exc).__name__}: {exc}"
@@ -529,12 +529,12 @@ def _refit_sharded(sharded, X, y, sample_weight, *, return_info, **options):
 def _local_objective(estimator, X, y, sample_weight, alpha, cache_bytes):
     X = encoded_input(estimator, X)
     y = _check_targets(estimator, y)
-    if len(y) != X.shape[0]:
-        raise ValueError(f"X has {X.shape[0]} rows but y has {len(y)}.")
+    if len(y) != X.n_rows:
+        raise ValueError(f"X has {X.n_rows} rows but y has {len(y)}.")
     target = torch.as_tensor(estimator.objective_.refit_targets(
-            X, y, estimator.encoder_.n_features_out_))
+            X.X, y, estimator.encoder_.n_features_out_))
     sample_weight = _check_sample_weight(
-        sample_weight, X, dtype=np.float64, ensure_non_negative=True
+        sample_weight, X.X, dtype=np.float64, ensure_non_negative=True
     )
     if not sample_weight.max(initial=0.0) > 0:
         raise ValueError("sample_weight sums to zero: there is nothing to fit.")

@@ -816,10 +816,10 @@ class SoftTreeEnsembleModule(nn.Module):
         ``1/sqrt(F)`` for ``"fan_in"``, the float itself otherwise (see Notes).
     n_additive : int, default=0
         Rows ``K`` of an additive table (parameter ``additive``, ``(K, C)``,
-        initialized at zero). With ``K > 0`` the input has ``F`` features
-        followed by one or more columns of table rows (integers stored as
-        floats, as :meth:`TabularEncoder.additive_codes` gives them), and the
-        output adds ``sum_j additive[X[:, F + j]]`` to the trees' sum.
+        initialized at zero). With ``K > 0`` the forward takes, beside the
+        ``F`` features, ``codes``: one or more columns of table rows
+        (integers, as :meth:`TabularEncoder.additive_codes` gives them), and
+        the output adds ``sum_j additive[codes[:, j]]`` to the trees' sum.
 
     Notes
     -----
@@ -904,26 +904,14 @@ class SoftTreeEnsembleModule(nn.Module):
         M, N, Fdim = self.split_weight.shape
         W = self.split_weight.transpose(0, 1).reshape(N * M, Fdim)
         b = self.split_bias.transpose(0, 1).reshape(N * M, 1)
-        if X.shape[1] != Fdim:  # the additive term's code columns follow
-            X = X[:, :Fdim]
         return torch.addmm(b, W, X.T).view(N, M, X.shape[0])
 
-    def additive_output(self, X):
-        """The additive term of every row: ``sum_j additive[X[:, F + j]]``.
-
-        Parameters
-        ----------
-        X : torch.Tensor of shape (B, F + J)
-            Input samples with their ``J`` code columns.
-
-        Returns
-        -------
-        torch.Tensor of shape (B, C) or None
-            None without an additive table.
-        """
-        if self.additive is None:
+    def _additive_output(self, codes):
+        """The additive term of rows with table rows ``codes``, or None without
+        an additive table or without codes."""
+        if self.additive is None or codes is None:
             return None
-        return self.additive_term(X[:, self.split_weight.shape[2]:])
+        return self.additive_term(codes)
 
     def additive_term(self, codes):
         """The additive term of rows given by their table rows alone.
@@ -984,18 +972,21 @@ class SoftTreeEnsembleModule(nn.Module):
         -------
         torch.Tensor of shape (B, M, C)
             Per-tree outputs; their sum over trees is :meth:`forward` (minus
-            :meth:`additive_output` when the module has an additive table).
+            :meth:`additive_term` when the module has an additive table).
         """
         mu = self._routing_probabilities(X)
         return torch.einsum("lmb,mlc->bmc", mu, self.leaf_value)
 
-    def forward(self, X):
+    def forward(self, X, codes=None):
         """Ensemble output: the sum of the trees (Eq. 4), plus the additive term.
 
         Parameters
         ----------
         X : torch.Tensor of shape (B, F)
             Input samples.
+        codes : torch.Tensor of int of shape (B, J), default=None
+            The additive table's rows of the samples (:meth:`additive_term`);
+            None: the trees alone.
 
         Returns
         -------
@@ -1004,23 +995,17 @@ class SoftTreeEnsembleModule(nn.Module):
         """
         M, L, C = self.leaf_value.shape
         if _kernel.fused_active(X, self.split_weight):
-            out = _kernel.fused_ensemble(self._tree_inputs(X), self.split_weight,
+            out = _kernel.fused_ensemble(X, self.split_weight,
                                          self.split_bias, self.leaf_value, self._steps)
         else:
             pi = self.leaf_value.transpose(0, 1).reshape(L * M, C)
             z = self._split_logits(X)
             self._check_batch(z)
             out = _Ensemble.apply(z, pi, self._steps)
-        extra = self.additive_output(X)
+        extra = self._additive_output(codes)
         return out if extra is None else out + extra
 
-    def _tree_inputs(self, X):
-        """The trees' features of ``X``: its first ``F`` columns (the additive
-        term's code columns follow)."""
-        F = self.split_weight.shape[2]
-        return X if X.shape[1] == F else X[:, :F]
-
-    def member_outputs(self, X, n_members):
+    def member_outputs(self, X, n_members, codes=None):
         """Outputs of the ensemble's members, each scaled as a whole model.
 
         The ``M`` trees are cut into ``n_members`` consecutive groups
@@ -1033,10 +1018,12 @@ class SoftTreeEnsembleModule(nn.Module):
 
         Parameters
         ----------
-        X : torch.Tensor of shape (B, F) or (B, F + J)
-            Input samples (with their additive code columns).
+        X : torch.Tensor of shape (B, F)
+            Input samples.
         n_members : int
             Number of members ``K``, at most ``M``.
+        codes : torch.Tensor of int of shape (B, J), default=None
+            The additive table's rows of the samples (see :meth:`forward`).
 
         Returns
         -------
@@ -1051,7 +1038,7 @@ class SoftTreeEnsembleModule(nn.Module):
         scale[torch.arange(M), torch.as_tensor(member_of_trees(M, K))] = float(K)
         if _kernel.fused_active(X, self.split_weight):
             pi = self.leaf_value[:, :, None, :] * scale[:, None, :, None]  # (M, L, K, C)
-            out = _kernel.fused_ensemble(self._tree_inputs(X), self.split_weight,
+            out = _kernel.fused_ensemble(X, self.split_weight,
                                          self.split_bias, pi.reshape(M, L, K * C),
                                          self._steps).view(-1, K, C)
         else:
@@ -1059,7 +1046,7 @@ class SoftTreeEnsembleModule(nn.Module):
             z = self._split_logits(X)
             self._check_batch(z)
             out = _Ensemble.apply(z, pi.reshape(L * M, K * C), self._steps).view(-1, K, C)
-        extra = self.additive_output(X)
+        extra = self._additive_output(codes)
         return out if extra is None else out + extra[:, None, :]
 
     def compacted(self, features=None, rows=None):
@@ -1436,7 +1423,7 @@ def additive_chunked(module, codes, chunk_rows=ADDITIVE_CHUNK_ROWS):
     module : SoftTreeEnsembleModule
         A model with an additive table (``module.additive`` not None).
     codes : ndarray of shape (n_samples, J)
-        Table rows per code column (whole numbers stored as floats, as
+        Table rows per code column (integers, as
         :meth:`TabularEncoder.additive_codes` gives them).
     chunk_rows : int, default=ADDITIVE_CHUNK_ROWS
         Rows per lookup.

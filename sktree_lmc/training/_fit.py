@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 
 from ..model._architectures import MAX_LEAVES_PER_TREE
+from ..model._inputs import Inputs
 from ..utils._progress import ProgressLog
 from ._boosting import feature_gains, grow_oblivious_trees
 from ._objective import Teacher
@@ -88,13 +89,14 @@ class FitState:
 
     Attributes
     ----------
-    X : ndarray
-        The encoded rows (the trees' features, then the additive term's
-        codes), the training rows then the user's validation rows.
+    inputs : Inputs
+        The encoded rows (:class:`~sktree_lmc.model._inputs.Inputs`: the
+        trees' features and the additive term's codes, each its own array),
+        the training rows then the user's validation rows.
     target, sample_weight : ndarray
         Their fitted targets (:meth:`Objective.fit_targets`) and weights.
     train_idx, val_idx : ndarray
-        The training and validation rows of ``X``.
+        The training and validation rows of ``inputs``.
     n_outputs : int
         Outputs per leaf.
     generator : torch.Generator
@@ -114,7 +116,7 @@ class FitState:
         continues (a warm start), else None.
     """
 
-    X: np.ndarray
+    inputs: Inputs
     target: np.ndarray
     sample_weight: np.ndarray
     train_idx: np.ndarray
@@ -199,16 +201,15 @@ def grow_teacher(state, objective, encoder):
     plan, s = state.plan, state.settings
     if plan.boosting_trees is not None:
         return objective.shared_trees(plan.boosting_trees), plan.feature_gains
-    X, target, train_idx = state.X, state.target, state.train_idx
-    F_enc = encoder.n_features_out_
+    X, target, train_idx = state.inputs.X, state.target, state.train_idx
     sw = np.asarray(state.sample_weight, dtype=np.float64)
     gains = np.zeros((s.n_estimators, s.depth))
     trees = grow_oblivious_trees(
-        np.asarray(X[train_idx, :F_enc], dtype=np.float64), target[train_idx],
+        np.asarray(X[train_idx], dtype=np.float64), target[train_idx],
         sw[train_idx], loss=objective.loss, n_trees=s.n_estimators, depth=s.depth,
         n_outputs=state.n_outputs, generator=state.generator, gains=gains,
-        validation=boosting_validation(X, target, sw, state.val_idx, F_enc))
-    return trees, feature_gains(trees[1], gains, F_enc)
+        validation=boosting_validation(X, target, sw, state.val_idx))
+    return trees, feature_gains(trees[1], gains, encoder.n_features_out_)
 
 
 def new_module(state, encoder):
@@ -254,7 +255,7 @@ def start_model(state, objective, encoder, module, mask, teacher=None):
     :func:`teacher_of`); returns whether the model starts from boosted trees,
     and the training targets."""
     s, recipe, target = state.settings, state.recipe, state.target
-    X, split = state.X, (state.train_idx, state.val_idx)
+    X, split = state.inputs.X, (state.train_idx, state.val_idx)
     if s.split_init == "data" and not state.warm:
         data_start(module, X, state.train_idx, encoder, state.generator, mask)
     boosted = s.split_init == "boosting" and not state.warm
@@ -271,7 +272,7 @@ def start_model(state, objective, encoder, module, mask, teacher=None):
                 start_trees = grow_teacher(state, objective, encoder)[0]
             teacher = (start_trees, None)
     if teacher is not None:
-        Xe = np.asarray(X[state.train_idx, :encoder.n_features_out_], dtype=np.float64)
+        Xe = np.asarray(X[state.train_idx], dtype=np.float64)
         target = objective.distilled(Xe, target, state.train_idx, recipe.teacher_weight,
                                      Teacher.of(teacher[0]))
     return boosted, target
@@ -297,18 +298,18 @@ def training_hooks(state, module, optimizer, mask=None):
 
 
 def trainer(state, view, module, mask):
-    """What trains: ``(X, module, optimizer, hooks)``, the compact copies of
+    """What trains: ``(inputs, module, optimizer, hooks)``, the compact copies of
     ``view`` (on wide data, the entries the feature ``mask`` keeps) or the
     whole model, Adam with the state of a warm start, and the recipe's hooks."""
-    X = state.X
+    inputs = state.inputs
     opt_state = state.start[1] if state.warm else None
     if view is not None:
-        X, module, mask, opt_state = (view.inputs(X), view.module(module), view.mask(mask),
-                                      view.state(opt_state))
+        inputs, module, mask, opt_state = (view.inputs(inputs), view.module(module),
+                                           view.mask(mask), view.state(opt_state))
     optimizer = make_optimizer(module, state.settings.learning_rate)
     if opt_state is not None:
         _load_adam_state(optimizer, opt_state)
-    return X, module, optimizer, training_hooks(state, module, optimizer, mask)
+    return inputs, module, optimizer, training_hooks(state, module, optimizer, mask)
 
 
 def callbacks_of(state, objective, data, history, *, boosted, score_of=None, view=None,
@@ -343,7 +344,7 @@ def encoding_note(state, n_columns, n_features):
     """What the encoding of ``n_columns`` input columns into ``n_features``
     did, for the line a verbose fit shows before its first epoch."""
     n_train = len(state.train_idx)
-    n_val = len(state.X) - n_train  # the validation rows, held out or the user's
+    n_val = state.inputs.n_rows - n_train  # the validation rows, held out or the user's
     if state.plan.validation is not None:
         rows = f"{n_train} training rows and {n_val} validation rows"
     elif n_val:
@@ -404,8 +405,8 @@ def run_fit(state, objective, encoder, history, *, score_of=None, clock=None):
     if clock is not None:
         clock.lap(start_note(state, mask, objective.teachers))
     view = TrainingView.of(mask, encoder)
-    X, module, optimizer, hooks = trainer(state, view, module, mask)
-    data = _FitTensors.from_arrays(X, target, state.sample_weight, state.device)
+    inputs, module, optimizer, hooks = trainer(state, view, module, mask)
+    data = _FitTensors.from_arrays(inputs, target, state.sample_weight, state.device)
     reference_loss = _reference_loss(module, objective.loss, data, state.train_idx,
                                      s.batch_size, state.n_outputs)
     callbacks, stopper = callbacks_of(state, objective, data, history, boosted=boosted,

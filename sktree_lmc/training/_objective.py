@@ -163,8 +163,8 @@ class Objective:
 
     def refit_targets(self, X, y, n_features):
         """The targets ``refit_leaves`` fits the leaves to, for the encoded
-        rows ``X`` (their first ``n_features`` columns the trees' features)
-        and their labels or targets ``y``."""
+        rows ``X`` (the trees' ``n_features`` features) and their labels or
+        targets ``y``."""
         return self.fitted_targets(y)
 
     # -- merges and persistence -----------------------------------------------------
@@ -351,7 +351,7 @@ class ClassificationObjective(Objective):
         if not self.teachers or not self.teacher_weight > 0:
             return target
         teachers = _check_teachers(self.teachers, self.n_outputs, n_features)
-        Xe = np.asarray(X[:, :n_features], dtype=np.float64)
+        Xe = np.asarray(X, dtype=np.float64)
         loss = self.loss
         probs = np.mean([loss.teacher_targets(t.output(Xe)) for t in teachers], axis=0)
         return loss.mix(target, probs, slice(None), self.teacher_weight, self.n_outputs)

@@ -106,16 +106,17 @@ def ramp_init(module, encoder, ramps, generator, split_init):
 def data_start(module, X, train_idx, encoder, generator, mask):
     """``split_init="data"``: half the splits started on the training rows."""
     directions, groups = split_directions(encoder)
-    init_splits_from_data(module, X[:, :encoder.n_features_out_], train_idx, directions,
+    init_splits_from_data(module, X, train_idx, directions,
                           groups, generator=generator, mask=mask)
 
 
-def boosting_validation(X, target, sample_weight, val_idx, n_encoded):
-    """The validation rows that choose how many gradient-boosted trees to keep
-    (``split_init="boosting"`` and the teacher), or None without early stopping."""
+def boosting_validation(X, target, sample_weight, val_idx):
+    """The validation rows (of the encoded features ``X``) that choose how many
+    gradient-boosted trees to keep (``split_init="boosting"`` and the
+    teacher), or None without early stopping."""
     if val_idx is None:
         return None
-    return X[val_idx, :n_encoded], target[val_idx], sample_weight[val_idx]
+    return X[val_idx], target[val_idx], sample_weight[val_idx]
 
 
 def boosting_start(module, arch, X, target, sample_weight, split, *, loss, mask, generator,
@@ -126,11 +127,10 @@ def boosting_start(module, arch, X, target, sample_weight, split, *, loss, mask,
     rows choose. Returns the trees when they were grown on every column (so
     that the teacher reuses them), else None."""
     train_idx, val_idx = split
-    F_enc = module.split_weight.shape[2]
     grown = boosted_start(
-        module, arch, X[train_idx, :F_enc], target[train_idx], sample_weight[train_idx],
+        module, arch, X[train_idx], target[train_idx], sample_weight[train_idx],
         loss=loss, mask=mask, generator=generator,
-        validation=boosting_validation(X, target, sample_weight, val_idx, F_enc), trees=trees)
+        validation=boosting_validation(X, target, sample_weight, val_idx), trees=trees)
     if mask is not None and not bool((mask.mask > 0).all()):
         return None  # grown on per-tree column subsets: not the teacher's
     return grown

@@ -34,6 +34,7 @@ from sklearn.exceptions import ConvergenceWarning
 
 from ..model import _kernel
 from ._adam import Adam, LambdaSchedule
+from ..model._inputs import Inputs
 from ..model._params import TreeParams
 
 #: Values of ``lr_schedule``.
@@ -165,31 +166,43 @@ def _validation_split(n_samples, validation_fraction, generator, sample_weight=N
 
 
 class _FitTensors(NamedTuple):
-    """Training inputs, encoded targets and sample weights, on the fit device."""
+    """Training inputs (the trees' features and the additive codes, or None),
+    encoded targets and sample weights, on the fit device."""
 
     X: torch.Tensor
     target: torch.Tensor
     weight: torch.Tensor
+    codes: torch.Tensor | None = None
 
     @classmethod
-    def from_arrays(cls, X, target, sample_weight, device):
+    def from_arrays(cls, inputs, target, sample_weight, device):
+        """The tensors of the :class:`~sktree_lmc.model._inputs.Inputs`
+        ``inputs``, ``target`` and ``sample_weight`` on ``device``."""
         # The loss is a weighted mean, so the scale of the weights is free: a
         # largest weight of 1 keeps their float32 sums finite.
         weight = np.asarray(sample_weight, dtype=np.float64)
+        codes = None
+        if inputs.codes is not None:  # row-major: a minibatch gathers whole rows
+            codes = _as_tensor(np.ascontiguousarray(inputs.codes), None, device)
         return cls(
-            _as_tensor(X, torch.float32, device),
+            _as_tensor(inputs.X, torch.float32, device),
             torch.as_tensor(target, device=device),
             torch.as_tensor(weight / weight.max(), dtype=torch.float32, device=device),
+            codes,
         )
 
+    def inputs(self, idx):
+        """The :class:`~sktree_lmc.model._inputs.Inputs` of rows ``idx``."""
+        return Inputs(self.X, self.codes).take(idx)
 
-def _member_loss(module, loss_fn, X, target, n_members):
-    """Per-row loss of ``module`` on ``(X, target)``: of its output, or with
+
+def _member_loss(module, loss_fn, inputs, target, n_members):
+    """Per-row loss of ``module`` on ``(inputs, target)``: of its output, or with
     ``n_members > 1`` the mean over its members of each member's loss
     (:meth:`~sktree_lmc.SoftTreeEnsembleModule.member_outputs`)."""
     if n_members == 1:
-        return loss_fn(module(X), target)
-    members = module.member_outputs(X, n_members)  # (B, K, C)
+        return loss_fn(module(inputs.X, inputs.codes), target)
+    members = module.member_outputs(inputs.X, n_members, codes=inputs.codes)  # (B, K, C)
     B, K, C = members.shape
     repeated = target.repeat_interleave(K, dim=0)  # row-major, as members.reshape
     return loss_fn(members.reshape(B * K, C), repeated).view(B, K).mean(dim=1)
@@ -204,7 +217,7 @@ def _train_step(module, optimizer, loss_fn, data, idx, *, hooks=None, n_members=
     (:func:`_member_loss`).
     """
     w = data.weight[idx]
-    per_row = _member_loss(module, loss_fn, data.X[idx], data.target[idx], n_members)
+    per_row = _member_loss(module, loss_fn, data.inputs(idx), data.target[idx], n_members)
     loss = (per_row * w).sum() / w.sum().clamp_min(1e-12)
     optimizer.zero_grad(set_to_none=True)
     loss.backward()
@@ -307,7 +320,8 @@ def _evaluate_loss(module, loss_fn, data, idx):
     idx = torch.as_tensor(idx, device=data.X.device)
     with torch.inference_mode():
         w = data.weight[idx]
-        return float((loss_fn(module(data.X[idx]), data.target[idx]) * w).sum() / w.sum())
+        rows = data.inputs(idx)
+        return float((loss_fn(module(rows.X, rows.codes), data.target[idx]) * w).sum() / w.sum())
 
 
 class _EarlyStopping:
@@ -888,18 +902,20 @@ class TrainingView:
             return None
         return cls(features, live, rows, F, encoder.n_additive_)
 
-    def inputs(self, X):
-        """Encoded rows ``X`` (features, then code columns) as the compact
-        module reads them: the kept features, then the kept code columns,
-        their codes renumbered to the kept rows."""
-        F = self.n_features
-        features = np.arange(F) if self.features is None else self.features
-        codes = X[:, F:] if self.live is None else X[:, F + self.live]
-        if self.rows is not None:
-            number = np.full(self.n_rows, -1, dtype=np.int64)
+    def inputs(self, inputs):
+        """Encoded rows :class:`~sktree_lmc.model._inputs.Inputs` as the
+        compact module reads them: the kept features, and the kept code
+        columns, their codes renumbered to the kept rows."""
+        X, codes = inputs.X, inputs.codes
+        if self.features is not None:
+            X = X[:, self.features]
+        if codes is not None and self.live is not None:
+            codes = codes[:, self.live]
+        if codes is not None and self.rows is not None:
+            number = np.full(self.n_rows, -1, dtype=codes.dtype)
             number[self.rows] = np.arange(len(self.rows))
-            codes = number[codes.astype(np.int64)].astype(X.dtype)
-        return np.concatenate([X[:, features], codes], axis=1)
+            codes = number[codes]
+        return Inputs(X, codes)
 
     def module(self, module):
         """The compact copy of ``module`` that trains."""
