@@ -14,7 +14,8 @@ the argument comes back to a module it had left. A front that hands its argument
 collaborators, each doing its whole job, has few; a hub whose helpers keep handing the argument
 back and forth has many. Among them the script marks the *callbacks*: calls up the layers, or
 back into a module already on the call stack below the caller. The script prints the counts
-for each entry point (with ``--verbose``, the call sites).
+for each entry point (with ``--verbose``, the call sites); ``--by subpackage`` counts only the
+climbs between subpackages (the front's modules as one unit).
 
     python -m benchmarks.bench_layers            # fit, merge_estimators, sharded fit
     python -m benchmarks.bench_layers --smoke    # fewer epochs (CI)
@@ -44,7 +45,16 @@ def layer_of(module):
     return LAYERS.index("front")
 
 
-def follow(call, argument):
+def unit_of(module, by):
+    """The unit a climb crosses into: the module itself (``by="module"``) or its subpackage,
+    the front's modules counting as one (``by="subpackage"``)."""
+    if by == "module":
+        return module
+    layer = layer_of(module)
+    return None if layer is None else LAYERS[layer]
+
+
+def follow(call, argument, by="module"):
     """Run ``call()`` and follow ``argument``: returns (climbs, callbacks) as sorted lists of
     ``"caller -> callee"`` call sites: every site that carries the argument into another module
     (its return climbs back up), and those among them that go up the layers or back into a
@@ -85,7 +95,7 @@ def follow(call, argument):
             stack.append((module, code.co_name, carries))
             if carries and layer_of(module) is not None and caller is not None:
                 c_module, c_name, _ = caller
-                if c_module != module:
+                if unit_of(c_module, by) != unit_of(module, by):
                     site = f"{c_module}.{c_name} -> {module}.{code.co_name}"
                     climbs.add(site)
                     if layer_of(module) > layer_of(c_module) or module in below:
@@ -108,6 +118,9 @@ def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--smoke", action="store_true", help="fewer epochs (CI)")
     parser.add_argument("--verbose", action="store_true", help="list every climb")
+    parser.add_argument("--by", choices=["module", "subpackage"], default="module",
+                        help="count crossings between modules (default) or between subpackages "
+                             "(the front's modules as one)")
     args = parser.parse_args(argv)
     import numpy as np
     from sklearn.datasets import make_classification
@@ -128,7 +141,7 @@ def main(argv=None):
     results = {}
     for label, entry in entries.items():
         argument, call = entry()
-        climbs, callbacks = follow(call, argument)
+        climbs, callbacks = follow(call, argument, by=args.by)
         results[label] = len(climbs)
         print(f"{label}: {len(climbs)} climbs, {len(callbacks)} of them calls up the layers "
               "or back into a caller's module")

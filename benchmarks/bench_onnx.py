@@ -46,13 +46,14 @@ def float64_scores(model, X):
 
     columns = model._input_columns(X)
     enc = model.encoder_
-    features = enc.transform_columns(columns).astype(np.float64)
+    features = torch.tensor(enc.transform_columns(columns), dtype=torch.float64)
+    codes = None
     if model.tree_params_.additive is not None:
-        features = np.hstack([features, enc.additive_codes(columns)])
+        codes = torch.as_tensor(enc.additive_codes(columns), dtype=torch.long)
     module = SoftTreeEnsembleModule.from_params(model.architecture_, model.tree_params_,
                                                 "cpu").double()
     with torch.no_grad():
-        return module(torch.tensor(features, dtype=torch.float64)).numpy()
+        return module(features, codes).numpy()
 
 
 def measure(n_samples=10_000, n_features=12, rounds=7, params=None, folder=None):

@@ -580,11 +580,8 @@ def merge_estimators(a, b=None, lam=0.5, *, aligner="auto", X=None, weights=None
         hyperparameters. ``"auto"`` distills the merges of ``aligner="auto"``
         between models that all carry weight (never at ``lam=0`` or ``lam=1``),
         except regressors given ``X`` (their scale is then set on ``X``
-        itself). Four default classifiers trained apart (the seven datasets
-        and ``credit``, 3 seeds): +0.23 points over the plain merge, within
-        0.5 points of the models' ensemble in 21 of 24 merges instead of 18;
-        Poisson regressors without rows: the mean prediction within 5.6 % of
-        the data's instead of 18 % (``docs/benchmarks.md``).
+        itself), and keeps the refit where it comes closer to the ensemble
+        on the report's rows (the user guide, "How good is the merge?").
 
     Returns
     -------

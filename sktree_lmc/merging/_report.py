@@ -79,7 +79,8 @@ class MergeReport:
     aligner : str
         The alignment of the merge: ``"wm"``, ``"am"``, ``"naive"``, or
         ``"custom"`` for a :class:`~sktree_lmc.ModelAligner` of other
-        settings.
+        settings; followed by ``"+distill"`` when its leaves were refitted to
+        the ensemble (``merge_estimators(distill=...)``).
     disagreement : float
         ``distance / member_distance``: below 1, the merged model is closer
         to the ensemble than the members are on average (a merge that
@@ -118,8 +119,8 @@ class MergeReport:
     >>> a, b = (SoftTreeEnsembleClassifier(n_estimators=8, max_epochs=5, device="cpu",
     ...                                    random_state=s).fit(X, y) for s in (1, 2))
     >>> report = merge_estimators(a, b).merge_report_
-    >>> report.rows, sorted(report.candidates)
-    ('probe', ['am', 'wm'])
+    >>> report.rows, {"am", "wm"} <= set(report.candidates)
+    ('probe', True)
     >>> bool(report.disagreement < 1), report.flagged
     (True, False)
     """
