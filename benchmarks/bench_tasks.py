@@ -16,6 +16,9 @@ for ours and HGB, LightGBM's pandas categories); ``rownames`` is dropped.
   - ``doctorvisits``: AER ``DoctorVisits``, target ``visits`` (counts, 81 % zeros; 5,190 rows);
   - ``doctorvisits_poisson``: the same split with ``loss="poisson"`` for every model (ours,
     HGB, LightGBM's ``objective="poisson"``); deviance = mean Poisson deviance;
+  - ``doctorvisits_half`` and ``doctorvisits_half_poisson``: the same two, split in halves
+    (2,595 training rows: under the 3,000 rows above which ``early_stopping="auto"`` holds
+    out a validation split);
   - ``california_medinc``: the Tabular-Benchmark ``california`` file, target ``MedInc`` from
     the other 7 columns (the binary ``target`` dropped; the only offline California data);
   - ``cps1988_wage``: AER ``CPS1988``, weekly ``wage`` (positive, right-skewed: Gamma-like),
@@ -141,6 +144,9 @@ DATASETS = {
     "diabetes": Dataset(_sklearn("load_diabetes"), "regression", train_fraction=0.5),
     "doctorvisits": Dataset(_DOCTOR, "regression"),
     "doctorvisits_poisson": Dataset(_DOCTOR, "regression", loss="poisson"),
+    "doctorvisits_half": Dataset(_DOCTOR, "regression", train_fraction=0.5),
+    "doctorvisits_half_poisson": Dataset(_DOCTOR, "regression", loss="poisson",
+                                         train_fraction=0.5),
     "california_medinc": Dataset(_tabular_benchmark("california", "MedInc"), "regression"),
     "cps1988_wage": Dataset(_rdata("AER", "CPS1988", "wage"), "regression"),
     "diamonds_logprice": Dataset(_rdata("ggplot2", "diamonds", "price", transform=np.log),
