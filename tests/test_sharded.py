@@ -775,6 +775,63 @@ def test_round_level_patience_is_the_estimators_in_epochs_and_at_least_two_round
         assert est.fit(X, Y).n_rounds_ == expected_rounds
 
 
+def test_mean_and_error_is_the_weighted_mean_and_its_standard_error():
+    rng = np.random.default_rng(0)
+    losses, w = rng.random(50), rng.random(50) + 0.5
+    parts = [(float(w[a:b] @ losses[a:b]), float(w[a:b].sum()),
+              float(w[a:b] @ losses[a:b] ** 2), float(w[a:b] @ w[a:b]))
+             for a, b in ((0, 20), (20, 50))]
+    mean, error = federated._mean_and_error(parts)
+    expected = np.average(losses, weights=w)
+    sd = np.sqrt(np.average((losses - expected) ** 2, weights=w))
+    assert mean == pytest.approx(expected)
+    assert error == pytest.approx(sd / np.sqrt(w.sum() ** 2 / (w @ w)))
+
+
+class _ScriptedValidation:
+    """Shards whose validation loss of round r is ``losses[r]`` with ``error``."""
+
+    def __init__(self, losses, error):
+        self.losses, self.error, self.calls = list(losses), error, 0
+
+    def validation_loss(self, merged):
+        self.calls += 1
+        return self.losses[self.calls - 1], self.error
+
+
+@pytest.mark.parametrize("error, kept", [(0.01, 3), (0.001, 1)])
+def test_rounds_keep_the_latest_model_within_the_validation_error_of_the_best(error, kept):
+    """The cause of eye_movements' misses: its validation loss after rounds 1-3
+    (0.6675, 0.6694, 0.6732 on 344 held-out rows) differed by less than its
+    standard error (about 0.01) while test accuracy rose 1.8 points; keeping
+    the lowest loss kept round 1's model. Within the error, the later (longer
+    trained) model is kept; a loss worse by more than the error is not, and the
+    patience still counts every round that does not improve by ``tol``."""
+    shards = _ScriptedValidation([0.6675, 0.6694, 0.6732], error)
+    state = federated.RoundState(shards=[None], participation=[None])
+    validation = federated.RoundsValidation(tol=1e-4, patience=2)
+    for r in range(3):
+        state.merged, state.aligner = f"model {r + 1}", f"aligner {r + 1}"
+        federated._validate(shards, state, validation)
+    assert state.best == (0.6675, f"model {kept}", f"aligner {kept}")
+    assert state.no_improve == 2
+
+
+def test_round_level_early_stopping_keeps_the_last_round_that_is_as_good():
+    """tol=10: no round improves, the rounds stop after 1 + patience rounds, and
+    the model kept is the last round's where its loss is not above round 1's by
+    more than the error (here below it): not round 1's, as before."""
+    merged = []
+    base = _base(max_epochs=1, early_stopping=True, n_iter_no_change=2, tol=10.0)
+    est = ShardedSoftTreeEnsemble(base, n_shards=2, n_rounds=6, random_state=0,
+                                  checkpoint=lambda state: merged.append(state["merged"]))
+    est.fit(X, Y)
+    losses = [h["validation_loss"] for h in est.history_]
+    assert est.n_rounds_ == 3 and losses[2] < losses[0]
+    np.testing.assert_array_equal(est.predict_proba(X), merged[2].predict_proba(X))
+    assert not np.array_equal(est.predict_proba(X), merged[0].predict_proba(X))
+
+
 # -- gradient-boosted trees grown once over all shards -----------------------------------------
 
 

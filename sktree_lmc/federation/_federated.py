@@ -187,14 +187,29 @@ def _public(est):
     return out
 
 
-def _shard_loss(merged, data):
-    """``(sum of weighted losses, sum of weights)`` of ``merged`` on a shard's rows."""
+def _shard_loss(merged, data, squares=False):
+    """``(sum of weighted losses, sum of weights)`` of ``merged`` on a shard's
+    rows; with ``squares``, ``(sum of weighted squared losses, sum of squared
+    weights)`` follow (for the validation loss's standard error)."""
     X, y, sample_weight = data
     w = np.ones(len(y)) if sample_weight is None else np.asarray(sample_weight, dtype=np.float64)
     out = torch.as_tensor(merged._raw_output(X))
     target = torch.as_tensor(merged.objective_.fitted_targets(y))
-    loss = merged.objective_.loss(out, target).numpy()
-    return float(np.dot(w, loss)), float(w.sum())
+    loss = merged.objective_.loss(out, target).numpy().astype(np.float64)
+    sums = (float(np.dot(w, loss)), float(w.sum()))
+    if squares:
+        sums += (float(np.dot(w, loss * loss)), float(np.dot(w, w)))
+    return sums
+
+
+def _mean_and_error(parts):
+    """The weighted mean loss over the shards' ``parts`` (four sums each, from
+    :func:`_shard_loss` with ``squares``) and its standard error
+    ``sd / sqrt(n_eff)``, with ``n_eff = (sum w)^2 / sum w^2``."""
+    total, weight, squared, weight2 = np.sum(np.asarray(parts, dtype=np.float64), axis=0)
+    mean = total / weight
+    variance = max(squared / weight - mean * mean, 0.0)
+    return float(mean), float(np.sqrt(variance * weight2) / weight)
 
 
 def _site_validation(held_out, n_sites, validation, every_site=False):
@@ -259,6 +274,10 @@ class _LocalShards:
     def loss(self, merged, validation=False):
         parts = [_shard_loss(merged, d) for d in (self.val if validation else self.data)]
         return sum(p[0] for p in parts) / sum(p[1] for p in parts)
+
+    def validation_loss(self, merged):
+        """The merged model's loss on the held-out rows and its standard error."""
+        return _mean_and_error([_shard_loss(merged, d, True) for d in self.val])
 
     def boosting_sites(self, est, encoder, validation=None, every_site=False):
         """One :class:`BoostingSite` per shard (with its held-out rows, if any,
@@ -399,6 +418,14 @@ class _DaskShards:
             [self.session.submit(_shard_loss, merged_f, d)
              for d in (self.val if validation else self.data)], what)
         return sum(p[0] for p in parts) / sum(p[1] for p in parts)
+
+    def validation_loss(self, merged):
+        """The merged model's loss on the held-out rows and its standard error
+        (four numbers per shard travel)."""
+        what = "computing the merged model's validation loss"
+        merged_f = self.session.send(merged, what, names=range(len(self.data)))
+        return _mean_and_error(self._gather(
+            [self.session.submit(_shard_loss, merged_f, d, True) for d in self.val], what))
 
     def boosting_sites(self, est, encoder, validation=None, every_site=False):
         """One :class:`BoostingSite` per shard, built and kept on its worker,
@@ -585,7 +612,8 @@ class RoundsResult(NamedTuple):
     estimators : list of estimators
         Public copies (no Adam state) of every shard's latest model.
     merged : estimator
-        The merged model (the best one, with round-level early stopping).
+        The merged model (with round-level early stopping, the last one within
+        one standard error of the best validation loss).
     aligner : ModelAligner
         The aligner fitted by the merge of ``merged``.
     history : list of dict
@@ -737,15 +765,27 @@ def _server_update(state, merged, r, settings):
 
 def _validate(shards, state, validation):
     """The validation loss of the last merged model (on the shards' held-out
-    rows or on ``validation.rows``), with the best model and the count of
-    rounds without improvement of ``state`` updated."""
+    rows or on ``validation.rows``), with the kept model and the count of
+    rounds without improvement of ``state`` updated.
+
+    A round improves when its loss is below the best by more than ``tol``
+    (the patience counts the others). The model kept is the last round's
+    whose loss is within one standard error of the best loss: a later
+    round's merged model has trained longer, and a difference of losses
+    below the error of the validation rows (a few hundred at the shards)
+    is noise, not a reason to keep a model of the first rounds (measured:
+    eye_movements, 8 IID shards, the lowest of ten losses after round 1 at
+    59.2 % test accuracy, round 10 within 0.002 of it at 62.2 %)."""
     merged = state.merged
-    val = (shards.loss(merged, validation=True) if validation.rows is None
-           else np.divide(*_shard_loss(merged, validation.rows)))
-    if val < state.best[0] - validation.tol:
+    val, error = (shards.validation_loss(merged) if validation.rows is None
+                  else _mean_and_error([_shard_loss(merged, validation.rows, True)]))
+    best = state.best[0]
+    if val < best - validation.tol:
         state.best, state.no_improve = (val, copy.deepcopy(merged), state.aligner), 0
     else:
         state.no_improve += 1
+        if val <= best + error:  # as good within the error: the later model is kept
+            state.best = (best, copy.deepcopy(merged), state.aligner)
     return val
 
 

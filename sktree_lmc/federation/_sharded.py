@@ -353,8 +353,10 @@ class ShardedSoftTreeEnsemble(MetaEstimatorMixin, BaseEstimator):
         of them, and with ``early_stopping=True`` each shard holds out
         ``validation_fraction`` of its rows and the rounds stop when the
         merged model's validation loss has not improved by ``tol`` for
-        ``max(2, ceil(n_iter_no_change / local_epochs))`` rounds (the best
-        merged model is kept).
+        ``max(2, ceil(n_iter_no_change / local_epochs))`` rounds (the model
+        kept is the last round's whose validation loss is within one
+        standard error of the best, as good within the noise of the
+        validation rows and trained longer).
     local_epochs : "auto", int >= 1 or None, default="auto"
         Epochs each shard trains in every round. ``"auto"``:
         ``ceil(3 * max_epochs / n_rounds)`` (``max_epochs`` for one round),
