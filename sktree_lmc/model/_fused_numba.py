@@ -349,3 +349,77 @@ def backward_serial(data, model, plan, bounds, grads):
     """:func:`backward_chunk` on every chunk of ``bounds``."""
     for ch in range(bounds.shape[0] - 1):
         backward_chunk(data, model, plan, bounds[ch], bounds[ch + 1], grads)
+
+
+# ----------------------------------------------------------------------------
+# Around the trees: the additive table and the optimizer's step
+# ----------------------------------------------------------------------------
+
+
+@numba.njit(**_OPTS)
+def additive_gather(table, scale, codes, out):
+    """``out[b] = sum_j table[codes[b, j]] * scale[codes[b, j]]`` (out (B, C));
+    ``scale`` (T, 1), or of no rows for a factor of 1. A negative code counts
+    from the end, as torch's indexing does."""
+    T = table.shape[0]
+    C = table.shape[1]
+    scaled = scale.shape[0] > 0
+    for b in range(codes.shape[0]):
+        for c in range(C):
+            out[b, c] = _ZERO
+        for j in range(codes.shape[1]):
+            r = codes[b, j]
+            if r < 0:
+                r += T
+            f = scale[r, 0] if scaled else _ONE
+            for c in range(C):
+                out[b, c] += table[r, c] * f
+
+
+@numba.njit(**_OPTS)
+def additive_scatter(grad, scale, codes, gtable):
+    """The gradient of :func:`additive_gather`'s table: ``gtable[codes[b, j]]
+    += grad[b] * scale[codes[b, j]]`` (``gtable`` zeros of the table's shape)."""
+    T = gtable.shape[0]
+    C = gtable.shape[1]
+    scaled = scale.shape[0] > 0
+    for b in range(codes.shape[0]):
+        for j in range(codes.shape[1]):
+            r = codes[b, j]
+            if r < 0:
+                r += T
+            f = scale[r, 0] if scaled else _ONE
+            for c in range(C):
+                gtable[r, c] += grad[b, c] * f
+
+
+@numba.njit(**_OPTS)
+def adam_update(tensors, step, hyper):
+    """One Adam step of a flat float32 parameter in one pass over memory:
+    ``tensors`` is ``(p, g, m, v)``, the parameter, its gradient and moments
+    (``p``, ``m``, ``v`` updated in place); ``step`` (1,) float32, the step
+    count, incremented; ``hyper`` float64 ``(lr, beta1, beta2, eps)``. The
+    operations of torch's single-tensor Adam (``m.lerp_(g, 1 - beta1)``,
+    ``v.mul_(beta2).addcmul_(g, g, value=1 - beta2)``, ``p.addcdiv_(m,
+    sqrt(v) / sqrt(bc2) + eps, value=-lr / bc1)``, the bias corrections
+    ``bc = 1 - beta ** step`` in float64), fused."""
+    p, g, m, v = tensors
+    lr = hyper[0]
+    b1 = hyper[1]
+    b2 = hyper[2]
+    step[0] += _ONE
+    t = np.float64(step[0])
+    w1 = np.float32(1.0 - b1)
+    beta2 = np.float32(b2)
+    omb2 = np.float32(1.0 - b2)
+    eps = np.float32(hyper[3])
+    bc2_sqrt = np.float32((1.0 - b2**t) ** 0.5)
+    neg_step = np.float32(-(lr / (1.0 - b1**t)))
+    for i in range(p.shape[0]):
+        gi = g[i]
+        mi = m[i]
+        mi = mi + w1 * (gi - mi)
+        m[i] = mi
+        vi = v[i] * beta2 + omb2 * gi * gi
+        v[i] = vi
+        p[i] = p[i] + neg_step * mi / (np.sqrt(vi) / bc2_sqrt + eps)
