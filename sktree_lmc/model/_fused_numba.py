@@ -26,7 +26,11 @@ tuple of array types and unpacks them at no cost):
 are inlined into their callers by numba (``inline="always"``): as calls,
 the shared routing step cost 2-5 % of a training step and the backward's
 tuples about 4 %; inlined, the step is as fast as with the arrays passed
-one by one, and its results are the same bits.
+one by one, and its results are the same bits. So are :func:`sigmoids`,
+:func:`tree_sigmoids`, :func:`tree_products` and :func:`products_contract`:
+a call passes its arrays with reference counts (atomic increments and
+decrements), about 40 per tree and block of rows, which cost the forward
+pass 12 % (0.84 to 0.73 ms on the default model's step, 512 rows).
 
 All arithmetic is float32 (the constants below are float32 scalars, so that
 numba does not widen expressions to float64).
@@ -65,7 +69,7 @@ RB = 128
 
 
 
-@numba.njit(**_OPTS)
+@numba.njit(inline="always", **_OPTS)
 def sigmoids(z, s, n, N, ibuf, fbuf):
     """``s[n] = sigmoid(z[n])`` and ``s[n + N] = sigmoid(-z[n])`` on a block,
     from ``e = exp(-z)``: ``1 / (1 + e)`` and ``e / (1 + e)``.
@@ -92,7 +96,7 @@ def sigmoids(z, s, n, N, ibuf, fbuf):
         s[n + N, b] = e * sv
 
 
-@numba.njit(**_OPTS)
+@numba.njit(inline="always", **_OPTS)
 def tree_sigmoids(Xk, W, bias, m, s, scratch):
     """Logits and two-sided sigmoids ``s`` (2N, RB) of tree ``m`` on one
     block of rows ``Xk`` (F, RB); ``scratch``: ``(z, ibuf, fbuf)``, the
@@ -127,7 +131,7 @@ def route(parent, sig, s, pos, i):
             pos[i, b] = v if v > _TINY else _ZERO
 
 
-@numba.njit(**_OPTS)
+@numba.njit(inline="always", **_OPTS)
 def tree_products(plan, s, pos):
     """The routing positions ``pos`` (P, RB) of one tree from its sigmoids."""
     parent, sig = plan[0], plan[1]
@@ -135,7 +139,7 @@ def tree_products(plan, s, pos):
         route(parent, sig, s, pos, i)
 
 
-@numba.njit(**_OPTS)
+@numba.njit(inline="always", **_OPTS)
 def products_contract(plan, pi, m, s, pos, acc):
     """The routing products of tree ``m`` (:func:`tree_products`) with the
     leaf contraction fused in: ``acc[c] += pi[m, l, c] * mu_l`` (C, RB);
