@@ -397,7 +397,13 @@ def additive_scatter(grad, scale, codes, gtable):
                 gtable[r, c] += grad[b, c] * f
 
 
-@numba.njit(**_OPTS)
+#: Adam's update: IEEE arithmetic but for fused multiply-adds (no reciprocal
+#: estimates), so that every element gets the same bits wherever it lies in
+#: the array (a compact copy of the parameters steps its rows as the whole).
+_ADAM_OPTS = dict(_OPTS, fastmath={"contract"})
+
+
+@numba.njit(**_ADAM_OPTS)
 def adam_update(tensors, step, hyper):
     """One Adam step of a flat float32 parameter in one pass over memory:
     ``tensors`` is ``(p, g, m, v)``, the parameter, its gradient and moments
