@@ -195,6 +195,14 @@ class _FitTensors(NamedTuple):
         """The :class:`~sktree_lmc.model._inputs.Inputs` of rows ``idx``."""
         return Inputs(self.X, self.codes).take(idx)
 
+    def rows(self, idx):
+        """``(inputs, target, weight)`` of the rows ``idx`` (an int64 tensor on
+        the fit device), gathered by ``index_select`` (half the time of
+        indexing, the same values)."""
+        codes = None if self.codes is None else self.codes.index_select(0, idx)
+        return (Inputs(self.X.index_select(0, idx), codes), self.target.index_select(0, idx),
+                self.weight.index_select(0, idx))
+
 
 def _member_loss(module, loss_fn, inputs, target, n_members):
     """Per-row loss of ``module`` on ``(inputs, target)``: of its output, or with
@@ -216,8 +224,8 @@ def _train_step(module, optimizer, loss_fn, data, idx, *, hooks=None, n_members=
     takes the members' mean loss instead of the ensemble's
     (:func:`_member_loss`).
     """
-    w = data.weight[idx]
-    per_row = _member_loss(module, loss_fn, data.inputs(idx), data.target[idx], n_members)
+    inputs, target, w = data.rows(idx)
+    per_row = _member_loss(module, loss_fn, inputs, target, n_members)
     loss = (per_row * w).sum() / w.sum().clamp_min(1e-12)
     optimizer.zero_grad(set_to_none=True)
     loss.backward()
@@ -319,9 +327,8 @@ def _evaluate_loss(module, loss_fn, data, idx):
     module.eval()
     idx = torch.as_tensor(idx, device=data.X.device)
     with torch.inference_mode():
-        w = data.weight[idx]
-        rows = data.inputs(idx)
-        return float((loss_fn(module(rows.X, rows.codes), data.target[idx]) * w).sum() / w.sum())
+        rows, target, w = data.rows(idx)
+        return float((loss_fn(module(rows.X, rows.codes), target) * w).sum() / w.sum())
 
 
 class _EarlyStopping:
