@@ -203,8 +203,8 @@ def test_the_numba_engines_step_is_torchs_up_to_rounding():
     calls = []
     original = _kernel.fused_adam
 
-    def spy(*args):
-        calls.append(original(*args))
+    def spy(*args, **kwargs):
+        calls.append(original(*args, **kwargs))
         return calls[-1]
 
     with _kernel.training_engine("numba"):
@@ -227,3 +227,35 @@ def test_the_numba_engines_step_is_torchs_up_to_rounding():
     assert torch.equal(part, ours[kept])
     for key in ("exp_avg", "exp_avg_sq"):
         assert torch.equal(part_opt.state[part][key], opt.state[ours][key][kept])
+
+
+def test_the_compiled_step_follows_replaced_tensors():
+    """The compiled step keeps NumPy views of a parameter and its state from step to
+    step: a parameter given new storage and a state loaded anew are stepped, not the
+    tensors they replaced (the same values as an optimizer that never held views)."""
+    pytest.importorskip("numba")
+    from sktree_lmc.model import _kernel
+
+    gen = torch.Generator().manual_seed(3)
+    grads = [torch.randn(5, 3, generator=gen) for _ in range(4)]
+    start = torch.randn(5, 3, generator=gen)
+
+    def run(replace):
+        p = start.clone().requires_grad_(True)
+        opt = Adam([p], lr=0.1)
+        with _kernel.training_engine("numba"):
+            for step, g in enumerate(grads):
+                p.grad = g.clone()
+                opt.step()
+                if replace and step == 1:
+                    p.data = p.data.clone()  # new storage
+                    saved = opt.state_dict()
+                    opt.load_state_dict(saved)  # new moment tensors
+                    p.data.add_(1.0)
+                elif step == 1:
+                    with torch.no_grad():
+                        p.add_(1.0)
+        return p.detach(), opt.state[p]["exp_avg"]
+
+    replaced, reference = run(True), run(False)
+    assert torch.equal(replaced[0], reference[0]) and torch.equal(replaced[1], reference[1])

@@ -60,6 +60,9 @@ class Adam:
             if not 0.0 <= group["lr"]:
                 raise ValueError(f"Invalid learning rate: {group['lr']}")
         self.state = {}
+        #: the compiled step's NumPy views of the parameters and their state
+        #: (:func:`sktree_lmc.model._kernel.fused_adam`)
+        self._fused_arrays = {}
 
     def _params(self):
         return [p for group in self.param_groups for p in group["params"]]
@@ -105,7 +108,8 @@ class Adam:
                 continue
             beta1, beta2 = group["betas"]
             if _kernel.fused_adam(params, grads, (exp_avgs, exp_avg_sqs), steps,
-                                  (group["lr"], beta1, beta2, group["eps"])):
+                                  (group["lr"], beta1, beta2, group["eps"]),
+                                  cache=self._fused_arrays):
                 continue  # the numba engine's training loop: one compiled pass per tensor
             _adam_kernel(params, grads, exp_avgs, exp_avg_sqs, [], steps,
                          amsgrad=False, beta1=beta1, beta2=beta2, lr=group["lr"],
