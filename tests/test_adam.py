@@ -182,3 +182,80 @@ def test_stepping_the_kept_rows_alone_is_the_whole_step(n_rows, n_cols, seed, ke
         for key in ("exp_avg", "exp_avg_sq"):
             assert torch.equal(opt_part.state[part[0]][key], opt_whole.state[whole[0]][key][kept])
     assert torch.equal(whole[0][~kept], start[~kept])  # never moved
+
+
+def test_the_numba_engines_step_is_torchs_up_to_rounding():
+    """Inside a training loop of the numba engine, CPU float32 parameters step through
+    the compiled update (``_kernel.fused_adam``): torch's Adam up to float32 rounding
+    (torch's vectorized sqrt is not correctly rounded), the step counts equal; a row
+    whose gradient is always zero never moves, and a compact copy of the kept rows steps
+    them bit for bit as the whole table does."""
+    numba = pytest.importorskip("numba")  # noqa: F841
+    from sktree_lmc.model import _kernel
+
+    gen = torch.Generator().manual_seed(0)
+    start = torch.randn(37, 2, generator=gen)
+    kept = torch.rand(37, generator=gen) < 0.6
+    ours, ref = start.clone().requires_grad_(True), start.clone().requires_grad_(True)
+    part = start[kept].clone().requires_grad_(True)
+    opt, ref_opt = Adam([ours], lr=0.05), torch.optim.Adam([ref], lr=0.05)
+    part_opt = Adam([part], lr=0.05)
+    calls = []
+    original = _kernel.fused_adam
+
+    def spy(*args, **kwargs):
+        calls.append(original(*args, **kwargs))
+        return calls[-1]
+
+    with _kernel.training_engine("numba"):
+        for step in range(20):
+            grad = torch.randn(37, 2, generator=gen) * kept[:, None]
+            ours.grad, ref.grad, part.grad = grad.clone(), grad.clone(), grad[kept].clone()
+            _kernel.fused_adam = spy
+            try:
+                opt.step()
+                part_opt.step()
+            finally:
+                _kernel.fused_adam = original
+            ref_opt.step()
+    assert len(calls) == 40 and all(calls)  # the compiled update ran every step
+    torch.testing.assert_close(ours, ref, rtol=1e-5, atol=1e-7)
+    for key in ("exp_avg", "exp_avg_sq"):
+        torch.testing.assert_close(opt.state[ours][key], ref_opt.state[ref][key])
+    assert float(opt.state[ours]["step"]) == 20.0
+    assert torch.equal(ours[~kept], start[~kept])  # never moved
+    assert torch.equal(part, ours[kept])
+    for key in ("exp_avg", "exp_avg_sq"):
+        assert torch.equal(part_opt.state[part][key], opt.state[ours][key][kept])
+
+
+def test_the_compiled_step_follows_replaced_tensors():
+    """The compiled step keeps NumPy views of a parameter and its state from step to
+    step: a parameter given new storage and a state loaded anew are stepped, not the
+    tensors they replaced (the same values as an optimizer that never held views)."""
+    pytest.importorskip("numba")
+    from sktree_lmc.model import _kernel
+
+    gen = torch.Generator().manual_seed(3)
+    grads = [torch.randn(5, 3, generator=gen) for _ in range(4)]
+    start = torch.randn(5, 3, generator=gen)
+
+    def run(replace):
+        p = start.clone().requires_grad_(True)
+        opt = Adam([p], lr=0.1)
+        with _kernel.training_engine("numba"):
+            for step, g in enumerate(grads):
+                p.grad = g.clone()
+                opt.step()
+                if replace and step == 1:
+                    p.data = p.data.clone()  # new storage
+                    saved = opt.state_dict()
+                    opt.load_state_dict(saved)  # new moment tensors
+                    p.data.add_(1.0)
+                elif step == 1:
+                    with torch.no_grad():
+                        p.add_(1.0)
+        return p.detach(), opt.state[p]["exp_avg"]
+
+    replaced, reference = run(True), run(False)
+    assert torch.equal(replaced[0], reference[0]) and torch.equal(replaced[1], reference[1])

@@ -194,3 +194,38 @@ def test_a_fit_gives_the_same_parameters_with_one_thread_or_two():
             fits.append(model.tree_params_)
     for name in ("split_weight", "split_bias", "leaf_value"):
         assert np.array_equal(getattr(fits[0], name), getattr(fits[1], name))
+
+
+@pytest.mark.parametrize("scaled", [False, True])
+def test_the_compiled_additive_term_is_torchs(scaled):
+    """The numba engine's additive term (``FusedAdditive``: a gather of the table's rows
+    and a scatter-add of their gradient) gives torch's output and table gradient, with
+    the training's ``additive_scale`` and repeated and negative codes (the last rows, as
+    torch's indexing)."""
+    module = _module("oblivious", 2, n_trees=3, n_features=2, n_outputs=2, seed=5)
+    gen = torch.Generator().manual_seed(6)
+    module.additive = torch.nn.Parameter(torch.randn(7, 2, generator=gen))
+    if scaled:
+        module.additive_scale = torch.rand(7, 1, generator=gen) + 0.5
+    X = torch.randn(40, 2, generator=gen)
+    codes = torch.randint(-7, 7, (40, 3), generator=gen, dtype=torch.int32)
+    codes[:5] = 2  # one row gathered many times
+    grad_out = torch.randn(40, 2, generator=gen)
+    results = {}
+    for engine in ("torch", "numba"):
+        module.additive.grad = None
+        with _kernel.training_engine(engine):
+            out = module.additive_term(codes)
+        out.backward(grad_out)
+        results[engine] = (out.detach(), module.additive.grad.clone())
+    calls = []
+    with _kernel.training_engine("numba"):
+        original = _kernel.FusedAdditive.apply
+        try:
+            _kernel.FusedAdditive.apply = lambda *a: calls.append(1) or original(*a)
+            module.additive_term(codes)
+        finally:
+            _kernel.FusedAdditive.apply = original
+    assert calls  # the numba engine took the compiled path
+    for k, t in zip(results["numba"], results["torch"]):
+        _close(k, t)

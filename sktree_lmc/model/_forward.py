@@ -932,6 +932,10 @@ class SoftTreeEnsembleModule(nn.Module):
             steps on the table (``additive``) move each row's value
             (``to_params().additive``) by its own factor.
         """
+        fused = _kernel.fused_additive(codes, self.additive,
+                                       getattr(self, "additive_scale", None))
+        if fused is not None:  # the numba engine's training loop: a compiled gather
+            return fused
         return self._additive_table()[codes.long()].sum(dim=1)
 
     def _additive_table(self):

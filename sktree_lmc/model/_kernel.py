@@ -65,8 +65,11 @@ import torch
 
 __all__ = [
     "ENGINES",
+    "FusedAdditive",
     "FusedEnsemble",
     "engine",
+    "fused_adam",
+    "fused_additive",
     "fused_active",
     "fused_available",
     "fused_ensemble",
@@ -248,6 +251,7 @@ def training_loop(grad_mask=None):
     fused = resolve_engine() == "numba"
     _STATE.training = fused
     _STATE.grad_mask = grad_mask
+    _STATE.grad_mask_u8 = None  # its uint8 array, made at the first step (_feature_mask)
     torch_threads = torch.get_num_threads()
     if fused and torch_threads > 1:
         # the threads go to the kernel; torch's operations around it (the optimizer,
@@ -508,7 +512,10 @@ def _feature_mask(weight):
     mask = getattr(_STATE, "grad_mask", None)
     if mask is None or tuple(mask.shape) != (M, F):
         return _ones_mask(M, F)
-    return (mask.detach().cpu() != 0).to(torch.uint8).numpy()
+    made = getattr(_STATE, "grad_mask_u8", None)
+    if made is None or made[0] is not mask:  # once per training loop (the mask is fixed)
+        made = _STATE.grad_mask_u8 = (mask, (mask.detach().cpu() != 0).to(torch.uint8).numpy())
+    return made[1]
 
 
 @functools.lru_cache(maxsize=8)
@@ -516,3 +523,134 @@ def _ones_mask(M, F):
     ones = np.ones((M, F), dtype=np.uint8)
     ones.setflags(write=False)
     return ones
+
+
+# ----------------------------------------------------------------------------
+# Around the trees: the additive table and Adam
+# ----------------------------------------------------------------------------
+
+
+def _cpu_float32(*tensors):
+    return all(t.device.type == "cpu" and t.dtype == torch.float32 for t in tensors)
+
+
+class FusedAdditive(torch.autograd.Function):
+    """The additive term ``sum_j (table * scale)[codes[:, j]]`` (B, C) of the
+    compiled gather, and the table's gradient by one compiled scatter-add
+    (where torch gathers a (B, J, C) tensor, sums it, and in the backward
+    pass accumulates an index_put and multiplies the whole table by
+    ``scale`` twice). ``scale`` (T, 1) gets no gradient; ``codes`` none."""
+
+    @staticmethod
+    def forward(ctx, codes, table, scale):
+        codes_a = np.ascontiguousarray(codes.detach().cpu().numpy())
+        scale_a = (_NO_SCALE if scale is None else _as_array(scale))
+        table_a = _as_array(table)
+        out = np.empty((codes_a.shape[0], table_a.shape[1]), dtype=np.float32)
+        from . import _fused_numba
+
+        _fused_numba.additive_gather(table_a, scale_a, codes_a, out)
+        ctx.arrays = (codes_a, scale_a, table_a.shape)
+        return torch.from_numpy(out)
+
+    @staticmethod
+    @torch.autograd.function.once_differentiable
+    def backward(ctx, grad_out):
+        codes_a, scale_a, shape = ctx.arrays
+        del ctx.arrays
+        from . import _fused_numba
+
+        gtable = np.zeros(shape, dtype=np.float32)
+        _fused_numba.additive_scatter(_as_array(grad_out.to(torch.float32)), scale_a, codes_a,
+                                      gtable)
+        return None, torch.from_numpy(gtable), None
+
+
+_NO_SCALE = np.zeros((0, 1), dtype=np.float32)
+
+
+def fused_additive(codes, table, scale=None):
+    """The additive term of rows ``codes`` through :class:`FusedAdditive`
+    inside a training loop of the numba engine (:func:`training_loop`) with
+    CPU float32 tensors, else None (the caller takes torch's path).
+
+    Parameters
+    ----------
+    codes : torch.Tensor of int of shape (B, J)
+        Table rows per code column.
+    table : torch.Tensor of shape (T, C)
+        The additive table (a parameter).
+    scale : torch.Tensor of shape (T, 1) or None, default=None
+        A factor per row (no gradient), or None.
+
+    Returns
+    -------
+    torch.Tensor of shape (B, C) or None
+    """
+    if not getattr(_STATE, "training", False) or codes.device.type != "cpu":
+        return None
+    if not _cpu_float32(table, *(() if scale is None else (scale,))):
+        return None
+    if scale is not None and scale.requires_grad:
+        return None
+    return FusedAdditive.apply(codes, table, scale)
+
+
+def fused_adam(params, grads, moments, steps, hyper, *, cache=None):
+    """One Adam step of ``params`` through the compiled update (one pass over
+    each parameter, :func:`~sktree_lmc.model._fused_numba.adam_update`)
+    inside a training loop of the numba engine with CPU float32 tensors;
+    returns False (nothing done) elsewhere, where the caller runs torch's
+    kernel.
+
+    Parameters
+    ----------
+    params, grads : list of torch.Tensor
+        The parameters (updated in place) and their gradients.
+    moments : tuple of two lists of torch.Tensor
+        ``(exp_avgs, exp_avg_sqs)``, updated in place.
+    steps : list of torch.Tensor
+        Each parameter's step count (a CPU float32 scalar tensor), incremented.
+    hyper : tuple
+        ``(lr, beta1, beta2, eps)``.
+    cache : dict or None, default=None
+        The optimizer's: the NumPy views of each parameter's tensors, kept from
+        step to step while they stay the same (views cost microseconds a step).
+
+    Returns
+    -------
+    bool
+    """
+    if not getattr(_STATE, "training", False):
+        return False
+    exp_avgs, exp_avg_sqs = moments
+    arrays = []
+    for p, g, m, v, step_t in zip(params, grads, exp_avgs, exp_avg_sqs, steps):
+        held = _adam_arrays(p, m, v, step_t, {} if cache is None else cache)
+        if held is None or not (g.is_cpu and g.dtype == torch.float32 and g.is_contiguous()):
+            return False
+        arrays.append((held, g))
+    from . import _fused_numba
+
+    hyper = np.asarray(hyper, dtype=np.float64)
+    for (p_a, m_a, v_a, step_a), g in arrays:
+        _fused_numba.adam_update((p_a, g.view(-1).numpy(), m_a, v_a), step_a, hyper)
+    return True
+
+
+def _adam_arrays(p, m, v, step_t, cache):
+    """The flat NumPy views ``(p, m, v, step)`` of :func:`fused_adam`, from
+    ``cache`` (``id(p)`` -> ``(p, m, v, step, data pointer, views)``) while
+    its tensors and storage are the same; None where a tensor is not a
+    contiguous CPU float32 one."""
+    found = cache.get(id(p))
+    if (found is not None and found[0] is p and found[1] is m and found[2] is v
+            and found[3] is step_t and found[4] == p.data_ptr()):
+        return found[5]
+    if not all(t.is_cpu and t.dtype == torch.float32 and t.is_contiguous()
+               for t in (p, m, v, step_t)):
+        return None
+    arrays = (p.detach().view(-1).numpy(), m.view(-1).numpy(), v.view(-1).numpy(),
+              step_t.view(1).numpy())
+    cache[id(p)] = (p, m, v, step_t, p.data_ptr(), arrays)
+    return arrays

@@ -9,7 +9,11 @@ state (``step``, ``exp_avg``, ``exp_avg_sq``) and steps with torch's own
 functional kernel :func:`torch.optim.adam.adam`, which does not import it, so a
 step is bit-identical to :class:`torch.optim.Adam` with the default
 hyperparameters (``foreach`` chosen by torch, as there: the multi-tensor kernel
-on CUDA, the single-tensor one on CPU). :class:`LambdaSchedule` sets each
+on CUDA, the single-tensor one on CPU). Inside a training loop of the numba
+engine (:func:`sktree_lmc.model._kernel.training_loop`), CPU float32 tensors
+step through the compiled update of :func:`sktree_lmc.model._kernel.fused_adam`
+instead: the same operations fused into one pass per tensor (equal up to
+float32 rounding: torch's vectorized ``sqrt`` is not correctly rounded). :class:`LambdaSchedule` sets each
 group's learning rate as :class:`~torch.optim.lr_scheduler.LambdaLR` does.
 """
 
@@ -17,6 +21,8 @@ from __future__ import annotations
 
 import torch
 from torch.optim.adam import adam as _adam_kernel
+
+from ..model import _kernel
 
 
 def _scalar_dtype():
@@ -54,6 +60,9 @@ class Adam:
             if not 0.0 <= group["lr"]:
                 raise ValueError(f"Invalid learning rate: {group['lr']}")
         self.state = {}
+        #: the compiled step's NumPy views of the parameters and their state
+        #: (:func:`sktree_lmc.model._kernel.fused_adam`)
+        self._fused_arrays = {}
 
     def _params(self):
         return [p for group in self.param_groups for p in group["params"]]
@@ -98,6 +107,10 @@ class Adam:
             if not params:
                 continue
             beta1, beta2 = group["betas"]
+            if _kernel.fused_adam(params, grads, (exp_avgs, exp_avg_sqs), steps,
+                                  (group["lr"], beta1, beta2, group["eps"]),
+                                  cache=self._fused_arrays):
+                continue  # the numba engine's training loop: one compiled pass per tensor
             _adam_kernel(params, grads, exp_avgs, exp_avg_sqs, [], steps,
                          amsgrad=False, beta1=beta1, beta2=beta2, lr=group["lr"],
                          weight_decay=group["weight_decay"], eps=group["eps"],
