@@ -207,7 +207,7 @@ def test_the_compiled_additive_term_is_torchs(scaled):
     module.additive = torch.nn.Parameter(torch.randn(7, 2, generator=gen))
     if scaled:
         module.additive_scale = torch.rand(7, 1, generator=gen) + 0.5
-    X = torch.randn(40, 2, generator=gen)
+    torch.randn(40, 2, generator=gen)  # drawn, so that the codes below stay the same draws
     codes = torch.randint(-7, 7, (40, 3), generator=gen, dtype=torch.int32)
     codes[:5] = 2  # one row gathered many times
     grad_out = torch.randn(40, 2, generator=gen)
