@@ -53,7 +53,9 @@ pointing to the Tabular-Benchmark folder)::
 
 ``--quick`` measures the merges alone (no refit, anneal nor barrier). ``credit`` (the
 robustness set) is read from ``../shared/data/robustness`` beside the repository or
-``$SKTREE_LMC_ROBUSTNESS_DATA``.
+``$SKTREE_LMC_ROBUSTNESS_DATA``. Other shapes: ``digits`` (10 classes) and ``<dataset>_mixed``
+(strings and missing values), e.g. ``--datasets digits electricity_mixed --splits iid4
+label4``.
 """
 
 from __future__ import annotations
@@ -119,8 +121,30 @@ def feature_skewed(x, K, skew, rng):
 def sites(kind, K, X, y, seed):
     rng = np.random.RandomState(seed)
     if kind == "feature":
+        if hasattr(X, "iloc"):
+            raise ValueError("Feature-skewed sites need a numeric first column; use iid or "
+                             "label splits for the _mixed datasets.")
         return feature_skewed(X[:, 0], K, 0.8, rng)
     return make_shards(y, K, "class_skewed" if kind == "label" else "iid", random_state=rng)
+
+
+def load_apart(name):
+    """Features and target of ``name``: a Tabular-Benchmark dataset or ``credit`` (raw numeric
+    columns), ``digits`` (scikit-learn's, 10 classes), or ``<dataset>_mixed`` (the dataset with
+    two columns made categorical strings and 10 % of its cells missing,
+    ``bench_accuracy.make_mixed``; a DataFrame)."""
+    if name == "digits":
+        from sklearn.datasets import load_digits
+
+        return load_digits(return_X_y=True)
+    if name.endswith("_mixed"):
+        return load("mixed", name[: -len("_mixed")])
+    return load("raw", name)
+
+
+def _rows(X, idx):
+    """Rows ``idx`` of an array or a DataFrame."""
+    return X.iloc[idx] if hasattr(X, "iloc") else X[idx]
 
 
 def _cached(path, make):
@@ -146,7 +170,7 @@ def run(out, datasets, seeds, split_names, protocols, recipes, *, n_train=10_000
             for r in _read(path)}
     extra = SMOKE_PARAMS if smoke else {}
     for name in datasets:
-        X_all, y_all = load("raw", name)
+        X_all, y_all = load_apart(name)
         for seed in seeds:
             X, X_test, y, y_test = split(X_all, y_all, n_train, n_test, seed, False)
             for recipe in recipes:
@@ -172,7 +196,7 @@ def run(out, datasets, seeds, split_names, protocols, recipes, *, n_train=10_000
                             _cached(out / "cache" / f"{tag}_{split_name}_{protocol}_{k}.joblib",
                                     lambda k=k, idx=idx: clone(make(
                                         _site_seed(protocol, seed, k))).set_params(
-                                        **shared).fit(X[idx], y[idx]))
+                                        **shared).fit(_rows(X, idx), y[idx]))
                             for k, idx in enumerate(parts)]
                         fit_s = time.process_time() - t0
                         row = _measure(models, parts, X, y, X_test, y_test,
@@ -205,7 +229,7 @@ def _anneal(merged, parts, X, y, sizes, epochs=ANNEAL_EPOCHS, rate=ANNEAL_RATE):
         site = copy.deepcopy(merged).set_params(
             warm_start=True, max_epochs=epochs, early_stopping=False,
             learning_rate=rate * merged.learning_rate)
-        tuned.append(site.fit(X[idx], y[idx]))
+        tuned.append(site.fit(_rows(X, idx), y[idx]))
     annealed = merge_estimators(tuned, weights=sizes, aligner="naive")
     return annealed.set_params(**merged.get_params())  # the merge's, not the anneal's
 
