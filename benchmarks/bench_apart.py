@@ -69,6 +69,7 @@ from pathlib import Path
 import joblib
 import numpy as np
 from sklearn.base import clone
+from sklearn.utils import _safe_indexing
 
 from benchmarks._common import append_csv as _append
 from benchmarks._common import read_csv as _read
@@ -142,11 +143,6 @@ def load_apart(name):
     return load("raw", name)
 
 
-def _rows(X, idx):
-    """Rows ``idx`` of an array or a DataFrame."""
-    return X.iloc[idx] if hasattr(X, "iloc") else X[idx]
-
-
 def _cached(path, make):
     if path.exists():
         return joblib.load(path)
@@ -196,7 +192,7 @@ def run(out, datasets, seeds, split_names, protocols, recipes, *, n_train=10_000
                             _cached(out / "cache" / f"{tag}_{split_name}_{protocol}_{k}.joblib",
                                     lambda k=k, idx=idx: clone(make(
                                         _site_seed(protocol, seed, k))).set_params(
-                                        **shared).fit(_rows(X, idx), y[idx]))
+                                        **shared).fit(_safe_indexing(X, idx), y[idx]))
                             for k, idx in enumerate(parts)]
                         fit_s = time.process_time() - t0
                         row = _measure(models, parts, X, y, X_test, y_test,
@@ -229,7 +225,7 @@ def _anneal(merged, parts, X, y, sizes, epochs=ANNEAL_EPOCHS, rate=ANNEAL_RATE):
         site = copy.deepcopy(merged).set_params(
             warm_start=True, max_epochs=epochs, early_stopping=False,
             learning_rate=rate * merged.learning_rate)
-        tuned.append(site.fit(_rows(X, idx), y[idx]))
+        tuned.append(site.fit(_safe_indexing(X, idx), y[idx]))
     annealed = merge_estimators(tuned, weights=sizes, aligner="naive")
     return annealed.set_params(**merged.get_params())  # the merge's, not the anneal's
 

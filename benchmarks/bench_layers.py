@@ -91,13 +91,13 @@ def follow(call, argument, by="module"):
                     break
             caller = next((f for f in reversed(stack)  # decorators' wrappers are skipped
                            if layer_of(f[0]) is not None and f[1] != "wrapper"), None)
-            below = {f[0] for f in stack[:-1]}  # modules already on the stack under the caller
             stack.append((module, code.co_name, carries))
             if carries and layer_of(module) is not None and caller is not None:
                 c_module, c_name, _ = caller
                 if unit_of(c_module, by) != unit_of(module, by):
                     site = f"{c_module}.{c_name} -> {module}.{code.co_name}"
                     climbs.add(site)
+                    below = {f[0] for f in stack[:-2]}  # on the stack under the caller
                     if layer_of(module) > layer_of(c_module) or module in below:
                         callbacks.add(site)
         elif event == "return":

@@ -20,6 +20,7 @@ from numbers import Integral, Real
 
 import numpy as np
 from sklearn.base import BaseEstimator, clone, is_classifier
+from sklearn.utils import _safe_indexing
 from sklearn.utils._param_validation import InvalidParameterError, StrOptions, validate_params
 from sklearn.utils.validation import check_is_fitted
 
@@ -768,7 +769,7 @@ def _distilled(merged, rows, ensemble):
     if is_classifier(merged):
         n, C = ensemble.shape
         index = np.tile(np.arange(n), C)
-        X_fit = rows.iloc[index] if hasattr(rows, "iloc") else np.asarray(rows)[index]
+        X_fit = _safe_indexing(rows, index)
         y_fit = np.repeat(merged.classes_, n)
         w_fit = ensemble.T.reshape(-1)
     else:

@@ -1222,11 +1222,9 @@ CONTRACTION_BLOCK = 128
 
 
 def _contraction_blocks(n_terms, block=CONTRACTION_BLOCK):
-    """The number of equal contiguous blocks of ``n_terms`` terms: the divisor of
-    ``n_terms`` whose block size is nearest ``block`` (at most ``block`` when one exists)."""
-    divisors = [g for g in range(1, n_terms + 1) if n_terms % g == 0]
-    fitting = [g for g in divisors if n_terms // g <= block]
-    return min(fitting, key=lambda g: g) if fitting else n_terms
+    """The number of equal contiguous blocks of ``n_terms`` terms: the fewest (a divisor of
+    ``n_terms``) whose blocks hold at most ``block`` terms each."""
+    return next(g for g in range(1, n_terms + 1) if n_terms % g == 0 and n_terms // g <= block)
 
 
 @torch.inference_mode()
