@@ -895,6 +895,7 @@ class ShardedSoftTreeEnsemble(MetaEstimatorMixin, BaseEstimator):
         aligner = check_aligner(self.aligner)
         if aligner.random_state is None:
             aligner.set_params(random_state=rng)
+        classifier = self._is_classifier()
 
         def merge(models, w, same_start=False):
             # same_start: the shard models all continued from the last merged model,
@@ -902,7 +903,8 @@ class ShardedSoftTreeEnsemble(MetaEstimatorMixin, BaseEstimator):
             with torch_threads(base.n_threads):  # the estimator's thread policy for the merge
                 aligner._fit(models, X_site, weights=w,
                              start="identity" if same_start else None)
-                merged = combine(models, aligner.aligned_params(models), aligner.weights_)
+                merged = combine(models, aligner.aligned_params(models), aligner.weights_,
+                                 classifier=classifier)
             return merged, copy.copy(aligner)  # a snapshot of this round's fitted aligner
 
         return merge
