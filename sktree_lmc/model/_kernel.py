@@ -305,6 +305,33 @@ def _schedule(steps, n_nodes):
     return parent, sig, leaf, leaf_pos, child, sig_ptr, sig_pos
 
 
+@functools.lru_cache(maxsize=64)
+def _oblivious_depth(steps, n_nodes):
+    """The depth of the oblivious trees whose routing schedule ``steps`` is, where
+    :mod:`sktree_lmc.model._oblivious_numba` has kernels for it (depth at most
+    :data:`~sktree_lmc.model._oblivious_codegen.MAX_DEPTH`); else None. An
+    oblivious tree's schedule: level ``d`` is node ``d``, every path of ``d``
+    levels is a position, depth first, left before right, the leaves numbered
+    in that order."""
+    from ._oblivious_codegen import MAX_DEPTH
+
+    depth = n_nodes
+    if not 1 <= depth <= MAX_DEPTH or len(steps) != 2 ** (depth + 1) - 2:
+        return None
+    expected = []
+
+    def visit(parent, level, leaf):
+        for side in (0, 1):
+            here = len(expected)
+            last = level == depth - 1
+            expected.append((parent, level + side * depth, 2 * leaf + side if last else -1))
+            if not last:
+                visit(here, level + 1, 2 * leaf + side)
+
+    visit(-1, 0, 0)
+    return depth if tuple(map(tuple, steps)) == tuple(expected) else None
+
+
 def _chunk_bounds(M):
     chunks = max(1, min(TREE_CHUNKS, M))
     return np.asarray([M * k // chunks for k in range(chunks + 1)], dtype=np.int64)
@@ -330,19 +357,26 @@ def _pool(workers):
         return _POOLS[workers]
 
 
-def _run(name, *args):
+def _run(name, depth, *args):
     """Run the compiled ``name`` driver (``"forward"`` or ``"backward"``) on
     every chunk of trees: in this thread, or in groups of consecutive chunks
     over :func:`_n_threads` threads (the compiled code releases the GIL).
-    The chunks, and so the results, are the same either way.
+    The chunks, and so the results, are the same either way. ``depth``: the
+    depth of oblivious trees that :mod:`sktree_lmc.model._oblivious_numba`
+    has drivers for (their arguments without the routing plan), else None.
 
     Python threads rather than ``numba.prange``: numba's OpenMP layer made a
     step 5 times slower with two threads beside another busy process (its
     threads spin while they wait), and its workqueue layer cannot be called
     from two threads at once (concurrent fits)."""
-    from . import _fused_numba
+    if depth is None:
+        from . import _fused_numba
 
-    fn = getattr(_fused_numba, name + "_serial")
+        fn = getattr(_fused_numba, name + "_serial")
+    else:
+        from . import _oblivious_numba
+
+        fn = getattr(_oblivious_numba, f"{name}_serial_{depth}")
     threads = _n_threads()
     if threads == 1:
         fn(*args)
@@ -405,7 +439,12 @@ def fused_forward_arrays(Xb, W, bias, pi, steps, keep=False):
     parts = np.zeros((len(bounds) - 1, Xb.shape[0], pi.shape[2], ROW_BLOCK), dtype=np.float32)
     shape = ((Xb.shape[0], W.shape[0]) if keep else (1, 1)) + (2 * W.shape[1], ROW_BLOCK)
     S = _take_buffer(shape) if keep else np.empty(shape, dtype=np.float32)
-    _run("forward", Xb, (W, bias, pi), _schedule(steps, W.shape[1]), bounds, (parts, S, keep))
+    depth = _oblivious_depth(steps, W.shape[1])
+    if depth is None:
+        _run("forward", None, Xb, (W, bias, pi), _schedule(steps, W.shape[1]), bounds,
+             (parts, S, keep))
+    else:
+        _run("forward", depth, Xb, (W, bias, pi), bounds, (parts, S, keep))
     out = parts[0]
     for k in range(1, len(parts)):
         out += parts[k]
@@ -444,8 +483,14 @@ def fused_backward_arrays(Xb, W, bias, pi, Gb, steps, *, S, fmask=None):
     gW = np.zeros(W.shape, dtype=np.float32)
     gb = np.zeros(bias.shape, dtype=np.float32)
     gpi = np.zeros(pi.shape, dtype=np.float32)
-    _run("backward", (Xb, Gb, S), (W, bias, pi), _schedule(steps, W.shape[1]), bounds,
-         (gW, gb, gpi, fmask))
+    grads = (gW, gb, gpi, fmask)
+    depth = _oblivious_depth(steps, W.shape[1])
+    if depth is None:
+        _run("backward", None, (Xb, Gb, S), (W, bias, pi), _schedule(steps, W.shape[1]), bounds,
+             grads)
+    else:
+        flat = (Xb, Gb, S.reshape(S.shape[:2] + (-1,)))
+        _run("backward", depth, flat, (W, bias, pi), bounds, grads)
     return gW, gb, gpi
 
 
