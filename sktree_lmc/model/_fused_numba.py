@@ -154,6 +154,38 @@ def tree_sigmoids(Xk, W, bias, m, s, scratch):
 
 
 @numba.njit(inline="always", **_OPTS)
+def tree_exp_sigmoids(Xk, W, bias, m, s, z):
+    """As :func:`tree_sigmoids`, in one pass per node over the block (``2**k``
+    by :func:`bits_as_float`, no buffer), and leaving ``e = exp(-z)`` in
+    ``z`` (N, RB): the oblivious kernels keep ``e`` for the backward pass,
+    which recomputes ``sigmoid(z) = 1 / (1 + e)`` and ``sigmoid(-z) = e
+    sigmoid(z)`` from it (the same operations, so the same values), half the
+    memory of keeping both."""
+    N = W.shape[1]
+    F = W.shape[2]
+    for n in range(N):
+        bn = bias[m, n]
+        for b in range(RB):
+            z[n, b] = bn
+        for f in range(F):
+            w = W[m, n, f]
+            if w != _ZERO:  # the features a mask leaves out weigh 0: skipped
+                for b in range(RB):
+                    z[n, b] += w * Xk[f, b]
+        for b in range(RB):
+            x = min(max(-z[n, b], -_CLAMP), _CLAMP)
+            t = x * _LOG2E
+            k = np.floor(t + _HALF)
+            y = (t - k) * _LN2
+            p = _ONE + y * (_ONE + y * (_C2 + y * (_C3 + y * (_C4 + y * (_C5 + y * _C6)))))
+            e = p * bits_as_float((np.int32(k) + np.int32(127)) << np.int32(23))
+            sv = _ONE / (_ONE + e)
+            z[n, b] = e
+            s[n, b] = sv
+            s[n + N, b] = e * sv
+
+
+@numba.njit(inline="always", **_OPTS)
 def route(parent, sig, s, pos, i):
     """Routing position ``i`` (a row of ``pos``, (P, RB)): the sigmoid
     ``s[sig[i]]``, times its parent's position where it has one."""

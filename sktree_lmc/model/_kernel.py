@@ -434,12 +434,16 @@ def fused_forward_arrays(Xb, W, bias, pi, steps, keep=False):
     (M, N, F), ``bias`` (M, N), ``pi`` (M, L, C), float32 and C-contiguous).
 
     Returns ``(out, S)``: ``S`` the sigmoids ``(n_blocks, M, 2N, ROW_BLOCK)``
-    that :func:`fused_backward_arrays` needs when ``keep``, else None."""
+    (for the oblivious trees of :mod:`sktree_lmc.model._oblivious_numba`,
+    ``exp(-z)``, ``(n_blocks, M, N, ROW_BLOCK)``) that
+    :func:`fused_backward_arrays` needs when ``keep``, else None."""
     bounds = _chunk_bounds(W.shape[0])
     parts = np.zeros((len(bounds) - 1, Xb.shape[0], pi.shape[2], ROW_BLOCK), dtype=np.float32)
-    shape = ((Xb.shape[0], W.shape[0]) if keep else (1, 1)) + (2 * W.shape[1], ROW_BLOCK)
-    S = _take_buffer(shape) if keep else np.empty(shape, dtype=np.float32)
     depth = _oblivious_depth(steps, W.shape[1])
+    # kept per tree and row: both sigmoids (2N floats), or for oblivious trees exp(-z) (N)
+    rows = 2 * W.shape[1] if depth is None else W.shape[1]
+    shape = ((Xb.shape[0], W.shape[0]) if keep else (1, 1)) + (rows, ROW_BLOCK)
+    S = _take_buffer(shape) if keep else np.empty(shape, dtype=np.float32)
     if depth is None:
         _run("forward", None, Xb, (W, bias, pi), _schedule(steps, W.shape[1]), bounds,
              (parts, S, keep))
