@@ -23,9 +23,15 @@ its partial results::
 the leaves for the leaf values' gradient.
 
 Written out for a fixed depth, with the rows of a block as the innermost loop
-and every per-row value a local, the compiler keeps a row's whole tree in
-vector registers: only the inputs, the sigmoids kept for the backward pass
-and the outputs touch memory. Python cannot loop over a depth at compile time
+and every per-row value a local, the compiler keeps a row's contraction in
+vector registers: the logits and sigmoids of a tree on a block are made a
+level at a time in a few kilobytes of scratch (L1), the forward pass keeps
+``exp(-z)`` for the backward pass, which recomputes the sigmoids from it, and
+the backward pass writes the leaves' routing products and the logits'
+gradients of a block for the sums over its rows. Every flat index is a
+constant plus the row (numba's negative-index wraparound turns a runtime
+offset into gathers). Two outputs (binary classification) get their own
+backward loop, ``q`` in registers; other counts read ``q`` from a scratch. Python cannot loop over a depth at compile time
 in numba, hence the generated source, one function per depth; it is checked
 in (compiled once and cached on disk like :mod:`sktree_lmc.model._fused_numba`)
 and ``tests/test_fused_kernel.py`` checks that it is this generator's output.
