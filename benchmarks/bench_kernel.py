@@ -30,6 +30,7 @@ shared, so read the ratios (measured side by side) rather than the seconds.
 Run from the repository root::
 
     python -m benchmarks.bench_kernel --datasets electricity california
+    python -m benchmarks.bench_kernel --engines numba --skip step threads --rounds 3
     python -m benchmarks.bench_kernel --smoke    # seconds, for the tests
 """
 
@@ -56,8 +57,9 @@ def _fit(make, X_tr, y_tr, X_te, y_te, wall=False):
     return model, seconds, accuracy
 
 
-def measure_fits(name, rounds=1, n_train=10_000, params=None, seed=0):
-    """Fit CPU seconds, test accuracy and epochs of HGB and the two engines on ``name``."""
+def measure_fits(name, rounds=1, n_train=10_000, params=None, seed=0,
+                 engines=("torch", "numba")):
+    """Fit CPU seconds, test accuracy and epochs of HGB and the ``engines`` on ``name``."""
     from sklearn.ensemble import HistGradientBoostingClassifier
 
     from sktree_lmc import SoftTreeEnsembleClassifier, training_engine
@@ -65,18 +67,18 @@ def measure_fits(name, rounds=1, n_train=10_000, params=None, seed=0):
     from .bench_accuracy import load, split
 
     X_tr, X_te, y_tr, y_te = split(*load("raw", name), n_train, n_train, seed, True)
-    for engine in ("torch", "numba"):  # warm up: imports, the compiled kernels
+    for engine in engines:  # warm up: imports, the compiled kernels
         with training_engine(engine):
             _fit(lambda: SoftTreeEnsembleClassifier(n_estimators=8, max_epochs=1),
                  X_tr[:300], y_tr[:300], X_te[:10], y_te[:10])
     _fit(lambda: HistGradientBoostingClassifier(max_iter=5), X_tr[:300], y_tr[:300],
          X_te[:10], y_te[:10])
-    rows = {"hgb": [], "torch": [], "numba": []}
+    rows = {"hgb": [], **{engine: [] for engine in engines}}
     for r in range(rounds):
         _, seconds, acc = _fit(lambda: HistGradientBoostingClassifier(random_state=seed),
                                X_tr, y_tr, X_te, y_te)
         rows["hgb"].append((seconds, acc, ""))
-        for engine in ("torch", "numba") if r % 2 == 0 else ("numba", "torch"):
+        for engine in engines if r % 2 == 0 else engines[::-1]:
             with training_engine(engine):
                 model, seconds, acc = _fit(
                     lambda: SoftTreeEnsembleClassifier(random_state=seed, device="cpu",
@@ -88,7 +90,7 @@ def measure_fits(name, rounds=1, n_train=10_000, params=None, seed=0):
         seconds = float(np.median([v[0] for v in values]))
         out[key] = {"fit_cpu_s": seconds, "accuracy": values[0][1], "epochs": values[0][2],
                     "fit_cpu_s_all": [round(v[0], 3) for v in values]}
-    for key in ("torch", "numba"):
+    for key in engines:
         out[key]["ratio_to_hgb"] = out[key]["fit_cpu_s"] / out["hgb"]["fit_cpu_s"]
     return out
 
@@ -197,6 +199,8 @@ def main(argv=None):
     parser.add_argument("--thread-rounds", type=int, default=1)
     parser.add_argument("--features", type=int, default=7, help="features of the step")
     parser.add_argument("--skip", nargs="*", default=[], choices=["fits", "step", "threads"])
+    parser.add_argument("--engines", nargs="+", default=["torch", "numba"],
+                        choices=["torch", "numba"], help="the engines of the fits")
     parser.add_argument("--out", default=None, help="append the results as a JSON line")
     parser.add_argument("--smoke", action="store_true", help="seconds: 300 rows, tiny models")
     args = parser.parse_args(argv)
@@ -229,10 +233,11 @@ def main(argv=None):
                       f"{100 * gflops / rate:5.1f} % of the matmul rate")
         if "fits" not in args.skip:
             for name in args.datasets:
-                res = results["fits"][name] = measure_fits(name, args.rounds, n_train, params)
+                res = results["fits"][name] = measure_fits(name, args.rounds, n_train, params,
+                                                           engines=tuple(args.engines))
                 print(f"{name}: HGB {res['hgb']['fit_cpu_s']:.2f} s, "
                       f"{res['hgb']['accuracy']:.2f} %")
-                for engine in ("torch", "numba"):
+                for engine in args.engines:
                     r = res[engine]
                     print(f"  {engine:6s} fit {r['fit_cpu_s']:7.2f} s = "
                           f"{r['ratio_to_hgb']:6.1f} x HGB, {r['accuracy']:.2f} %, "

@@ -66,6 +66,53 @@ def test_outputs_and_gradients_match_the_torch_path(arch, depth):
     assert float(grads_k[0][module.split_weight == 0].abs().max()) > 0
 
 
+@pytest.mark.parametrize("depth", range(1, 7))
+@pytest.mark.parametrize("n_outputs", [1, 2, 3])
+def test_the_oblivious_kernels_match_the_torch_path(depth, n_outputs):
+    # oblivious trees of depths 1 to MAX_DEPTH take the written-out kernels of
+    # _oblivious_numba (the leaf values contracted one level at a time); two outputs
+    # have their own backward loop, other counts another
+    from sktree_lmc.model._oblivious_codegen import MAX_DEPTH
+
+    assert MAX_DEPTH == 6
+    module = _module("oblivious", depth, n_trees=11, n_features=5, n_outputs=n_outputs,
+                     seed=10 + depth)
+    assert _kernel._oblivious_depth(module._steps, depth) == depth
+    gen = torch.Generator().manual_seed(depth)
+    X = torch.randn(150, 5, generator=gen)  # a block of 128 and a padded one
+    grad_out = torch.randn(150, n_outputs, generator=gen)
+    out_t, grads_t = _outputs_and_grads(module, X, grad_out, "torch")
+    out_k, grads_k = _outputs_and_grads(module, X, grad_out, "numba")
+    _close(out_k, out_t)
+    for g_k, g_t in zip(grads_k, grads_t):
+        _close(g_k, g_t)
+
+
+def test_only_oblivious_schedules_take_the_oblivious_kernels():
+    from sktree_lmc.model._oblivious_codegen import MAX_DEPTH
+
+    for arch in ARCHS:
+        for depth in (1, 2, 4, MAX_DEPTH + 1):
+            module = _module(arch, depth, n_trees=1, n_features=2, n_outputs=1, seed=0)
+            found = _kernel._oblivious_depth(module._steps, module.split_weight.shape[1])
+            # depth 1: one split, the same schedule, but for the modified decision list's
+            # fixed-zero leaf
+            one_split = depth == 1 and arch != "decision_list_modified"
+            expected = depth if (arch == "oblivious" or one_split) and depth <= MAX_DEPTH else None
+            assert found == expected, (arch, depth)
+
+
+def test_the_oblivious_kernels_are_the_generators_output():
+    # _oblivious_numba is generated: edit _oblivious_codegen and rerun it instead
+    from pathlib import Path
+
+    from sktree_lmc.model import _oblivious_codegen
+
+    path = Path(_oblivious_codegen.__file__).with_name("_oblivious_numba.py")
+    assert path.read_text() == _oblivious_codegen.module_source(), (
+        "run python -m sktree_lmc.model._oblivious_codegen")
+
+
 def test_sharp_splits_and_the_additive_columns():
     # logits up to hundreds (sigmoids at the clamp, leaf probabilities flushed
     # below 1e-25), and code columns of an additive table beside the features
@@ -82,8 +129,9 @@ def test_sharp_splits_and_the_additive_columns():
         _close(g_k, g_t)
 
 
-def test_member_outputs_match_the_torch_path():
-    module = _module("non_oblivious", 2, n_trees=6, n_features=3, n_outputs=2, seed=4)
+@pytest.mark.parametrize("arch", ["non_oblivious", "oblivious"])
+def test_member_outputs_match_the_torch_path(arch):
+    module = _module(arch, 2, n_trees=6, n_features=3, n_outputs=2, seed=4)
     gen = torch.Generator().manual_seed(3)
     X = torch.randn(20, 3, generator=gen)
     grad_out = torch.randn(20, 3, 2, generator=gen)
