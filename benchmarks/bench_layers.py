@@ -8,7 +8,8 @@ argument when one of its arguments is the argument itself or an array, tensor or
 by a call that carried it (the argument in its forms: rows validated, encoded, batched; taint
 by identity, through returned tuples and lists; ``self`` of a method counts only when it is the
 argument itself). A **climb** is a distinct call site (caller
-function, callee function, both in the package; decorators' wrappers are skipped) where a call
+function, callee function, both in the package; decorators' wrappers are skipped, as callers
+and as callees: the climb is the call of the function they wrap) where a call
 carries the argument from one module into another: its return climbs back up to the caller, and
 the argument comes back to a module it had left. A front that hands its argument to a few
 collaborators, each doing its whole job, has few; a hub whose helpers keep handing the argument
@@ -92,7 +93,8 @@ def follow(call, argument, by="module"):
             caller = next((f for f in reversed(stack)  # decorators' wrappers are skipped
                            if layer_of(f[0]) is not None and f[1] != "wrapper"), None)
             stack.append((module, code.co_name, carries))
-            if carries and layer_of(module) is not None and caller is not None:
+            wrapper = code.co_name == "wrapper"  # its call of the wrapped function counts
+            if carries and layer_of(module) is not None and caller is not None and not wrapper:
                 c_module, c_name, _ = caller
                 if unit_of(c_module, by) != unit_of(module, by):
                     site = f"{c_module}.{c_name} -> {module}.{code.co_name}"

@@ -25,15 +25,11 @@ from sklearn.utils.validation import (
     validate_data,
 )
 
-from .encoding._encoding import (
-    TabularEncoder,
-    check_categorical_features,
-    encoders_differ,
-    to_columns,
-)
+from .encoding._encoding import TabularEncoder, encoders_differ, fit_encoding, to_columns
 from .model._inputs import Inputs
 from .training._objective import FLOAT32_MAX as _FLOAT32_MAX
 from .training._objective import check_float32_range as _check_float32_range  # noqa: F401
+from .training._objective import rescaled_weights as _rescaled_weights
 from .training._training import _validation_split
 
 __all__: list = []
@@ -140,25 +136,6 @@ def _check_given_encoder(encoder, columns, names):
     return copy.deepcopy(encoder)
 
 
-#: Sample weights whose largest lies outside ``[2**-_WEIGHT_EXPONENT,
-#: 2**_WEIGHT_EXPONENT]`` are rescaled (see :func:`_rescaled_weights`).
-_WEIGHT_EXPONENT = 64
-
-
-def _rescaled_weights(sample_weight):
-    """``sample_weight`` (float64, non-negative) multiplied by a power of two
-    that brings its largest value into ``[0.5, 1)`` when that value is below
-    ``2**-64`` or above ``2**64``, else as it is. Only the ratios of the
-    weights matter, and a power of two keeps them exactly; subnormal weights
-    (``1e-310``) would otherwise overflow ``1 / sum`` in the gradient-boosted
-    teacher's rescaling and end the fit in a NaN loss."""
-    largest = float(sample_weight.max(initial=0.0))
-    if largest > 0 and not 2.0 ** -_WEIGHT_EXPONENT <= largest <= 2.0 ** _WEIGHT_EXPONENT:
-        exponent = np.frexp(largest)[1]
-        return np.ldexp(sample_weight, -exponent)
-    return sample_weight
-
-
 # -- the input of a fitted estimator -----------------------------------------------------------
 def named_error(exc, name, new_name):
     """The message of ``exc`` (about ``name``: scikit-learn's checks say "y"
@@ -190,13 +167,23 @@ def encoded_rows(encoder, columns):
     return Inputs(check_encoded(X), None if codes is None else np.ascontiguousarray(codes))
 
 
+def checked_columns(estimator, X, y="no_validation", *, reset):
+    """``X`` split into columns for the encoder, with the mask of those
+    categorical by dtype (:func:`~sktree_lmc.encoding._encoding.to_columns`:
+    first, for scikit-learn's errors of a 1-D or empty ``X``, before the
+    features are counted), and checked against ``estimator`` (``validate_data``:
+    its number and names of features, set when ``reset``; ``y``, when given,
+    for the error of a missing one): the input of every fit and prediction."""
+    columns, by_dtype = to_columns(X)
+    validate_data(estimator, X, y, reset=reset, skip_check_array=True)
+    return columns, by_dtype
+
+
 def input_columns(estimator, X):
     """Prediction input ``X`` validated against the fitted ``estimator``
     (feature count and names), split into columns for its encoder."""
     check_is_fitted(estimator, "tree_params_")
-    columns = to_columns(X)[0]  # first: scikit-learn's error for a 1-D X
-    validate_data(estimator, X, reset=False, skip_check_array=True)
-    return columns
+    return checked_columns(estimator, X, reset=False)[0]
 
 
 def encoded_input(estimator, X):
@@ -214,12 +201,7 @@ def fit_encoder(columns, by_dtype, names=None, *, given=None, sample_weight=None
     ``given`` (checked against the columns)."""
     if given is not None:
         return _check_given_encoder(given, columns, names)
-    categorical = check_categorical_features(
-        params["categorical_features"], len(columns), names, by_dtype
-    )
-    encoder = TabularEncoder(params["numeric_encoding"], params["n_bins"],
-                             params["max_categories"], params["additive_bins"])
-    return encoder._fit_columns(columns, categorical, names, sample_weight=sample_weight)
+    return fit_encoding(columns, by_dtype, names, settings=params, sample_weight=sample_weight)
 
 
 def validation_rows(estimator, objective, y, target, validation):
@@ -273,22 +255,13 @@ def fit_rows(estimator, X, y, sample_weight, *, objective, warm=False, plan):
     the validated ``y``, the encoded target, the float64 sample weights (times
     the class weights), the number of outputs and the encoder. With ``warm``, the data must match the fitted
     model (features, classes or targets)."""
-    # to_columns first: its check_array gives scikit-learn's errors for a
-    # 1-D or empty X, before validate_data counts features (it cannot on 1-D
-    # input); y goes to validate_data for its error on y=None.
-    columns, by_dtype = to_columns(X)
-    validate_data(estimator, X, y, reset=not warm, skip_check_array=True)
-    y = objective.check_y(y)
-    check_consistent_length(columns[0] if columns else X, y)
-    sample_weight = _check_sample_weight(
-        sample_weight, columns[0] if columns else X, dtype=np.float64,
-        ensure_non_negative=True)
-    sample_weight = _rescaled_weights(sample_weight * objective.class_weights(y))
-    if not sample_weight.sum() > 0:
-        raise ValueError(
-            "sample_weight (times class_weight, for a classifier) sums to zero: "
-            "there is nothing to fit."
-        )
+    # y goes to validate_data for its error on y=None
+    columns, by_dtype = checked_columns(estimator, X, y, reset=not warm)
+    # float64 and unscaled: the gradient-boosted trees (split_init="boosting", the
+    # teacher) rescale them to a mean of 1 over the rows of all shards (a rescaling
+    # here would differ per shard), and _FitTensors to a largest weight of 1.
+    y, target, sample_weight, n_outputs = objective.training_targets(
+        y, sample_weight, columns[0] if columns else X, warm=warm, classes=plan.classes)
     encoder = estimator.encoder_ if warm else None
     if not warm:  # rows of zero weight do not shape the encoder
         params = estimator.get_params(deep=False)
@@ -297,10 +270,6 @@ def fit_rows(estimator, X, y, sample_weight, *, objective, warm=False, plan):
             columns, by_dtype, getattr(estimator, "feature_names_in_", None), given=given,
             sample_weight=sample_weight, params=params)
     X = encoded_rows(encoder, columns)
-    # float64 and unscaled: the gradient-boosted trees (split_init="boosting", the
-    # teacher) rescale them to a mean of 1 over the rows of all shards (a rescaling
-    # here would differ per shard), and _FitTensors to a largest weight of 1.
-    target, n_outputs = objective.fit_targets(y, sample_weight, warm=warm, classes=plan.classes)
     return X, y, target, sample_weight, n_outputs, encoder
 
 

@@ -36,3 +36,18 @@ def test_follow_counts_a_call_that_carries_the_argument_across_modules():
     assert climbs and all(" -> " in site for site in climbs)
     other = np.zeros((6, 2))
     assert follow(lambda: TabularEncoder().fit(other), X)[0] == []  # X never passed
+
+
+def test_follow_skips_a_decorators_wrapper_as_callee():
+    """``tree_outputs`` calls the estimator's own ``_predict_in_chunks`` through the wrapper of
+    ``limit_threads`` (in ``utils``): that is no climb into ``utils``, the wrapped call is one."""
+    from benchmarks.bench_layers import follow
+
+    from sktree_lmc import SoftTreeEnsembleClassifier
+
+    X = np.random.default_rng(0).normal(size=(40, 3))
+    est = SoftTreeEnsembleClassifier(n_estimators=2, max_epochs=1, random_state=0)
+    est.fit(X, (X[:, 0] > 0).astype(int))
+    climbs, _ = follow(lambda: est.tree_outputs(X), est)
+    assert not any(site.endswith(".wrapper") for site in climbs)
+    assert climbs  # the model's rows still climb (validated in _validation)

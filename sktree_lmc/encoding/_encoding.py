@@ -135,8 +135,9 @@ from ._column_encodings import (
     time_seconds,
 )
 
-__all__ = ["NUMERIC_ENCODINGS", "SKETCH_SIZE", "TabularEncoder", "check_categorical_features",
-           "encoders_differ", "summarize", "to_columns", "union_additive_bins"]
+__all__ = ["NUMERIC_ENCODINGS", "SKETCH_SIZE", "TabularEncoder", "as_rows",
+           "check_categorical_features", "encoders_differ", "fit_encoding", "rows_and_columns",
+           "summarize", "to_columns", "union_additive_bins"]
 
 #: Rows encoded at once by :meth:`TabularEncoder.encode_chunks`: the encoded
 #: chunk (rows x features, float32) then stays in the order of 10-100 MB.
@@ -159,6 +160,26 @@ def _is_from_dtype(categorical_features):
     return isinstance(categorical_features, str) and categorical_features == "from_dtype"
 
 
+def as_rows(X):
+    """``X`` as the encoder reads it, indexable by rows: a DataFrame as it is
+    (strings, categories, missing values), anything else as a 2-D array of any
+    dtype (scikit-learn's ``check_array``: its errors for a 1-D, empty or
+    sparse ``X``; NaN allowed, the encoder checks the values)."""
+    if _is_dataframe(X):
+        return X
+    return check_array(
+        X, dtype=None, ensure_all_finite=False, accept_sparse=False, ensure_2d=True
+    )
+
+
+def rows_and_columns(X):
+    """``(rows, columns, categorical)``: ``X`` as rows (:func:`as_rows`, what
+    is shared out by rows) and split into its columns with their default kinds
+    (:func:`to_columns`), the input checked once."""
+    rows = as_rows(X)
+    return (rows, *_split_columns(rows))
+
+
 def to_columns(X):
     """Split ``X`` into a list of 1-D column arrays, with their default kinds.
 
@@ -176,6 +197,11 @@ def to_columns(X):
         ``object``, ``string`` or ``bool``-free non-numeric column; in a NumPy
         object array, a column holding strings.
     """
+    return _split_columns(as_rows(X))
+
+
+def _split_columns(X):
+    """:func:`to_columns` of ``X`` as rows (:func:`as_rows`)."""
     if _is_dataframe(X):
         # check_array's errors for an empty frame: with no column, the encoded
         # rows would have no length and the sample count would be lost
@@ -222,9 +248,6 @@ def to_columns(X):
                     columns.append(series.to_numpy(dtype=object))
                 categorical.append(False)
         return columns, np.asarray(categorical, dtype=bool)
-    X = check_array(
-        X, dtype=None, ensure_all_finite=False, accept_sparse=False, ensure_2d=True
-    )
     if X.dtype.kind in "biuf":
         X = X.astype(np.float64, copy=False)
         return [X[:, j] for j in range(X.shape[1])], np.zeros(X.shape[1], dtype=bool)
@@ -236,6 +259,20 @@ def to_columns(X):
     columns = [X[:, j] for j in range(X.shape[1])]
     categorical = np.array([any(_is_string_like(v) for v in c) for c in columns], dtype=bool)
     return columns, categorical
+
+
+def fit_encoding(columns, by_dtype, names=None, *, settings, sample_weight=None):
+    """A :class:`TabularEncoder` fitted on training ``columns`` (of
+    :func:`to_columns`, ``by_dtype`` their categorical mask by dtype, named
+    ``names``) by an estimator's encoding hyperparameters ``settings`` (a
+    mapping with ``categorical_features``, ``numeric_encoding``, ``n_bins``,
+    ``max_categories`` and ``additive_bins``: its ``get_params()``); rows of
+    zero ``sample_weight`` left out."""
+    categorical = check_categorical_features(settings["categorical_features"], len(columns),
+                                             names, by_dtype)
+    encoder = TabularEncoder(settings["numeric_encoding"], settings["n_bins"],
+                             settings["max_categories"], settings["additive_bins"])
+    return encoder._fit_columns(columns, categorical, names, sample_weight=sample_weight)
 
 
 def check_categorical_features(categorical_features, n_features, feature_names, by_dtype):

@@ -174,10 +174,10 @@ def _boosting_site(est, encoder, data, val):
         X_val, _, target_val, w_val, _, _ = fit_rows(
             copy.deepcopy(fitted), *part, objective=copy.deepcopy(objective), warm=True,
             plan=val_plan)
-        return X_val.X, objective.shared_units(target_val), w_val
+        return X_val.X, target_val, w_val
 
-    return BoostingSite(X.X, objective.shared_units(target), w, loss=objective.loss,
-                        n_outputs=n_outputs, validation=None if val is None else rows(val))
+    return BoostingSite.of_fit(objective, X.X, target, w, n_outputs=n_outputs,
+                               validation=None if val is None else rows(val))
 
 
 def _public(est):

@@ -26,7 +26,6 @@ from sklearn.utils.validation import (
     _check_sample_weight,
     _check_y,
     _num_samples,
-    check_array,
     check_consistent_length,
     check_is_fitted,
     validate_data,
@@ -37,10 +36,11 @@ from ..merging._bridge import combine
 from ..encoding._encoding import (
     SKETCH_SIZE,
     TabularEncoder,
-    _is_dataframe,
+    as_rows,
     check_categorical_features,
     encoders_differ,
-    to_columns,
+    fit_encoding,
+    rows_and_columns,
 )
 from .._estimators import (
     SoftTreeEnsembleClassifier,
@@ -75,17 +75,11 @@ from .._persistence import (
     encoder_from_dict,
     stamp,
 )
-from ..training._objective import objective_from_params
+from ..training._objective import objective_from_params, rescaled_weights
 from ..training._plan import FitPlan, Recipe, Validation, auto_early_stopping
 from ..merging._refit import refit_leaves
 from ..utils._threads import torch_threads
-from .._validation import (
-    fit_encoder,
-    _check_given_encoder,
-    _NumberInterval,
-    _rescaled_weights,
-    _torch_seed,
-)
+from .._validation import _check_given_encoder, _NumberInterval, _torch_seed
 from ..utils._progress import ProgressLog, Stopwatch, writable
 
 __all__ = ["ShardedSoftTreeEnsemble", "make_shards"]
@@ -242,15 +236,6 @@ def _validation_rows(validation):
     rows, or None without them."""
     return None if validation is None else (validation.X, validation.y,
                                             validation.sample_weight)
-
-
-def _as_rows(X):
-    """``X`` as the estimators take it, indexable by rows: a DataFrame as it is
-    (strings, categories, missing values), anything else as a 2-D array of any
-    dtype (NaN allowed; the encoder checks the values)."""
-    if _is_dataframe(X):
-        return X
-    return check_array(X, dtype=None, ensure_all_finite=False, accept_sparse=False)
 
 
 #: Upper bound of ``server_learning_rate``: the server step multiplies the
@@ -895,6 +880,7 @@ class ShardedSoftTreeEnsemble(MetaEstimatorMixin, BaseEstimator):
         aligner = check_aligner(self.aligner)
         if aligner.random_state is None:
             aligner.set_params(random_state=rng)
+        classifier = self._is_classifier()
 
         def merge(models, w, same_start=False):
             # same_start: the shard models all continued from the last merged model,
@@ -902,7 +888,8 @@ class ShardedSoftTreeEnsemble(MetaEstimatorMixin, BaseEstimator):
             with torch_threads(base.n_threads):  # the estimator's thread policy for the merge
                 aligner._fit(models, X_site, weights=w,
                              start="identity" if same_start else None)
-                merged = combine(models, aligner.aligned_params(models), aligner.weights_)
+                merged = combine(models, aligner.aligned_params(models), aligner.weights_,
+                                 classifier=classifier)
             return merged, copy.copy(aligner)  # a snapshot of this round's fitted aligner
 
         return merge
@@ -1017,9 +1004,8 @@ class ShardedSoftTreeEnsemble(MetaEstimatorMixin, BaseEstimator):
         # X as the estimators take it (DataFrames with strings, categories and
         # missing values too): checked here for its features, encoded by the
         # shared encoder fitted once on all rows, and shared out by rows.
-        X = _as_rows(X)
+        X, columns, by_dtype = rows_and_columns(X)
         validate_data(self, X, y, skip_check_array=True)
-        columns, by_dtype = to_columns(X)
         y = _check_y(y, multi_output=not is_clf, y_numeric=not is_clf, estimator=self)
         check_consistent_length(X, y)
         if is_clf:
@@ -1028,7 +1014,7 @@ class ShardedSoftTreeEnsemble(MetaEstimatorMixin, BaseEstimator):
             # checked as the estimators check theirs: in float64, rescaled by a
             # power of two when subnormal or huge (only the ratios matter), then
             # float32 (the shards' copies)
-            sample_weight = _rescaled_weights(_check_sample_weight(
+            sample_weight = rescaled_weights(_check_sample_weight(
                 sample_weight, X, dtype=np.float64, ensure_non_negative=True))
             if not sample_weight.sum() > 0:
                 raise ValueError("sample_weight sums to zero: there is nothing to fit.")
@@ -1062,10 +1048,13 @@ class ShardedSoftTreeEnsemble(MetaEstimatorMixin, BaseEstimator):
         """The encoder of all shards, fitted once on all training columns by the
         estimator's own rule (its ``categorical_features`` and encoding settings,
         this estimator's feature names; rows of zero weight left out), or the
-        estimator's ``encoder``."""
+        estimator's ``encoder`` (checked against the columns), as
+        :meth:`_dask_shards` does from the shards' summaries."""
         names = getattr(self, "feature_names_in_", None)
-        return fit_encoder(columns, by_dtype, names, given=base.encoder, sample_weight=sample_weight,
-                           params=base.get_params(deep=False))
+        if base.encoder is not None:
+            return _check_given_encoder(base.encoder, columns, names)
+        return fit_encoding(columns, by_dtype, names, settings=base.get_params(deep=False),
+                            sample_weight=sample_weight)
 
     def _dask_shards(self, X, y, sample_weight, is_clf, base):
         if check_aligner(self.aligner).method == "am":
@@ -1122,7 +1111,7 @@ class ShardedSoftTreeEnsemble(MetaEstimatorMixin, BaseEstimator):
         """Check the features of ``X`` against the fit; the merged model encodes
         (and validates) the values itself, as the estimators do."""
         check_is_fitted(self, "merged_")
-        X = _as_rows(X)
+        X = as_rows(X)
         validate_data(self, X, reset=False, skip_check_array=True)
         return X
 

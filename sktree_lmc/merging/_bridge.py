@@ -5,7 +5,8 @@ needs to know about the estimators lives here, in one low module that only
 imports the estimator module: checking that models can be aligned with each
 other, building a new fitted estimator from parameters, and the target
 standardization of regressors. Classifier versus regressor is decided by
-:func:`sklearn.base.is_classifier`, not by probing fitted attributes.
+:func:`sklearn.base.is_classifier`, not by probing fitted attributes: once,
+by :func:`check_compatible`, and passed on to what depends on it.
 """
 
 from __future__ import annotations
@@ -210,6 +211,12 @@ def check_compatible(estimators):
         At least two fitted soft tree ensembles of one class, architecture,
         depth, size, number of features and outputs, and classes.
 
+    Returns
+    -------
+    classifier : bool
+        Whether they are classifiers (:func:`sklearn.base.is_classifier`):
+        the task of the merge, decided once here and passed on.
+
     Raises
     ------
     TypeError
@@ -233,10 +240,11 @@ def check_compatible(estimators):
             raise ValueError(
                 f"Cannot merge a {type(ref).__name__} with a {type(est).__name__}."
             )
+    classifier = is_classifier(ref)
     differences = []
     for i, est in enumerate(estimators[1:], start=1):
         differences += [f"{what}: {x!r} (model 0) vs {y!r} (model {i})"
-                        for what, x, y in _compared(ref, est) if not _equal(x, y)]
+                        for what, x, y in _compared(ref, est, classifier) if not _equal(x, y)]
         differ = encoders_differ(ref.encoder_, est.encoder_)
         if differ is not None:
             differences.append(f"input encoding of models 0 and {i}: {differ}")
@@ -248,10 +256,12 @@ def check_compatible(estimators):
         )
     for i, est in enumerate(estimators):
         check_finite_params(est.tree_params_, f"Estimator {i}")
+    return classifier
 
 
-def _compared(a, b):
-    """What two models must share to be aligned: (what, a's, b's)."""
+def _compared(a, b, classifier):
+    """What two models (``classifier``: of that task) must share to be aligned:
+    (what, a's, b's); the classes and the loss are their fitted objectives'."""
     what = {True: "1-D y", False: "2-D y", None: "unknown targets"}
     out = [
         ("architecture", a.architecture_.name, b.architecture_.name),
@@ -263,8 +273,8 @@ def _compared(a, b):
         ("number of outputs", a.n_outputs_, b.n_outputs_),
         ("the shape of their targets", what[_one_dimensional(a)], what[_one_dimensional(b)]),
     ]
-    if is_classifier(a):
-        out.append(("classes", a.classes_, b.classes_))
+    if classifier:
+        out.append(("classes", a.objective_.classes, b.objective_.classes))
     else:  # the raw outputs of other losses mean other things
         out.append(("loss", a.objective_.loss, b.objective_.loss))
     return out
@@ -340,7 +350,7 @@ def with_params(template, params, **overrides):
     return new
 
 
-def target_scale(estimators, weights):
+def target_scale(estimators, weights, classifier):
     """Merged target standardization of regressors, and each model's leaf factor.
 
     Returns ``(y_mean, y_scale, factors)``: the weighted means of ``y_mean_``
@@ -349,20 +359,20 @@ def target_scale(estimators, weights):
     regressor is multiplied by ``y_scale_``); with the log link of the
     Poisson and Gamma losses, the geometric mean scale and unit factors (see
     :meth:`~sktree_lmc.training._losses.LogLink.merged_scale`). ``None`` for
-    classifiers.
+    classifiers (``classifier``: the task of the estimators, see :func:`check_compatible`).
     """
-    if is_classifier(estimators[0]):
+    if classifier:
         return None
     return RegressionObjective.merged_scale([est.objective_ for est in estimators], weights)
 
 
-def link_correction(estimator, ensemble, predictions, *, data=False):
+def link_correction(estimator, ensemble, predictions, *, data=False, classifier):
     """The factor of a merged regressor's ``y_scale_`` that undoes its link's
     averaging (see ``merge_correction`` of the links in :mod:`._losses`),
     given its predictions and its models' averaged ones on the same rows
     (2-D; ``data``: rows of the data rather than probe rows); None for
-    classifiers and the identity link."""
-    if is_classifier(estimator):
+    classifiers (``classifier``) and the identity link."""
+    if classifier:
         return None
     return estimator.objective_.loss.link.merge_correction(ensemble, predictions, data=data)
 
@@ -375,7 +385,7 @@ def scale_leaves(params, factors):
                       None if params.additive is None else params.additive * factors[None, :])
 
 
-def combine(estimators, aligned_params, weights):
+def combine(estimators, aligned_params, weights, *, classifier):
     """The fitted estimator whose parameters are the weighted average of
     ``aligned_params`` (one per estimator, all in one basis).
 
@@ -385,9 +395,9 @@ def combine(estimators, aligned_params, weights):
     hyperparameters are model 0's; the merged model's objective
     (``objective_``) is the merge of the models' (:meth:`Objective.merged`:
     the refit objective of classifiers that differ in it is the weighted
-    mean of theirs).
+    mean of theirs). ``classifier``: their task (see :func:`check_compatible`).
     """
-    scale = target_scale(estimators, weights)
+    scale = target_scale(estimators, weights, classifier)
     if scale is not None:
         factors = scale[2]
         aligned_params = [scale_leaves(p, f) for p, f in zip(aligned_params, factors)]

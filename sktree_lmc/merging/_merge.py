@@ -19,7 +19,7 @@ import warnings
 from numbers import Integral, Real
 
 import numpy as np
-from sklearn.base import BaseEstimator, clone, is_classifier
+from sklearn.base import BaseEstimator, clone
 from sklearn.utils import _safe_indexing
 from sklearn.utils._param_validation import InvalidParameterError, StrOptions, validate_params
 from sklearn.utils.validation import check_is_fitted
@@ -262,7 +262,7 @@ class ModelAligner(BaseEstimator):
         device = resolve_device(self.device)
         estimators, head = split_pipelines(estimators)
         X = transform_rows(head, X)
-        check_compatible(estimators)
+        classifier = check_compatible(estimators)
         K = len(estimators)
         if self.reference >= K:
             raise ValueError(
@@ -273,7 +273,7 @@ class ModelAligner(BaseEstimator):
         # the models share their encoder (check_compatible): its scales and view, once
         scales, view = _matching_basis(ref.encoder_, self.scale_features and self.method == "wm")
         params = [_matching_params(est, scales, view) for est in estimators]
-        scale = target_scale(estimators, w)
+        scale = target_scale(estimators, w, classifier)
         if scale is not None:  # compare regressors in one target standardization
             params = [scale_leaves(p, f) for p, f in zip(params, scale[2])]
         outputs = None
@@ -686,14 +686,15 @@ def merge_estimators(a, b=None, lam=0.5, *, aligner="auto", X=None, weights=None
             raise TypeError("weights= is for a list of models; use lam= with two models.")
         models = [a, b]
     estimators, head = split_pipelines(models)
-    check_compatible(estimators)  # the errors of models that cannot merge come first
+    # the errors of models that cannot merge come first; the task, decided once
+    classifier = check_compatible(estimators)
     weights_of = (_check_weights(weights, len(models)) if isinstance(a, (list, tuple))
                   else np.array([1 - lam, lam]))
     if X is not None:
         rows, rows_kind = transform_rows(head, X), "X"
     else:
         rows, rows_kind = members_probe_rows(estimators, weights_of), "probe"
-    members, ensemble = ensemble_predictions(estimators, weights_of, rows)
+    members, ensemble = ensemble_predictions(estimators, weights_of, rows, classifier=classifier)
     if isinstance(aligner, str) and aligner == "auto":
         # AM on X when given, else on the probe rows (in the final step's input space)
         # (a Pipeline's probe rows cannot be taken back through its preprocessing: without X,
@@ -705,12 +706,13 @@ def merge_estimators(a, b=None, lam=0.5, *, aligner="auto", X=None, weights=None
     else:
         candidates = [(_aligner_name(aligner), aligner, X)]
     best, tried = None, {}
-    classifier = is_classifier(estimators[0])
     for name, candidate, candidate_X in candidates:
         fitted = fit_aligner(candidate, models, candidate_X, weights)
-        merged = combine(estimators, fitted.aligned_params(estimators), weights_of)
-        predictions = _predictions(merged, rows)
-        factor = link_correction(merged, ensemble, predictions, data=rows_kind == "X")
+        merged = combine(estimators, fitted.aligned_params(estimators), weights_of,
+                         classifier=classifier)
+        predictions = _predictions(merged, rows, classifier)
+        factor = link_correction(merged, ensemble, predictions, data=rows_kind == "X",
+                                 classifier=classifier)
         if factor is not None:  # the log link: y_mean_ is 0, predictions scale with y_scale_
             merged.y_scale_ = np.asarray(merged.y_scale_, dtype=np.float64) * factor
             predictions = predictions * factor
@@ -730,10 +732,11 @@ def merge_estimators(a, b=None, lam=0.5, *, aligner="auto", X=None, weights=None
             fit_rows, targets = rows, ensemble
         else:
             fit_rows = members_probe_rows(estimators, weights_of, 4096, random_state=1)
-            targets = ensemble_predictions(estimators, weights_of, fit_rows)[1]
-        distilled = _distilled(merged, fit_rows, targets)
+            targets = ensemble_predictions(estimators, weights_of, fit_rows,
+                                           classifier=classifier)[1]
+        distilled = _distilled(merged, fit_rows, targets, classifier)
         distilled_report = merge_report(
-            _predictions(distilled, rows), members, ensemble, weights_of,
+            _predictions(distilled, rows, classifier), members, ensemble, weights_of,
             aligner=f"{report.aligner}+distill", rows=rows_kind, classifier=classifier)
         tried[distilled_report.aligner] = distilled_report.disagreement
         # "auto" keeps the refit only where it comes closer to the ensemble on the report's
@@ -753,14 +756,16 @@ def merge_estimators(a, b=None, lam=0.5, *, aligner="auto", X=None, weights=None
     return rewrap(models[0], merged)
 
 
-def _distilled(merged, rows, ensemble):
+def _distilled(merged, rows, ensemble, classifier):
     """``merged`` with its leaves refitted to ``ensemble``, its models'
     averaged predictions on ``rows`` (2-D): soft targets for classifiers
-    (every row once per class, weighted by the ensemble's probability of it:
-    cross-entropy to the probabilities), the predictions themselves for
-    regressors. The refit fits the ensemble alone: the fitted objective's
-    teacher and label smoothing are set aside for it and given back."""
-    from ._refit import refit_leaves
+    (``classifier``: every row once per class, weighted by the ensemble's
+    probability of it: cross-entropy to the probabilities), the predictions
+    themselves for regressors. The refit fits the ensemble alone: the fitted
+    objective's teacher and label smoothing are set aside for it and given
+    back. The rows are in memory (the report's rows or probe rows): the
+    refit's in-memory form (:func:`~._refit.refit_in_memory`)."""
+    from ._refit import refit_in_memory
 
     objective = merged.objective_
     student = copy.deepcopy(merged)
@@ -768,7 +773,7 @@ def _distilled(merged, rows, ensemble):
     if hasattr(objective, "label_smoothing"):
         plain["label_smoothing"] = 0.0
     student.objective_ = objective.replace(**plain)
-    if is_classifier(merged):
+    if classifier:
         n, C = ensemble.shape
         index = np.tile(np.arange(n), C)
         X_fit = _safe_indexing(rows, index)
@@ -776,7 +781,7 @@ def _distilled(merged, rows, ensemble):
         w_fit = ensemble.T.reshape(-1)
     else:
         X_fit, y_fit, w_fit = rows, ensemble if ensemble.shape[1] > 1 else ensemble[:, 0], None
-    refitted = refit_leaves(student, X_fit, y_fit, sample_weight=w_fit, max_iter=100)
+    refitted, _ = refit_in_memory(student, X_fit, y_fit, w_fit, max_iter=100)
     refitted.objective_ = objective
     if "merge_report_" in vars(refitted):
         del refitted.merge_report_

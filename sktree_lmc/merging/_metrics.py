@@ -7,7 +7,6 @@ from dataclasses import dataclass, field
 from numbers import Integral
 
 import numpy as np
-from sklearn.base import is_classifier
 from sklearn.metrics import accuracy_score, log_loss, mean_squared_error, r2_score
 from sklearn.utils.validation import _num_samples
 
@@ -286,7 +285,7 @@ def interpolation_curve(a, b, X, y, *, lambdas=25, aligner="wm", X_align=None):
     True
     """
     (a, b), head = split_pipelines([a, b])
-    check_compatible([a, b])
+    classifier = check_compatible([a, b])
     if X is None or y is None:
         raise ValueError(
             "interpolation_curve needs evaluation data: X and y must not be None."
@@ -299,7 +298,7 @@ def interpolation_curve(a, b, X, y, *, lambdas=25, aligner="wm", X_align=None):
         raise TypeError(
             f"X must be an array-like of shape (n_samples, n_features), got a {type(X).__name__}."
         ) from None
-    if not is_classifier(a):
+    if not classifier:
         if n_rows < 2:
             raise ValueError("X needs at least 2 samples for the r2 score of a regressor's curve.")
         if np.asarray(y).dtype.kind in "iuf":  # others are left to the scores' own checks
@@ -309,11 +308,10 @@ def interpolation_curve(a, b, X, y, *, lambdas=25, aligner="wm", X_align=None):
     X = transform_rows(head, X)
     aligner = fit_aligner(aligner, [a, b], X_align)
     pa, pb = aligner.aligned_params([a, b])
-    classifier = is_classifier(a)
     metrics = CLASSIFIER_METRICS if classifier else REGRESSOR_METRICS
     scores = {name: np.empty(len(lambdas)) for name in metrics}
     for i, lam in enumerate(lambdas):
-        model = combine([a, b], [pa, pb], [1 - lam, lam])
+        model = combine([a, b], [pa, pb], [1 - lam, lam], classifier=classifier)
         if classifier:
             proba = model.predict_proba(X)
             pred = model.classes_[proba.argmax(axis=1)]

@@ -493,26 +493,23 @@ def refit_leaves(estimator, X, y, sample_weight=None, *, alpha=1e-4, max_iter=50
     >>> bool(info["objective"] <= info["objective_start"])
     True
     """
+    options = dict(alpha=alpha, max_iter=max_iter, tol=tol, cache_size=cache_size,
+                   verbose=verbose)
     if _is_merging(estimator):
-        return _refit_sharded(estimator, X, y, sample_weight, alpha=alpha, max_iter=max_iter,
-                              tol=tol, cache_size=cache_size, return_info=return_info,
-                              verbose=verbose, worker_timeout=worker_timeout)
+        return _refit_sharded(estimator, X, y, sample_weight, return_info=return_info,
+                              worker_timeout=worker_timeout, **options)
+    final, head = estimator, None
     if isinstance(estimator, Pipeline):
         (final,), head = split_pipelines([estimator])
-        if is_dask_collection(X):  # the head transforms each partition on its worker
-            refitted = _refit(final, X, y, sample_weight, head, alpha=alpha, max_iter=max_iter,
-                              tol=tol, cache_size=cache_size, verbose=verbose,
-                              worker_timeout=worker_timeout)
-        else:
-            refitted = _refit(final, transform_rows(head, X), y, sample_weight, None,
-                              alpha=alpha, max_iter=max_iter, tol=tol, cache_size=cache_size,
-                              verbose=verbose, worker_timeout=worker_timeout)
-        if return_info:
-            return rewrap(estimator, refitted[0]), refitted[1]
-        return rewrap(estimator, refitted[0])
-    refitted, info = _refit(estimator, X, y, sample_weight, None, alpha=alpha,
-                            max_iter=max_iter, tol=tol, cache_size=cache_size, verbose=verbose,
-                            worker_timeout=worker_timeout)
+    # where the rows are is decided here, once: on the workers (the head transforms each
+    # partition there), or in memory
+    if is_dask_collection(X):
+        refitted, info = _refit_federated(final, head, X, y, sample_weight,
+                                          worker_timeout=worker_timeout, **options)
+    else:
+        refitted, info = refit_in_memory(final, transform_rows(head, X), y, sample_weight,
+                                         **options)
+    refitted = rewrap(estimator, refitted)
     return (refitted, info) if return_info else refitted
 
 
@@ -543,23 +540,34 @@ def _local_objective(estimator, X, y, sample_weight, alpha, cache_bytes):
     return _LeafObjective(estimator, X, target, sample_weight, alpha, device, cache_bytes)
 
 
-def _refit(estimator, X, y, sample_weight, head, *, alpha, max_iter, tol, cache_size, verbose,
-           worker_timeout=WORKER_TIMEOUT):
-    """:func:`refit_leaves` of a soft tree ensemble (``head``: a pipeline's
-    preprocessing, applied on the workers, and ``worker_timeout``: dask input
-    only)."""
+def refit_in_memory(estimator, X, y, sample_weight=None, *, alpha=1e-4, max_iter=500, tol=3e-6,
+                    cache_size=256, verbose=0):
+    """:func:`refit_leaves` of a soft tree ensemble on rows held in memory (not a
+    dask collection; the defaults are :func:`refit_leaves`'): ``(refitted,
+    info)``. The merge's distillation calls it on its own rows."""
     check_is_fitted(estimator, "tree_params_")
-    cache_bytes = int(cache_size * 2**20)
-    if is_dask_collection(X):
-        for name, value in (("y", y), ("sample_weight", sample_weight)):
-            if value is not None and not is_dask_collection(value):
-                raise TypeError(f"X is a dask collection, so {name} must be one too (partitioned "
-                                f"like X), got {type(value).__name__}.")
-        objective = _FederatedLeafObjective(estimator, head, X, y, sample_weight, alpha=alpha,
-                                            cache_bytes=cache_bytes,
-                                            worker_timeout=worker_timeout)
-    else:
-        objective = _local_objective(estimator, X, y, sample_weight, alpha, cache_bytes)
+    objective = _local_objective(estimator, X, y, sample_weight, alpha, int(cache_size * 2**20))
+    return _solved(estimator, objective, max_iter=max_iter, tol=tol, verbose=verbose)
+
+
+def _refit_federated(estimator, head, X, y, sample_weight, *, alpha, max_iter, tol, cache_size,
+                     verbose, worker_timeout):
+    """:func:`refit_leaves` of a soft tree ensemble on a dask collection ``X``
+    (``head``: a pipeline's preprocessing, applied on the workers):
+    ``(refitted, info)``."""
+    check_is_fitted(estimator, "tree_params_")
+    for name, value in (("y", y), ("sample_weight", sample_weight)):
+        if value is not None and not is_dask_collection(value):
+            raise TypeError(f"X is a dask collection, so {name} must be one too (partitioned "
+                            f"like X), got {type(value).__name__}.")
+    objective = _FederatedLeafObjective(estimator, head, X, y, sample_weight, alpha=alpha,
+                                        cache_bytes=int(cache_size * 2**20),
+                                        worker_timeout=worker_timeout)
+    return _solved(estimator, objective, max_iter=max_iter, tol=tol, verbose=verbose)
+
+
+def _solved(estimator, objective, *, max_iter, tol, verbose):
+    """:func:`_solve`, the ``objective`` closed after it (its dask session's data)."""
     try:
         return _solve(estimator, objective, max_iter=max_iter, tol=tol, verbose=verbose)
     finally:

@@ -23,7 +23,6 @@ from __future__ import annotations
 import dataclasses
 
 import numpy as np
-from sklearn.base import is_classifier
 
 from ..encoding._common_encoding import probe_columns
 
@@ -218,15 +217,16 @@ def probe_rows(estimator, n_rows=2048, random_state=0, joint=False):
     return np.column_stack(columns)
 
 
-def _predictions(estimator, X):
-    """Class probabilities of a classifier, predictions (2-D) of a regressor."""
-    if is_classifier(estimator):
+def _predictions(estimator, X, classifier):
+    """Class probabilities of a classifier (``classifier``), predictions (2-D)
+    of a regressor."""
+    if classifier:
         return estimator.predict_proba(X)
     out = np.asarray(estimator.predict(X), dtype=np.float64)
     return out.reshape(len(out), -1)
 
 
-def ensemble_predictions(estimators, weights, X):
+def ensemble_predictions(estimators, weights, X, *, classifier):
     """The members' predictions on ``X`` and their weighted average.
 
     Parameters
@@ -237,6 +237,9 @@ def ensemble_predictions(estimators, weights, X):
         Non-negative weights, normalized here.
     X : array-like
         Rows every member can predict.
+    classifier : bool
+        Whether the members are classifiers (their task, decided once by the
+        merge).
 
     Returns
     -------
@@ -247,7 +250,7 @@ def ensemble_predictions(estimators, weights, X):
     """
     w = np.asarray(weights, dtype=np.float64)
     w = w / w.sum()
-    members = [_predictions(est, X) for est in estimators]
+    members = [_predictions(est, X, classifier) for est in estimators]
     return members, sum(wi * p for wi, p in zip(w, members))
 
 

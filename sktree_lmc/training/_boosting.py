@@ -221,6 +221,20 @@ class BoostingSite:
             self.validation = (np.asarray(X_val, dtype=np.float64), target_val,
                                np.asarray(weight_val, dtype=np.float64))
 
+    @classmethod
+    def of_fit(cls, objective, X, target, weight, *, n_outputs, validation=None):
+        """The site of a fit's encoded rows: the trees' features ``X``, the
+        ``target`` and ``weight`` fitted by ``objective`` (the fit's
+        :class:`~sktree_lmc.training._objective.Objective`, whose loss the
+        trees are grown on), the targets in the units the shards' shared
+        trees are grown on (``objective.shared_units``); ``validation``: ``(X_val,
+        target_val, weight_val)`` fitted alike, or None."""
+        if validation is not None:
+            X_val, target_val, weight_val = validation
+            validation = (X_val, objective.shared_units(target_val), weight_val)
+        return cls(X, objective.shared_units(target), weight, loss=objective.loss,
+                   n_outputs=n_outputs, validation=validation)
+
     # -- set-up: thresholds and the constant start ------------------------------------------
 
     def summary(self, max_bins):

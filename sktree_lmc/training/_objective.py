@@ -22,7 +22,7 @@ from typing import NamedTuple
 import numpy as np
 from sklearn.utils.class_weight import compute_sample_weight
 from sklearn.utils.multiclass import check_classification_targets
-from sklearn.utils.validation import _check_y
+from sklearn.utils.validation import _check_sample_weight, _check_y, check_consistent_length
 
 from ._boosting import oblivious_output
 from ._losses import LOSSES, CrossEntropy, Quantile
@@ -43,6 +43,25 @@ def check_float32_range(array, name):
             f"{np.abs(array).max():.3g} > {FLOAT32_MAX:.3g}); the model trains in float32. "
             f"Rescale {name} first."
         )
+
+
+#: Sample weights whose largest lies outside ``[2**-_WEIGHT_EXPONENT,
+#: 2**_WEIGHT_EXPONENT]`` are rescaled (see :func:`rescaled_weights`).
+_WEIGHT_EXPONENT = 64
+
+
+def rescaled_weights(sample_weight):
+    """``sample_weight`` (float64, non-negative) multiplied by a power of two
+    that brings its largest value into ``[0.5, 1)`` when that value is below
+    ``2**-64`` or above ``2**64``, else as it is. Only the ratios of the
+    weights matter, and a power of two keeps them exactly; subnormal weights
+    (``1e-310``) would otherwise overflow ``1 / sum`` in the gradient-boosted
+    teacher's rescaling and end the fit in a NaN loss."""
+    largest = float(sample_weight.max(initial=0.0))
+    if largest > 0 and not 2.0 ** -_WEIGHT_EXPONENT <= largest <= 2.0 ** _WEIGHT_EXPONENT:
+        exponent = np.frexp(largest)[1]
+        return np.ldexp(sample_weight, -exponent)
+    return sample_weight
 
 
 class Teacher(NamedTuple):
@@ -116,6 +135,28 @@ class Objective:
         raise NotImplementedError
 
     # -- the targets of a fit -----------------------------------------------------
+    def training_targets(self, y, sample_weight, rows, *, warm=False, classes=None):
+        """The targets and weights of a fit's training ``rows`` (the rows, or
+        one of their columns: what counts them): ``(y, target, sample_weight,
+        n_outputs)``. ``y`` checked (:meth:`check_y`) and counted against the
+        rows; ``sample_weight`` checked (float64, non-negative, one per row;
+        None: ones), times the class weights (:meth:`class_weights`) and
+        rescaled by a power of two (:func:`rescaled_weights`), with a positive
+        sum; the encoded targets and their number (:meth:`fit_targets`, with
+        ``warm`` and ``classes``)."""
+        y = self.check_y(y)
+        check_consistent_length(rows, y)
+        sample_weight = _check_sample_weight(sample_weight, rows, dtype=np.float64,
+                                             ensure_non_negative=True)
+        sample_weight = rescaled_weights(sample_weight * self.class_weights(y))
+        if not sample_weight.sum() > 0:
+            raise ValueError(
+                "sample_weight (times class_weight, for a classifier) sums to zero: "
+                "there is nothing to fit."
+            )
+        target, n_outputs = self.fit_targets(y, sample_weight, warm=warm, classes=classes)
+        return y, target, sample_weight, n_outputs
+
     def class_weights(self, y):
         """Per-sample weight factors that depend on the target (class
         weights); they multiply ``sample_weight``."""
