@@ -72,10 +72,10 @@ PINNED_CODES = [[2, 5, 10, 15, 20], [0, 6, 8, 11, 16], [1, 4, 9, 13, 18], [1, 3,
 PINNED_OFFSETS, PINNED_SOURCES = [0, 3, 8, 11, 16, 21], [0, 1, 2, 0, 2]
 STATE_KEYS = sorted(["additive_bins", "additive_edges_", "additive_offsets_",
                      "additive_sources_", "additive_steps_", "categorical_", "categories_",
-                     "center_", "feature_groups_", "has_infrequent_", "has_missing_", "knots_",
-                     "max_categories", "n_additive_", "n_bins", "n_features_in_",
-                     "n_features_out_", "names_", "numeric_encoding", "quantile_transformers_",
-                     "scale_", "widths_"])
+                     "center_", "dependence_", "feature_groups_", "has_infrequent_",
+                     "has_missing_", "knots_", "max_categories", "n_additive_", "n_bins",
+                     "n_features_in_", "n_features_out_", "names_", "numeric_encoding",
+                     "quantile_transformers_", "scale_", "widths_"])
 
 
 def _fit(encoding, X=TRAIN, additive_bins=(4, 2), **kw):

@@ -59,6 +59,82 @@ def test_probe_columns_sample_each_columns_fitted_distribution():
     assert_allclose(np.sort(other[0]), np.sort(probe_columns(enc, 1000)[0]))
 
 
+def _related(n, rng):
+    """Two strongly related numeric columns (one heavy-tailed, one with ties), an
+    independent one and a categorical column."""
+    x0 = rng.standard_normal(n)
+    x1 = np.round(np.exp(2 * x0 + 0.3 * rng.standard_normal(n)), 1)
+    x2 = rng.standard_normal(n)
+    cat = rng.choice(np.array(["a", "b"], dtype=object), n).astype(object)
+    return [x0, x1, x2, cat]
+
+
+def test_encoder_dependence_is_the_normal_scores_correlation():
+    from scipy.stats import spearmanr
+
+    rng = np.random.RandomState(0)
+    columns = _related(4000, rng)
+    enc = TabularEncoder()._fit_columns(columns, np.array([0, 0, 0, 1], bool))
+    R = enc.dependence_
+    assert R.shape == (4, 4) and np.allclose(R, R.T) and np.allclose(np.diag(R), 1)
+    assert R[0, 1] > 0.9 and abs(R[0, 2]) < 0.05  # rank-based: the exp and ties change nothing
+    assert R[3, :3].tolist() == [0, 0, 0]  # categorical columns: independent
+    assert abs(R[0, 1] - spearmanr(columns[0], columns[1])[0]) < 0.02
+    # the union of two encoders: the mean of theirs; kept by to_dict and from_summaries
+    from sktree_lmc.encoding._common_encoding import common_encoder
+    from sktree_lmc.encoding._encoding import summarize
+
+    half = [c[:2000] for c in columns], [c[2000:] for c in columns]
+    a, b = (TabularEncoder()._fit_columns(h, np.array([0, 0, 0, 1], bool)) for h in half)
+    union = common_encoder([a, b])[0]
+    assert_allclose(union.dependence_, (a.dependence_ + b.dependence_) / 2)
+    assert_allclose(TabularEncoder.from_dict(enc.to_dict()).dependence_, R)
+    parts = [summarize(h, np.array([0, 0, 0, 1], bool)) for h in half]
+    pooled = TabularEncoder.from_summaries(parts, np.array([0, 0, 0, 1], bool))
+    assert_allclose(pooled.dependence_, R, atol=0.02)  # ranks within each part
+    # too many columns for a columns x columns matrix: none kept
+    wide = TabularEncoder().fit(rng.standard_normal((50, 257)))
+    assert wide.dependence_ is None
+
+
+def test_joint_probe_columns_keep_the_columns_dependence_and_distributions():
+    from scipy.stats import spearmanr
+
+    rng = np.random.RandomState(0)
+    columns = _related(4000, rng)
+    enc = TabularEncoder()._fit_columns(columns, np.array([0, 0, 0, 1], bool))
+    joint = probe_columns(enc, 2000, joint=True, random_state=3)
+    apart = probe_columns(enc, 2000, random_state=3)
+    assert spearmanr(joint[0], joint[1])[0] > 0.9  # as in the training rows
+    assert abs(spearmanr(apart[0], apart[1])[0]) < 0.1  # the independent draw
+    assert abs(spearmanr(joint[0], joint[2])[0]) < 0.1
+    for j in range(3):  # each column's own distribution either way
+        q = [0.1, 0.5, 0.9]
+        assert_allclose(np.quantile(joint[j], q), np.quantile(columns[j], q),
+                        atol=0.15 * np.std(columns[j]))
+    no_dependence = TabularEncoder().fit(rng.standard_normal((50, 257)))
+    assert probe_columns(no_dependence, 10, joint=True)[0].shape == (10,)
+
+
+def test_merge_probe_rows_come_from_every_member_by_weight():
+    from sktree_lmc.merging._report import members_probe_rows
+
+    rng = np.random.RandomState(0)
+    X = rng.standard_normal((400, 3))
+    y = (X[:, 0] > 0).astype(int)
+    low = SoftTreeEnsembleClassifier(n_estimators=4, max_epochs=1, random_state=0).fit(X, y)
+    high = SoftTreeEnsembleClassifier(n_estimators=4, max_epochs=1, random_state=1).fit(
+        X + 100.0, y)
+    rows = members_probe_rows([low, high], [0.25, 0.75], n_rows=1000, random_state=2)
+    assert rows.shape == (1000, 3)
+    assert np.mean(rows[:, 0] > 50) == pytest.approx(0.75, abs=0.001)  # by the weights
+    assert 0.2 < np.mean(rows[:500, 0] > 50) / 0.75 < 1.8  # shuffled, not stacked
+    again = members_probe_rows([low, high], [0.25, 0.75], n_rows=1000, random_state=2)
+    assert np.array_equal(rows, again)
+    only_low = members_probe_rows([low, high], [1.0, 0.0], n_rows=100)
+    assert (only_low[:, 0] < 50).all()
+
+
 def test_feature_scales_are_the_features_sizes_on_the_fitted_distribution():
     rng = np.random.RandomState(0)
     columns = _credit_like(3000, rng)[:3]

@@ -259,6 +259,14 @@ class EncodingTranslation:
         return out if self.offset is None else out + self.offset
 
 
+def _mean_dependence(encoders):
+    """The union's ``dependence_``: the mean of the encoders' (None when one has none)."""
+    matrices = [getattr(enc, "dependence_", None) for enc in encoders]
+    if any(m is None for m in matrices):
+        return None
+    return np.mean(matrices, axis=0)
+
+
 def common_encoder(encoders):
     """Return the union of fitted encoders and every encoder's translation.
 
@@ -340,6 +348,7 @@ def common_encoder(encoders):
     union = TabularEncoder.from_columns(
         columns, has_missing, categorical=ref.categorical_, additive=additive,
         names=None if ref.names_ is None else list(ref.names_),
+        dependence=_mean_dependence(encoders),
         numeric_encoding=ref.numeric_encoding, n_bins=ref.n_bins,
         max_categories=ref.max_categories)
     translations = []
@@ -413,7 +422,7 @@ def matching_view(encoder):
     return P
 
 
-def probe_columns(encoder, n_rows=2048, *, missing_share=0.0, random_state=0):
+def probe_columns(encoder, n_rows=2048, *, missing_share=0.0, random_state=0, joint=False):
     """Rows drawn from the distribution a fitted encoder summarizes.
 
     An encoder fitted on training rows keeps a summary of every column (its
@@ -421,8 +430,12 @@ def probe_columns(encoder, n_rows=2048, *, missing_share=0.0, random_state=0):
     Each column of the probe rows holds the column's values at ``n_rows``
     evenly spaced quantile levels, in an order of its own (a random
     permutation per column): a sample of every column's marginal
-    distribution, the columns independent. They are the points on which
-    models that saw none of each other's rows can be compared.
+    distribution, the columns independent. With ``joint`` and the encoder's
+    ``dependence_``, the levels are those of a Gaussian copula instead: the
+    standard normal CDF of normal draws with the correlations of
+    ``dependence_``, so that the columns vary together as in the training
+    rows (each column's distribution is still its own). They are the points
+    on which models that saw none of each other's rows can be compared.
 
     Parameters
     ----------
@@ -434,7 +447,11 @@ def probe_columns(encoder, n_rows=2048, *, missing_share=0.0, random_state=0):
         Share of the rows, in every column that had missing values, made
         missing (``NaN``, or ``None`` in a categorical column).
     random_state : int, default=0
-        Seed of the columns' orders (and of the missing rows).
+        Seed of the columns' orders or of the copula's draws (and of the
+        missing rows).
+    joint : bool, default=False
+        Draw the levels from the encoder's Gaussian copula (``dependence_``;
+        independent columns when it is None).
 
     Returns
     -------
@@ -444,15 +461,31 @@ def probe_columns(encoder, n_rows=2048, *, missing_share=0.0, random_state=0):
         state says nothing of its distribution (``numeric_encoding="none"``).
     """
     rng = np.random.RandomState(random_state)
+    dependence = getattr(encoder, "dependence_", None) if joint else None
+    if dependence is not None:
+        correlated = _copula_levels(dependence, n_rows, rng)
     levels = (np.arange(n_rows) + 0.5) / n_rows
     columns = []
     for j, column in enumerate(encoder.column_encodings_):
-        values = column.sample(levels[rng.permutation(n_rows)])
+        values = column.sample(correlated[:, j] if dependence is not None
+                               else levels[rng.permutation(n_rows)])
         if values is not None and missing_share and encoder.has_missing_[j]:
             values = values.astype(object) if encoder.categorical_[j] else values.copy()
             values[rng.rand(n_rows) < missing_share] = None if encoder.categorical_[j] else np.nan
         columns.append(values)
     return columns
+
+
+def _copula_levels(correlation, n_rows, rng):
+    """``n_rows`` draws of a Gaussian copula of ``correlation``: quantile levels
+    in ``(0, 1)`` (within half a row's level of the ends), one column each."""
+    from scipy.special import ndtr
+
+    eigenvalues, vectors = np.linalg.eigh(np.asarray(correlation, dtype=np.float64))
+    root = vectors * np.sqrt(np.clip(eigenvalues, 0.0, None))
+    normal = rng.standard_normal((n_rows, len(eigenvalues))) @ root.T
+    half = 0.5 / n_rows
+    return np.clip(ndtr(normal), half, 1.0 - half)
 
 
 def feature_scales(encoder, n_rows=2048):

@@ -391,7 +391,9 @@ def summarize(columns, categorical, *, numeric_encoding="quantile_normal", n_bin
         ``has_missing`` and ``count`` (present values), and ``keys`` and
         ``counts`` (categorical), ``mean`` and ``m2`` (``"standard"``),
         ``values`` or ``quantiles`` (the quantile encodings, and with
-        ``additive_bins``), ``distinct`` (``"piecewise_linear"``).
+        ``additive_bins``), ``distinct`` (``"piecewise_linear"``); and
+        ``dependence``: the rows and the Gram matrix of their normal scores
+        (for ``dependence_``; None beyond 256 columns).
 
     Raises
     ------
@@ -419,7 +421,8 @@ def summarize(columns, categorical, *, numeric_encoding="quantile_normal", n_bin
         col, column_name(names, j), n_bins=n_bins, sketch_size=sketch_size,
         sketch=bins.sketched) for j, col in enumerate(columns)]
     return {"n_rows": len(columns[0]) if columns else 0, "numeric_encoding": numeric_encoding,
-            "n_bins": n_bins, "additive_bins": additive_bins, "columns": out}
+            "n_bins": n_bins, "additive_bins": additive_bins, "columns": out,
+            "dependence": _dependence_summary(columns, categorical)}
 
 
 def _rows_of_positive_weight(columns, sample_weight, allow_none=False):
@@ -462,6 +465,64 @@ def _rows_of_positive_weight(columns, sample_weight, allow_none=False):
 #: state and the additive term's.
 _FITTED_KEYS = ("n_features_in_", "categorical_", "names_", "has_missing_", "widths_",
                 "n_features_out_", "feature_groups_")
+
+#: Input columns beyond which an encoder keeps no dependence between its columns
+#: (``dependence_`` is a columns x columns matrix: 0.5 MB at this size).
+MAX_DEPENDENCE_COLUMNS = 256
+#: Rows of a summarized part whose normal scores enter its Gram matrix (evenly
+#: spaced rows beyond: the correlations of 20,000 rows are within about 0.01).
+_DEPENDENCE_ROWS = 20_000
+
+
+def _normal_scores(columns, categorical):
+    """The rows' normal scores: per numeric column, the standard normal quantile
+    of every present value's mid-rank level among the column's present values
+    (tied values share their average rank; a constant column scores 0); 0 for
+    missing values and for categorical columns."""
+    from scipy.special import ndtri
+    from scipy.stats import rankdata
+
+    n = len(columns[0]) if columns else 0
+    rows = (np.arange(n) if n <= _DEPENDENCE_ROWS
+            else np.linspace(0, n - 1, _DEPENDENCE_ROWS).astype(np.int64))
+    Z = np.zeros((len(rows), len(columns)))
+    for j, column in enumerate(columns):
+        if categorical[j]:
+            continue
+        values = np.asarray(column, dtype=np.float64)[rows]
+        present = ~np.isnan(values)
+        m = int(present.sum())
+        if m:
+            Z[present, j] = ndtri((rankdata(values[present]) - 0.5) / m)
+    return Z
+
+
+def _dependence_summary(columns, categorical):
+    """What a part of the rows contributes to ``dependence_``: its rows and the
+    Gram matrix of their normal scores (None beyond ``MAX_DEPENDENCE_COLUMNS``)."""
+    if len(columns) > MAX_DEPENDENCE_COLUMNS:
+        return None
+    Z = _normal_scores(columns, categorical)
+    return {"n": int(Z.shape[0]), "gram": Z.T @ Z}
+
+
+def _dependence(parts):
+    """The correlation matrix of the normal scores pooled over parts'
+    :func:`_dependence_summary` (None when a part has none or no row was seen);
+    a column whose scores are all 0 (constant, categorical, always missing) is
+    uncorrelated with the others."""
+    if not parts or any(part is None for part in parts):
+        return None
+    n = sum(part["n"] for part in parts)
+    if n < 2:
+        return None
+    gram = np.sum([np.asarray(part["gram"], dtype=np.float64) for part in parts], axis=0)
+    scale = np.sqrt(np.clip(np.diag(gram), 0.0, None))
+    live = scale > 1e-12 * max(n, 1)
+    corr = np.zeros_like(gram)
+    corr[np.ix_(live, live)] = gram[np.ix_(live, live)] / np.outer(scale[live], scale[live])
+    np.fill_diagonal(corr, 1.0)
+    return np.clip(corr, -1.0, 1.0)
 
 
 def _category_rows(columns):
@@ -603,6 +664,14 @@ class TabularEncoder(TransformerMixin, BaseEstimator):
         :meth:`get_feature_names_out`.
     feature_groups_ : ndarray of int of shape (`n_features_out_`,)
         The input column of each output feature.
+    dependence_ : ndarray of shape (`n_features_in_`, `n_features_in_`) or None
+        The correlations of the numeric columns' normal scores (each value's
+        quantile level mapped to a standard normal; categorical columns and
+        missing values score 0): a summary of how the columns vary together,
+        beside the columns' own distributions. Merges draw their probe rows
+        from it (a Gaussian copula), so that the rows on which models fitted
+        apart are compared lie where data lies. None beyond
+        ``MAX_DEPENDENCE_COLUMNS`` (256) input columns.
     additive_edges_ : list of (ndarray or None) or None
         With ``additive_bins``: per code column (an input column at one
         resolution; one per input column with one resolution), the distinct
@@ -1097,7 +1166,9 @@ class TabularEncoder(TransformerMixin, BaseEstimator):
                                     max_categories=self.max_categories))
             has_missing[j] = any(part["has_missing"] for part in parts)
         additive = AdditiveBins(self.additive_bins).fit(summaries, _category_rows(columns))
-        return self._set_columns(columns, has_missing, categorical, names, additive)
+        dependence = _dependence([summary.get("dependence") for summary in summaries])
+        return self._set_columns(columns, has_missing, categorical, names, additive,
+                                 dependence=dependence)
 
     def _default_kinds(self, categorical):
         """The kind of every column of a fit: ``numeric_encoding``'s or the
@@ -1105,9 +1176,12 @@ class TabularEncoder(TransformerMixin, BaseEstimator):
         numeric = NUMERIC_ENCODINGS[self.numeric_encoding]
         return [CATEGORICAL if c else numeric for c in categorical]
 
-    def _set_columns(self, columns, has_missing, categorical, names, additive):
+    def _set_columns(self, columns, has_missing, categorical, names, additive, *,
+                     dependence=None):
         """Hold fitted columns and additive bins: the fitted state, and the
         layout of the output features (widths, feature groups)."""
+        self.dependence_ = None if dependence is None else np.asarray(dependence,
+                                                                      dtype=np.float64)
         self.n_features_in_ = len(columns)
         self.categorical_ = np.asarray(categorical, dtype=bool).copy()
         self.names_ = None if names is None else list(names)
@@ -1122,7 +1196,7 @@ class TabularEncoder(TransformerMixin, BaseEstimator):
 
     @classmethod
     def from_columns(cls, columns, has_missing, *, categorical, additive, names=None,
-                     **params):
+                     dependence=None, **params):
         """Build a fitted encoder from fitted columns and additive bins.
 
         How an encoder is assembled from parts fitted or united elsewhere
@@ -1141,6 +1215,8 @@ class TabularEncoder(TransformerMixin, BaseEstimator):
             encoder's).
         names : list of str or None, default=None
             Column names.
+        dependence : ndarray of shape (n_columns, n_columns) or None, default=None
+            The columns' ``dependence_`` (None: unknown).
         **params
             The encoder's other settings (``numeric_encoding``, ``n_bins``,
             ``max_categories``, ``categorical_features``).
@@ -1151,7 +1227,8 @@ class TabularEncoder(TransformerMixin, BaseEstimator):
             The fitted encoder.
         """
         enc = cls(additive_bins=additive.additive_bins, **params)
-        return enc._set_columns(columns, has_missing, categorical, names, additive)
+        return enc._set_columns(columns, has_missing, categorical, names, additive,
+                                dependence=dependence)
 
     # -- the fitted state, by column -------------------------------------------------
     @property
@@ -1278,6 +1355,7 @@ class TabularEncoder(TransformerMixin, BaseEstimator):
             state["categorical_features"] = self.categorical_features
         if self.__sklearn_is_fitted__():
             state.update({key: getattr(self, key) for key in _FITTED_KEYS})
+            state["dependence_"] = getattr(self, "dependence_", None)
             state.update(column_state_lists(self.column_encodings_))
             if self.column_kinds_ is not None:
                 state["column_kinds_"] = self.column_kinds_
@@ -1311,7 +1389,8 @@ class TabularEncoder(TransformerMixin, BaseEstimator):
             kinds = [kind.name for kind in enc._default_kinds(state["categorical_"])]
         columns = columns_from_state_lists(state, kinds)
         return enc._set_columns(columns, state["has_missing_"], state["categorical_"],
-                                state["names_"], additive)
+                                state["names_"], additive,
+                                dependence=state.get("dependence_"))
 
     def ramp_directions(self):
         """Return the linear ramp over the knots of every piecewise-linear column.

@@ -46,8 +46,8 @@ from ._report import (
     MergeQualityWarning,
     _predictions,
     ensemble_predictions,
+    members_probe_rows,
     merge_report,
-    probe_rows,
 )
 from .._validation import _NumberInterval
 
@@ -566,16 +566,18 @@ def merge_estimators(a, b=None, lam=0.5, *, aligner="auto", X=None, weights=None
     X : array-like of shape (n_samples, n_features), default=None
         Rows for activation matching (required by ``aligner="am"``) and for
         the merge report; without them the report (and ``"auto"``'s
-        activation matching) uses 2,048 probe rows drawn from the input
-        encoding's summary of every column (its quantiles, knots and
-        categories; the columns independent), so no data is needed.
+        activation matching) uses 2,048 probe rows drawn from the models'
+        input encoders, each model's share (by ``weights``) from its own:
+        every column's quantiles, knots and categories, the columns joined
+        by the encoder's Gaussian copula (its ``dependence_``), so no data
+        is needed.
     weights : array-like of shape (K,), default=None
         N-way form only: weights of the K models (uniform when None).
     distill : bool or "auto", default="auto"
         After the merge, re-solve its leaf values (splits frozen, a convex
         problem, as :func:`~sktree_lmc.refit_leaves`) to the models'
         ensemble predictions on ``X``, else on 4,096 probe rows drawn from the
-        input encoding (not the rows of the report, which compares the
+        input encoders as above (not the rows of the report, which compares the
         refitted model). No labels are needed: the ensemble's probabilities (or
         predictions) are the targets. The merged model keeps its
         hyperparameters. ``"auto"`` distills the merges of ``aligner="auto"``
@@ -691,7 +693,7 @@ def merge_estimators(a, b=None, lam=0.5, *, aligner="auto", X=None, weights=None
     if X is not None:
         rows, rows_kind = transform_rows(head, X), "X"
     else:
-        rows, rows_kind = probe_rows(estimators[0]), "probe"
+        rows, rows_kind = members_probe_rows(estimators, weights_of), "probe"
     members, ensemble = ensemble_predictions(estimators, weights_of, rows, classifier=classifier)
     if isinstance(aligner, str) and aligner == "auto":
         # AM on X when given, else on the probe rows (in the final step's input space)
@@ -729,7 +731,7 @@ def merge_estimators(a, b=None, lam=0.5, *, aligner="auto", X=None, weights=None
         if X is not None:  # the report's rows and their ensemble predictions
             fit_rows, targets = rows, ensemble
         else:
-            fit_rows = probe_rows(estimators[0], 4096, random_state=1)
+            fit_rows = members_probe_rows(estimators, weights_of, 4096, random_state=1)
             targets = ensemble_predictions(estimators, weights_of, fit_rows,
                                            classifier=classifier)[1]
         distilled = _distilled(merged, fit_rows, targets, classifier)

@@ -4,9 +4,10 @@ A merge of models trained apart is meant to approximate their ensemble (the
 sites' predictions averaged with the merge's weights): that function is what
 the models know together, and averaging their parameters can only approximate
 it. :func:`merge_report` compares the merged model with that ensemble on rows
-drawn from the distribution its input encoder summarizes
+drawn from the distributions the members' input encoders summarize
 (:func:`~sktree_lmc.encoding._common_encoding.probe_columns`: every column's fitted
-quantiles, knots or categories, the columns independent), or on rows the user
+quantiles, knots or categories, the columns joined by the encoder's Gaussian copula;
+each member's share of the rows drawn from its own encoder), or on rows the user
 gives, and relates the distance to the members' own distance from the
 ensemble. :func:`~sktree_lmc.merge_estimators` stores the result on the merged
 model (``merge_report_``), warns with :class:`MergeQualityWarning` when the
@@ -25,8 +26,8 @@ import numpy as np
 
 from ..encoding._common_encoding import probe_columns
 
-__all__ = ["MergeQualityWarning", "MergeReport", "ensemble_predictions", "merge_report",
-           "probe_rows"]
+__all__ = ["MergeQualityWarning", "MergeReport", "ensemble_predictions", "members_probe_rows",
+           "merge_report", "probe_rows"]
 
 #: A merge is flagged when its distance to the ensemble is above this multiple of the
 #: members' mean distance (MergeReport.disagreement) ...
@@ -135,7 +136,50 @@ class MergeReport:
     flagged: bool
 
 
-def probe_rows(estimator, n_rows=2048, random_state=0):
+def members_probe_rows(estimators, weights, n_rows=2048, random_state=0):
+    """Probe rows of a merge: each member's share drawn from its own encoder.
+
+    Models fitted apart each summarize their own rows; the rows on which
+    their merge is compared with (and distilled to) their ensemble are a
+    mixture of those summaries, member ``k`` giving about ``weights[k]`` of
+    the rows (:func:`probe_rows` with ``joint=True``: its columns' fitted
+    distributions joined by its encoder's Gaussian copula), shuffled.
+
+    Parameters
+    ----------
+    estimators : list of fitted soft tree ensembles
+        The members, with the same input columns.
+    weights : array-like of shape (K,)
+        Non-negative weights (normalized here); a member of weight 0 gives no
+        row.
+    n_rows : int, default=2048
+        Rows to draw in all.
+    random_state : int, default=0
+        Seed of the draws (member ``k`` draws with ``random_state + k``) and of
+        the shuffle.
+
+    Returns
+    -------
+    X : ndarray or pandas.DataFrame of shape (n_rows, n_features_in_)
+        As :func:`probe_rows`.
+    """
+    weights = np.asarray(weights, dtype=np.float64)
+    share = weights / weights.sum() * n_rows
+    counts = np.floor(share).astype(np.int64)
+    counts[np.argsort(counts - share, kind="stable")[: n_rows - counts.sum()]] += 1
+    parts = [probe_rows(est, int(c), random_state=random_state + k, joint=True)
+             for k, (est, c) in enumerate(zip(estimators, counts)) if c > 0]
+    order = np.random.RandomState(random_state).permutation(n_rows)
+    if hasattr(parts[0], "iloc"):
+        import pandas as pd
+
+        return pd.concat(parts, ignore_index=True).iloc[order].reset_index(drop=True)
+    if any(part.dtype == object for part in parts):
+        parts = [part.astype(object) for part in parts]
+    return np.concatenate(parts)[order]
+
+
+def probe_rows(estimator, n_rows=2048, random_state=0, joint=False):
     """Raw input rows drawn from the distribution ``estimator.encoder_`` summarizes.
 
     Parameters
@@ -147,7 +191,10 @@ def probe_rows(estimator, n_rows=2048, random_state=0):
     n_rows : int, default=2048
         Rows to draw.
     random_state : int, default=0
-        Seed of the columns' orders.
+        Seed of the columns' orders (of the copula's draws with ``joint``).
+    joint : bool, default=False
+        Join the columns by the encoder's Gaussian copula (its
+        ``dependence_``) instead of drawing them independently.
 
     Returns
     -------
@@ -157,7 +204,8 @@ def probe_rows(estimator, n_rows=2048, random_state=0):
         Columns whose distribution the encoder does not know hold zeros.
     """
     encoder = estimator.encoder_
-    columns = probe_columns(encoder, n_rows, missing_share=1 / 16, random_state=random_state)
+    columns = probe_columns(encoder, n_rows, missing_share=1 / 16, random_state=random_state,
+                            joint=joint)
     columns = [np.zeros(n_rows) if c is None else c for c in columns]
     names = getattr(estimator, "feature_names_in_", None)
     if names is not None:
