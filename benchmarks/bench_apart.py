@@ -47,7 +47,7 @@ joblib, so an interrupted run resumes. Run from the repository root (``SKTREE_LM
 pointing to the Tabular-Benchmark folder)::
 
     python -m benchmarks.bench_apart --datasets electricity --seeds 0 --splits iid4
-    python -m benchmarks.bench_apart --report
+    python -m benchmarks.bench_apart --report     # means per split; the default merge's goals
     python -m benchmarks.bench_apart --datasets credit --splits iid2 iid4 iid8 --quick
     python -m benchmarks.bench_apart --smoke        # seconds, for the tests
 
@@ -304,6 +304,38 @@ def report(path):
     return "\n".join(lines)
 
 
+def acceptance(path, protocol="apart", recipe="default"):
+    """A markdown table of the default merge (``auto``: no rows) against the goals, per split:
+    at least the mean site; at least the sites' ensemble - 0.5 (K >= 4) or the sites' mean -
+    0.3 (K = 2); where the ensemble recovers >= 0.7 of the full model's lead, a recovery >= 0.5;
+    and the worst run against the ensemble."""
+    rows = [r for r in _read(path) if r["protocol"] == protocol and r["recipe"] == recipe
+            and r.get("auto") not in ("", None)]
+    if not rows:
+        return "No rows."
+    lines = ["| split | runs | full | mean site | ensemble | **auto** | WM | AM | naive | "
+             "auto >= mean site | auto >= goal | recovery >= 0.5 where the ensemble's >= 0.7 "
+             "| worst auto - ensemble |", "|" + "---|" * 13]
+    for split_name in [s for s in SPLITS if any(r["split"] == s for r in rows)]:
+        rs = [r for r in rows if r["split"] == split_name]
+        f = {c: np.array([float(r[c]) for r in rs]) for c in
+             ("full", "site_mean", "ensemble", "auto", "wm", "am", "naive")}
+        goal = (f["site_mean"] - 0.3 if SPLITS[split_name][1] == 2 else f["ensemble"] - 0.5)
+        strong = [r for r in rs if r["recovery_ensemble"] not in ("", None)
+                  and float(r["recovery_ensemble"]) >= 0.7]
+        ok = sum(float(r["recovery_auto"]) >= 0.5 for r in strong)
+        worst = int(np.argmin(f["auto"] - f["ensemble"]))
+        lines.append(
+            f"| {split_name} | {len(rs)} | " + " | ".join(
+                f"{f[c].mean():.2f}" if c != "auto" else f"**{f[c].mean():.2f}**"
+                for c in ("full", "site_mean", "ensemble", "auto", "wm", "am", "naive"))
+            + f" | {int((f['auto'] >= f['site_mean']).sum())} / {len(rs)}"
+            f" | {int((f['auto'] >= goal - 1e-9).sum())} / {len(rs)} | {ok} / {len(strong)}"
+            f" | {f['auto'][worst] - f['ensemble'][worst]:+.2f} ({rs[worst]['dataset']}, "
+            f"seed {rs[worst]['seed']}) |")
+    return "\n".join(lines)
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--datasets", nargs="+", default=sorted(TABULAR_BENCHMARK))
@@ -323,6 +355,8 @@ def main(argv=None):
     args = parser.parse_args(argv)
     if args.report:
         print(report(args.out / "apart.csv"))
+        print()
+        print(acceptance(args.out / "apart.csv"))
         return None
     if args.smoke:
         path = run(args.out, ["MagicTelescope"], [0], ["iid2", "feature2"], args.protocols,

@@ -17,6 +17,13 @@ def test_apart_smoke_runs_resumes_and_reports(tmp_path, tabular_data_home):
     bench_apart.main(["--smoke", "--out", str(tmp_path)])  # resumes: nothing appended
     assert len(bench_apart._read(path)) == len(rows)
     assert "| default | iid2 | apart |" in bench_apart.report(path)
+    table = bench_apart.acceptance(path)  # the default merge against the goals, per split
+    line = next(row for row in table.splitlines() if row.startswith("| iid2 | 1 |"))
+    cells = [c.strip() for c in line.strip("|").split("|")]
+    apart_iid2 = next(r for r in apart if r["split"] == "iid2")
+    assert cells[5] == f"**{float(apart_iid2['auto']):.2f}**"
+    ok = float(apart_iid2["auto"]) >= float(apart_iid2["site_mean"]) - 0.3
+    assert cells[10] == f"{int(ok)} / 1"
 
 
 def test_apart_runs_on_multiclass_and_mixed_data(tmp_path, tabular_data_home):
