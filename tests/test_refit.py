@@ -303,6 +303,26 @@ def test_refit_of_a_model_with_a_teacher_solves_its_training_objective():
     assert _clf(teacher_weight=0.0).teacher_ is None
 
 
+def test_refit_accepts_a_teacher_whose_boosting_stopped_early():
+    """The boosting marks the levels (and trees) it did not grow with feature -1, as on
+    datasets where the teacher's early stopping ends before its last tree; refit_leaves
+    (and so a merge's refit) takes such a teacher, and its output treats them as no split."""
+    from sktree_lmc.training._objective import Teacher
+
+    est = _clf(n_estimators=16, max_epochs=5, teacher_weight=0.75)
+    base, features, thresholds, leaves = est.objective_.teachers[0]
+    features, thresholds, leaves = features.copy(), thresholds.copy(), leaves.copy()
+    half = len(features) // 2
+    features[half:], thresholds[half:], leaves[half:] = -1, 0.0, 0.0
+    stopped = Teacher(base, features, thresholds, leaves)
+    est.objective_ = est.objective_.replace(teachers=[stopped])
+    refitted = refit_leaves(est, X, Y, max_iter=5)
+    assert np.isfinite(refitted.predict_proba(X)).all()
+    X_enc = est._encoded_input(X).X
+    first_half = Teacher(base, features[:half], thresholds[:half], leaves[:half])
+    np.testing.assert_allclose(stopped.output(X_enc), first_half.output(X_enc))
+
+
 def test_a_merge_keeps_the_distinct_teachers_of_its_models():
     kw = dict(teacher_weight=0.75, early_stopping=True)  # other validation splits
     a, b = _clf(seed=0, **kw), _clf(seed=1, **kw)

@@ -248,7 +248,8 @@ def _check_teachers(teachers, n_outputs, n_features):
                 f"teacher_[{i}]'s features {features.shape}, thresholds {thresholds.shape} "
                 f"and leaves {leaves.shape} do not describe oblivious trees (trees, depth), "
                 "(trees, depth), (trees, 2**depth, outputs): teacher_ was modified.")
-        if features.size and not (0 <= features.min() and features.max() < n_features):
+        # -1: a level without a split (the boosting stopped before the tree's end)
+        if features.size and not (-1 <= features.min() and features.max() < n_features):
             raise ValueError(
                 f"teacher_[{i}] splits on features outside the model's {n_features} encoded "
                 "features: teacher_ was modified or comes from another model.")
