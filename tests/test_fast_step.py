@@ -15,7 +15,7 @@ from sktree_lmc.training._losses import CrossEntropy, SquaredError
 pytest.importorskip("numba")
 
 
-def _fit(make, X, y, enabled, monkeypatch):
+def _fit(make, X, y, enabled, monkeypatch, engine="numba"):
     monkeypatch.setattr(_fast_step, "ENABLED", enabled)
     calls = []
     real = _fast_step.FastStep.epoch
@@ -25,7 +25,7 @@ def _fit(make, X, y, enabled, monkeypatch):
         return real(self, order, batch_size)
 
     monkeypatch.setattr(_fast_step.FastStep, "epoch", epoch)
-    with _kernel.training_engine("numba"):
+    with _kernel.training_engine(engine):
         model = make().fit(X, y)
     return model, calls
 
@@ -118,6 +118,10 @@ def test_reference_step_where_the_fast_step_does_not_cover(params, monkeypatch):
     assert calls == []
 
 
-def test_no_fast_step_with_the_torch_engine():
-    module = torch.nn.Linear(2, 2)
-    assert _fast_step.FastStep.of(module, None, CrossEntropy(), None, None) is None
+def test_no_fast_step_with_the_torch_engine(monkeypatch):
+    X, y = make_classification(200, 4, random_state=0)
+    _, calls = _fit(lambda: SoftTreeEnsembleClassifier(n_estimators=8, depth=2, max_epochs=1,
+                                                       random_state=0),
+                    X, y, True, monkeypatch, engine="torch")
+    assert calls == []
+    assert _fast_step.FastStep.of(torch.nn.Linear(2, 2), None, CrossEntropy(), None, None) is None

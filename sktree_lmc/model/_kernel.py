@@ -341,7 +341,10 @@ def _oblivious_depth(steps, n_nodes):
     return depth if tuple(map(tuple, steps)) == tuple(expected) else None
 
 
+@functools.lru_cache(maxsize=16)
 def _chunk_bounds(M):
+    """The first tree of every chunk and the end (int64, made once per ``M``;
+    not to be written)."""
     chunks = max(1, min(TREE_CHUNKS, M))
     return np.asarray([M * k // chunks for k in range(chunks + 1)], dtype=np.int64)
 

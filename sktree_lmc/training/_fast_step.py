@@ -33,12 +33,30 @@ from ..model import _kernel
 from ..model._forward import SoftTreeEnsembleModule
 from ._adam import Adam, _scalar_dtype
 from ._losses import CrossEntropy, SquaredError
+from ._training import ema_decay_at
 
 __all__: list = []
 
 #: Whether :meth:`FastStep.of` may return a fast step (the tests compare it
 #: with the reference path by turning it off).
 ENABLED = True
+
+#: The losses of :func:`._step_numba.objective_gradient`: the softmax
+#: cross-entropy with (smoothed) class probabilities, and the squared error
+#: averaged over the outputs.
+SOFTMAX, SQUARED = 0, 1
+
+_COMPILED = None
+
+
+def _compiled():
+    """:mod:`._step_numba` (imported at the first step: it needs numba)."""
+    global _COMPILED
+    if _COMPILED is None:
+        from . import _step_numba
+
+        _COMPILED = _step_numba
+    return _COMPILED
 
 
 def _flat(t):
@@ -61,7 +79,7 @@ class FastStep:
         self.module, self.optimizer, self.data, self.hooks = module, optimizer, data, hooks
         self.kind, self.smoothing = loss
         target = data.target
-        if self.kind == 0 and target.dim() == 1:  # class indices: one-hot (smoothed later)
+        if self.kind == SOFTMAX and target.dim() == 1:  # class indices: one-hot (smoothed later)
             C = module.leaf_value.shape[2]
             onehot = np.zeros((len(target), C), dtype=np.float32)
             onehot[np.arange(len(target)), target.numpy()] = 1.0
@@ -81,13 +99,15 @@ class FastStep:
         a weight average other than the package's."""
         if not ENABLED or n_members != 1 or type(module) is not SoftTreeEnsembleModule:
             return None
+        if not _kernel.fused_active(data.X, *module.parameters()):
+            return None
         loss = _loss_kind(loss_fn)
-        if loss is None or not _kernel.fused_active(data.X, *module.parameters()):
+        if loss is None:
             return None
         if not _cpu_float32(data.X, data.weight, *module.parameters()):
             return None
-        if (module.additive is None) != (data.codes is None) or module.split_weight.requires_grad \
-                is False:
+        if (module.additive is None) != (data.codes is None) or not all(
+                p.requires_grad for p in module.parameters()):
             return None
         if data.codes is not None and data.codes.device.type != "cpu":
             return None
@@ -127,6 +147,9 @@ class FastStep:
         self.steps = tuple(s["step"].view(1).numpy() for s in states)
         self.hyper = np.array([[g["lr"], *g["betas"], g["eps"]] for g in optimizer.param_groups
                                for _ in g["params"]], dtype=np.float64)
+        #: (row of ``hyper``, its group) of every parameter
+        self.lr_rows = [(n, g) for n, g in enumerate(
+            k for k, group in enumerate(optimizer.param_groups) for _ in group["params"])]
         self.model = tuple(p.detach().numpy() for p in
                            (module.split_weight, module.split_bias, module.leaf_value))
         additive = module.additive
@@ -158,8 +181,6 @@ class FastStep:
         n = int(self.counter[0])
         if n == 0:
             return None, -1.0
-        from ._training import ema_decay_at
-
         return self.avg, 1.0 - ema_decay_at(n, average.decay)
 
     def _bind_average(self):
@@ -200,8 +221,7 @@ class FastStep:
     def step(self, idx):
         """One Adam step on the weighted mean loss of rows ``idx`` (int64
         array); returns the loss."""
-        from . import _step_numba as nb
-
+        nb = _compiled()
         W, bias, pi = self.model
         steps = self.module._steps
         n_blocks = -(-len(idx) // _kernel.ROW_BLOCK)
@@ -216,11 +236,8 @@ class FastStep:
         _kernel._give_buffer(S)
         hyper = self.hyper
         groups = self.optimizer.param_groups
-        if len(groups) == 1:
-            hyper[:, 0] = groups[0]["lr"]
-        else:
-            hyper[:3, 0] = groups[0]["lr"]
-            hyper[3:, 0] = groups[1]["lr"]
+        for n, g in self.lr_rows:
+            hyper[n, 0] = groups[g]["lr"]
         averages, ema = self._averages()
         nb.adam_average(self.tensors, self.steps, hyper,
                         self.tensors[0] if averages is None else averages, ema)
@@ -241,8 +258,6 @@ class FastStep:
 def _loss_kind(loss_fn):
     """``(kind, label_smoothing)`` of the built-in losses the fast step
     computes, else None."""
-    from ._step_numba import SOFTMAX, SQUARED
-
     if type(loss_fn) is CrossEntropy:
         return SOFTMAX, float(loss_fn.label_smoothing)
     if type(loss_fn) is SquaredError:
@@ -257,7 +272,7 @@ def _target_fits(target, kind, C):
     if target.device.type != "cpu":
         return False
     if target.dim() == 1:
-        return kind == 0 and target.dtype == torch.int64 and (
+        return kind == SOFTMAX and target.dtype == torch.int64 and (
             len(target) == 0 or bool(((target >= 0) & (target < C)).all()))
     return target.dim() == 2 and target.shape[1] == C and target.dtype == torch.float32
 

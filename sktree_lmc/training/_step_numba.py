@@ -15,6 +15,7 @@ import numba
 import numpy as np
 
 from ..model._fused_numba import RB, _OPTS
+from ._fast_step import SOFTMAX, SQUARED
 
 #: As :data:`sktree_lmc.model._fused_numba._ADAM_OPTS`: IEEE arithmetic but for
 #: fused multiply-adds, so that every element steps as torch's (and the
@@ -25,9 +26,6 @@ _ZERO = np.float32(0.0)
 _ONE = np.float32(1.0)
 _HALF = np.float32(0.5)
 
-#: Losses of :func:`objective_gradient`: the softmax cross-entropy with
-#: (smoothed) class probabilities, and the squared error averaged over outputs.
-SOFTMAX, SQUARED = 0, 1
 
 
 @numba.njit(**_OPTS)
