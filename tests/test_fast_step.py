@@ -88,8 +88,8 @@ def test_objective_gradient_is_the_losses_gradient():
     weight = torch.rand(n, generator=gen)
     idx = torch.randperm(n, generator=gen)[:200]
     probs = torch.softmax(torch.randn(n, C, generator=gen), dim=1)
-    for kind, loss_fn, target in [(nb.SOFTMAX, CrossEntropy(0.1), probs),
-                                  (nb.SQUARED, SquaredError(), torch.randn(n, C, generator=gen))]:
+    for softmax, loss_fn, target in [(True, CrossEntropy(0.1), probs),
+                                     (False, SquaredError(), torch.randn(n, C, generator=gen))]:
         z = out[idx].clone().requires_grad_(True)
         tab = table.clone().requires_grad_(True)
         logits = z + (tab * scale)[codes[idx].long()].sum(dim=1)
@@ -101,7 +101,7 @@ def test_objective_gradient_is_the_losses_gradient():
         value = nb.objective_gradient(
             _kernel.blocked(out[idx].numpy()), idx.numpy(), (target.numpy(), weight.numpy()),
             (table.numpy(), scale.numpy(), codes.numpy(), gtable, rowmask.numpy()),
-            (kind, getattr(loss_fn, "label_smoothing", 0.0)), Gb)
+            (softmax, getattr(loss_fn, "label_smoothing", 0.0)), Gb)
         assert value == pytest.approx(float(loss.detach()), rel=1e-5)
         np.testing.assert_allclose(_kernel.unblocked(Gb, 200), z.grad.numpy(), atol=1e-7,
                                    rtol=1e-4)

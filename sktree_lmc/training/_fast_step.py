@@ -33,18 +33,12 @@ from ..model import _kernel
 from ..model._forward import SoftTreeEnsembleModule
 from ._adam import Adam, _scalar_dtype
 from ._losses import CrossEntropy, SquaredError
-from ._training import ema_decay_at
 
 __all__: list = []
 
 #: Whether :meth:`FastStep.of` may return a fast step (the tests compare it
 #: with the reference path by turning it off).
 ENABLED = True
-
-#: The losses of :func:`._step_numba.objective_gradient`: the softmax
-#: cross-entropy with (smoothed) class probabilities, and the squared error
-#: averaged over the outputs.
-SOFTMAX, SQUARED = 0, 1
 
 _COMPILED = None
 
@@ -79,7 +73,7 @@ class FastStep:
         self.module, self.optimizer, self.data, self.hooks = module, optimizer, data, hooks
         self.kind, self.smoothing = loss
         target = data.target
-        if self.kind == SOFTMAX and target.dim() == 1:  # class indices: one-hot (smoothed later)
+        if self.kind and target.dim() == 1:  # class indices: one-hot (smoothed later)
             C = module.leaf_value.shape[2]
             onehot = np.zeros((len(target), C), dtype=np.float32)
             onehot[np.arange(len(target)), target.numpy()] = 1.0
@@ -181,7 +175,7 @@ class FastStep:
         n = int(self.counter[0])
         if n == 0:
             return None, -1.0
-        return self.avg, 1.0 - ema_decay_at(n, average.decay)
+        return self.avg, 1.0 - average.decay_at(n)
 
     def _bind_average(self):
         average = None if self.hooks is None else self.hooks.average
@@ -256,12 +250,13 @@ class FastStep:
 
 
 def _loss_kind(loss_fn):
-    """``(kind, label_smoothing)`` of the built-in losses the fast step
-    computes, else None."""
+    """``(softmax, label_smoothing)`` of the built-in losses the fast step
+    computes (``softmax``: the cross-entropy, else the squared error), else
+    None."""
     if type(loss_fn) is CrossEntropy:
-        return SOFTMAX, float(loss_fn.label_smoothing)
+        return True, float(loss_fn.label_smoothing)
     if type(loss_fn) is SquaredError:
-        return SQUARED, 0.0
+        return False, 0.0
     return None
 
 
@@ -272,7 +267,7 @@ def _target_fits(target, kind, C):
     if target.device.type != "cpu":
         return False
     if target.dim() == 1:
-        return kind == SOFTMAX and target.dtype == torch.int64 and (
+        return kind and target.dtype == torch.int64 and (
             len(target) == 0 or bool(((target >= 0) & (target < C)).all()))
     return target.dim() == 2 and target.shape[1] == C and target.dtype == torch.float32
 

@@ -15,7 +15,6 @@ import numba
 import numpy as np
 
 from ..model._fused_numba import RB, _OPTS
-from ._fast_step import SOFTMAX, SQUARED
 
 #: As :data:`sktree_lmc.model._fused_numba._ADAM_OPTS`: IEEE arithmetic but for
 #: fused multiply-adds, so that every element steps as torch's (and the
@@ -58,8 +57,8 @@ def objective_gradient(out, idx, targets, additive, loss, Gb):
     rowmask)``, the additive table (T, C) (no rows: none), its factor per row
     (T, 1) (no rows: 1), the code columns of all rows (n, J), the table's
     gradient (written) and the rows that train (T,) (no rows: all);
-    ``loss``: ``(kind, label_smoothing)`` (:data:`SOFTMAX` or
-    :data:`SQUARED`). Writes the gradient of the loss with respect to the
+    ``loss``: ``(softmax, label_smoothing)`` (``softmax``: the cross-entropy,
+    else the squared error). Writes the gradient of the loss with respect to the
     outputs into ``Gb`` (blocked as ``out``, zero past the last row) and
     that of the table into ``gtable``; returns the loss (float64).
 
@@ -70,7 +69,7 @@ def objective_gradient(out, idx, targets, additive, loss, Gb):
     rows (vectorized), the additive table's gather and scatter row by row."""
     target, weight = targets
     table, scale, codes, gtable, rowmask = additive
-    kind, smoothing = loss
+    softmax, smoothing = loss
     B = idx.shape[0]
     C = out.shape[1]
     T = table.shape[0]
@@ -119,7 +118,7 @@ def objective_gradient(out, idx, targets, additive, loss, Gb):
                 t[c, r] = _ZERO
         for r in range(RB):
             lb[r] = _ZERO
-        if kind == SOFTMAX:
+        if softmax:
             for r in range(RB):
                 top[r] = z[0, r]
             for c in range(1, C):

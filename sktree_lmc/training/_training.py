@@ -495,7 +495,11 @@ def train(module, optimizer, loss_fn, data, train_idx, *, batch_size, max_epochs
     On the CPU, the forward and backward passes of the trees run the fused
     kernel of :mod:`sktree_lmc.model._kernel` when its engine resolves to numba
     (:func:`~sktree_lmc.model._kernel.engine`; by default wherever numba imports),
-    else the torch path of :mod:`sktree_lmc.model._forward`.
+    else the torch path of :mod:`sktree_lmc.model._forward`. Where the kernel
+    runs and :meth:`._fast_step.FastStep.of` covers the fit (the built-in
+    softmax and squared-error losses, one member, the package's Adam and
+    recipe), the steps skip autograd: :class:`._fast_step.FastStep` takes
+    them on NumPy views of the same tensors, equal up to float32 rounding.
 
     Parameters
     ----------
@@ -683,12 +687,16 @@ class WeightAverage:
                                    list(zip(averaged.module.buffers(), module.buffers())))
         _, avg, cur, buffers = pairs
         with torch.no_grad():
-            d = ema_decay_at(int(averaged.n_averaged), self.decay)
+            d = self.decay_at(int(averaged.n_averaged))
             torch._foreach_lerp_(avg, cur, 1.0 - d)
             for b_avg, b_cur in buffers:
                 b_avg.detach().copy_(b_cur.detach())
             averaged.n_averaged += 1
         return True
+
+    def decay_at(self, step):
+        """The EMA's decay at its ``step``-th update (:func:`ema_decay_at`)."""
+        return ema_decay_at(step, self.decay)
 
     def end_epoch(self, module, epoch):
         if self.kind == "swa" and epoch >= self.start_epoch:
