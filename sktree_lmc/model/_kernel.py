@@ -341,7 +341,10 @@ def _oblivious_depth(steps, n_nodes):
     return depth if tuple(map(tuple, steps)) == tuple(expected) else None
 
 
+@functools.lru_cache(maxsize=16)
 def _chunk_bounds(M):
+    """The first tree of every chunk and the end (int64, made once per ``M``;
+    not to be written)."""
     chunks = max(1, min(TREE_CHUNKS, M))
     return np.asarray([M * k // chunks for k in range(chunks + 1)], dtype=np.int64)
 
@@ -484,18 +487,24 @@ def _give_buffer(S):
     _BUFFERS.pool = S
 
 
-def fused_backward_arrays(Xb, W, bias, pi, Gb, steps, *, S, fmask=None):
+def fused_backward_arrays(Xb, W, bias, pi, Gb, steps, *, S, fmask=None, out=None):
     """The gradients ``(gW, gb, gpi)`` of the fused kernel, given the
     output's gradient ``Gb`` (n_blocks, C, ROW_BLOCK), blocked as ``Xb``, and
     the sigmoids ``S`` of :func:`fused_forward_arrays`. ``fmask`` (uint8,
     ``(M, F)``): the split weights' gradients computed, the others left 0
-    (None: all)."""
+    (None: all). ``out``: arrays ``(gW, gb, gpi)`` of the parameters' shapes
+    the gradients are written to (zeroed first; None: new ones)."""
     if fmask is None:
         fmask = _ones_mask(W.shape[0], W.shape[2])
     bounds = _chunk_bounds(W.shape[0])
-    gW = np.zeros(W.shape, dtype=np.float32)
-    gb = np.zeros(bias.shape, dtype=np.float32)
-    gpi = np.zeros(pi.shape, dtype=np.float32)
+    if out is None:
+        gW = np.zeros(W.shape, dtype=np.float32)
+        gb = np.zeros(bias.shape, dtype=np.float32)
+        gpi = np.zeros(pi.shape, dtype=np.float32)
+    else:
+        gW, gb, gpi = out
+        for g in out:
+            g.fill(0.0)
     grads = (gW, gb, gpi, fmask)
     depth = _oblivious_depth(steps, W.shape[1])
     if depth is None:

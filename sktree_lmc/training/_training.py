@@ -237,16 +237,22 @@ def _train_step(module, optimizer, loss_fn, data, idx, *, hooks=None, n_members=
 
 
 def _run_epoch(module, optimizer, loss_fn, data, train_idx, batch_size, *, generator,
-               hooks=None, n_members=1):
+               hooks=None, n_members=1, fast=None):
     """One pass over ``train_idx`` in minibatches of a fresh ``generator`` order.
 
     Returns the mean training loss of the epoch (minibatch losses weighted by
-    minibatch size; the members' mean loss with ``n_members > 1``).
+    minibatch size; the members' mean loss with ``n_members > 1``). ``fast``
+    (a :class:`._fast_step.FastStep` of the same training, or None) takes
+    the steps without autograd.
     """
     module.train()
     device = data.X.device
     train_t = torch.as_tensor(train_idx, device=device)
     order = train_t[torch.randperm(len(train_idx), generator=generator).to(device)]
+    if fast is not None:
+        loss = fast.epoch(order.numpy(), batch_size)
+        if loss is not None:
+            return loss
     total, count = 0.0, 0.0
     for start in range(0, len(order), batch_size):
         idx = order[start : start + batch_size]
@@ -489,7 +495,11 @@ def train(module, optimizer, loss_fn, data, train_idx, *, batch_size, max_epochs
     On the CPU, the forward and backward passes of the trees run the fused
     kernel of :mod:`sktree_lmc.model._kernel` when its engine resolves to numba
     (:func:`~sktree_lmc.model._kernel.engine`; by default wherever numba imports),
-    else the torch path of :mod:`sktree_lmc.model._forward`.
+    else the torch path of :mod:`sktree_lmc.model._forward`. Where the kernel
+    runs and :meth:`._fast_step.FastStep.of` covers the fit (the built-in
+    softmax and squared-error losses, one member, the package's Adam and
+    recipe), the steps skip autograd: :class:`._fast_step.FastStep` takes
+    them on NumPy views of the same tensors, equal up to float32 rounding.
 
     Parameters
     ----------
@@ -524,23 +534,28 @@ def train(module, optimizer, loss_fn, data, train_idx, *, batch_size, max_epochs
     n_iter : int
         Epochs run.
     """
+    from ._fast_step import FastStep
+
     mask = None if hooks is None or hooks.mask is None else hooks.mask.mask
     with _kernel.training_loop(grad_mask=mask):
+        fast = FastStep.of(module, optimizer, loss_fn, data, hooks, n_members)
         return _train_loop(module, optimizer, loss_fn, data, train_idx, batch_size=batch_size,
                            max_epochs=max_epochs, generator=generator, hooks=hooks,
-                           n_members=n_members, callbacks=callbacks, loss_curve=loss_curve)
+                           n_members=n_members, callbacks=callbacks, loss_curve=loss_curve,
+                           fast=fast)
 
 
 def _train_loop(module, optimizer, loss_fn, data, train_idx, *, batch_size, max_epochs,
-                generator, hooks, n_members, callbacks, loss_curve):
+                generator, hooks, n_members, callbacks, loss_curve, fast=None):
     """The loop of :func:`train`, inside the engine it chose
-    (:func:`~sktree_lmc.model._kernel.training_loop`)."""
+    (:func:`~sktree_lmc.model._kernel.training_loop`); ``fast``: the steps
+    without autograd (:class:`._fast_step.FastStep`), or None."""
     for callback in callbacks:
         callback.on_train_begin(hooks.model(module))
     epoch = -1
     for epoch in range(max_epochs):
         loss = _run_epoch(module, optimizer, loss_fn, data, train_idx, batch_size,
-                          generator=generator, hooks=hooks, n_members=n_members)
+                          generator=generator, hooks=hooks, n_members=n_members, fast=fast)
         hooks.end_epoch(module, epoch)
         if loss_curve is not None:
             loss_curve.append(loss)
@@ -672,12 +687,16 @@ class WeightAverage:
                                    list(zip(averaged.module.buffers(), module.buffers())))
         _, avg, cur, buffers = pairs
         with torch.no_grad():
-            d = ema_decay_at(int(averaged.n_averaged), self.decay)
+            d = self.decay_at(int(averaged.n_averaged))
             torch._foreach_lerp_(avg, cur, 1.0 - d)
             for b_avg, b_cur in buffers:
                 b_avg.detach().copy_(b_cur.detach())
             averaged.n_averaged += 1
         return True
+
+    def decay_at(self, step):
+        """The EMA's decay at its ``step``-th update (:func:`ema_decay_at`)."""
+        return ema_decay_at(step, self.decay)
 
     def end_epoch(self, module, epoch):
         if self.kind == "swa" and epoch >= self.start_epoch:
