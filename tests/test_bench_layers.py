@@ -13,6 +13,18 @@ def test_layers_bench_smoke(capsys):
     assert "climbs" in capsys.readouterr().out
 
 
+def test_arguments_climb_between_subpackages_at_most_the_layouts_targets(capsys):
+    """The layout's targets, counted between subpackages: the estimator's fit hands X to at
+    most 8 collaborators' calls that return to it, merge_estimators its first model to 6,
+    the sharded fit X to 12 (a new call that hands the argument back and forth fails here)."""
+    from benchmarks import bench_layers
+
+    results = bench_layers.main(["--smoke", "--by", "subpackage"])
+    assert results["SoftTreeEnsembleClassifier.fit (X)"] <= 8
+    assert results["merge_estimators (first model)"] <= 6
+    assert results["ShardedSoftTreeEnsemble.fit (X)"] <= 12
+
+
 def test_layer_order_follows_the_package_docstring():
     from benchmarks.bench_layers import LAYERS, layer_of
 

@@ -276,11 +276,16 @@ def training_loop(grad_mask=None):
         _STATE.training, _STATE.grad_mask, _STATE.threads = previous
 
 
+def engine_active():
+    """Whether the code runs inside :func:`training_loop` with the numba engine."""
+    return bool(getattr(_STATE, "training", False))
+
+
 def fused_active(X, *tensors):
     """Whether a forward pass on ``X`` should take the fused kernel: inside
     :func:`training_loop` with the numba engine, CPU float32 tensors, and an
     input that needs no gradient."""
-    if not getattr(_STATE, "training", False):
+    if not engine_active():
         return False
     if X.requires_grad or X.device.type != "cpu" or X.dtype != torch.float32:
         return False

@@ -93,7 +93,9 @@ class FastStep:
         a weight average other than the package's."""
         if not ENABLED or n_members != 1 or type(module) is not SoftTreeEnsembleModule:
             return None
-        if not _kernel.fused_active(data.X, *module.parameters()):
+        # the numba engine's training loop, and an input without gradient (its device
+        # and dtype are checked with the parameters' below)
+        if not _kernel.engine_active() or data.X.requires_grad:
             return None
         loss = _loss_kind(loss_fn)
         if loss is None:
