@@ -715,6 +715,31 @@ def test_rounds_take_one_run_of_the_learning_rate_schedule(monkeypatch):
     assert windows == [(0, 6 * steps)] * 2  # one round: the estimator's own schedule
 
 
+def test_auto_local_epochs_give_the_acceptance_protocol_the_full_fits_epochs():
+    """The cause of the acceptance protocol's misses (electricity, california:
+    the rounds trained a third of the full-data fit's epochs): with
+    ``max_epochs=15`` and 10 rounds, ``local_epochs="auto"`` gave ceil(3 * 15 /
+    10) = 5 epochs per round, 50 in all, against the full-data fit's 150. A
+    small ``max_epochs`` is now the epochs of every round (15, 150 in all);
+    the full-data estimator passed as it is keeps 45 per round (three fits'
+    epochs), and no setting trains fewer epochs per round than before."""
+    from sktree_lmc import SoftTreeEnsembleClassifier
+    from sktree_lmc.federation._sharded import _auto_round_epochs
+
+    protocol = ShardedSoftTreeEnsemble(SoftTreeEnsembleClassifier(random_state=0, max_epochs=15),
+                                       n_shards=8, split="iid", n_rounds=10, random_state=0)
+    assert protocol._round_epochs(protocol.estimator) == [15] * 10
+    as_is = ShardedSoftTreeEnsemble(SoftTreeEnsembleClassifier(), n_shards=8, n_rounds=10)
+    assert as_is._round_epochs(as_is.estimator) == [45] * 10
+    assert _auto_round_epochs(15, 1) == 15 and _auto_round_epochs(150, 1) == 150
+    assert _auto_round_epochs(15, 2) == 23 and _auto_round_epochs(200, 10) == 60
+    assert _auto_round_epochs(60, 10) == 45 and _auto_round_epochs(15, 100) == 5
+    for n_rounds in (2, 3, 5, 10, 20, 50):
+        per_round = [_auto_round_epochs(m, n_rounds) for m in range(1, 400)]
+        assert per_round == sorted(per_round)  # more max_epochs, never fewer per round
+        assert all(e >= -(-3 * m // n_rounds) for m, e in zip(range(1, 400), per_round))
+
+
 def test_client_sampling_trains_and_weights_a_fraction_of_the_shards():
     base = _base(max_epochs=2, early_stopping=False)
     kw = dict(n_shards=4, n_rounds=4, local_epochs=1, random_state=0)

@@ -253,6 +253,29 @@ _MAX_SERVER_LEARNING_RATE = 100.0
 #: twice, electricity's class-skewed shards stayed 0.5-0.6 points behind).
 _AUTO_ROUND_BUDGET = 3
 
+#: ``local_epochs="auto"`` with ``n_rounds > 1``: the epochs of all rounds up
+#: to which an estimator's ``max_epochs`` is read as the epochs of every round
+#: (FedAvg's local epochs): three fits at the estimators' default
+#: ``max_epochs=150``, what ``"auto"`` gives the full-data estimator passed as
+#: it is. ``max_epochs=15`` with 10 rounds (the owner's acceptance protocol,
+#: "the full fit's 150 epochs split across the 10 rounds") trains 15 epochs per
+#: round, not ``ceil(3 * 15 / 10)`` = 5, a third of the full-data fit's epochs
+#: (measured in ``docs/sharded.md``, "The acceptance protocol").
+_AUTO_ROUND_CAP = _AUTO_ROUND_BUDGET * 150
+
+
+def _auto_round_epochs(max_epochs, n_rounds):
+    """The epochs of every round that ``local_epochs="auto"`` gives an
+    estimator of ``max_epochs`` in ``n_rounds`` rounds: ``max_epochs`` for one
+    round; else ``ceil(3 * max_epochs / n_rounds)`` (the rounds together train
+    three full-data fits' epochs), or more: ``max_epochs`` per round while the
+    rounds together stay within :data:`_AUTO_ROUND_CAP` epochs, and the cap
+    shared by the rounds above it."""
+    if n_rounds == 1:
+        return max_epochs
+    spread = -(-_AUTO_ROUND_BUDGET * max_epochs // n_rounds)
+    return max(spread, min(max_epochs, -(-_AUTO_ROUND_CAP // n_rounds)))
+
 
 class _ShardedData(NamedTuple):
     """The shards of a fit and what the fit needs of its rows.
@@ -343,12 +366,15 @@ class ShardedSoftTreeEnsemble(MetaEstimatorMixin, BaseEstimator):
         standard error of the best, as good within the noise of the
         validation rows and trained longer).
     local_epochs : "auto", int >= 1 or None, default="auto"
-        Epochs each shard trains in every round. ``"auto"``:
-        ``ceil(3 * max_epochs / n_rounds)`` (``max_epochs`` for one round),
-        so the rounds may take three times the epochs of one full-data fit,
-        since every merge gives back part of a round's progress; round-level
-        early stopping ends them sooner. An int: that many per round. None:
-        the estimator's ``max_epochs`` in every round.
+        Epochs each shard trains in every round. ``"auto"``: ``max_epochs``
+        for one round; else ``ceil(3 * max_epochs / n_rounds)``, so the rounds
+        may take three times the epochs of one full-data fit, since every
+        merge gives back part of a round's progress, but never fewer than
+        ``min(max_epochs, ceil(450 / n_rounds))``: a small ``max_epochs`` is
+        the epochs of every round (``max_epochs=15``, 10 rounds: 15 per round;
+        the default 150: 45 per round). Round-level early stopping ends them
+        sooner. An int: that many per round. None: the estimator's
+        ``max_epochs`` in every round.
     shard_fraction : float in (0, 1], default=1.0
         Client sampling (FedAvg's ``C``): after round 1, each round trains
         and merges a random ``max(2, round(shard_fraction * n_shards))`` of
@@ -505,7 +531,7 @@ class ShardedSoftTreeEnsemble(MetaEstimatorMixin, BaseEstimator):
     >>> sharded.predict_proba(X[:2]).shape
     (2, 2)
 
-    Federated rounds (``local_epochs="auto"``: 6 epochs per round here):
+    Federated rounds (``local_epochs="auto"``: 10 epochs per round here):
 
     >>> rounds = ShardedSoftTreeEnsemble(base, n_shards=3, n_rounds=5,
     ...                                  random_state=0).fit(X, y)
@@ -644,9 +670,7 @@ class ShardedSoftTreeEnsemble(MetaEstimatorMixin, BaseEstimator):
         if self.local_epochs is None:
             per_round = base.max_epochs
         elif self.local_epochs == "auto":
-            budget = base.max_epochs if self.n_rounds == 1 else (
-                _AUTO_ROUND_BUDGET * base.max_epochs)
-            per_round = -(-budget // self.n_rounds)
+            per_round = _auto_round_epochs(base.max_epochs, self.n_rounds)
         else:
             per_round = int(self.local_epochs)
         first = per_round if self.first_round_epochs is None else int(self.first_round_epochs)
