@@ -218,12 +218,14 @@ def test_training_gives_torch_threads_to_the_kernel_and_restores_them():
     previous = torch.get_num_threads()
     try:
         torch.set_num_threads(2)
-        with _kernel.training_engine("numba"):
+        with _kernel.engine("numba"), _kernel.training_loop():  # a fit's training loop
             assert torch.get_num_threads() == 1  # torch's small operations: one thread
             assert _kernel._n_threads() == 2  # the kernel: the two
         assert torch.get_num_threads() == 2
-        with _kernel.training_engine("torch"):
+        with _kernel.engine("torch"), _kernel.training_loop():
             assert torch.get_num_threads() == 2  # the torch path keeps them
+        with _kernel.training_engine("numba"):  # the user's block: the caller's threads
+            assert torch.get_num_threads() == 2 and _kernel._n_threads() == 2
     finally:
         torch.set_num_threads(previous)
 

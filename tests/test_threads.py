@@ -70,6 +70,24 @@ def test_fit_and_prediction_apply_n_threads_and_restore_the_callers(
         assert torch.get_num_threads() == caller_threads, method
 
 
+@pytest.mark.parametrize("n_threads", [1, 2])
+def test_a_fit_inside_training_engine_runs_the_kernel_on_its_own_n_threads(
+        caller_threads, monkeypatch, n_threads):
+    """``training_engine`` chooses the engine and leaves the threads to the caller: a fit
+    inside it runs the fused kernel on its ``n_threads`` (the block once handed the
+    caller's 3 torch threads to every kernel call, whatever the fit's setting)."""
+    pytest.importorskip("numba")
+    from sktree_lmc import training_engine
+
+    seen = []
+    count = _kernel._n_threads
+    monkeypatch.setattr(_kernel, "_n_threads", lambda: (seen.append(count()), seen[-1])[1])
+    with training_engine("numba"):
+        clf(n_threads=n_threads).fit(X, Y)
+        assert torch.get_num_threads() == caller_threads  # the block keeps the caller's
+    assert seen and set(seen) == {n_threads}
+
+
 def test_none_keeps_the_callers_setting(caller_threads, recorded):
     est = clf(n_threads=None).fit(X, Y)
     est.predict(X)

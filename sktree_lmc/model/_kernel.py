@@ -227,7 +227,9 @@ def training_engine(name="auto"):
     >>> bool(torch.allclose(out, reference, atol=1e-6))
     True
     """
-    with engine(name), training_loop():
+    # the block chooses the engine; the threads stay the caller's (an estimator's fit
+    # inside it applies its own n_threads)
+    with engine(name), training_loop(claim_threads=False):
         yield
 
 
@@ -242,7 +244,7 @@ def fused_available():
 
 
 @contextmanager
-def training_loop(grad_mask=None):
+def training_loop(grad_mask=None, *, claim_threads=True):
     """Mark the block as a training loop that may use the fused kernel
     (:func:`fused_active`), with the engine :func:`engine` chooses; used by
     :func:`sktree_lmc.training._training.train`.
@@ -254,7 +256,9 @@ def training_loop(grad_mask=None):
 
     With the kernel and several torch threads, the block runs torch's
     operations on one thread and gives the threads to the kernel
-    (:func:`_n_threads`); torch's setting is restored on exit."""
+    (:func:`_n_threads`); torch's setting is restored on exit. With
+    ``claim_threads=False`` (:func:`training_engine`) the kernel uses the
+    torch threads of the moment and torch keeps them."""
     previous = (getattr(_STATE, "training", False), getattr(_STATE, "grad_mask", None),
                 getattr(_STATE, "threads", None))
     fused = resolve_engine() == "numba"
@@ -262,7 +266,10 @@ def training_loop(grad_mask=None):
     _STATE.grad_mask = grad_mask
     _STATE.grad_mask_u8 = None  # its uint8 array, made at the first step (_feature_mask)
     torch_threads = torch.get_num_threads()
-    if fused and torch_threads > 1:
+    # the kernel's threads are this block's torch threads, also inside an outer block
+    # (a fit with n_threads=1 inside training_engine(...) runs the kernel on one thread)
+    _STATE.threads = None
+    if claim_threads and fused and torch_threads > 1:
         # the threads go to the kernel; torch's operations around it (the optimizer,
         # the additive table, the loss) are too small to share, and torch's OpenMP
         # threads spin while they wait, which stalls the kernel's threads
