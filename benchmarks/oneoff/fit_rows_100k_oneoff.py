@@ -5,7 +5,7 @@ CPU kernel" (the training step without autograd).
 
     python benchmarks/oneoff/fit_rows_100k_oneoff.py
 """
-import time, numpy as np, torch, json
+import time, torch, json
 torch.set_num_threads(1)
 from threadpoolctl import threadpool_limits
 from sklearn.datasets import make_classification
