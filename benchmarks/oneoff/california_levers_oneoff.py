@@ -5,7 +5,7 @@ line per dataset and seed (docs/_static/benchmarks/accuracy/california_levers.js
 
     python benchmarks/oneoff/california_levers_oneoff.py
 """
-import os, json, time, numpy as np, torch, warnings
+import os, json, time, torch, warnings
 warnings.simplefilter("ignore")
 os.environ.setdefault("SKTREE_LMC_DATA", "/work/shared/data/tabular_benchmark")
 torch.set_num_threads(1)
