@@ -14,12 +14,7 @@ from __future__ import annotations
 import numba
 import numpy as np
 
-from ..model._fused_numba import RB, _OPTS
-
-#: As :data:`sktree_lmc.model._fused_numba._ADAM_OPTS`: IEEE arithmetic but for
-#: fused multiply-adds, so that every element steps as torch's (and the
-#: reference path's compiled) Adam steps it, up to float32 rounding.
-_ADAM_OPTS = dict(_OPTS, fastmath={"contract"})
+from ..model._fused_numba import _ADAM_OPTS, _OPTS, RB, adam_update
 
 _ZERO = np.float32(0.0)
 _ONE = np.float32(1.0)
@@ -185,29 +180,7 @@ def adam_average(tensors, steps, hyper, averages, ema):
     omw = _ONE - w
     for n in range(len(params)):
         p = params[n]
-        g = grads[n]
-        m = exp_avgs[n]
-        v = exp_avg_sqs[n]
-        step = steps[n]
-        lr = hyper[n, 0]
-        b1 = hyper[n, 1]
-        b2 = hyper[n, 2]
-        step[0] += _ONE
-        t = np.float64(step[0])
-        w1 = np.float32(1.0 - b1)
-        beta2 = np.float32(b2)
-        omb2 = np.float32(1.0 - b2)
-        eps = np.float32(hyper[n, 3])
-        bc2_sqrt = np.float32((1.0 - b2**t) ** 0.5)
-        neg_step = np.float32(-(lr / (1.0 - b1**t)))
-        for i in range(p.shape[0]):
-            gi = g[i]
-            mi = m[i]
-            mi = mi + w1 * (gi - mi)
-            m[i] = mi
-            vi = v[i] * beta2 + omb2 * gi * gi
-            v[i] = vi
-            p[i] = p[i] + neg_step * mi / (np.sqrt(vi) / bc2_sqrt + eps)
+        adam_update((p, grads[n], exp_avgs[n], exp_avg_sqs[n]), steps[n], hyper[n])
         if ema < 0:
             continue
         a = averages[n]
