@@ -3,11 +3,10 @@ electricity and MagicTelescope (seed 0): depth, trees, epochs, learning rate, te
 max_features=1.0, patience; test accuracy and fit CPU seconds, HGB in the same run. One JSON
 line per dataset and seed (docs/_static/benchmarks/accuracy/california_levers.jsonl).
 
-    python benchmarks/oneoff/california_levers_oneoff.py
+    SKTREE_LMC_DATA=<Tabular-Benchmark folder> python benchmarks/oneoff/california_levers_oneoff.py
 """
-import os, json, time, torch, warnings
+import json, time, torch, warnings
 warnings.simplefilter("ignore")
-os.environ.setdefault("SKTREE_LMC_DATA", "/work/shared/data/tabular_benchmark")
 torch.set_num_threads(1)
 from sklearn.ensemble import HistGradientBoostingClassifier
 from sktree_lmc import SoftTreeEnsembleClassifier

@@ -1,9 +1,11 @@
 """One-off (backs the closing note of issue "Regression and multiclass as good as binary"): max_features=1.0 on the narrow datasets: WM test barrier of two models (seeds 1, 2; 11 lambdas on
 2,000 test rows) beside the default's (same settings), and the default merge of 4 IID sites (seed 0)
-against their ensemble, beside the default estimator's."""
-import os, json, numpy as np, torch, warnings
+against their ensemble, beside the default estimator's.
+
+    SKTREE_LMC_DATA=<Tabular-Benchmark folder> python benchmarks/oneoff/max_features_merging_oneoff.py
+"""
+import json, numpy as np, torch, warnings
 warnings.simplefilter("ignore")
-os.environ.setdefault("SKTREE_LMC_DATA", "/work/shared/data/tabular_benchmark")
 torch.set_num_threads(1)
 from sktree_lmc import SoftTreeEnsembleClassifier, merge_estimators, interpolation_curve
 from benchmarks.bench_accuracy import load, split
