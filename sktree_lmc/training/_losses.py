@@ -104,9 +104,10 @@ class LogLink(IdentityLink):
         model then keeps the ensemble's mean over the data, as a log-link model
         fitted there keeps the targets' (on counts, DoctorVisits, 2 and 4 IID
         sites, 3 seeds: within the sites' own 5 % of the data's mean, where
-        the log-space gap left it 11-17 % low). On probe rows, drawn column by
-        column, the rows of largest predictions lie off the data and would set
-        such a ratio: the factor is then the gap's mean in log space. Rows
+        the log-space gap left it 11-17 % low). On probe rows, drawn from the
+        encoders' summaries rather than the data, the rows of largest
+        predictions may lie off the data and would set such a ratio: the
+        factor is then the gap's mean in log space. Rows
         where a prediction is 0 or not finite are left out."""
         ok = np.isfinite(ensemble) & np.isfinite(merged) & (ensemble > 0) & (merged > 0)
         if data:
