@@ -419,6 +419,99 @@ def _run(name, depth, *args):
         future.result()
 
 
+def kernel_threads():
+    """The threads the kernel runs on here (:func:`_n_threads`): what a
+    caller splitting its own work around the kernel's passes uses."""
+    return _n_threads()
+
+
+def run_concurrently(calls):
+    """Run the callables ``calls`` at once, the first in this thread and
+    the others on the kernel's thread pool (work that releases the GIL:
+    compiled code); returns their results in order. The first exception
+    raised is re-raised once all have ended."""
+    if len(calls) == 1:
+        return [calls[0]()]
+    futures = [_pool(len(calls) - 1).submit(call) for call in calls[1:]]
+    try:
+        first = calls[0]()
+    finally:
+        rest = [f.exception() for f in futures]
+    for error in rest:
+        if error is not None:
+            raise error
+    return [first] + [f.result() for f in futures]
+
+
+def tree_groups(M, threads):
+    """The trees ``[(m0, m1), ...]`` of every thread's group of chunks in
+    :func:`_run` with ``threads`` threads (the trees whose gradients that
+    thread writes)."""
+    bounds = _chunk_bounds(M)
+    n_chunks = len(bounds) - 1
+    groups = [n_chunks * g // threads for g in range(threads + 1)]
+    return [(int(bounds[groups[g]]), int(bounds[groups[g + 1]])) for g in range(threads)]
+
+
+def forward_blocks(Xb, W, bias, pi, steps, *, out, S):
+    """The ensemble's output of the blocks ``Xb`` (a run of a minibatch's
+    blocks) written to ``out`` ``(n_blocks, C, ROW_BLOCK)``, keeping the
+    sigmoids in ``S`` (these blocks' rows of :func:`kept_buffer`), every
+    tree in this thread: so that threads may split a minibatch's rows
+    instead of its trees. The chunks' partial outputs are summed in chunk
+    order, as :func:`fused_forward_arrays` sums them: the same bits."""
+    bounds = _chunk_bounds(W.shape[0])
+    parts = np.zeros((len(bounds) - 1,) + out.shape, dtype=np.float32)
+    depth = _oblivious_depth(steps, W.shape[1])
+    if depth is None:
+        from . import _fused_numba
+
+        _fused_numba.forward_serial(Xb, (W, bias, pi), _schedule(steps, W.shape[1]), bounds,
+                                    (parts, S, True))
+    else:
+        from . import _oblivious_numba
+
+        getattr(_oblivious_numba, f"forward_serial_{depth}")(Xb, (W, bias, pi), bounds,
+                                                             (parts, S, True))
+    np.copyto(out, parts[0])
+    for k in range(1, len(parts)):
+        out += parts[k]
+
+
+def backward_trees(Xb, W, bias, pi, Gb, steps, *, S, fmask, grads, trees):
+    """Add the gradients of the trees ``trees`` (``(m0, m1)``, a group of
+    :func:`tree_groups`) to ``grads`` (``(gW, gb, gpi)``, zeroed by the
+    caller), in this thread: :func:`fused_backward_arrays` for one thread's
+    share of the trees."""
+    bounds = _chunk_bounds(W.shape[0])
+    lo, hi = (int(np.searchsorted(bounds, m)) for m in trees)
+    part = bounds[lo : hi + 1]
+    depth = _oblivious_depth(steps, W.shape[1])
+    if depth is None:
+        from . import _fused_numba
+
+        _fused_numba.backward_serial((Xb, Gb, S), (W, bias, pi), _schedule(steps, W.shape[1]),
+                                     part, (*grads, fmask))
+    else:
+        from . import _oblivious_numba
+
+        getattr(_oblivious_numba, f"backward_serial_{depth}")(
+            (Xb, Gb, S.reshape(S.shape[:2] + (-1,))), (W, bias, pi), part, (*grads, fmask))
+
+
+def kept_buffer(n_blocks, W, steps):
+    """The buffer of what the forward pass keeps for the backward pass
+    (:func:`fused_forward_arrays`' ``S``) for ``n_blocks`` blocks of rows
+    and split weights ``W``; give it back with :func:`give_buffer`."""
+    rows = W.shape[1] if _oblivious_depth(steps, W.shape[1]) is not None else 2 * W.shape[1]
+    return _take_buffer((n_blocks, W.shape[0], rows, ROW_BLOCK))
+
+
+def give_buffer(S):
+    """Give back a buffer of :func:`kept_buffer` once the backward pass has run."""
+    _give_buffer(S)
+
+
 def _split_args(name, args):
     """``(*head, bounds, rest)`` of a driver's arguments: ``rest(lo, hi)``
     gives the arguments after ``bounds`` for chunks ``lo .. hi`` (the
