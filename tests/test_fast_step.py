@@ -125,39 +125,3 @@ def test_no_fast_step_with_the_torch_engine(monkeypatch):
                     X, y, True, monkeypatch, engine="torch")
     assert calls == []
     assert _fast_step.FastStep.of(torch.nn.Linear(2, 2), None, CrossEntropy(), None, None) is None
-
-
-@pytest.mark.parametrize("arch", ["oblivious", "non_oblivious"])
-@pytest.mark.parametrize("case", sorted(CASES))
-def test_fast_step_on_two_threads_fits_as_on_one(case, arch, monkeypatch):
-    # two threads split each minibatch's rows (forward pass, loss) and then its trees
-    # (backward pass, Adam), every sum in one thread's order: the same fit, bit for bit
-    cls, params = CASES[case]
-    params = dict(params)
-    if cls is SoftTreeEnsembleClassifier:
-        X, y = make_classification(900, 6, n_informative=4, n_classes=params.pop("n_classes"),
-                                   random_state=0)
-    else:
-        X, y = make_regression(900, 6, noise=5.0, random_state=0)
-    shared = []
-    real = _fast_step.FastStep.shared_step
-
-    def shared_step(self, idx, threads):
-        shared.append((len(idx), threads))
-        return real(self, idx, threads)
-
-    monkeypatch.setattr(_fast_step.FastStep, "shared_step", shared_step)
-
-    def fit(threads):
-        model = cls(arch=arch, n_estimators=16, depth=3, max_epochs=2, batch_size=300,
-                    random_state=0, early_stopping=False, n_threads=threads, **params)
-        with _kernel.training_engine("numba"):
-            return model.fit(X, y)
-
-    one = fit(1)
-    assert shared == []
-    two = fit(2)
-    assert shared and all(t == 2 and n > _kernel.ROW_BLOCK for n, t in shared)
-    for a, b in zip(_params(two), _params(one)):
-        np.testing.assert_array_equal(a, b)
-    np.testing.assert_array_equal(two.loss_curve_, one.loss_curve_)

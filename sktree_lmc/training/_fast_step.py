@@ -26,8 +26,6 @@ loss's sums and exponentials round in another order;
 
 from __future__ import annotations
 
-import functools
-
 import numpy as np
 import torch
 
@@ -219,9 +217,6 @@ class FastStep:
     def step(self, idx):
         """One Adam step on the weighted mean loss of rows ``idx`` (int64
         array); returns the loss."""
-        threads = _kernel.kernel_threads()
-        if threads > 1 and len(idx) > (threads - 1) * _kernel.ROW_BLOCK:
-            return self.shared_step(idx, threads)
         nb = _compiled()
         W, bias, pi = self.model
         steps = self.module._steps
@@ -234,7 +229,7 @@ class FastStep:
                                      (self.kind, self.smoothing), Gb)
         _kernel.fused_backward_arrays(Xb, W, bias, pi, Gb, steps, S=S, fmask=self.fmask,
                                       out=self.grads[:3])
-        _kernel.give_buffer(S)
+        _kernel._give_buffer(S)
         hyper = self.hyper
         groups = self.optimizer.param_groups
         for n, g in self.lr_rows:
@@ -242,12 +237,6 @@ class FastStep:
         averages, ema = self._averages()
         nb.adam_average(self.tensors, self.steps, hyper,
                         self.tensors[0] if averages is None else averages, ema)
-        self._after_step(averages)
-        return loss
-
-    def _after_step(self, averages):
-        """The schedule's step and the moving average's count (or its first
-        update, a copy, where ``averages`` is None)."""
         hooks = self.hooks
         if hooks is not None:
             if hooks.scheduler is not None:
@@ -259,91 +248,7 @@ class FastStep:
                 else:
                     self.counter[0] += 1
                     average.started = True
-
-    def _shares(self, threads):
-        """Per thread, what :meth:`shared_step` gives it: its trees (those of
-        the kernel's backward pass on ``threads`` threads) and the flat
-        slices of the trees' parameters, gradients, moments (and averages)
-        it updates. Made once per epoch."""
-        key = ("shares", threads)
-        found = self._buffers.get(key)
-        if found is not None and found[0] is self.tensors:
-            return found[1]
-        M = self.model[0].shape[0]
-        average = None if self.hooks is None else self.hooks.average
-        ema = average is not None and average.kind == "ema"
-        shares = []
-        for m0, m1 in _kernel.tree_groups(M, threads):
-            def cut(arrays):
-                # the first three parameters are the trees' (M, ...): rows m0..m1
-                return tuple(a[a.shape[0] * m0 // M : a.shape[0] * m1 // M] for a in arrays[:3])
-            views = tuple(cut(t) for t in self.tensors)
-            shares.append(((m0, m1), views, cut(self.avg) if ema else views[0]))
-        self._buffers[key] = (self.tensors, shares)
-        return shares
-
-    def shared_step(self, idx, threads):
-        """:meth:`step` on ``threads`` threads, in two passes of them: each
-        takes a run of the minibatch's row blocks through the gather, the
-        whole ensemble's forward pass and the losses' gradient, then a group
-        of trees through the backward pass and their parameters' Adam step
-        (and moving average); the additive table's gradient and Adam step,
-        and the loss's sum, run between and after, in this thread. Every sum
-        runs in :meth:`step`'s order: the same bits as one thread."""
-        nb = _compiled()
-        W, bias, pi = self.model
-        steps = self.module._steps
-        RB = _kernel.ROW_BLOCK
-        B = len(idx)
-        n_blocks = -(-B // RB)
-        Xb = self._buffer(("X", n_blocks), (n_blocks, self.X.shape[1], RB))
-        out = self._buffer(("out", n_blocks), (n_blocks, pi.shape[2], RB))
-        Gb = self._buffer(("G", n_blocks), out.shape)
-        losses = np.empty(B, dtype=np.float64)
-        S = _kernel.kept_buffer(n_blocks, W, steps)
-        shares = self._shares(threads)
-        wsum = nb.weight_sum(self.targets[1], idx)
-        sink = (self.kind, self.smoothing)
-        cuts = [n_blocks * g // threads for g in range(threads + 1)]
-
-        def forward(g):
-            b0, b1 = cuts[g], cuts[g + 1]
-            r0, r1 = b0 * RB, min(b1 * RB, B)
-            rows = idx[r0:r1]
-            nb.gather_blocked(self.X, rows, Xb[b0:b1])
-            _kernel.forward_blocks(Xb[b0:b1], W, bias, pi, steps, out=out[b0:b1], S=S[b0:b1])
-            nb.objective_rows(out[b0:b1], rows, self.targets, self.additive, sink,
-                              (Gb[b0:b1], losses[r0:r1], wsum))
-
-        _kernel.run_concurrently([functools.partial(forward, g) for g in range(threads)])
-        nb.additive_gradient(Gb, idx, self.additive)
-        gW, gb, gpi = self.grads[:3]
-        for grad in (gW, gb, gpi):
-            grad.fill(0.0)
-        hyper = self.hyper
-        groups = self.optimizer.param_groups
-        for n, g in self.lr_rows:
-            hyper[n, 0] = groups[g]["lr"]
-        averages, ema = self._averages()
-        counts = [np.array(self.steps[n]) for n in range(3)]  # before this step's
-
-        def backward(g):
-            trees, views, averaged = shares[g]
-            _kernel.backward_trees(Xb, W, bias, pi, Gb, steps, S=S, fmask=self.fmask,
-                                   grads=(gW, gb, gpi), trees=trees)
-            nb.adam_average(views, tuple(c.copy() for c in counts), hyper[:3],
-                            views[0] if averages is None else averaged, ema)
-
-        _kernel.run_concurrently([functools.partial(backward, g) for g in range(threads)])
-        _kernel.give_buffer(S)
-        for n in range(3):
-            self.steps[n][0] += np.float32(1.0)
-        if len(self.tensors[0]) > 3:  # the additive table
-            rest = tuple(t[3:] for t in self.tensors)
-            nb.adam_average(rest, self.steps[3:], hyper[3:],
-                            rest[0] if averages is None else averages[3:], ema)
-        self._after_step(averages)
-        return nb.weighted_total(losses, wsum)
+        return loss
 
 
 def _loss_kind(loss_fn):

@@ -44,85 +44,18 @@ def gather_blocked(X, idx, Xb):
 
 @numba.njit(**_OPTS)
 def objective_gradient(out, idx, targets, additive, loss, Gb):
-    """The weighted mean loss of rows ``idx`` and its gradient: the losses'
-    gradient of :func:`objective_rows` on all of them, the additive table's
-    of :func:`additive_gradient`, and the loss summed by
-    :func:`weighted_total`."""
-    wsum = weight_sum(targets[1], idx)
-    losses = np.empty(idx.shape[0], dtype=np.float64)
-    objective_rows(out, idx, targets, additive, loss, (Gb, losses, wsum))
-    additive_gradient(Gb, idx, additive)
-    return weighted_total(losses, wsum)
-
-
-@numba.njit(**_OPTS)
-def weight_sum(weight, idx):
-    """The sum of the weights of rows ``idx`` (float64, in row order)."""
-    wsum = 0.0
-    for b in range(idx.shape[0]):
-        wsum += weight[idx[b]]
-    return wsum
-
-
-@numba.njit(**_OPTS)
-def weighted_total(losses, wsum):
-    """The weighted mean loss from the rows' weighted losses (float64, summed
-    in row order) and the sum of their weights (at least 1e-12)."""
-    total = 0.0
-    for r in range(losses.shape[0]):
-        total += losses[r]
-    return total / max(wsum, 1e-12)
-
-
-@numba.njit(**_OPTS)
-def additive_gradient(Gb, idx, additive):
-    """The additive table's gradient (``additive``'s ``gtable``, zeroed
-    first), from the outputs' gradient ``Gb`` of rows ``idx`` (blocked),
-    added row after row."""
-    table, scale, codes, gtable, rowmask = additive
-    B = idx.shape[0]
-    C = Gb.shape[1]
-    T = table.shape[0]
-    J = codes.shape[1] if T > 0 else 0
-    scaled = scale.shape[0] > 0
-    masked = rowmask.shape[0] > 0
-    flat = gtable.reshape(-1)
-    for i in range(flat.shape[0]):
-        flat[i] = _ZERO
-    for b in range(B if J > 0 else 0):
-        G = Gb[b // RB]
-        r = b % RB
-        row = idx[b]
-        for j in range(J):
-            k = codes[row, j]
-            if k < 0:
-                k += T
-            if masked and rowmask[k] == _ZERO:
-                continue
-            f = scale[k, 0] if scaled else _ONE
-            for c in range(C):
-                gtable[k, c] += G[c, r] * f
-
-
-@numba.njit(**_OPTS)
-def objective_rows(out, idx, targets, additive, loss, sink):
-    """The losses of rows ``idx`` and their gradient with respect to the
-    outputs, for a minibatch whose weights sum to ``wsum`` (``idx`` all of
-    its rows or a run of whole blocks of them: threads may share a
-    minibatch's rows).
+    """The weighted mean loss of rows ``idx`` and its gradient.
 
     ``out`` (n_blocks, C, RB): the trees' output of the rows (blocked);
     ``targets``: ``(target, weight)``, float32 of shapes (n, C) and (n,),
     indexed by ``idx``; ``additive``: ``(table, scale, codes, gtable,
     rowmask)``, the additive table (T, C) (no rows: none), its factor per row
     (T, 1) (no rows: 1), the code columns of all rows (n, J), the table's
-    gradient and the rows that train (T,) (no rows: all; the last two read
-    by :func:`additive_gradient` only); ``loss``: ``(softmax,
-    label_smoothing)`` (``softmax``: the cross-entropy, else the squared
-    error); ``sink``: ``(Gb, losses, wsum)``. Writes the gradient of the
-    weighted mean loss with respect to the outputs into ``Gb`` (blocked as
-    ``out``, zero past the last row) and every row's weighted loss into
-    ``losses`` (float64).
+    gradient (written) and the rows that train (T,) (no rows: all);
+    ``loss``: ``(softmax, label_smoothing)`` (``softmax``: the cross-entropy,
+    else the squared error). Writes the gradient of the loss with respect to the
+    outputs into ``Gb`` (blocked as ``out``, zero past the last row) and
+    that of the table into ``gtable``; returns the loss (float64).
 
     The loss is the torch path's: ``sum_b w_b l_b / max(sum_b w_b, 1e-12)``
     with ``l_b`` the cross-entropy of ``softmax(z_b)`` with the targets
@@ -130,18 +63,24 @@ def objective_rows(out, idx, targets, additive, loss, sink):
     - t_bc) ** 2``. Each block of rows is computed output by output over its
     rows (vectorized), the additive table's gather and scatter row by row."""
     target, weight = targets
-    table, scale, codes = additive[0], additive[1], additive[2]
+    table, scale, codes, gtable, rowmask = additive
     softmax, smoothing = loss
-    Gb, losses, wsum = sink
     B = idx.shape[0]
     C = out.shape[1]
     T = table.shape[0]
     J = codes.shape[1] if T > 0 else 0
     scaled = scale.shape[0] > 0
+    masked = rowmask.shape[0] > 0
+    wsum = 0.0
+    for b in range(B):
+        wsum += weight[idx[b]]
     inv = np.float32(1.0 / max(np.float32(wsum), np.float32(1e-12)))
     keep = np.float32(1.0 - smoothing)
     spread = np.float32(smoothing / C)
     two_over_c = np.float32(2.0) / np.float32(C)
+    flat = gtable.reshape(-1)
+    for i in range(flat.shape[0]):
+        flat[i] = _ZERO
     z = np.empty((C, RB), dtype=np.float32)
     t = np.zeros((C, RB), dtype=np.float32)
     wb = np.zeros(RB, dtype=np.float32)
@@ -149,6 +88,7 @@ def objective_rows(out, idx, targets, additive, loss, sink):
     acc = np.empty(RB, dtype=np.float32)
     tsum = np.empty(RB, dtype=np.float32)
     lb = np.empty(RB, dtype=np.float32)
+    total = 0.0
     for blk in range(Gb.shape[0]):
         n = min(RB, B - blk * RB)
         G = Gb[blk]
@@ -205,10 +145,22 @@ def objective_rows(out, idx, targets, additive, loss, sink):
             for r in range(RB):
                 lb[r] = lb[r] / C
         for r in range(n):
-            losses[blk * RB + r] = np.float64(lb[r]) * weight[idx[blk * RB + r]]
+            total += np.float64(lb[r]) * weight[idx[blk * RB + r]]
         for c in range(C):
             for r in range(n, RB):
                 G[c, r] = _ZERO
+        for r in range(n):
+            row = idx[blk * RB + r]
+            for j in range(J):
+                k = codes[row, j]
+                if k < 0:
+                    k += T
+                if masked and rowmask[k] == _ZERO:
+                    continue
+                f = scale[k, 0] if scaled else _ONE
+                for c in range(C):
+                    gtable[k, c] += G[c, r] * f
+    return total / max(wsum, 1e-12)
 
 
 @numba.njit(**_ADAM_OPTS)
