@@ -116,6 +116,57 @@ def test_joint_probe_columns_keep_the_columns_dependence_and_distributions():
     assert probe_columns(no_dependence, 10, joint=True)[0].shape == (10,)
 
 
+def test_a_common_encoders_stacked_column_samples_the_mixtures_quantile_function():
+    # the union of quantile-normal columns fitted on different rows is their transforms side
+    # by side; its sample at increasing levels increases (a copula's levels keep their order)
+    # and follows the mixture of the columns' distributions
+    from sktree_lmc.encoding._common_encoding import common_encoder
+
+    rng = np.random.RandomState(0)
+    a, b = rng.standard_normal((3000, 1)), rng.exponential(1.0, (3000, 1)) - 0.5
+    union, _ = common_encoder([TabularEncoder().fit(a), TabularEncoder().fit(b)])
+    column = union.column_encodings_[0]
+    assert type(column).__name__ == "StackedColumns"
+    levels = np.linspace(0.0, 1.0, 4001)[1:-1]
+    values = column.sample(levels)
+    assert np.all(np.diff(values) >= 0)
+    pooled = np.concatenate([a[:, 0], b[:, 0]])
+    assert_allclose(values[[400, 2000, 3600]], np.quantile(pooled, [0.1, 0.5, 0.9]), atol=0.1)
+
+
+def test_merge_probe_rows_of_models_fitted_apart_keep_their_columns_dependence(monkeypatch):
+    # each model's share comes from its own encoder (its columns and Gaussian copula), not
+    # from the common encoding the merge aligns on
+    from scipy.stats import spearmanr
+
+    from sktree_lmc.merging import _merge
+
+    drawn = []
+    real = _merge.members_probe_rows
+
+    def spy(estimators, weights, *args, **kwargs):
+        rows = real(estimators, weights, *args, **kwargs)
+        drawn.append(np.asarray(rows, dtype=float))
+        return rows
+
+    monkeypatch.setattr(_merge, "members_probe_rows", spy)
+    rng = np.random.RandomState(0)
+    models = []
+    for k in range(2):
+        x0 = rng.exponential(1.0, 600)
+        X = np.column_stack([x0, x0 + 0.1 * rng.standard_normal(600), rng.standard_normal(600)])
+        y = (X[:, 0] + X[:, 2] > 1).astype(int)
+        models.append(SoftTreeEnsembleClassifier(n_estimators=4, max_epochs=2,
+                                                 random_state=k).fit(X, y))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", MergeQualityWarning)
+        merge_estimators(models)
+    assert len(drawn) == 2  # the report's rows and the distillation's
+    for rows in drawn:
+        assert spearmanr(rows[:, 0], rows[:, 1])[0] > 0.9  # as in every model's rows
+        assert abs(spearmanr(rows[:, 0], rows[:, 2])[0]) < 0.15
+
+
 def test_merge_probe_rows_come_from_every_member_by_weight():
     from sktree_lmc.merging._report import members_probe_rows
 
@@ -201,16 +252,17 @@ def test_auto_keeps_the_alignment_closest_to_the_ensemble(clf_pair):
 
 
 def test_the_default_distills_only_where_it_comes_closer_to_the_ensemble(clf_pair):
-    """``distill="auto"``: the auto merge of models that all carry weight is refitted to
-    their ensemble, and kept only when it is closer to it on the report's rows; never at an
-    endpoint nor with an explicit aligner."""
+    """``distill="auto"``: every alignment of the auto merge of models that all carry weight
+    is refitted to their ensemble, and the merge kept is the one closest to it on the
+    report's rows, refitted or not; never at an endpoint nor with an explicit aligner."""
     a, b = clf_pair
     plain = merge_estimators(a, b, distill=False).merge_report_
     merged = merge_estimators(a, b)
     report = merged.merge_report_
-    refit = f"{plain.aligner}+distill"
-    assert set(report.candidates) == {"wm", "am", refit}
-    if report.aligner == refit:
+    assert set(report.candidates) == {"wm", "am", "wm+distill", "am+distill"}
+    assert report.disagreement == min(report.candidates.values())
+    assert {k: report.candidates[k] for k in ("wm", "am")} == plain.candidates
+    if report.aligner.endswith("+distill"):
         assert report.distance < plain.distance
         assert not np.allclose(merged.tree_params_.leaf_value,
                                merge_estimators(a, b, distill=False).tree_params_.leaf_value)
@@ -220,7 +272,9 @@ def test_the_default_distills_only_where_it_comes_closer_to_the_ensemble(clf_pai
     for model in (merge_estimators(a, b, lam=0.0), merge_estimators(a, b, aligner="wm")):
         assert not any(k.endswith("+distill") for k in model.merge_report_.candidates)
     forced = merge_estimators(a, b, distill=True).merge_report_
-    assert forced.aligner == refit
+    assert forced.aligner.endswith("+distill")
+    assert forced.disagreement == min(v for k, v in forced.candidates.items()
+                                      if k.endswith("+distill"))
 
 
 def test_a_merge_at_an_endpoint_is_the_model_and_is_not_flagged(clf_pair, magic):

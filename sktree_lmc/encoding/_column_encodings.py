@@ -953,6 +953,10 @@ class ColumnEncoding:
         return None
 
 
+#: Levels at which :meth:`StackedColumns.sample` reads each sub-encoding's
+#: quantile function (evenly spaced, the ends included) to invert their mixture.
+_STACKED_SAMPLE_LEVELS = 1025
+
 #: Per numeric kind, the suffix of its one feature in a stacked column's names.
 _STACKED_TAGS = {"quantile_normal": "q", "standard": "std", "none": "value"}
 
@@ -1639,19 +1643,20 @@ class StackedColumns(_NumericColumns):
                 for sub_name in part.feature_names(name, stacked=True)]
 
     def sample(self, levels):
-        # a mixture of the sub-encodings' distributions, in equal shares
+        # the quantile function of the mixture of the sub-encodings' distributions, in
+        # equal shares: increasing in the level, so that the levels of a copula
+        # (probe_columns' joint draws) keep their order, as for the other kinds
         parts = [part for part in self.parts if part.width]
         if not parts:
             return None
-        scaled = levels * len(parts)
-        which = np.minimum(scaled.astype(np.int64), len(parts) - 1)
-        out = np.zeros(levels.shape)
-        for i, part in enumerate(parts):
-            values = part.sample(scaled[which == i] - i)
+        grid = np.linspace(0.0, 1.0, _STACKED_SAMPLE_LEVELS)
+        quantiles = []
+        for part in parts:
+            values = part.sample(grid)
             if values is None:
                 return None
-            out[which == i] = values
-        return out
+            quantiles.append((1.0, np.maximum.accumulate(np.asarray(values, dtype=np.float64))))
+        return mixture_quantiles(quantiles, np.asarray(levels, dtype=np.float64))
 
     def difference(self, other, name):
         pa, pb = self.parts, other.parts

@@ -28,7 +28,7 @@ from ..model._params import TreeParams, check_finite_params
 from ..training._objective import RegressionObjective
 
 __all__ = ["check_compatible", "combine", "common_encoding", "fingerprint",
-           "rewrap", "sample_rows", "scale_leaves", "split_pipelines",
+           "own_models", "rewrap", "sample_rows", "scale_leaves", "split_pipelines",
            "target_scale", "with_params"]
 
 
@@ -83,6 +83,21 @@ def _merged_model(est):
             merged, _BaseSoftTreeEnsemble):
         return merged
     return est
+
+
+def own_models(estimators):
+    """The soft tree ensembles of ``estimators`` (checked by
+    :func:`split_pipelines`) as they were fitted, each on its own input
+    encoding: a Pipeline's last step, a fitted ``ShardedSoftTreeEnsemble``'s
+    merged model, the others as they are. What each model knows of its rows
+    (its encoder's columns and their Gaussian copula), which the common
+    encoding of :func:`split_pipelines` averages away: the probe rows of a
+    merge are drawn from these (:func:`._report.members_probe_rows`)."""
+    out = []
+    for est in estimators:
+        est = _merged_model(est)
+        out.append(est.steps[-1][1] if isinstance(est, Pipeline) else est)
+    return out
 
 
 def split_pipelines(estimators):

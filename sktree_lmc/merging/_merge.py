@@ -29,6 +29,7 @@ from ._bridge import (
     combine,
     fingerprint,
     link_correction,
+    own_models,
     rewrap,
     sample_rows,
     scale_leaves,
@@ -583,8 +584,10 @@ def merge_estimators(a, b=None, lam=0.5, *, aligner="auto", X=None, weights=None
         hyperparameters. ``"auto"`` distills the merges of ``aligner="auto"``
         between models that all carry weight (never at ``lam=0`` or ``lam=1``),
         except regressors given ``X`` (their scale is then set on ``X``
-        itself), and keeps the refit where it comes closer to the ensemble
-        on the report's rows (the user guide, "How good is the merge?").
+        itself): each alignment tried is refitted, and the merge kept is the
+        one closest to the ensemble on the report's rows, refitted or not
+        (the user guide, "How good is the merge?"); ``True`` keeps the
+        closest refit.
 
     Returns
     -------
@@ -693,7 +696,9 @@ def merge_estimators(a, b=None, lam=0.5, *, aligner="auto", X=None, weights=None
     if X is not None:
         rows, rows_kind = transform_rows(head, X), "X"
     else:
-        rows, rows_kind = members_probe_rows(estimators, weights_of), "probe"
+        # each model's share from its own encoder (before the common encoding, whose
+        # columns and copula average the models')
+        rows, rows_kind = members_probe_rows(own_models(models), weights_of), "probe"
     members, ensemble = ensemble_predictions(estimators, weights_of, rows, classifier=classifier)
     if isinstance(aligner, str) and aligner == "auto":
         # AM on X when given, else on the probe rows (in the final step's input space)
@@ -705,6 +710,18 @@ def merge_estimators(a, b=None, lam=0.5, *, aligner="auto", X=None, weights=None
             candidates.append(("am", ModelAligner(method="am", random_state=0), am_rows))
     else:
         candidates = [(_aligner_name(aligner), aligner, X)]
+    chosen = distill == "auto"
+    if chosen:  # the default: distill the auto merges of models that all carry weight
+        distill = (isinstance(aligner, str) and aligner == "auto"
+                   and float(np.max(weights_of)) < 1.0 - 1e-12
+                   and (classifier or X is None))
+    if distill:
+        if X is not None:  # the report's rows and their ensemble predictions
+            fit_rows, targets = rows, ensemble
+        else:
+            fit_rows = members_probe_rows(own_models(models), weights_of, 4096, random_state=1)
+            targets = ensemble_predictions(estimators, weights_of, fit_rows,
+                                           classifier=classifier)[1]
     best, tried = None, {}
     for name, candidate, candidate_X in candidates:
         fitted = fit_aligner(candidate, models, candidate_X, weights)
@@ -719,30 +736,22 @@ def merge_estimators(a, b=None, lam=0.5, *, aligner="auto", X=None, weights=None
         report = merge_report(predictions, members, ensemble, weights_of, aligner=name,
                               rows=rows_kind, classifier=classifier)
         tried[name] = report.disagreement
-        if best is None or report.disagreement < best[1].disagreement:
-            best = (merged, report)
+        options = [(merged, report)]
+        if distill:
+            distilled = _distilled(merged, fit_rows, targets, classifier)
+            distilled_report = merge_report(
+                _predictions(distilled, rows, classifier), members, ensemble, weights_of,
+                aligner=f"{name}+distill", rows=rows_kind, classifier=classifier)
+            tried[distilled_report.aligner] = distilled_report.disagreement
+            # "auto" keeps a refit only where it comes closer to the ensemble on the
+            # report's rows (drawn apart from the refit's when no X is given); every
+            # alignment is refitted, as the best one before the refit need not be after
+            refit = [(distilled, distilled_report)]
+            options = options + refit if chosen else refit
+        for option in options:
+            if best is None or option[1].distance < best[1].distance:
+                best = option
     merged, report = best
-    chosen = distill == "auto"
-    if chosen:  # the default: distill the auto merges of models that all carry weight
-        distill = (isinstance(aligner, str) and aligner == "auto"
-                   and float(np.max(weights_of)) < 1.0 - 1e-12
-                   and (classifier or X is None))
-    if distill:
-        if X is not None:  # the report's rows and their ensemble predictions
-            fit_rows, targets = rows, ensemble
-        else:
-            fit_rows = members_probe_rows(estimators, weights_of, 4096, random_state=1)
-            targets = ensemble_predictions(estimators, weights_of, fit_rows,
-                                           classifier=classifier)[1]
-        distilled = _distilled(merged, fit_rows, targets, classifier)
-        distilled_report = merge_report(
-            _predictions(distilled, rows, classifier), members, ensemble, weights_of,
-            aligner=f"{report.aligner}+distill", rows=rows_kind, classifier=classifier)
-        tried[distilled_report.aligner] = distilled_report.disagreement
-        # "auto" keeps the refit only where it comes closer to the ensemble on the report's
-        # rows (drawn apart from the refit's when no X is given)
-        if not chosen or distilled_report.distance < report.distance:
-            merged, report = distilled, distilled_report
     merged.merge_report_ = dataclasses.replace(report, candidates=tried)
     if report.flagged:
         warnings.warn(
