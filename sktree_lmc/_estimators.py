@@ -43,7 +43,7 @@ from .model._forward import SoftTreeEnsembleModule, predict_chunked, used_featur
 from .model._params import TreeParams, check_same_additive
 from .training._fit import FitHistory, FitSettings, FitState, encoding_note, run_fit
 from .training._objective import REGRESSION_LOSSES, objective_from_params
-from .training._plan import FitPlan, Recipe, Validation
+from .training._plan import FitPlan, Recipe, Validation, n_classes_of
 from .training._training import (
     AVERAGING,
     LR_SCHEDULES,
@@ -346,7 +346,7 @@ class _BaseSoftTreeEnsemble(BaseEstimator):
         X_raw = X
         X, y, target, sample_weight, n_outputs, self.encoder_ = fit_rows(
             self, X, y, sample_weight, objective=objective, warm=warm, plan=plan)
-        recipe = recipe.resolved(X.n_rows, plan.validation)
+        recipe = recipe.resolved(X.n_rows, plan.validation, n_classes_of(objective))
         objective.resolve(recipe)
         self.do_early_stopping_ = bool(recipe.early_stopping)
         check_model_size(self.arch, self.depth, self.n_estimators, self.encoder_.n_features_out_,
