@@ -708,9 +708,12 @@ class SoftTreeEnsembleClassifier(ClassifierMixin, _BaseSoftTreeEnsemble):
         ``fit``'s ``X_val``), stop when the validation loss has not improved
         by ``tol`` for ``n_iter_no_change`` epochs, and restore the
         parameters of the best epoch. ``"auto"``, as in
-        HistGradientBoosting: on with ``X_val``, or above 3,000 training rows;
-        below, a tenth of the rows is too few to choose an epoch, and all
-        ``max_epochs`` run on every row (``do_early_stopping_`` says which).
+        HistGradientBoosting: on with ``X_val``, or above 3,000 training rows
+        (10,000 with more than two classes, HistGradientBoosting's threshold:
+        there the validation log-loss chose an epoch before the schedule's
+        end, less accurate than the last one); below, a tenth of the rows is
+        too few to choose an epoch, and all ``max_epochs`` run on every row
+        (``do_early_stopping_`` says which).
         See :ref:`encoding_and_training`.
     validation_fraction : float, default=0.1
         Held-out fraction for early stopping (without ``X_val``).
@@ -816,7 +819,9 @@ class SoftTreeEnsembleClassifier(ClassifierMixin, _BaseSoftTreeEnsemble):
         :ref:`encoding_and_training`.
     teacher_weight : float in [0, 1), default=0.75
         Distillation: before training, gradient boosting grows a teacher of
-        ``n_estimators`` oblivious trees of ``depth`` on the training rows,
+        ``n_estimators`` oblivious trees of ``depth`` on the training rows
+        (times the number of classes, at most 4, with more than two classes:
+        each tree's splits serve every class, and 256 underfitted),
         and their targets become ``(1 - teacher_weight) * one-hot label +
         teacher_weight * the teacher's probabilities`` (the validation rows
         keep their labels). The model, its symmetries and merging are
