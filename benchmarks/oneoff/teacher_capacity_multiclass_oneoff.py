@@ -1,3 +1,10 @@
+"""The gradient-boosted teacher alone on a multiclass set of ``benchmarks.bench_tasks``: its
+training and test accuracy by number of trees, depth and boosting learning rate (validation
+prefix on 10 % of the training rows), on the default encoder's features. Behind the teacher rule
+of issue 63 (``teacher_trees``)::
+
+    python benchmarks/oneoff/teacher_capacity_multiclass_oneoff.py hpc 0
+"""
 import sys, time, warnings
 import numpy as np, torch
 torch.set_num_threads(1)
