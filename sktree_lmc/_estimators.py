@@ -43,7 +43,7 @@ from .model._forward import SoftTreeEnsembleModule, predict_chunked, used_featur
 from .model._params import TreeParams, check_same_additive
 from .training._fit import FitHistory, FitSettings, FitState, encoding_note, run_fit
 from .training._objective import REGRESSION_LOSSES, objective_from_params
-from .training._plan import FitPlan, Recipe, Validation
+from .training._plan import FitPlan, Recipe, Validation, n_classes_of
 from .training._training import (
     AVERAGING,
     LR_SCHEDULES,
@@ -346,7 +346,7 @@ class _BaseSoftTreeEnsemble(BaseEstimator):
         X_raw = X
         X, y, target, sample_weight, n_outputs, self.encoder_ = fit_rows(
             self, X, y, sample_weight, objective=objective, warm=warm, plan=plan)
-        recipe = recipe.resolved(X.n_rows, plan.validation)
+        recipe = recipe.resolved(X.n_rows, plan.validation, n_classes_of(objective))
         objective.resolve(recipe)
         self.do_early_stopping_ = bool(recipe.early_stopping)
         check_model_size(self.arch, self.depth, self.n_estimators, self.encoder_.n_features_out_,
@@ -708,9 +708,12 @@ class SoftTreeEnsembleClassifier(ClassifierMixin, _BaseSoftTreeEnsemble):
         ``fit``'s ``X_val``), stop when the validation loss has not improved
         by ``tol`` for ``n_iter_no_change`` epochs, and restore the
         parameters of the best epoch. ``"auto"``, as in
-        HistGradientBoosting: on with ``X_val``, or above 3,000 training rows;
-        below, a tenth of the rows is too few to choose an epoch, and all
-        ``max_epochs`` run on every row (``do_early_stopping_`` says which).
+        HistGradientBoosting: on with ``X_val``, or above 3,000 training rows
+        (10,000 with more than two classes, HistGradientBoosting's threshold:
+        there the validation log-loss chose an epoch before the schedule's
+        end, less accurate than the last one); below, a tenth of the rows is
+        too few to choose an epoch, and all ``max_epochs`` run on every row
+        (``do_early_stopping_`` says which).
         See :ref:`encoding_and_training`.
     validation_fraction : float, default=0.1
         Held-out fraction for early stopping (without ``X_val``).
@@ -816,7 +819,9 @@ class SoftTreeEnsembleClassifier(ClassifierMixin, _BaseSoftTreeEnsemble):
         :ref:`encoding_and_training`.
     teacher_weight : float in [0, 1), default=0.75
         Distillation: before training, gradient boosting grows a teacher of
-        ``n_estimators`` oblivious trees of ``depth`` on the training rows,
+        ``n_estimators`` oblivious trees of ``depth`` on the training rows
+        (times the number of classes, at most 4, with more than two classes:
+        each tree's splits serve every class, and 256 underfitted),
         and their targets become ``(1 - teacher_weight) * one-hot label +
         teacher_weight * the teacher's probabilities`` (the validation rows
         keep their labels). The model, its symmetries and merging are

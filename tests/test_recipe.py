@@ -278,11 +278,13 @@ def test_regressors_recipe_has_no_label_smoothing():
     assert Recipe.from_estimator(SoftTreeEnsembleRegressor()).resolved(300).label_smoothing == 0
 
 
-@pytest.mark.parametrize("n_samples, explicit", [(400, 0.02), (3_200, 0.0)])
-def test_auto_label_smoothing_fits_as_its_resolved_value(n_samples, explicit):
+@pytest.mark.parametrize("n_samples, explicit, n_classes",
+                         [(400, 0.02, 3), (3_200, 0.0, 2), (3_200, 0.02, 3)])
+def test_auto_label_smoothing_fits_as_its_resolved_value(n_samples, explicit, n_classes):
     """A fit with "auto" is bit for bit the fit with the value it resolves to, and its
-    loss (the refit's objective too) carries that value."""
-    Xs, ys = make_classification(n_samples=n_samples, n_features=5, n_classes=3,
+    loss (the refit's objective too) carries that value (several classes: no early
+    stopping up to 10,000 rows, so the small-data smoothing)."""
+    Xs, ys = make_classification(n_samples=n_samples, n_features=5, n_classes=n_classes,
                                  n_informative=3, random_state=0)
     params = dict(FAST, max_epochs=2, random_state=0)
     assert SoftTreeEnsembleClassifier().label_smoothing == "auto"  # the default
@@ -290,7 +292,7 @@ def test_auto_label_smoothing_fits_as_its_resolved_value(n_samples, explicit):
     fixed = SoftTreeEnsembleClassifier(label_smoothing=explicit, **params).fit(Xs, ys)
     other = SoftTreeEnsembleClassifier(label_smoothing=0.02 - explicit, **params).fit(Xs, ys)
     assert auto.label_smoothing_ == explicit and auto.objective_.loss.label_smoothing == explicit
-    assert auto.do_early_stopping_ == (n_samples > 3_000)
+    assert auto.do_early_stopping_ == (n_samples > (3_000 if n_classes == 2 else 10_000))
     assert_array_equal(auto.tree_params_.leaf_value, fixed.tree_params_.leaf_value)
     assert auto.loss_curve_ == fixed.loss_curve_
     assert not np.array_equal(auto.tree_params_.leaf_value, other.tree_params_.leaf_value)

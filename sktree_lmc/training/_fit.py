@@ -22,6 +22,7 @@ from ..model._inputs import Inputs
 from ..utils._progress import ProgressLog
 from ._boosting import feature_gains, grow_oblivious_trees
 from ._objective import Teacher
+from ._plan import n_classes_of, teacher_trees
 from ._start import (
     boosting_start,
     boosting_validation,
@@ -203,10 +204,11 @@ def grow_teacher(state, objective, encoder):
         return objective.shared_trees(plan.boosting_trees), plan.feature_gains
     X, target, train_idx = state.inputs.X, state.target, state.train_idx
     sw = np.asarray(state.sample_weight, dtype=np.float64)
-    gains = np.zeros((s.n_estimators, s.depth))
+    n_trees = teacher_trees(s.n_estimators, n_classes_of(objective))
+    gains = np.zeros((n_trees, s.depth))
     trees = grow_oblivious_trees(
         np.asarray(X[train_idx], dtype=np.float64), target[train_idx],
-        sw[train_idx], loss=objective.loss, n_trees=s.n_estimators, depth=s.depth,
+        sw[train_idx], loss=objective.loss, n_trees=n_trees, depth=s.depth,
         n_outputs=state.n_outputs, generator=state.generator, gains=gains,
         validation=boosting_validation(X, target, sw, state.val_idx))
     return trees, feature_gains(trees[1], gains, encoder.n_features_out_)
