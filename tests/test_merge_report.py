@@ -364,6 +364,28 @@ def test_distill_refits_the_leaves_to_the_ensemble_without_labels(clf_pair, magi
     assert tv[1] < tv[0]
 
 
+def test_a_refit_to_probabilities_is_the_refit_to_rows_weighted_by_them(clf_pair, magic):
+    # the distillation's cross-entropy to the ensemble's probabilities equals the weighted
+    # cross-entropy of every row repeated once per class, weighted by its probability
+    from sktree_lmc.merging._refit import refit_in_memory
+
+    a, b = clf_pair
+    X, _ = magic
+    X = X[:300]
+    merged = merge_estimators(a, b, aligner="wm")
+    # the labels' objective without the teachers and the smoothing, as the distillation's
+    merged.objective_ = merged.objective_.replace(teacher_weight=0.0, label_smoothing=0.0)
+    p = (a.predict_proba(X) + b.predict_proba(X)) / 2
+    soft, _ = refit_in_memory(merged, X, None, probabilities=p, max_iter=30)
+    n, C = p.shape
+    rows = np.tile(np.arange(n), C)
+    weighted, _ = refit_in_memory(merged, X[rows], np.repeat(merged.classes_, n),
+                                  p.T.reshape(-1), max_iter=30)
+    assert_allclose(soft.tree_params_.leaf_value, weighted.tree_params_.leaf_value, atol=2e-4)
+    with pytest.raises(ValueError, match="probabilities of shape"):
+        refit_in_memory(merged, X, None, probabilities=p[:, :1])
+
+
 def test_distill_of_regressors_fits_the_ensembles_predictions():
     rng = np.random.RandomState(0)
     X = rng.standard_normal((400, 3))

@@ -20,7 +20,6 @@ from numbers import Integral, Real
 
 import numpy as np
 from sklearn.base import BaseEstimator, clone
-from sklearn.utils import _safe_indexing
 from sklearn.utils._param_validation import InvalidParameterError, StrOptions, validate_params
 from sklearn.utils.validation import check_is_fitted
 
@@ -768,12 +767,11 @@ def merge_estimators(a, b=None, lam=0.5, *, aligner="auto", X=None, weights=None
 def _distilled(merged, rows, ensemble, classifier):
     """``merged`` with its leaves refitted to ``ensemble``, its models'
     averaged predictions on ``rows`` (2-D): soft targets for classifiers
-    (``classifier``: every row once per class, weighted by the ensemble's
-    probability of it: cross-entropy to the probabilities), the predictions
-    themselves for regressors. The refit fits the ensemble alone: the fitted
-    objective's teacher and label smoothing are set aside for it and given
-    back. The rows are in memory (the report's rows or probe rows): the
-    refit's in-memory form (:func:`~._refit.refit_in_memory`)."""
+    (``classifier``: the cross-entropy to the ensemble's probabilities), the
+    predictions themselves for regressors. The refit fits the ensemble alone:
+    the fitted objective's teacher and label smoothing are set aside for it
+    and given back. The rows are in memory (the report's rows or probe rows):
+    the refit's in-memory form (:func:`~._refit.refit_in_memory`)."""
     from ._refit import refit_in_memory
 
     objective = merged.objective_
@@ -783,14 +781,10 @@ def _distilled(merged, rows, ensemble, classifier):
         plain["label_smoothing"] = 0.0
     student.objective_ = objective.replace(**plain)
     if classifier:
-        n, C = ensemble.shape
-        index = np.tile(np.arange(n), C)
-        X_fit = _safe_indexing(rows, index)
-        y_fit = np.repeat(merged.classes_, n)
-        w_fit = ensemble.T.reshape(-1)
+        refitted, _ = refit_in_memory(student, rows, None, probabilities=ensemble, max_iter=100)
     else:
-        X_fit, y_fit, w_fit = rows, ensemble if ensemble.shape[1] > 1 else ensemble[:, 0], None
-    refitted, _ = refit_in_memory(student, X_fit, y_fit, w_fit, max_iter=100)
+        targets = ensemble if ensemble.shape[1] > 1 else ensemble[:, 0]
+        refitted, _ = refit_in_memory(student, rows, targets, max_iter=100)
     refitted.objective_ = objective
     if "merge_report_" in vars(refitted):
         del refitted.merge_report_

@@ -523,13 +523,19 @@ def _refit_sharded(sharded, X, y, sample_weight, *, return_info, **options):
     return (new, info) if return_info else new
 
 
-def _local_objective(estimator, X, y, sample_weight, alpha, cache_bytes):
+def _local_objective(estimator, X, y, sample_weight, alpha, cache_bytes, probabilities=None):
     X = encoded_input(estimator, X)
-    y = _check_targets(estimator, y)
-    if len(y) != X.n_rows:
-        raise ValueError(f"X has {X.n_rows} rows but y has {len(y)}.")
-    target = torch.as_tensor(estimator.objective_.refit_targets(
-            X.X, y, estimator.encoder_.n_features_out_))
+    if probabilities is not None:  # a classifier's soft targets, as they are
+        target = torch.as_tensor(np.asarray(probabilities, dtype=np.float64))
+        if target.shape != (X.n_rows, estimator.tree_params_.leaf_value.shape[2]):
+            raise ValueError(f"probabilities of shape {tuple(target.shape)} do not match the "
+                             f"{X.n_rows} rows and the model's outputs.")
+    else:
+        y = _check_targets(estimator, y)
+        if len(y) != X.n_rows:
+            raise ValueError(f"X has {X.n_rows} rows but y has {len(y)}.")
+        target = torch.as_tensor(estimator.objective_.refit_targets(
+                X.X, y, estimator.encoder_.n_features_out_))
     sample_weight = _check_sample_weight(
         sample_weight, X.X, dtype=np.float64, ensure_non_negative=True
     )
@@ -540,13 +546,17 @@ def _local_objective(estimator, X, y, sample_weight, alpha, cache_bytes):
     return _LeafObjective(estimator, X, target, sample_weight, alpha, device, cache_bytes)
 
 
-def refit_in_memory(estimator, X, y, sample_weight=None, *, alpha=1e-4, max_iter=500, tol=3e-6,
-                    cache_size=256, verbose=0):
+def refit_in_memory(estimator, X, y, sample_weight=None, *, probabilities=None, alpha=1e-4,
+                    max_iter=500, tol=3e-6, cache_size=256, verbose=0):
     """:func:`refit_leaves` of a soft tree ensemble on rows held in memory (not a
     dask collection; the defaults are :func:`refit_leaves`'): ``(refitted,
-    info)``. The merge's distillation calls it on its own rows."""
+    info)``. The merge's distillation calls it on its own rows; a classifier's
+    ``probabilities`` ``(n_rows, n_classes)`` (with ``y=None``) are then the
+    targets of its cross-entropy, as they are (the objective's teachers and
+    smoothing not applied)."""
     check_is_fitted(estimator, "tree_params_")
-    objective = _local_objective(estimator, X, y, sample_weight, alpha, int(cache_size * 2**20))
+    objective = _local_objective(estimator, X, y, sample_weight, alpha, int(cache_size * 2**20),
+                                 probabilities=probabilities)
     return _solved(estimator, objective, max_iter=max_iter, tol=tol, verbose=verbose)
 
 
