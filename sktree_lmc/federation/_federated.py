@@ -108,6 +108,8 @@ class RoundStart(NamedTuple):
     schedule_window : tuple of (int, int) or None
         The window of the learning-rate schedule that the round takes
         (:attr:`FitPlan.schedule_window`).
+    learning_rate : float or None
+        The shard's Adam learning rate in this round (None: its estimator's).
     """
 
     params: TreeParams
@@ -117,6 +119,7 @@ class RoundStart(NamedTuple):
     recipe: dict
     boosting_trees: Any
     schedule_window: Any
+    learning_rate: Any = None
 
 
 def _continue_plan(est, start):
@@ -147,6 +150,8 @@ def _shard_fit(k, est, data, start):
             plan = start
         else:
             est = copy.deepcopy(est)
+            if start.learning_rate is not None:
+                est.set_params(learning_rate=start.learning_rate)
             plan = _continue_plan(est, start)
         return est._fit(X, y, sample_weight, plan)
     except Exception as exc:
@@ -187,15 +192,24 @@ def _public(est):
     return out
 
 
-def _shard_loss(merged, data, squares=False):
+def _row_losses(model, X, y):
+    """The per-row loss of ``model`` on ``X, y`` (float64)."""
+    out = torch.as_tensor(model._raw_output(X))
+    target = torch.as_tensor(model.objective_.fitted_targets(y))
+    return model.objective_.loss(out, target).numpy().astype(np.float64)
+
+
+def _shard_loss(merged, data, squares=False, minus=None):
     """``(sum of weighted losses, sum of weights)`` of ``merged`` on a shard's
     rows; with ``squares``, ``(sum of weighted squared losses, sum of squared
-    weights)`` follow (for the validation loss's standard error)."""
+    weights)`` follow (for the validation loss's standard error). With
+    ``minus`` (another model), the losses are ``merged``'s minus ``minus``'s
+    on each row (the change of the loss, paired by rows)."""
     X, y, sample_weight = data
     w = np.ones(len(y)) if sample_weight is None else np.asarray(sample_weight, dtype=np.float64)
-    out = torch.as_tensor(merged._raw_output(X))
-    target = torch.as_tensor(merged.objective_.fitted_targets(y))
-    loss = merged.objective_.loss(out, target).numpy().astype(np.float64)
+    loss = _row_losses(merged, X, y)
+    if minus is not None:
+        loss = loss - _row_losses(minus, X, y)
     sums = (float(np.dot(w, loss)), float(w.sum()))
     if squares:
         sums += (float(np.dot(w, loss * loss)), float(np.dot(w, w)))
@@ -275,9 +289,10 @@ class _LocalShards:
         parts = [_shard_loss(merged, d) for d in (self.val if validation else self.data)]
         return sum(p[0] for p in parts) / sum(p[1] for p in parts)
 
-    def validation_loss(self, merged):
-        """The merged model's loss on the held-out rows and its standard error."""
-        return _mean_and_error([_shard_loss(merged, d, True) for d in self.val])
+    def validation_loss(self, merged, minus=None):
+        """The merged model's loss on the held-out rows and its standard error
+        (with ``minus``: the change of the loss from ``minus``, paired by rows)."""
+        return _mean_and_error([_shard_loss(merged, d, True, minus) for d in self.val])
 
     def boosting_sites(self, est, encoder, validation=None, every_site=False):
         """One :class:`BoostingSite` per shard (with its held-out rows, if any,
@@ -419,13 +434,17 @@ class _DaskShards:
              for d in (self.val if validation else self.data)], what)
         return sum(p[0] for p in parts) / sum(p[1] for p in parts)
 
-    def validation_loss(self, merged):
+    def validation_loss(self, merged, minus=None):
         """The merged model's loss on the held-out rows and its standard error
-        (four numbers per shard travel)."""
+        (four numbers per shard travel; with ``minus``: the change of the loss
+        from ``minus``, paired by rows)."""
         what = "computing the merged model's validation loss"
         merged_f = self.session.send(merged, what, names=range(len(self.data)))
+        minus_f = None if minus is None else self.session.send(
+            minus, what, names=range(len(self.data)))
         return _mean_and_error(self._gather(
-            [self.session.submit(_shard_loss, merged_f, d, True) for d in self.val], what))
+            [self.session.submit(_shard_loss, merged_f, d, True, minus_f) for d in self.val],
+            what))
 
     def boosting_sites(self, est, encoder, validation=None, every_site=False):
         """One :class:`BoostingSite` per shard, built and kept on its worker,
@@ -544,6 +563,26 @@ class RoundsValidation(NamedTuple):
     rows: Any = None
 
 
+class RoundsSpeedup(NamedTuple):
+    """Faster rounds while the merged model is clearly under-trained.
+
+    After a round (from the second on) whose merged model's validation loss
+    fell below the previous round's by more than ``z`` standard errors of
+    the change (paired by validation rows), the next rounds train
+    ``epochs_factor`` times the local epochs (each round still takes its
+    share of the learning-rate schedule) at ``learning_rate``. A sped-up
+    round whose validation loss rises by more than ``z`` standard errors is
+    dropped (the next round starts again from where it started: merged
+    model, shard models and their Adam states), and the rounds train at
+    the estimator's pace (``base_learning_rate``) from then on.
+    """
+
+    learning_rate: float
+    base_learning_rate: float
+    epochs_factor: int
+    z: float = 2.0
+
+
 @dataclass(frozen=True)
 class RoundSettings:
     """How :func:`run_rounds` runs the rounds.
@@ -582,6 +621,9 @@ class RoundSettings:
     config : dict or None
         The configuration written into every checkpoint (:func:`config_of`)
         and checked against a resumed state's.
+    speedup : RoundsSpeedup or None
+        How rounds that are still clearly improving train faster (with
+        round-level early stopping only), or None.
     """
 
     n_rounds: int
@@ -595,6 +637,7 @@ class RoundSettings:
     shard_fraction: float = 1.0
     sample_seed: Any = 0
     config: dict | None = None
+    speedup: Any = None
 
     @property
     def server_steps(self):
@@ -676,7 +719,11 @@ def run_rounds(shards, clones, weights, merge, settings, *, progress=None, check
         shards.round = r + 1  # 1-based, named by the errors of lost workers
         start_time = time.perf_counter()
         sampled = sampled_shards(len(clones), r, settings.shard_fraction, settings.sample_seed)
-        estimators, starts, sent = _round_inputs(clones, state, r, sampled, settings)
+        previous = (state.merged, state.aligner, state.best, state.server, list(state.shards),
+                    list(state.participation), list(models))
+        sped = bool(state.history and state.history[-1].get("speedup_next"))
+        estimators, starts, sent = _round_inputs(clones, state, r, sampled, settings,
+                                                 sped_up=sped)
         new = shards.fit(estimators, starts, sampled)
         received_models = shards.collect(new, sampled)
         for i, k in enumerate(sampled):
@@ -691,6 +738,14 @@ def run_rounds(shards, clones, weights, merge, settings, *, progress=None, check
         state.history.append(entry)
         if settings.validation is not None:
             entry["validation_loss"] = _validate(shards, state, settings.validation)
+            if settings.speedup is not None and r > 0:
+                if _speedup_step(shards, state, previous[0], settings, sped):
+                    # a dropped round: the next one retries from where it started
+                    (state.merged, state.aligner, state.best, state.server, state.shards,
+                     state.participation, models) = previous
+                    # the shards that merged into the restored model stay in its basis
+                    state.participation = [None if p is None or p[0] != r - 1 else (r, p[1])
+                                           for p in state.participation]
         if progress is not None:
             progress.step(r, train_loss=entry["train_loss"],
                           validation_loss=entry["validation_loss"])
@@ -716,12 +771,40 @@ def _initial_state(n_shards, resume, config):
     return state, [_public(est) for est in state.shards]
 
 
-def _round_inputs(clones, state, r, sampled, settings):
+def _speedup_step(shards, state, previous, settings, sped):
+    """Decide whether the round after the last one is sped up
+    (:class:`RoundsSpeedup`), from the change of the validation loss since
+    ``previous`` (the merged model the last round started from); True when
+    the last round was sped up and made the model clearly worse: it is
+    dropped (the caller restores the state it started from)."""
+    entry, speedup = state.history[-1], settings.speedup
+    rows = settings.validation.rows
+    change, error = (shards.validation_loss(state.merged, minus=previous) if rows is None
+                     else _mean_and_error([_shard_loss(state.merged, rows, True, previous)]))
+    entry["sped_up"] = sped
+    if sped and change > speedup.z * error:
+        entry["speedup_dropped"] = True
+        return True
+    off = any(h.get("speedup_dropped") for h in state.history)
+    entry["speedup_next"] = not off and (sped or change < -speedup.z * error)
+    return False
+
+
+def _round_inputs(clones, state, r, sampled, settings, sped_up=False):
     """What the shards ``sampled`` fit in round ``r`` (0-based): their
     estimators, their starts (round 1: the first plan; later rounds: a
     :class:`RoundStart` from the last merged model) and the bytes of
-    parameters sent to them."""
+    parameters sent to them; ``sped_up``: the round trains faster
+    (``settings.speedup``)."""
     window = None if settings.schedule_windows is None else settings.schedule_windows[r]
+    recipe = dict(settings.later_recipe or {})
+    learning_rate = None if settings.speedup is None else settings.speedup.base_learning_rate
+    if sped_up:
+        factor = settings.speedup.epochs_factor
+        recipe["max_epochs"] = recipe.get("max_epochs", 1) * factor
+        if window is not None:
+            window = (window[0] * factor, window[1] * factor)
+        learning_rate = settings.speedup.learning_rate
     if r == 0:
         plan = (settings.first_plan or FitPlan()).replace(schedule_window=window)
         return [clones[k] for k in sampled], [plan] * len(sampled), 0
@@ -742,8 +825,8 @@ def _round_inputs(clones, state, r, sampled, settings):
         starts.append(RoundStart(
             params=merged.tree_params_, alignment=chain,
             keep_optimizer=settings.keep_optimizer and in_basis, scale=scale,
-            recipe=dict(settings.later_recipe or {}), boosting_trees=boosting_trees,
-            schedule_window=window))
+            recipe=dict(recipe), boosting_trees=boosting_trees,
+            schedule_window=window, learning_rate=learning_rate))
         sent += merged.tree_params_.nbytes
     return [state.shards[k] for k in sampled], starts, sent
 

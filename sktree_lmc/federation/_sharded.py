@@ -51,6 +51,7 @@ from .._estimators import (
 from ._dask import is_dask_collection
 from ._federated import (
     RoundSettings,
+    RoundsSpeedup,
     RoundsValidation,
     _DaskShards,
     _LocalShards,
@@ -427,6 +428,23 @@ class ShardedSoftTreeEnsemble(MetaEstimatorMixin, BaseEstimator):
         accurate once merged: the shards distill different teachers).
         ``split_init="boosting"``'s start is grown over all shards whatever
         the teacher (every shard must start from the same trees).
+    round_speedup : bool, default=True
+        With ``n_rounds > 1`` and round-level early stopping: once a round
+        has lowered the merged model's validation loss by more than two
+        standard errors of the change (paired by validation rows: the model
+        is clearly under-trained), the later rounds train three times the
+        local epochs (each still within its share of the learning-rate
+        schedule) at the estimator's ``learning_rate`` times ``sqrt(batch_size
+        / shard batch size)`` (``sqrt(n_shards)`` with
+        ``shard_batch_size="auto"``): Adam's steps on minibatches
+        ``1 / n_shards`` the size make about ``sqrt(n_shards)`` times less
+        progress where the gradient noise dominates, so rounds at the
+        estimator's own pace end behind the full-data fit where it trains
+        all of its epochs. A sped-up round that raises the validation loss by
+        more than two standard errors is dropped: the next round starts
+        again from where it started, at the estimator's pace from then on
+        (``history_`` marks ``sped_up`` and ``speedup_dropped`` rounds).
+        Measured in ``docs/_static/benchmarks/rounds/speedup_*.jsonl``.
     checkpoint : str, path-like or callable, default=None
         After every round, the state to resume from (merged and shard models,
         Adam states, history; parameters only, never rows), written
@@ -507,7 +525,10 @@ class ShardedSoftTreeEnsemble(MetaEstimatorMixin, BaseEstimator):
         ``train_loss`` and ``validation_loss`` (the merged model's, None
         without early stopping), ``bytes_sent`` and ``bytes_received`` (the
         parameters sent to and received from the shards) and ``wall_time``
-        (seconds).
+        (seconds); with ``round_speedup`` (from round 2 on) ``sped_up``
+        (whether the round trained faster), ``speedup_next`` (whether the
+        next one does) or ``speedup_dropped`` (the round made the merged
+        model clearly worse and was retried).
     classes_ : ndarray of shape (n_classes,)
         Class labels (classifiers only).
     n_features_in_ : int
@@ -578,6 +599,7 @@ class ShardedSoftTreeEnsemble(MetaEstimatorMixin, BaseEstimator):
                              _NumberInterval(Integral, 1, None, closed="left"), None],
         "refit_leaves": ["boolean"],
         "teacher": [StrOptions({"auto", "averaged", "shared", "local"})],
+        "round_speedup": ["boolean"],
         "n_jobs": [
             _NumberInterval(Integral, 1, None, closed="left"),
             _NumberInterval(Integral, None, -1, closed="right"),
@@ -591,7 +613,7 @@ class ShardedSoftTreeEnsemble(MetaEstimatorMixin, BaseEstimator):
                  merge_weights="size", n_rounds=1, local_epochs="auto", shard_fraction=1.0,
                  keep_optimizer_state=True, server_momentum=0.0, server_learning_rate=1.0,
                  first_round_epochs=None, shard_init="independent", shard_batch_size="auto",
-                 refit_leaves=False, teacher="auto",
+                 refit_leaves=False, teacher="auto", round_speedup=True,
                  checkpoint=None, worker_timeout=60.0, n_jobs=None, random_state=None,
                  verbose=0):
         self.estimator = estimator
@@ -611,6 +633,7 @@ class ShardedSoftTreeEnsemble(MetaEstimatorMixin, BaseEstimator):
         self.shard_batch_size = shard_batch_size
         self.refit_leaves = refit_leaves
         self.teacher = teacher
+        self.round_speedup = round_speedup
         self.checkpoint = checkpoint
         self.worker_timeout = worker_timeout
         self.n_jobs = n_jobs
@@ -894,7 +917,23 @@ class ShardedSoftTreeEnsemble(MetaEstimatorMixin, BaseEstimator):
             server_learning_rate=self.server_learning_rate, validation=validation,
             first_plan=first_plan, later_recipe={"max_epochs": epochs[-1]},
             schedule_windows=windows if self.n_rounds > 1 else None,
-            shard_fraction=self.shard_fraction, sample_seed=seeds, config=config)
+            shard_fraction=self.shard_fraction, sample_seed=seeds, config=config,
+            speedup=self._speedup(validation))
+
+    def _speedup(self, validation):
+        """The :class:`RoundsSpeedup` of ``round_speedup`` (None without it,
+        with one round, or without round-level early stopping: ``validation``
+        None): :data:`_AUTO_ROUND_BUDGET` times the local epochs, at the
+        estimator's learning rate times ``sqrt(batch_size / shard batch
+        size)`` (at least 1; Adam's steps on a batch ``1 / K`` the size make
+        ``sqrt(K)`` times less progress where the gradient noise dominates)."""
+        if not self.round_speedup or validation is None or self.n_rounds < 2:
+            return None
+        base = self._base_estimator()
+        sizes = [b for b in self._shard_batch_sizes(base) if b is not None]
+        ratio = base.batch_size / np.mean(sizes) if sizes else 1.0
+        rate = float(base.learning_rate)
+        return RoundsSpeedup(rate * max(1.0, float(np.sqrt(ratio))), rate, _AUTO_ROUND_BUDGET)
 
     def _merge_step(self, base, rng, X_site):
         """``merge(models, weights, same_start) -> (merged model, aligner)``
