@@ -444,7 +444,7 @@ class ShardedSoftTreeEnsemble(MetaEstimatorMixin, BaseEstimator):
         more than two standard errors is dropped: the next round starts
         again from where it started, at the estimator's pace from then on
         (``history_`` marks ``sped_up`` and ``speedup_dropped`` rounds).
-        Measured in ``docs/_static/benchmarks/rounds/speedup_*.jsonl``.
+        See ``docs/sharded.md``, "Under-trained rounds".
     checkpoint : str, path-like or callable, default=None
         After every round, the state to resume from (merged and shard models,
         Adam states, history; parameters only, never rows), written
