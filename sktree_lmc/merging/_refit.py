@@ -523,7 +523,7 @@ def _refit_sharded(sharded, X, y, sample_weight, *, return_info, **options):
     return (new, info) if return_info else new
 
 
-def _local_objective(estimator, X, y, sample_weight, alpha, cache_bytes, probabilities=None):
+def _local_objective(estimator, X, y, sample_weight, alpha, cache_bytes, *, probabilities=None):
     X = encoded_input(estimator, X)
     if probabilities is not None:  # a classifier's soft targets, as they are
         target = torch.as_tensor(np.asarray(probabilities, dtype=np.float64))
