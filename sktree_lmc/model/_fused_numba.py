@@ -499,41 +499,64 @@ def backward_serial(data, model, plan, bounds, grads):
 # ----------------------------------------------------------------------------
 
 
-@numba.njit(**_OPTS)
-def additive_gather(table, scale, codes, out):
-    """``out[b] = sum_j table[codes[b, j]] * scale[codes[b, j]]`` (out (B, C));
+@numba.njit(inline="always", **_OPTS)
+def add_table_rows(table, scale, codes, row, out, col):
+    """``out[:, col] += table[k] * scale[k]`` for the codes ``k`` of row
+    ``row`` of ``codes`` (n, J), in their order (``out`` (C, ...));
     ``scale`` (T, 1), or of no rows for a factor of 1. A negative code counts
     from the end, as torch's indexing does."""
     T = table.shape[0]
-    C = table.shape[1]
     scaled = scale.shape[0] > 0
+    for j in range(codes.shape[1]):
+        r = codes[row, j]
+        if r < 0:
+            r += T
+        f = scale[r, 0] if scaled else _ONE
+        for c in range(out.shape[0]):
+            out[c, col] += table[r, c] * f
+
+
+@numba.njit(inline="always", **_OPTS)
+def scatter_table_rows(grad, col, scale, codes, row, sink):
+    """The gradient of :func:`add_table_rows` for one row: ``gtable[k] +=
+    grad[:, col] * scale[k]`` for the codes ``k`` of row ``row`` of
+    ``codes``, in their order, but for the table rows where ``rowmask`` (T,)
+    is 0 (a mask of no rows: none); ``sink``: ``(gtable, rowmask)``."""
+    gtable, rowmask = sink
+    T = gtable.shape[0]
+    scaled = scale.shape[0] > 0
+    masked = rowmask.shape[0] > 0
+    for j in range(codes.shape[1]):
+        r = codes[row, j]
+        if r < 0:
+            r += T
+        if masked and rowmask[r] == _ZERO:
+            continue
+        f = scale[r, 0] if scaled else _ONE
+        for c in range(grad.shape[0]):
+            gtable[r, c] += grad[c, col] * f
+
+
+_NO_MASK = np.zeros(0, dtype=np.float32)
+
+
+@numba.njit(**_OPTS)
+def additive_gather(table, scale, codes, out):
+    """``out[b] = sum_j table[codes[b, j]] * scale[codes[b, j]]`` (out (B, C)):
+    :func:`add_table_rows` of every row, from zero."""
+    out[:] = _ZERO
+    columns = out.T
     for b in range(codes.shape[0]):
-        for c in range(C):
-            out[b, c] = _ZERO
-        for j in range(codes.shape[1]):
-            r = codes[b, j]
-            if r < 0:
-                r += T
-            f = scale[r, 0] if scaled else _ONE
-            for c in range(C):
-                out[b, c] += table[r, c] * f
+        add_table_rows(table, scale, codes, b, columns, b)
 
 
 @numba.njit(**_OPTS)
 def additive_scatter(grad, scale, codes, gtable):
     """The gradient of :func:`additive_gather`'s table: ``gtable[codes[b, j]]
     += grad[b] * scale[codes[b, j]]`` (``gtable`` zeros of the table's shape)."""
-    T = gtable.shape[0]
-    C = gtable.shape[1]
-    scaled = scale.shape[0] > 0
+    columns = grad.T
     for b in range(codes.shape[0]):
-        for j in range(codes.shape[1]):
-            r = codes[b, j]
-            if r < 0:
-                r += T
-            f = scale[r, 0] if scaled else _ONE
-            for c in range(C):
-                gtable[r, c] += grad[b, c] * f
+        scatter_table_rows(columns, b, scale, codes, b, (gtable, _NO_MASK))
 
 
 #: Adam's update: IEEE arithmetic but for fused multiply-adds (no reciprocal

@@ -14,7 +14,14 @@ from __future__ import annotations
 import numba
 import numpy as np
 
-from ..model._fused_numba import _ADAM_OPTS, _OPTS, RB, adam_update
+from ..model._fused_numba import (
+    _ADAM_OPTS,
+    _OPTS,
+    RB,
+    adam_update,
+    add_table_rows,
+    scatter_table_rows,
+)
 
 _ZERO = np.float32(0.0)
 _ONE = np.float32(1.0)
@@ -69,8 +76,6 @@ def objective_gradient(out, idx, targets, additive, loss, Gb):
     C = out.shape[1]
     T = table.shape[0]
     J = codes.shape[1] if T > 0 else 0
-    scaled = scale.shape[0] > 0
-    masked = rowmask.shape[0] > 0
     wsum = 0.0
     for b in range(B):
         wsum += weight[idx[b]]
@@ -100,13 +105,8 @@ def objective_gradient(out, idx, targets, additive, loss, Gb):
             wb[r] = weight[row] * inv
             for c in range(C):
                 t[c, r] = target[row, c]
-            for j in range(J):
-                k = codes[row, j]
-                if k < 0:
-                    k += T
-                f = scale[k, 0] if scaled else _ONE
-                for c in range(C):
-                    z[c, r] += table[k, c] * f
+            if J > 0:
+                add_table_rows(table, scale, codes, row, z, r)
         for r in range(n, RB):
             wb[r] = _ZERO
             for c in range(C):
@@ -149,17 +149,8 @@ def objective_gradient(out, idx, targets, additive, loss, Gb):
         for c in range(C):
             for r in range(n, RB):
                 G[c, r] = _ZERO
-        for r in range(n):
-            row = idx[blk * RB + r]
-            for j in range(J):
-                k = codes[row, j]
-                if k < 0:
-                    k += T
-                if masked and rowmask[k] == _ZERO:
-                    continue
-                f = scale[k, 0] if scaled else _ONE
-                for c in range(C):
-                    gtable[k, c] += G[c, r] * f
+        for r in range(n if J > 0 else 0):
+            scatter_table_rows(G, r, scale, codes, idx[blk * RB + r], (gtable, rowmask))
     return total / max(wsum, 1e-12)
 
 
