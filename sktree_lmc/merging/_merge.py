@@ -692,12 +692,13 @@ def merge_estimators(a, b=None, lam=0.5, *, aligner="auto", X=None, weights=None
     classifier = check_compatible(estimators)
     weights_of = (_check_weights(weights, len(models)) if isinstance(a, (list, tuple))
                   else np.array([1 - lam, lam]))
+    # probe rows: each model's share from its own encoder (before the common encoding,
+    # whose columns and copula average the models')
+    own = own_models(models)
     if X is not None:
         rows, rows_kind = transform_rows(head, X), "X"
     else:
-        # each model's share from its own encoder (before the common encoding, whose
-        # columns and copula average the models')
-        rows, rows_kind = members_probe_rows(own_models(models), weights_of), "probe"
+        rows, rows_kind = members_probe_rows(own, weights_of), "probe"
     members, ensemble = ensemble_predictions(estimators, weights_of, rows, classifier=classifier)
     if isinstance(aligner, str) and aligner == "auto":
         # AM on X when given, else on the probe rows (in the final step's input space)
@@ -718,7 +719,7 @@ def merge_estimators(a, b=None, lam=0.5, *, aligner="auto", X=None, weights=None
         if X is not None:  # the report's rows and their ensemble predictions
             fit_rows, targets = rows, ensemble
         else:
-            fit_rows = members_probe_rows(own_models(models), weights_of, 4096, random_state=1)
+            fit_rows = members_probe_rows(own, weights_of, 4096, random_state=1)
             targets = ensemble_predictions(estimators, weights_of, fit_rows,
                                            classifier=classifier)[1]
     best, tried = None, {}
