@@ -1091,3 +1091,37 @@ def test_sharded_regressor_teacher_in_the_targets_units():
     np.testing.assert_allclose(in_units * shard.y_scale_ + shard.y_mean_,
                                oblivious_output(Xe, *trees), rtol=1e-12)
     assert not np.allclose(in_units, oblivious_output(Xe, *trees))
+
+
+@pytest.mark.parametrize("teacher", ["shared", "averaged"])
+def test_sharded_teachers_grow_as_many_trees_as_one_fits_teacher(teacher):
+    """The teacher of the shards follows the estimator's rule for its trees
+    (``teacher_trees``: ``n_estimators`` times the classes, up to 4, with more than
+    two classes), whether grown over all shards or averaged from theirs."""
+    from sktree_lmc.training._plan import teacher_trees
+
+    X, y = make_classification(600, 6, n_informative=4, n_classes=3, random_state=0)
+    base = _base(n_estimators=8, depth=2, teacher_weight=0.5, early_stopping=False,
+                 max_epochs=2)
+    per_copy = 3 if teacher == "averaged" else 1  # the average keeps every shard's trees
+    for labels, n_classes in ((y, 3), ((y > 0).astype(int), 2)):
+        est = ShardedSoftTreeEnsemble(base, n_shards=3, n_rounds=2, teacher=teacher,
+                                      random_state=0).fit(X, labels)
+        split_weight = est.estimators_[0].teacher_[0][1]
+        assert len(split_weight) == per_copy * teacher_trees(8, n_classes)
+        assert len(split_weight) == per_copy * (24 if n_classes == 3 else 8)
+
+
+def test_sharded_rounds_early_stop_by_the_estimators_rule_for_classes(monkeypatch):
+    """``early_stopping="auto"`` of the rounds decides on all shards' rows as one fit
+    of the estimator would, with the multiclass threshold for more than two classes."""
+    from sktree_lmc.training import _plan
+
+    seen = []
+    rule = _plan.auto_early_stopping
+    monkeypatch.setattr("sktree_lmc.federation._sharded.auto_early_stopping",
+                        lambda *args: seen.append(args) or rule(*args))
+    X, y = make_classification(600, 6, n_informative=4, n_classes=3, random_state=0)
+    base = _base(n_estimators=8, depth=2, max_epochs=2)
+    ShardedSoftTreeEnsemble(base, n_shards=3, n_rounds=2, random_state=0).fit(X, y)
+    assert seen == [(600, False, 3)]

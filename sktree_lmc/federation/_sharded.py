@@ -77,7 +77,7 @@ from .._persistence import (
     stamp,
 )
 from ..training._objective import objective_from_params, rescaled_weights
-from ..training._plan import FitPlan, Recipe, Validation, auto_early_stopping
+from ..training._plan import FitPlan, Recipe, Validation, auto_early_stopping, teacher_trees
 from ..merging._refit import refit_leaves
 from ..utils._threads import torch_threads
 from .._validation import _check_given_encoder, _NumberInterval, _torch_seed
@@ -297,6 +297,11 @@ class _ShardedData(NamedTuple):
     X_site : array-like or None
         The training rows at the merging site (activation matching), None for
         dask input.
+    n_classes : int
+        The classes of all shards (0 for a regression): the teacher's trees and
+        the rounds' early stopping follow the estimator's rules for them
+        (:func:`~sktree_lmc.training._plan.teacher_trees`,
+        :func:`~sktree_lmc.training._plan.auto_early_stopping`).
     """
 
     shards: Any
@@ -305,6 +310,7 @@ class _ShardedData(NamedTuple):
     encoder: Any
     rows: tuple
     X_site: Any
+    n_classes: int = 0
 
 
 def _estimator_has(attr):
@@ -764,10 +770,10 @@ class ShardedSoftTreeEnsemble(MetaEstimatorMixin, BaseEstimator):
         self.shard_sizes_ = data.sizes
         clock.lap(f"encoded {int(np.sum(data.sizes))} rows in {self.n_shards} shards into "
                   f"{data.encoder.n_features_out_} features")
-        rounds_es = self._rounds_early_stopping(base, validation)
+        rounds_es = self._rounds_early_stopping(base, validation, data.n_classes)
         if rounds_es and validation is None:
             data.shards.hold_out(base.validation_fraction, seeds)
-        shared_trees = self._trees_for_shards(data.shards, base, data.encoder, validation, clock)
+        shared_trees = self._trees_for_shards(data, base, validation, clock)
         epochs = self._round_epochs(base)
         clones = self._clones(base, seeds, epochs[0], rounds_es)
         first_plan = self._first_plan(clones[0], data.encoder, shared_trees,
@@ -835,22 +841,25 @@ class ShardedSoftTreeEnsemble(MetaEstimatorMixin, BaseEstimator):
             return np.asarray(data.sizes).astype(np.float64)
         return np.asarray(data.weight_sums, dtype=np.float64)
 
-    def _rounds_early_stopping(self, base, validation):
+    def _rounds_early_stopping(self, base, validation, n_classes=0):
         """Whether the rounds early-stop (several rounds; ``"auto"``: on all
-        shards' rows, as one fit of the estimator decides). One round: each
-        shard's fit decides for itself."""
+        shards' rows of ``n_classes`` classes, as one fit of the estimator
+        decides). One round: each shard's fit decides for itself."""
         if self.n_rounds <= 1:
             return False
         if base.early_stopping == "auto":
-            return auto_early_stopping(int(np.sum(self.shard_sizes_)), validation is not None)
+            return auto_early_stopping(int(np.sum(self.shard_sizes_)), validation is not None,
+                                       n_classes)
         return base.early_stopping
 
-    def _trees_for_shards(self, shards, base, encoder, validation, clock):
-        """The teacher / boosted start of every shard, grown over all shards
+    def _trees_for_shards(self, data, base, validation, clock):
+        """The teacher / boosted start of every shard of ``data`` (a
+        :class:`_ShardedData`), grown over all shards
         (:meth:`_grow_shared_trees`): ``(trees, gains)``, ``(None, None)``
         without them; ``clock`` laps with what was grown."""
-        trees, gains, averaged = self._grow_shared_trees(shards, base, encoder,
-                                                         _validation_rows(validation))
+        trees, gains, averaged = self._grow_shared_trees(
+            data.shards, base, data.encoder, _validation_rows(validation),
+            n_classes=data.n_classes)
         if trees is not None:
             sent = f"{self.boosting_bytes_ / 1e3:,.0f} kB"
             if averaged:
@@ -975,7 +984,7 @@ class ShardedSoftTreeEnsemble(MetaEstimatorMixin, BaseEstimator):
         if self._is_classifier():
             self.classes_ = self.merged_.classes_
 
-    def _grow_shared_trees(self, shards, base, encoder, validation=None):
+    def _grow_shared_trees(self, shards, base, encoder, validation=None, *, n_classes=0):
         """The gradient-boosted trees of ``teacher_weight > 0`` and
         ``split_init="boosting"`` that every shard shares, the gains of their
         splits per encoded feature, and whether they are the average of the
@@ -984,15 +993,19 @@ class ShardedSoftTreeEnsemble(MetaEstimatorMixin, BaseEstimator):
         None, False)`` when the shards share none. The prefix of the trees is
         chosen on the user's ``validation`` rows ``(X, y, sample_weight)``,
         or on those held out at the shards (round-level early stopping), if
-        any."""
+        any. A teacher grows as many trees as one fit's teacher of ``n_classes``
+        classes (:func:`~sktree_lmc.training._plan.teacher_trees`); a boosted
+        start, ``n_estimators``."""
         self.boosting_bytes_ = None
         boosted = base.split_init == "boosting"
+        n_trees = base.n_estimators if boosted else teacher_trees(base.n_estimators, n_classes)
         teacher = self._teacher_kind()
         # the boosted start's trees are grown over all shards, and are the teacher
         self.teacher_kind_ = None if not base.teacher_weight > 0 else (
             "shared" if boosted else teacher)
         if not boosted and teacher == "averaged" and base.teacher_weight > 0:
-            trees, gains, averaged = self._averaged_teacher(shards, base, encoder, validation)
+            trees, gains, averaged = self._averaged_teacher(shards, base, encoder, validation,
+                                                            n_trees=n_trees)
             self.teacher_kind_ = "averaged" if averaged else "shared"
             return trees, gains, averaged
         if not (boosted or (base.teacher_weight > 0 and teacher == "shared")):
@@ -1003,7 +1016,7 @@ class ShardedSoftTreeEnsemble(MetaEstimatorMixin, BaseEstimator):
                 "every shard, on every feature, but the shard models draw their own feature "
                 f"subsets (max_features={base.max_features!r}): set max_features=None."
             )
-        return (*self._shared_teacher(shards, base, encoder, validation), False)
+        return (*self._shared_teacher(shards, base, encoder, validation, n_trees=n_trees), False)
 
     def _teacher_kind(self):
         """``teacher`` with ``"auto"`` decided: ``"shared"`` for federated
@@ -1016,31 +1029,32 @@ class ShardedSoftTreeEnsemble(MetaEstimatorMixin, BaseEstimator):
             return self.teacher
         return "shared" if self.n_rounds > 1 else "averaged"
 
-    def _shared_teacher(self, shards, base, encoder, validation=None):
-        """The trees grown over all shards from their histograms, and their
-        gains per encoded feature (``boosting_bytes_``: the histograms' bytes)."""
+    def _shared_teacher(self, shards, base, encoder, validation=None, *, n_trees):
+        """The ``n_trees`` trees grown over all shards from their histograms,
+        and their gains per encoded feature (``boosting_bytes_``: the
+        histograms' bytes)."""
         sites = shards.boosting_sites(clone(base), encoder, validation)
         # verbose: about ten lines while the trees grow, with the bytes and the time left
-        log = ProgressLog(f"{type(self).__name__} teacher", base.n_estimators,
+        log = ProgressLog(f"{type(self).__name__} teacher", n_trees,
                           min(self.verbose, 2), unit="tree")
-        every = max(1, base.n_estimators // 10)
+        every = max(1, n_trees // 10)
 
         def on_tree(m):
-            if (m + 1) % every == 0 or m + 1 == base.n_estimators:
+            if (m + 1) % every == 0 or m + 1 == n_trees:
                 log.step(m, MB_received=sites.bytes_received / 1e6)
         n_outputs = sites.call(("shape", ()))[0][0][2]
-        gains = np.zeros((base.n_estimators, base.depth))
+        gains = np.zeros((n_trees, base.depth))
         with torch_threads(base.n_threads):
             trees = grow_shared_trees(sites, loss=objective_from_params(
                                           base.get_params(deep=False),
                                           classifier=is_classifier(base)).loss,
-                                      n_trees=base.n_estimators, depth=base.depth,
+                                      n_trees=n_trees, depth=base.depth,
                                       n_outputs=n_outputs, on_tree=on_tree, gains=gains)
         log.close()
         self.boosting_bytes_ = sites.bytes_received
         return trees, feature_gains(trees[1], gains, encoder.n_features_out_)
 
-    def _averaged_teacher(self, shards, base, encoder, validation=None):
+    def _averaged_teacher(self, shards, base, encoder, validation=None, *, n_trees):
         """``teacher="averaged"``: every shard grows the teacher's trees on its
         own rows (the prefix chosen on its held-out rows, or on the user's
         ``validation`` rows, which every shard then gets) and sends them,
@@ -1052,14 +1066,14 @@ class ShardedSoftTreeEnsemble(MetaEstimatorMixin, BaseEstimator):
         Returns the trees, their gains and whether they are the average."""
         sites = shards.boosting_sites(clone(base), encoder, validation, every_site=True)
         with torch_threads(base.n_threads):
-            out = sites.call(("base_sums", ()), ("grow", (base.n_estimators, base.depth)))
+            out = sites.call(("base_sums", ()), ("grow", (n_trees, base.depth)))
         self.boosting_bytes_ = sites.bytes_received
         averaged = averaged_site_trees(out, objective_from_params(
             base.get_params(deep=False), classifier=is_classifier(base)).loss, encoder.n_features_out_)
         if averaged is not None:
             return (*averaged, True)
         bytes_sent = self.boosting_bytes_
-        shared = self._shared_teacher(shards, base, encoder, validation)
+        shared = self._shared_teacher(shards, base, encoder, validation, n_trees=n_trees)
         self.boosting_bytes_ += bytes_sent
         return (*shared, False)
 
@@ -1105,7 +1119,7 @@ class ShardedSoftTreeEnsemble(MetaEstimatorMixin, BaseEstimator):
         local = _LocalShards(X, y, sample_weight, shards, n_jobs=self.n_jobs,
                              verbose=10 if self.verbose >= 3 and writable(sys.stderr) else 0)
         return _ShardedData(local, sizes, weight_sums, encoder, rows=(X, y, sample_weight),
-                            X_site=X)
+                            X_site=X, n_classes=len(classes) if is_clf else 0)
 
     def _make_encoder(self, base, columns, by_dtype, sample_weight=None):
         """The encoder of all shards, fitted once on all training columns by the
@@ -1168,7 +1182,7 @@ class ShardedSoftTreeEnsemble(MetaEstimatorMixin, BaseEstimator):
         sizes = np.array([s["n_rows"] for s in info])
         weight_sums = None if sample_weight is None else [s["weight_sum"] for s in info]
         return _ShardedData(shards, sizes, weight_sums, encoder, rows=(X, y, sample_weight),
-                            X_site=None)
+                            X_site=None, n_classes=len(classes) if is_clf else 0)
 
     def _check_X(self, X):
         """Check the features of ``X`` against the fit; the merged model encodes
