@@ -777,7 +777,11 @@ class SoftTreeEnsembleClassifier(ClassifierMixin, _BaseSoftTreeEnsemble):
         ``ema_decay`` per step (less in the first steps); ``"swa"``, the mean
         of the epoch-end weights of the second half; None, the last weights.
     ema_decay : float in (0, 1), default=0.995
-        Decay per step of ``averaging="ema"``.
+        Largest decay per step of ``averaging="ema"``: step ``t`` decays by
+        ``min(ema_decay, (1 + t) / (10 + t))``, so ``ema_decay`` only takes
+        over after about ``9 / (1 - ema_decay)`` steps (1,790 at 0.995); a
+        shorter fit averages over about the last tenth of its steps,
+        whatever ``ema_decay``.
     max_features : {"sqrt", "log2"}, int, float or None, default=0.5
         Input columns each tree may split on, drawn per tree (None: all). The
         other columns' split weights are zero and stay zero in training; a
@@ -1197,7 +1201,11 @@ class SoftTreeEnsembleRegressor(RegressorMixin, _BaseSoftTreeEnsemble):
     averaging : {"ema", "swa"} or None, default="ema"
         Weight averaging; the averaged weights are the fitted model.
     ema_decay : float in (0, 1), default=0.995
-        Decay per step of ``averaging="ema"``.
+        Largest decay per step of ``averaging="ema"``: step ``t`` decays by
+        ``min(ema_decay, (1 + t) / (10 + t))``, so ``ema_decay`` only takes
+        over after about ``9 / (1 - ema_decay)`` steps (1,790 at 0.995); a
+        shorter fit averages over about the last tenth of its steps,
+        whatever ``ema_decay``.
     max_features : {"sqrt", "log2"}, int, float or None, default=0.5
         Input columns each tree may split on (exact zeros in the split
         weights, kept by alignment and merging).
