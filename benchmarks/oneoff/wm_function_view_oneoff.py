@@ -11,7 +11,9 @@ aligner it kept), each with the merge report's disagreement and its seconds. ``-
 instead fits two default classifiers on the same rows (site 0's quarter, seeds
 ``1000 * seed`` and ``1000 * seed + 1``, one encoder; cached as ``*_same_*``) and prints
 their plain WM midpoint merge's accuracy and a hash of its test probabilities (the same
-encoder: the function view must leave the alignment as it was).
+encoder: the function view must leave the alignment as it was). ``--pwl`` fits every model
+with ``numeric_encoding="piecewise_linear"`` instead (cached as ``*_pwl_*``): columns of
+several overlapping hat features, where the function view differs even for one encoder.
 
 Run once with the code to measure and once with main's (``PYTHONPATH`` picks the package;
 ``code`` in the output says which was imported):
@@ -19,6 +21,7 @@ Run once with the code to measure and once with main's (``PYTHONPATH`` picks the
     PYTHONPATH=. nice -n 19 python benchmarks/oneoff/wm_function_view_oneoff.py credit,electricity 0,1 > new.jsonl
     PYTHONPATH=/work/main:. nice -n 19 python benchmarks/oneoff/wm_function_view_oneoff.py credit 0,1 > main.jsonl
     PYTHONPATH=. nice -n 19 python benchmarks/oneoff/wm_function_view_oneoff.py credit 0 --same
+    PYTHONPATH=. nice -n 19 python benchmarks/oneoff/wm_function_view_oneoff.py credit 0 --same --pwl
 
 JSON lines in ``docs/_static/benchmarks/apart_scaled/wm_function_view.jsonl``.
 """
@@ -45,6 +48,8 @@ from sktree_lmc.merging._report import members_probe_rows  # noqa: E402
 CACHE = "benchmarks/results/apart_default"
 os.makedirs(CACHE, exist_ok=True)
 CODE = "main" if sktree_lmc.__file__.startswith("/work/main/") else "new"
+PWL = "--pwl" in sys.argv
+TAG, SETTINGS = ("_pwl", dict(numeric_encoding="piecewise_linear")) if PWL else ("", {})
 
 
 def _cached(path, fit):
@@ -63,14 +68,14 @@ def _timed(fn):
 
 def apart(name, seed, X, y, Xt, yt):
     parts = sites("iid", 4, X, y, seed)
-    models = [_cached(f"{CACHE}/{name}_{seed}_iid4_{k}.joblib",
+    models = [_cached(f"{CACHE}/{name}_{seed}{TAG}_iid4_{k}.joblib",
                       lambda: SoftTreeEnsembleClassifier(random_state=_site_seed("apart", seed, k),
-                                                         device="cpu").fit(X[idx], y[idx]))
+                                                         device="cpu", **SETTINGS).fit(X[idx], y[idx]))
               for k, idx in enumerate(parts)]
     w = [len(i) for i in parts]
     P = [m.predict_proba(Xt) for m in models]
     acc = lambda Q: round(100 * np.mean(models[0].classes_[Q.argmax(1)] == yt), 2)  # noqa: E731
-    out = dict(data=name, seed=seed, code=CODE, site=round(np.mean([acc(q) for q in P]), 2),
+    out = dict(data=name, seed=seed, code=CODE, pwl=PWL, site=round(np.mean([acc(q) for q in P]), 2),
                ens=acc(np.average(P, axis=0, weights=w)))
     probe = members_probe_rows(own_models(models), np.asarray(w, float) / sum(w))
     runs = {"wm": dict(aligner="wm", distill=False),
@@ -87,15 +92,16 @@ def apart(name, seed, X, y, Xt, yt):
 
 def same(name, seed, X, y, Xt, yt):
     idx = sites("iid", 4, X, y, seed)[0]
-    a, b = (_cached(f"{CACHE}/{name}_{seed}_same_{k}.joblib",
-                    lambda: SoftTreeEnsembleClassifier(random_state=1000 * seed + k,
-                                                       device="cpu").fit(X[idx], y[idx]))
+    a, b = (_cached(f"{CACHE}/{name}_{seed}{TAG}_same_{k}.joblib",
+                    lambda: SoftTreeEnsembleClassifier(random_state=1000 * seed + k, device="cpu",
+                                                       **SETTINGS).fit(X[idx], y[idx]))
             for k in (0, 1))
     merged, seconds = _timed(lambda: merge_estimators(a, b, aligner="wm", distill=False))
     P = merged.predict_proba(Xt)
-    return dict(data=name, seed=seed, code=CODE, same_encoder=True,
+    return dict(data=name, seed=seed, code=CODE, pwl=PWL, same_encoder=True,
                 a=round(100 * a.score(Xt, yt), 2), b=round(100 * b.score(Xt, yt), 2),
-                wm=round(100 * merged.score(Xt, yt), 2), wm_s=seconds,
+                wm=round(100 * merged.score(Xt, yt), 2),
+                wm_dis=round(float(merged.merge_report_.disagreement), 4), wm_s=seconds,
                 proba_sha=hashlib.sha1(np.ascontiguousarray(P).tobytes()).hexdigest()[:12])
 
 
