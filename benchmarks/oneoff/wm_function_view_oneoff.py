@@ -14,6 +14,9 @@ their plain WM midpoint merge's accuracy and a hash of its test probabilities (t
 encoder: the function view must leave the alignment as it was). ``--pwl`` fits every model
 with ``numeric_encoding="piecewise_linear"`` instead (cached as ``*_pwl_*``): columns of
 several overlapping hat features, where the function view differs even for one encoder.
+``--feature`` gives the sites ``bench_apart.sites("feature", 4, ...)`` (skewed by the first
+column, 80 % concentration) instead of IID quarters (cached as ``*_feature4_*``): sites whose
+quantile transforms of a column differ more.
 
 Run once with the code to measure and once with main's (``PYTHONPATH`` picks the package;
 ``code`` in the output says which was imported):
@@ -50,6 +53,7 @@ os.makedirs(CACHE, exist_ok=True)
 CODE = "main" if sktree_lmc.__file__.startswith("/work/main/") else "new"
 PWL = "--pwl" in sys.argv
 TAG, SETTINGS = ("_pwl", dict(numeric_encoding="piecewise_linear")) if PWL else ("", {})
+SITES = "feature" if "--feature" in sys.argv else "iid"
 
 
 def _cached(path, fit):
@@ -67,15 +71,15 @@ def _timed(fn):
 
 
 def apart(name, seed, X, y, Xt, yt):
-    parts = sites("iid", 4, X, y, seed)
-    models = [_cached(f"{CACHE}/{name}_{seed}{TAG}_iid4_{k}.joblib",
+    parts = sites(SITES, 4, X, y, seed)
+    models = [_cached(f"{CACHE}/{name}_{seed}{TAG}_{SITES}4_{k}.joblib",
                       lambda: SoftTreeEnsembleClassifier(random_state=_site_seed("apart", seed, k),
                                                          device="cpu", **SETTINGS).fit(X[idx], y[idx]))
               for k, idx in enumerate(parts)]
     w = [len(i) for i in parts]
     P = [m.predict_proba(Xt) for m in models]
     acc = lambda Q: round(100 * np.mean(models[0].classes_[Q.argmax(1)] == yt), 2)  # noqa: E731
-    out = dict(data=name, seed=seed, code=CODE, pwl=PWL, site=round(np.mean([acc(q) for q in P]), 2),
+    out = dict(data=name, seed=seed, code=CODE, pwl=PWL, sites=SITES, site=round(np.mean([acc(q) for q in P]), 2),
                ens=acc(np.average(P, axis=0, weights=w)))
     probe = members_probe_rows(own_models(models), np.asarray(w, float) / sum(w))
     runs = {"wm": dict(aligner="wm", distill=False),
