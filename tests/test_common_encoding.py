@@ -1,5 +1,5 @@
 """The union of encoders fitted apart (issue 41): common_encoder, its translations,
-stacked columns, their dict layout and export, and matching_view."""
+stacked columns, their dict layout and export, matching_view and function_view."""
 
 import copy
 
@@ -13,7 +13,14 @@ from numpy.testing import assert_allclose, assert_array_equal
 
 from sktree_lmc import SoftTreeEnsembleClassifier, TabularEncoder, export_module
 from sktree_lmc.encoding._column_encodings import COLUMN_KINDS, NUMERIC_ENCODINGS, StackedColumns
-from sktree_lmc.encoding._common_encoding import UNIONS, common_encoder, matching_view
+from sktree_lmc.encoding._common_encoding import (
+    UNIONS,
+    common_encoder,
+    feature_scales,
+    function_view,
+    matching_view,
+    probe_columns,
+)
 from sktree_lmc.encoding._encoding import encoders_differ
 from sktree_lmc.export._export import encoder_inputs, export_encoder
 from sktree_lmc.merging._bridge import with_params
@@ -378,6 +385,59 @@ def test_matching_view():
                         W[..., :numeric])
     plain = _fit([columns], ["piecewise_linear"])[0]
     assert_array_equal(matching_view(plain), np.eye(plain.n_features_out_))
+
+
+@settings(max_examples=15, deadline=None)
+@given(seed=st.integers(0, 2**31 - 1),
+       kinds=st.lists(st.sampled_from(KINDS), min_size=2, max_size=3))
+def test_function_view_inner_products_are_the_splits_functions_on_probe_rows(seed, kinds):
+    """(W @ L) @ (V @ L).T is the mean over the probe rows of the products of the
+    splits' per-column functions, for the union of encoders fitted apart (stacked
+    columns, hat functions) and for one encoder."""
+    rng = np.random.RandomState(seed % 2**31)
+    columns = _data(rng, 300)
+    encoders = _fit(_parts(rng, columns, len(kinds), "iid"), kinds)
+    union, _ = common_encoder(encoders)
+    for enc in (union, encoders[0]):
+        L = function_view(enc, 512)
+        assert L.shape == (enc.n_features_out_, enc.n_features_out_)
+        probes = [np.zeros(512) if c is None else c for c in probe_columns(enc, 512)]
+        X = enc.transform_columns(probes).astype(np.float64)
+        W, V = rng.standard_normal((2, 6, enc.n_features_out_))
+        # a missing indicator (zero on the probe rows) keeps a scale of 1 in the view
+        indicators = np.flatnonzero(X.any(axis=0) == 0)
+        W[:, indicators] = 0.0
+        want = np.zeros((6, 6))
+        for j in range(enc.n_features_in_):
+            f = enc.feature_groups_ == j
+            want += (X[:, f] @ W[:, f].T).T @ (X[:, f] @ V[:, f].T) / len(X)
+        assert_allclose((W @ L) @ (V @ L).T, want, rtol=1e-6, atol=1e-8 * np.abs(want).max())
+        # block diagonal by input column
+        nz = np.argwhere(L != 0)
+        assert_array_equal(enc.feature_groups_[nz[:, 0]], enc.feature_groups_[nz[:, 1]])
+
+
+def test_function_view_of_single_feature_columns_is_feature_scales():
+    """Columns of one feature (quantile-normal, standard) and one-hot columns (features
+    never nonzero together): the view is diag(feature_scales) exactly, the scales weight
+    matching used before the view; a stacked column's block is not diagonal."""
+    rng = np.random.RandomState(11)
+    columns = _data(rng, 400)
+    for kind in ("quantile_normal", "standard"):
+        enc = _fit([columns], [kind])[0]
+        assert_array_equal(function_view(enc), np.diag(feature_scales(enc)))
+    encoders = _fit(_parts(rng, columns, 2, "iid"), ["quantile_normal"] * 2)
+    union, _ = common_encoder(encoders)
+    L = function_view(union)
+    assert_array_equal(np.diag(L @ L.T) > 0, True)
+    stacked = np.flatnonzero(union.feature_groups_ == 0)[:2]  # the two sites' transforms
+    assert L[stacked[0], stacked[1]] > 0
+    # the two sites' transforms agree closely: their weights meet in the view
+    w = np.zeros(union.n_features_out_)
+    w[stacked[0]], v = 1.0, np.zeros(union.n_features_out_)
+    v[stacked[1]] = 1.0
+    cosine = (w @ L) @ (v @ L) / np.linalg.norm(w @ L) / np.linalg.norm(v @ L)
+    assert 0.95 < cosine <= 1.0 + 1e-12
 
 
 def test_incompatible_encoders():

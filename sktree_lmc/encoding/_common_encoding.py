@@ -60,9 +60,11 @@ categorical in one encoder and numeric in another, or different additive
 resolutions cannot be united: :func:`common_encoder` raises one
 ``ValueError`` listing every such difference.
 
-:func:`matching_view` sums the sub-blocks of every stacked column, so that
-weights of models whose features sit in different sub-blocks can be
-compared (to match their trees, approximately).
+:func:`function_view` makes weights of models whose features sit in
+different sub-blocks comparable, to match their trees: the inner products of
+the weights become those of the functions the splits compute on probe rows.
+:func:`matching_view` sums the sub-blocks of every stacked column instead
+(the raw coefficients of weight matching without the features' scales).
 """
 
 from __future__ import annotations
@@ -79,8 +81,8 @@ from ._column_encodings import (
 )
 from ._encoding import TabularEncoder, encoders_differ
 
-__all__ = ["UNIONS", "EncodingTranslation", "common_encoder", "feature_scales", "matching_view",
-           "probe_columns"]
+__all__ = ["UNIONS", "EncodingTranslation", "common_encoder", "feature_scales", "function_view",
+           "matching_view", "probe_columns"]
 
 
 #: The union of each kind of encoding, by name: ``union(columns, name)`` (the
@@ -488,6 +490,20 @@ def _copula_levels(correlation, n_rows, rng):
     return np.clip(ndtr(normal), half, 1.0 - half)
 
 
+def _probe_features(encoder, n_rows):
+    """The features (float64) of ``n_rows`` probe rows (:func:`probe_columns`,
+    without missing values; a column of ``"none"`` filled with zeros)."""
+    columns = probe_columns(encoder, n_rows)
+    filled = [np.zeros(n_rows) if c is None else c for c in columns]
+    return np.asarray(encoder.transform_columns(filled), dtype=np.float64)
+
+
+def _root_mean_squares(features):
+    """Every feature's root mean square over the rows, 1 where it is 0."""
+    rms = np.sqrt(np.mean(features ** 2, axis=0))
+    return np.where(rms > 0, rms, 1.0)
+
+
 def feature_scales(encoder, n_rows=2048):
     """The root mean square of every feature of ``encoder`` on its probe rows.
 
@@ -495,11 +511,9 @@ def feature_scales(encoder, n_rows=2048):
     weight of feature ``f`` changes what the split computes grows with the
     size of ``x_f``. Quantile-normal features of a column that is mostly one
     value (a count that is 0 on most rows) sit near the clip of the normal
-    scores (about -5.2) on most rows, and other features within about 1:
-    weight matching compares ``W[f] * scale[f]``, the coefficients in units
-    of what the split computes, so that such a feature weighs as much as it
-    moves the splits (:class:`~sktree_lmc.ModelAligner`,
-    ``scale_features=True``).
+    scores (about -5.2) on most rows, and other features within about 1.
+    They are the diagonal of :func:`function_view` (all of it for an encoder
+    whose columns have one feature each, or features that never overlap).
 
     Parameters
     ----------
@@ -515,8 +529,70 @@ def feature_scales(encoder, n_rows=2048):
         leave at zero (missing indicators, columns of ``"none"``, whose
         distribution the encoder does not know).
     """
-    columns = probe_columns(encoder, n_rows)
-    filled = [np.zeros(n_rows) if c is None else c for c in columns]
-    features = np.asarray(encoder.transform_columns(filled), dtype=np.float64)
-    rms = np.sqrt(np.mean(features ** 2, axis=0))
-    return np.where(rms > 0, rms, 1.0)
+    return _root_mean_squares(_probe_features(encoder, n_rows))
+
+
+def function_view(encoder, n_rows=2048):
+    """A factor of the features' Gram matrix on probe rows, column by column.
+
+    A split computes ``sum_j W_j @ x_j``, one function ``W_j @ x_j`` of each
+    input column ``j`` through the column's features ``x_j``. Weight
+    matching compares the models' splits by the inner products of their
+    weights; ``W @ L`` makes these the inner products of what the splits
+    compute: ``(W @ L) @ (V @ L).T = W @ G @ V.T``, the mean over probe rows
+    (:func:`probe_columns`) of ``sum_j (W_j @ x_j) (V_j @ x_j)``, where ``G``
+    is block diagonal with each column's Gram matrix ``G_j = X_j.T @ X_j /
+    n_rows`` (its features on the probe rows). It compares like with like
+    where weights on different features mean the same function: a stacked
+    column's sub-blocks (the quantile transforms of encoders fitted apart,
+    one per model) are different but close functions of the value, so
+    model ``a``'s weight on its own transform meets model ``b``'s on its
+    own in the measure that these transforms agree (a column's hat
+    functions, which overlap their neighbours, likewise).
+
+    ``L_j = diag(s_j) @ R_j``: ``s_j`` the features' root mean squares
+    (:func:`feature_scales`) and ``R_j`` the symmetric square root of their
+    correlation-like matrix ``C_j = diag(1 / s_j) G_j diag(1 / s_j)``, its
+    diagonal set to 1 (a feature the probe rows leave at zero keeps the
+    scale 1 of :func:`feature_scales`) and its negative eigenvalues (rank
+    deficiency, rounding) to 0. A column of one feature, or of features
+    that are never nonzero on one row (one-hot), has ``R_j = I``: ``L`` is
+    then ``diag(feature_scales(encoder))`` exactly. Missing indicators
+    (zero on the probe rows) stay apart, with a scale of 1.
+
+    Parameters
+    ----------
+    encoder : TabularEncoder
+        A fitted encoder (a union of encoders included).
+    n_rows : int, default=2048
+        Probe rows (:func:`probe_columns`, without missing values).
+
+    Returns
+    -------
+    L : ndarray of float64 of shape (`n_features_out_`, `n_features_out_`)
+        Block diagonal, one block per input column (its features but the
+        missing indicator), with ``L_j @ L_j.T = G_j`` up to the diagonal's
+        convention above.
+    """
+    features = _probe_features(encoder, n_rows)
+    scales = _root_mean_squares(features)
+    L = np.diag(scales)
+    start = 0
+    for j, width in enumerate(int(w) for w in encoder.widths_):
+        stop = start + width - int(encoder.has_missing_[j])
+        if stop - start > 1:
+            units = features[:, start:stop] / scales[start:stop]
+            correlation = units.T @ units / n_rows
+            np.fill_diagonal(correlation, 1.0)
+            if np.count_nonzero(correlation - np.eye(stop - start)):
+                L[start:stop, start:stop] = scales[start:stop, None] * _symmetric_root(
+                    correlation)
+        start += width
+    return L
+
+
+def _symmetric_root(C):
+    """The symmetric positive semidefinite square root of the symmetric ``C``
+    (its negative eigenvalues taken as 0)."""
+    eigenvalues, vectors = np.linalg.eigh(C)
+    return (vectors * np.sqrt(np.clip(eigenvalues, 0.0, None))) @ vectors.T

@@ -37,7 +37,7 @@ from ._bridge import (
     transform_rows,
     with_params,
 )
-from ..encoding._common_encoding import feature_scales, matching_view
+from ..encoding._common_encoding import function_view, matching_view
 from ..utils._device import DEVICE_CONSTRAINT, resolve_device
 from ._matching import INVARIANCES, _align_optimizer_state, dp_cost
 from ._nway import _check_weights, align_many
@@ -98,16 +98,21 @@ class ModelAligner(BaseEstimator):
         Scale split parameters by the square root of the number of leaves
         they affect when comparing trees (Section 3.2 of the paper).
     scale_features : bool, default=True
-        Weight matching only: compare each split weight times the size (root
-        mean square) of its feature on the distribution the input encoder
-        summarizes (:func:`~sktree_lmc.encoding._common_encoding.feature_scales`),
-        i.e. in units of what the split computes, instead of the raw
-        coefficients. It matters where features differ in size: a
-        quantile-normal column that is one value on most rows (counts, codes)
-        sits near the clip of the normal scores. ``False`` is the paper's
-        weight matching. Features whose distribution the encoder does not
-        know (``numeric_encoding="none"``, missing indicators) keep a scale
-        of 1.
+        Weight matching only: compare the splits' weights as the functions
+        the splits compute, on probe rows drawn from the distribution the
+        input encoder summarizes
+        (:func:`~sktree_lmc.encoding._common_encoding.function_view`: each
+        column's features through their Gram matrix there), instead of the
+        raw coefficients. For a column of one feature this is its weight times
+        the feature's size (root mean square); it matters where features
+        differ in size (a quantile-normal column that is one value on most
+        rows, counts or codes, sits near the clip of the normal scores) and
+        where the models' weights sit on different features of one column
+        (models fitted apart, on their own quantile transforms side by side
+        in a common encoding). ``False`` is the paper's weight matching (with
+        a common encoding's side-by-side features of a column summed).
+        Features whose distribution the encoder does not know
+        (``numeric_encoding="none"``, missing indicators) keep a scale of 1.
     n_samples : int, default=512
         Rows of ``X`` sampled for activation matching.
     reference : int, default=0
@@ -270,9 +275,9 @@ class ModelAligner(BaseEstimator):
             )
         w = _check_weights(weights, K)
         ref = estimators[self.reference]
-        # the models share their encoder (check_compatible): its scales and view, once
-        scales, view = _matching_basis(ref.encoder_, self.scale_features and self.method == "wm")
-        params = [_matching_params(est, scales, view) for est in estimators]
+        # the models share their encoder (check_compatible): its view, once
+        view = _matching_basis(ref.encoder_, self.scale_features and self.method == "wm")
+        params = [_matching_params(est, view) for est in estimators]
         scale = target_scale(estimators, w, classifier)
         if scale is not None:  # compare regressors in one target standardization
             params = [scale_leaves(p, f) for p, f in zip(params, scale[2])]
@@ -409,36 +414,42 @@ def _aligned_state(est, alignment):
 
 
 def _matching_basis(encoder, scale_features=False):
-    """``(scales, view)`` of the encoder the aligned models share: their
-    features' sizes when ``scale_features``
-    (:func:`~sktree_lmc.encoding._common_encoding.feature_scales`; None otherwise, or
-    for an encoding that returns its inputs), and the matrix that sums the
-    side-by-side blocks of a common encoding (the models' own quantile-normal
-    features of one column, see
-    :func:`~sktree_lmc.encoding._common_encoding.matching_view`; None without such a
-    column)."""
-    scales = feature_scales(encoder) if scale_features and not encoder.is_identity else None
-    view = matching_view(encoder) if encoder.column_kinds_ is not None else None
-    if view is not None and view.shape[0] == view.shape[1]:
-        view = None
-    return scales, view
+    """The view through which weight matching compares the split weights of
+    models that share ``encoder``, or None for the raw weights.
+
+    With ``scale_features`` (and an encoding that does not return its
+    inputs): :func:`~sktree_lmc.encoding._common_encoding.function_view`,
+    under which the weights' inner products are those of what the splits
+    compute on the encoder's probe rows, each feature's size included (for
+    columns of one feature, the features' root mean squares,
+    :func:`~sktree_lmc.encoding._common_encoding.feature_scales`). Otherwise,
+    the raw coefficients, with the side-by-side sub-blocks of a common
+    encoding's stacked columns (the models' own quantile-normal features of
+    one column) summed
+    (:func:`~sktree_lmc.encoding._common_encoding.matching_view`). None where
+    the view is the identity."""
+    if scale_features and not encoder.is_identity:
+        view = function_view(encoder)
+    elif encoder.column_kinds_ is not None:
+        view = matching_view(encoder)
+    else:
+        return None
+    if view.shape[0] == view.shape[1] and np.array_equal(view, np.eye(len(view))):
+        return None
+    return view
 
 
-def _matching_params(est, scales=None, view=None):
+def _matching_params(est, view=None):
     """The parameters weight matching compares: ``tree_params_``, with the
-    split weights times ``scales`` and through ``view`` (see
-    :func:`_matching_basis`), so that the models' weights are compared in
-    units of what the splits compute and their weights on their own features
-    of a column meet. The alignment found applies to the full parameters (it
-    permutes trees, nodes and leaves, never features)."""
+    split weights times ``view`` (see :func:`_matching_basis`), so that the
+    models' weights are compared as the functions their splits compute (or,
+    raw, with their weights on their own features of a column summed). The
+    alignment found applies to the full parameters (it permutes trees,
+    nodes and leaves, never features)."""
     params = est.tree_params_
-    weight = params.split_weight
-    if scales is not None:
-        weight = weight * scales.astype(weight.dtype)
-    if view is not None:
-        weight = weight @ view.astype(weight.dtype)
-    if weight is params.split_weight:
+    if view is None:
         return params
+    weight = params.split_weight @ view.astype(params.split_weight.dtype)
     return dataclasses.replace(params, split_weight=np.ascontiguousarray(weight))
 
 
