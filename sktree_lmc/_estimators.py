@@ -698,10 +698,8 @@ class SoftTreeEnsembleClassifier(ClassifierMixin, _BaseSoftTreeEnsemble):
         Adam learning rate (the peak of ``lr_schedule``), suited to the
         teacher's soft targets, which keep the validation loss improving
         longer; the paper's protocol uses 1e-2 (``docs/benchmarks.md``, "The
-        learning rate with the teacher"). With more than two classes a fit
-        trains at half of it (``MULTICLASS_LEARNING_RATE_FACTOR``): at the
-        whole rate the model fitted its training rows beyond what generalizes
-        (hpc, 4 classes: 82.7 % test accuracy, 83.3 % at half).
+        learning rate with the teacher"). A fit of more than two classes
+        trains at half of it: at the whole rate it overfitted.
     batch_size : int, default=512
         Minibatch size.
     max_epochs : int, default=150
