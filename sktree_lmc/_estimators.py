@@ -698,8 +698,7 @@ class SoftTreeEnsembleClassifier(ClassifierMixin, _BaseSoftTreeEnsemble):
         Adam learning rate (the peak of ``lr_schedule``), suited to the
         teacher's soft targets, which keep the validation loss improving
         longer; the paper's protocol uses 1e-2 (``docs/benchmarks.md``, "The
-        learning rate with the teacher"). A fit of more than two classes
-        trains at half of it: at the whole rate it overfitted.
+        learning rate with the teacher").
     batch_size : int, default=512
         Minibatch size.
     max_epochs : int, default=150

@@ -1,7 +1,6 @@
-"""The multiclass rules of the defaults: the teacher grows more trees with more classes,
+"""The multiclass rules of the defaults: the teacher grows more trees with more classes, and
 ``early_stopping="auto"`` holds out a validation split only above 10,000 rows of more than
-two classes, and a fit of more than two classes trains at a fraction of ``learning_rate``
-(binary classification and regression keep their rules)."""
+two classes (binary classification and regression keep their rules)."""
 
 import numpy as np
 import pytest
@@ -11,10 +10,8 @@ from sktree_lmc import SoftTreeEnsembleClassifier, SoftTreeEnsembleRegressor
 from sktree_lmc.training._plan import (
     EARLY_STOPPING_AUTO_ROWS,
     EARLY_STOPPING_AUTO_ROWS_MULTICLASS,
-    MULTICLASS_LEARNING_RATE_FACTOR,
     TEACHER_TREES_MAX_FACTOR,
     auto_early_stopping,
-    fit_learning_rate,
     teacher_trees,
 )
 
@@ -50,38 +47,3 @@ def test_multiclass_fit_uses_the_multiclass_rules_and_binary_and_regression_do_n
     # a regression of three outputs is not a classification of three classes
     reg = _fit(SoftTreeEnsembleRegressor(teacher_weight=0.5), np.c_[y, y, y].astype(float), X)
     assert reg.do_early_stopping_ and reg.teacher_[0][1].shape[0] == 8
-
-
-@pytest.mark.parametrize("n_classes", [0, 2, 3, 10])
-def test_fit_learning_rate_is_a_fraction_of_the_rate_with_more_than_two_classes(n_classes):
-    rate = fit_learning_rate(3e-2, n_classes)
-    if n_classes > 2:
-        assert 0 < MULTICLASS_LEARNING_RATE_FACTOR < 1
-        assert rate == 3e-2 * MULTICLASS_LEARNING_RATE_FACTOR
-    else:
-        assert rate == 3e-2  # unchanged: binary and regression fits stay bit for bit
-
-
-def _params(est):
-    p = est.tree_params_
-    return [np.asarray(a) for a in (p.split_weight, p.split_bias, p.leaf_value)]
-
-
-def test_multiclass_fit_trains_at_the_fraction_and_binary_at_the_rate(monkeypatch):
-    import sktree_lmc.training._plan as plan
-
-    X, y = make_classification(n_samples=600, n_classes=3, n_informative=5, random_state=0)
-    rate, factor = 3e-2, MULTICLASS_LEARNING_RATE_FACTOR
-    multi = _fit(SoftTreeEnsembleClassifier(learning_rate=rate), y, X)
-    binary = _fit(SoftTreeEnsembleClassifier(learning_rate=rate), y % 2, X)
-    monkeypatch.setattr(plan, "MULTICLASS_LEARNING_RATE_FACTOR", 1.0)
-    # the rule off: a fit at the fraction of the rate is the multiclass fit, bit for bit
-    slow = _fit(SoftTreeEnsembleClassifier(learning_rate=rate * factor), y, X)
-    whole = _fit(SoftTreeEnsembleClassifier(learning_rate=rate), y, X)
-    for a, b, c in zip(_params(multi), _params(slow), _params(whole)):
-        np.testing.assert_array_equal(a, b)
-    assert not all(np.array_equal(a, c) for a, c in zip(_params(multi), _params(whole)))
-    # and a binary fit does not see the factor at all
-    for a, b in zip(_params(binary),
-                    _params(_fit(SoftTreeEnsembleClassifier(learning_rate=rate), y % 2, X))):
-        np.testing.assert_array_equal(a, b)

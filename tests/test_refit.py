@@ -282,9 +282,7 @@ def test_refit_of_a_model_with_a_teacher_solves_its_training_objective():
     less, than a refit of the same model without the teacher."""
     import copy
 
-    # learning_rate=6e-2: a fit of 3 classes trains at half of it, the model of 3e-2 that the
-    # margins below were measured on (fit_learning_rate)
-    est = _clf(n_estimators=16, max_epochs=10, teacher_weight=0.75, learning_rate=6e-2)
+    est = _clf(n_estimators=16, max_epochs=10, teacher_weight=0.75)
     assert len(est.teacher_) == 1
     labels_only = copy.deepcopy(est)
     labels_only.teacher_ = None

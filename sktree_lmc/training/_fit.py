@@ -22,7 +22,7 @@ from ..model._inputs import Inputs
 from ..utils._progress import ProgressLog
 from ._boosting import feature_gains, grow_oblivious_trees
 from ._objective import Teacher
-from ._plan import fit_learning_rate, n_classes_of, teacher_trees
+from ._plan import n_classes_of, teacher_trees
 from ._start import (
     boosting_start,
     boosting_validation,
@@ -299,17 +299,16 @@ def training_hooks(state, module, optimizer, mask=None):
     return TrainingHooks(scheduler, average, mask)
 
 
-def trainer(state, view, module, mask, *, learning_rate):
+def trainer(state, view, module, mask):
     """What trains: ``(inputs, module, optimizer, hooks)``, the compact copies of
     ``view`` (on wide data, the entries the feature ``mask`` keeps) or the
-    whole model, Adam at ``learning_rate`` (:func:`~._plan.fit_learning_rate`)
-    with the state of a warm start, and the recipe's hooks."""
+    whole model, Adam with the state of a warm start, and the recipe's hooks."""
     inputs = state.inputs
     opt_state = state.start[1] if state.warm else None
     if view is not None:
         inputs, module, mask, opt_state = (view.inputs(inputs), view.module(module),
                                            view.mask(mask), view.state(opt_state))
-    optimizer = make_optimizer(module, learning_rate)
+    optimizer = make_optimizer(module, state.settings.learning_rate)
     if opt_state is not None:
         _load_adam_state(optimizer, opt_state)
     return inputs, module, optimizer, training_hooks(state, module, optimizer, mask)
@@ -408,8 +407,7 @@ def run_fit(state, objective, encoder, history, *, score_of=None, clock=None):
     if clock is not None:
         clock.lap(start_note(state, mask, objective.teachers))
     view = TrainingView.of(mask, encoder)
-    rate = fit_learning_rate(s.learning_rate, n_classes_of(objective))
-    inputs, module, optimizer, hooks = trainer(state, view, module, mask, learning_rate=rate)
+    inputs, module, optimizer, hooks = trainer(state, view, module, mask)
     data = _FitTensors.from_arrays(inputs, target, state.sample_weight, state.device)
     reference_loss = _reference_loss(module, objective.loss, data, state.train_idx,
                                      s.batch_size, state.n_outputs)

@@ -165,31 +165,6 @@ def teacher_trees(n_estimators, n_classes=0):
     return int(n_estimators)
 
 
-#: The learning rate of a multiclass fit (more than 2 classes) as a fraction
-#: of ``learning_rate`` (:func:`fit_learning_rate`).
-MULTICLASS_LEARNING_RATE_FACTOR = 0.5
-
-
-def fit_learning_rate(learning_rate, n_classes=0):
-    """The learning rate Adam trains at (the peak of the schedule):
-    ``learning_rate``, times :data:`MULTICLASS_LEARNING_RATE_FACTOR` with more
-    than 2 classes (``n_classes``; 0 for a regression, whatever its outputs).
-
-    The classifier's default of 3e-2 was chosen on binary data. With several
-    classes the model fitted its training rows beyond what generalizes: on
-    hpc (4 classes, 3,032 training rows) 96.2 % training accuracy and 82.73 %
-    on the test rows, against the teacher's own 83.6 % (seed 0) and HGB's
-    84.27 %; at half the rate 92.9 % and 83.29 %, at a third 83.22 %, and
-    every rate from 1e-2 to 2e-2 between 83.06 % and 83.29 %
-    (``benchmarks/bench_tasks.py``, seeds 0-2). Digits, Kershaw and the
-    diamonds' cut stay within a few tenths; the fit's time does not change.
-    A rate of more steps (more epochs, more trees, smaller batches) was not
-    the lever: 512 or 1,024 trees, or 300 epochs, were no better."""
-    if n_classes > 2:
-        return float(learning_rate) * MULTICLASS_LEARNING_RATE_FACTOR
-    return learning_rate
-
-
 @dataclass(frozen=True)
 class Start:
     """A fitted model to continue from (a federated round's merged model).
