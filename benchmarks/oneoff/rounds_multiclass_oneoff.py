@@ -15,7 +15,6 @@ warnings.simplefilter("ignore")
 sys.path.append(str(__import__("pathlib").Path(__file__).resolve().parents[2]))
 from benchmarks.bench_tasks import DATASETS, split
 from sktree_lmc import SoftTreeEnsembleClassifier, ShardedSoftTreeEnsemble
-import sktree_lmc
 label = sys.argv[1]
 for name in sys.argv[2].split(","):
     ds = DATASETS[name]; X, y = ds.load()
@@ -30,5 +29,4 @@ for name in sys.argv[2].split(","):
         r = ShardedSoftTreeEnsemble(SoftTreeEnsembleClassifier(random_state=seed, max_epochs=15),
                                     n_shards=8, split="iid", n_rounds=10, random_state=seed).fit(Xtr, ytr)
         print(json.dumps(dict(code=label, set=name, seed=seed, rounds=round(100 * r.score(Xte, yte), 2),
-                              n_rounds=int(r.n_rounds_), secs=round(time.process_time() - t, 1),
-                              src=sktree_lmc.__file__)), flush=True)
+                              n_rounds=int(r.n_rounds_), secs=round(time.process_time() - t, 1))), flush=True)

@@ -18,11 +18,11 @@ several overlapping hat features, where the function view differs even for one e
 column, 80 % concentration) instead of IID quarters (cached as ``*_feature4_*``): sites whose
 quantile transforms of a column differ more.
 
-Run once with the code to measure and once with main's (``PYTHONPATH`` picks the package;
-``code`` in the output says which was imported):
+Run once with the code to measure and once with the code before (``PYTHONPATH`` picks the
+package; ``--label NAME`` is the ``code`` the output records, ``new`` by default):
 
     PYTHONPATH=. nice -n 19 python benchmarks/oneoff/wm_function_view_oneoff.py credit,electricity 0,1 > new.jsonl
-    PYTHONPATH=/work/main:. nice -n 19 python benchmarks/oneoff/wm_function_view_oneoff.py credit 0,1 > main.jsonl
+    PYTHONPATH=<checkout before>:. nice -n 19 python benchmarks/oneoff/wm_function_view_oneoff.py credit 0,1 --label main > main.jsonl
     PYTHONPATH=. nice -n 19 python benchmarks/oneoff/wm_function_view_oneoff.py credit 0 --same
     PYTHONPATH=. nice -n 19 python benchmarks/oneoff/wm_function_view_oneoff.py credit 0 --same --pwl
 
@@ -41,7 +41,6 @@ import torch
 
 torch.set_num_threads(1)
 warnings.simplefilter("ignore")
-import sktree_lmc  # noqa: E402
 from benchmarks.bench_accuracy import load, split  # noqa: E402
 from benchmarks.bench_apart import _site_seed, sites  # noqa: E402
 from sktree_lmc import ModelAligner, SoftTreeEnsembleClassifier, merge_estimators  # noqa: E402
@@ -50,7 +49,7 @@ from sktree_lmc.merging._report import members_probe_rows  # noqa: E402
 
 CACHE = "benchmarks/results/apart_default"
 os.makedirs(CACHE, exist_ok=True)
-CODE = "main" if sktree_lmc.__file__.startswith("/work/main/") else "new"
+CODE = sys.argv[sys.argv.index("--label") + 1] if "--label" in sys.argv else "new"
 PWL = "--pwl" in sys.argv
 TAG, SETTINGS = ("_pwl", dict(numeric_encoding="piecewise_linear")) if PWL else ("", {})
 SITES = "feature" if "--feature" in sys.argv else "iid"
