@@ -29,19 +29,16 @@ def train(module, *a, **k):
     finally:
         ANCHOR.clear()
 
-def step(module, optimizer, loss_fn, data, idx, *, hooks=None, n_members=1):
-    inputs, target, w = data.rows(idx)
-    per_row = T._member_loss(module, loss_fn, inputs, target, n_members)
-    loss = (per_row * w).sum() / w.sum().clamp_min(1e-12)
-    if MU > 0 and "p" in ANCHOR:
-        loss = loss + 0.5 * MU * sum(((p - q) ** 2).sum() for p, q in zip(module.parameters(), ANCHOR["p"]))
-    optimizer.zero_grad(set_to_none=True)
-    loss.backward()
-    if hooks is not None:
-        hooks.step(module, optimizer)
-    else:
-        optimizer.step()
-    return float(loss.detach())
+def step(module, optimizer, loss_fn, data, idx, **kwargs):
+    """The package's autograd step, each row's loss plus the proximal term: the weighted
+    mean of the rows' losses gains the term itself."""
+    def with_prox(output, target):
+        per_row = loss_fn(output, target)
+        if MU > 0 and "p" in ANCHOR:
+            per_row = per_row + 0.5 * MU * sum(((p - q) ** 2).sum() for p, q in
+                                                zip(module.parameters(), ANCHOR["p"]))
+        return per_row
+    return orig_step(module, optimizer, with_prox, data, idx, **kwargs)
 
 F.train = train
 T._train_step = step
