@@ -204,6 +204,25 @@ def test_regressor_behaviour():
     )
 
 
+@pytest.mark.parametrize("loss, n_rounds", [("poisson", 1), ("poisson", 2), ("gamma", 1),
+                                             ("squared_error", 1)])
+def test_sharded_regressors_keep_the_training_targets_mean(loss, n_rounds):
+    """Averaging the shards' outputs moves the mean (the log link's geometric mean is
+    below the arithmetic one): the merged model is calibrated to the targets' weighted
+    mean over the training rows."""
+    rng = np.random.RandomState(0)
+    Xr = rng.normal(size=(300, 4))
+    mean = np.exp(0.8 * Xr[:, 0] - 0.4 * Xr[:, 1])
+    yr = {"poisson": rng.poisson(mean).astype(float), "gamma": rng.gamma(2.0, mean / 2),
+          "squared_error": 3 * mean + 1}[loss]
+    w = rng.uniform(0.5, 2.0, len(yr))
+    base = SoftTreeEnsembleRegressor(loss=loss, n_estimators=8, max_epochs=4, device="cpu")
+    est = ShardedSoftTreeEnsemble(base, n_shards=3, n_rounds=n_rounds, random_state=0)
+    est.fit(Xr, yr, sample_weight=w)
+    assert np.average(est.predict(Xr), weights=w) == pytest.approx(np.average(yr, weights=w),
+                                                                   rel=1e-6)
+
+
 def test_sample_weight_goes_to_the_shards():
     w = np.where(Y == 1, 2.0, 1.0)
     # no teacher: a shard's teacher is grown over all shards, so its fit is not the plain

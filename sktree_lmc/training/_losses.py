@@ -73,6 +73,14 @@ class IdentityLink:
         link averages predictions themselves."""
         return None
 
+    def calibrated(self, mean, scale, target, prediction, weight):
+        """``(mean, scale)`` of a fitted standardization after which the
+        predictions' weighted sum over some rows is their targets'
+        ``target`` (per output), from their sum ``prediction`` under
+        ``(mean, scale)`` and the rows' total weight ``weight``: the
+        identity link shifts every prediction by the mean residual."""
+        return mean + (target - prediction) / weight, scale
+
 
 class LogLink(IdentityLink):
     """The prediction is ``exp`` of the raw output; a scale of the targets is
@@ -122,6 +130,11 @@ class LogLink(IdentityLink):
         with warnings.catch_warnings():  # an output with no usable row: factor 1
             warnings.simplefilter("ignore", RuntimeWarning)
             return np.exp(np.nan_to_num(np.nanmean(gap, axis=0), nan=0.0))
+
+    def calibrated(self, mean, scale, target, prediction, weight):
+        """The log link scales every prediction by ``target / prediction``
+        (positive sums: the caller checks)."""
+        return mean, scale * (target / prediction)
 
 
 class Loss:
