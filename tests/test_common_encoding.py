@@ -32,8 +32,9 @@ CATEGORICAL = np.array([False, False, False, True])
 
 
 def _data(rng, n):
-    """Four columns: a continuous one with NaN, a discrete one (ties), a
-    heavy-tailed one, a categorical one with NaN and rare categories."""
+    """Four columns: a continuous one with NaN, a discrete one (ties) with
+    sentinel codes 96 and 98 on a few rows, a heavy-tailed one, a categorical
+    one with NaN and rare categories."""
     x0 = rng.standard_normal(n) * 3 + 1
     x0[rng.rand(n) < 0.1] = np.nan
     x1 = np.round(rng.exponential(2.0, n))
@@ -41,6 +42,8 @@ def _data(rng, n):
     p = np.array([0.3, 0.25, 0.2, 0.1, 0.06, 0.05, 0.03, 0.01])
     cat = rng.choice(CATEGORIES, n, p=p).astype(object)
     cat[rng.rand(n) < 0.08] = None
+    sentinel = rng.rand(n) < 0.05  # drawn last: the other columns as without it
+    x1[sentinel] = rng.choice([96.0, 98.0], int(sentinel.sum()))
     return [x0, x1, x2, cat]
 
 
