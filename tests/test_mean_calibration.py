@@ -10,6 +10,7 @@ from sklearn.preprocessing import StandardScaler
 
 from sktree_lmc import (
     PredictionSums,
+    ShardedSoftTreeEnsemble,
     SoftTreeEnsembleClassifier,
     SoftTreeEnsembleRegressor,
     calibrate_mean,
@@ -123,6 +124,10 @@ def test_models_without_a_mean_prediction_are_refused(poisson_merge):
         prediction_sums(quantile, X, y)
     with pytest.raises(TypeError, match="PredictionSums"):
         calibrate_mean(merged, [])
+    sharded = ShardedSoftTreeEnsemble(SoftTreeEnsembleRegressor(**SMALL), n_shards=2,
+                                      random_state=0).fit(X, y)
+    with pytest.raises(TypeError, match="merged_"):
+        prediction_sums(sharded, X, y)
 
 
 def test_bad_sums_and_inputs_are_named(poisson_merge):

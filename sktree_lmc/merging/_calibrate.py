@@ -106,6 +106,10 @@ def _regressor(estimator, what):
     """The soft tree regressor of ``estimator`` (a Pipeline's last step),
     fitted, with a loss whose prediction is a mean."""
     final = estimator[-1] if isinstance(estimator, Pipeline) else estimator
+    if "merged_" in vars(final) and "objective_" not in vars(final):
+        raise TypeError(f"{what} takes a soft tree regressor: a fitted ShardedSoftTreeEnsemble "
+                        "calibrates its merged model itself (pass its merged_ to recalibrate "
+                        "that on other rows).")
     check_is_fitted(final, "objective_")
     objective = final.objective_
     loss = getattr(objective, "loss", None)
