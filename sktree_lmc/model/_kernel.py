@@ -528,6 +528,70 @@ def fused_backward_arrays(Xb, W, bias, pi, Gb, steps, *, S, fmask=None, out=None
     return gW, gb, gpi
 
 
+def forward_rows(Xb, model, steps, sink):
+    """The forward pass of every chunk of trees on the blocks ``Xb``, in
+    this thread (:func:`run_tasks` runs several on disjoint blocks): ``sink``
+    is ``(parts, S)``, the partial outputs ``(n_chunks, n_blocks, C,
+    ROW_BLOCK)`` of the chunks (zeroed here; their sum in chunk order is
+    :func:`fused_forward_arrays`' output, bit for bit) and the kept sigmoids
+    of these blocks, shaped as :func:`fused_forward_arrays` keeps them.
+    ``model``: ``(W, bias, pi)``."""
+    W = model[0]
+    parts, S = sink
+    parts.fill(0.0)
+    bounds = _chunk_bounds(W.shape[0])
+    depth = _oblivious_depth(steps, W.shape[1])
+    if depth is None:
+        from . import _fused_numba
+
+        _fused_numba.forward_serial(Xb, model, _schedule(steps, W.shape[1]), bounds,
+                                    (parts, S, True))
+    else:
+        from . import _oblivious_numba
+
+        getattr(_oblivious_numba, f"forward_serial_{depth}")(Xb, model, bounds, (parts, S, True))
+
+
+def backward_rows(data, model, steps, grads):
+    """The gradients of each block of rows alone, in this thread: ``data``
+    is ``(Xb, Gb, S)`` as :func:`fused_backward_arrays` takes them, ``grads``
+    ``(gW, gb, gpi, fmask)`` with ``gW`` (n_blocks, M, N, F), ``gb``
+    (n_blocks, M, N) and ``gpi`` (n_blocks, M, L, C) written (block ``k``'s
+    gradients at ``[k]``). Their sums over the blocks, in block order from
+    zero, are :func:`fused_backward_arrays`' gradients, bit for bit."""
+    Xb, Gb, S = data
+    W = model[0]
+    bounds = _chunk_bounds(W.shape[0])
+    depth = _oblivious_depth(steps, W.shape[1])
+    if depth is None:
+        from . import _fused_numba
+
+        _fused_numba.backward_blocks(data, model, _schedule(steps, W.shape[1]), bounds, grads)
+    else:
+        from . import _oblivious_numba
+
+        flat = (Xb, Gb, S.reshape(S.shape[:2] + (-1,)))
+        getattr(_oblivious_numba, f"backward_blocks_{depth}")(flat, model, bounds, grads)
+
+
+def run_tasks(task, n_tasks):
+    """``task(0) .. task(n_tasks - 1)``, ``task(0)`` in this thread and the
+    others in the kernel's thread pool (tasks that call compiled code, which
+    releases the GIL, run in parallel); returns once all have, raising the
+    first error."""
+    if n_tasks == 1:
+        task(0)
+        return
+    futures = [_pool(n_tasks - 1).submit(task, g) for g in range(1, n_tasks)]
+    try:
+        task(0)
+    finally:
+        errors = [f.exception() for f in futures]  # waits for every task
+    for error in errors:
+        if error is not None:
+            raise error
+
+
 class FusedEnsemble(torch.autograd.Function):
     """Ensemble output ``(B, C)`` of inputs ``X`` (B, F), split weights
     ``(M, N, F)``, split biases ``(M, N)`` and leaf values ``(M, L, C)`` through

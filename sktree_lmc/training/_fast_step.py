@@ -141,6 +141,10 @@ class FastStep:
                         tuple(_flat(s["exp_avg"]) for s in states),
                         tuple(_flat(s["exp_avg_sq"]) for s in states))
         self.steps = tuple(s["step"].view(1).numpy() for s in states)
+        #: elements per row of each parameter: Adam's parts of the additive
+        #: table are whole rows, the rows of the table's gradient
+        C = module.leaf_value.shape[2]
+        self.units = tuple(C if n == 3 else 1 for n in range(len(params)))
         self.hyper = np.array([[g["lr"], *g["betas"], g["eps"]] for g in optimizer.param_groups
                                for _ in g["params"]], dtype=np.float64)
         #: (row of ``hyper``, its group) of every parameter
@@ -216,27 +220,44 @@ class FastStep:
 
     def step(self, idx):
         """One Adam step on the weighted mean loss of rows ``idx`` (int64
-        array); returns the loss."""
+        array); returns the loss.
+
+        The step runs as tasks (:func:`sktree_lmc.model._kernel.run_tasks`,
+        over the kernel's threads): first over groups of blocks of
+        :data:`~sktree_lmc.model._kernel.ROW_BLOCK` rows, each gathering its
+        rows, running the trees' forward pass, the loss's gradient and the
+        backward pass into gradients of its own per block; then over parts of
+        the parameters, each summing the blocks' gradients in block order,
+        computing the additive table's gradient on its rows of the table and
+        taking Adam's step on its part. The sums run in the same order
+        whatever the number of tasks, so one thread or several give the same
+        parameters, bit for bit."""
         nb = _compiled()
-        W, bias, pi = self.model
-        steps = self.module._steps
-        n_blocks = -(-len(idx) // _kernel.ROW_BLOCK)
-        Xb = self._buffer(("X", n_blocks), (n_blocks, self.X.shape[1], _kernel.ROW_BLOCK))
-        nb.gather_blocked(self.X, idx, Xb)
-        out, S = _kernel.fused_forward_arrays(Xb, W, bias, pi, steps, keep=True)
-        Gb = self._buffer(("G", n_blocks), out.shape)
-        loss = nb.objective_gradient(out, idx, self.targets, self.additive,
-                                     (self.kind, self.smoothing), Gb)
-        _kernel.fused_backward_arrays(Xb, W, bias, pi, Gb, steps, S=S, fmask=self.fmask,
-                                      out=self.grads[:3])
-        _kernel._give_buffer(S)
+        B = len(idx)
+        n_blocks = -(-B // _kernel.ROW_BLOCK)
+        tasks = min(_kernel._n_threads(), n_blocks)
+        arrays = self._step_arrays(n_blocks)
+        groups = [n_blocks * g // tasks for g in range(tasks + 1)]
+        _kernel.run_tasks(lambda g: self._rows_task(g, idx, groups, arrays), tasks)
         hyper = self.hyper
-        groups = self.optimizer.param_groups
+        param_groups = self.optimizer.param_groups
         for n, g in self.lr_rows:
-            hyper[n, 0] = groups[g]["lr"]
+            hyper[n, 0] = param_groups[g]["lr"]
         averages, ema = self._averages()
-        nb.adam_average(self.tensors, self.steps, hyper,
-                        self.tensors[0] if averages is None else averages, ema)
+        Xb, S, Gb, lb, blocks = arrays
+        params, grads, exp_avgs, exp_avg_sqs = self.tensors
+        losses = [0.0] * tasks
+        finish = ((Gb, idx, lb, self.targets[1]), self.additive,
+                  (blocks, n_blocks, grads[:3]),
+                  (self.tensors, self.steps, hyper, params if averages is None else averages,
+                   ema, self.units))
+
+        def finish_task(k):
+            losses[k] = nb.finish_step((k, tasks), *finish)
+
+        _kernel.run_tasks(finish_task, tasks)
+        for step in self.steps:
+            step[0] += 1.0
         hooks = self.hooks
         if hooks is not None:
             if hooks.scheduler is not None:
@@ -248,7 +269,45 @@ class FastStep:
                 else:
                     self.counter[0] += 1
                     average.started = True
-        return loss
+        return losses[0]
+
+    def _step_arrays(self, n_blocks):
+        """The step's arrays for ``n_blocks`` blocks of rows: the blocked
+        rows, the kept sigmoids, the outputs' gradient, the loss per row and
+        the trees' gradients per block (flat per parameter)."""
+        W, _, pi = self.model
+        M, N, F = W.shape
+        depth = _kernel._oblivious_depth(self.module._steps, N)
+        kept = 2 * N if depth is None else N
+        RB = _kernel.ROW_BLOCK
+        C = pi.shape[2]
+        return (self._buffer(("X", n_blocks), (n_blocks, F, RB)),
+                self._buffer(("S", n_blocks), (n_blocks, M, kept, RB)),
+                self._buffer(("G", n_blocks), (n_blocks, C, RB)),
+                self._buffer(("lb", n_blocks), (n_blocks * RB,)),
+                tuple(self._buffer((name, n_blocks), (n_blocks, size)) for name, size in
+                      (("gW", W.size), ("gb", M * N), ("gpi", pi.size))))
+
+    def _rows_task(self, g, idx, groups, arrays):
+        """Task ``g`` of a step's rows (:meth:`step`): its group of blocks
+        gathered, forward, the loss's gradient, and backward into the
+        blocks' own gradients."""
+        nb = _compiled()
+        Xb, S, Gb, lb, blocks = arrays
+        lo, hi = groups[g], groups[g + 1]
+        RB = _kernel.ROW_BLOCK
+        W, bias, pi = self.model
+        steps = self.module._steps
+        nb.gather_blocked(self.X, idx[lo * RB : hi * RB], Xb[lo:hi])
+        n_chunks = len(_kernel._chunk_bounds(W.shape[0])) - 1
+        parts = self._buffer(("parts", g, hi - lo), (n_chunks, hi - lo, pi.shape[2], RB))
+        _kernel.forward_rows(Xb[lo:hi], self.model, steps, (parts, S[lo:hi]))
+        nb.objective_rows(parts, (idx, lo), self.targets, self.additive,
+                          (self.kind, self.smoothing), (Gb, lb))
+        gW, gb, gpi = (b[lo:hi].reshape((hi - lo,) + p.shape) for b, p in
+                       zip(blocks, (W, bias, pi)))
+        _kernel.backward_rows((Xb[lo:hi], Gb[lo:hi], S[lo:hi]), self.model, steps,
+                              (gW, gb, gpi, self.fmask))
 
 
 def _loss_kind(loss_fn):
