@@ -215,18 +215,20 @@ def objective_rows(parts, batch, targets, additive, loss, sink):
 def scatter_table(Gb, idx, additive, part):
     """The additive table's gradient (``gtable`` of ``additive``, as
     :func:`objective_gradient` takes it) from the outputs' gradient ``Gb``
-    of rows ``idx``: its rows in part ``k`` of ``n_parts`` (``part``: ``(k,
-    n_parts)``; :func:`span`) zeroed, then every row's codes that fall in
-    them added, rows and codes in their order (so the same sums whatever the
-    parts)."""
+    of rows ``idx``, on the table's rows of part ``k`` of ``n_parts``
+    (``part``: ``(k, n_parts)``; :func:`span`): zeroed, then every row's codes
+    that fall in them added, rows and codes in their order (so the same sums
+    whatever the parts). A row the mask leaves out gets ``+0`` (the gradient
+    times its mask, 0: its sum stays exactly 0 for finite gradients) rather
+    than a test per code, which mispredicts."""
     _, scale, codes, gtable, rowmask = additive
     T = gtable.shape[0]
     C = gtable.shape[1]
     J = codes.shape[1] if T > 0 else 0
     r0, r1 = span(T, part)
-    for k in range(r0, r1):
-        for c in range(C):
-            gtable[k, c] = _ZERO
+    flat = gtable.reshape(-1)[r0 * C : r1 * C]
+    for i in range(flat.shape[0]):
+        flat[i] = _ZERO
     if J == 0 or r0 == r1:
         return
     scaled = scale.shape[0] > 0
@@ -241,8 +243,9 @@ def scatter_table(Gb, idx, additive, part):
                 k = codes[row, j]
                 if k < 0:
                     k += T
-                if k >= r0 and k < r1 and not (masked and rowmask[k] == _ZERO):
+                if k >= r0 and k < r1:
                     f = scale[k, 0] if scaled else _ONE
+                    f = f * np.float32(rowmask[k] != _ZERO) if masked else f
                     for c in range(C):
                         gtable[k, c] += G[c, col] * f
             continue
@@ -252,9 +255,10 @@ def scatter_table(Gb, idx, additive, part):
             k = codes[row, j]
             if k < 0:
                 k += T
-            if k < r0 or k >= r1 or (masked and rowmask[k] == _ZERO):
+            if k < r0 or k >= r1:
                 continue
             f = scale[k, 0] if scaled else _ONE
+            f = f * np.float32(rowmask[k] != _ZERO) if masked else f
             gtable[k, 0] += g0 * f
             gtable[k, 1] += g1 * f
 
@@ -274,15 +278,21 @@ def sum_blocks(blocks, n_blocks, grads, part):
     adds them), on part ``part`` (:func:`span`) of each flat gradient;
     ``blocks``: 2-d arrays (blocks, size of ``grads[n]``)."""
     for n in range(len(grads)):
-        g = grads[n]
-        src = blocks[n]
-        lo, hi = span(g.shape[0], part)
-        for i in range(lo, hi):
-            g[i] = _ZERO
-        for k in range(n_blocks):
-            s = src[k]
-            for i in range(lo, hi):
-                g[i] += s[i]
+        add_rows(blocks[n], n_blocks, grads[n], span(grads[n].shape[0], part))
+
+
+@numba.njit(**_ADAM_OPTS)
+def add_rows(rows, n_rows, out, bounds):
+    """``out[lo:hi] = sum_k rows[k, lo:hi]`` over the first ``n_rows`` rows,
+    from zero in row order (``bounds``: ``(lo, hi)``)."""
+    lo, hi = bounds
+    g = out[lo:hi]
+    for i in range(g.shape[0]):
+        g[i] = _ZERO
+    for k in range(n_rows):
+        r = rows[k][lo:hi]
+        for i in range(g.shape[0]):
+            g[i] += r[i]
 
 
 @numba.njit(**_ADAM_OPTS)
@@ -291,50 +301,66 @@ def adam_part(tensors, steps, hyper, averages, ema, where):
     step (the caller adds 1 to each ``steps[n]`` once every part has run):
     ``where`` is ``(units, part)``, parameter ``n`` updated on the flat
     elements of units ``span(len // units[n], part)`` of ``units[n]``
-    elements each (:func:`span`). The same operations as
-    :func:`sktree_lmc.model._fused_numba.adam_update` and
-    :func:`adam_average`, so the same values."""
+    elements each (:func:`span`)."""
     params, grads, exp_avgs, exp_avg_sqs = tensors
     units, part = where
-    w = np.float32(ema)
-    omw = _ONE - w
     for n in range(len(params)):
         p = params[n]
-        g = grads[n]
-        m = exp_avgs[n]
-        v = exp_avg_sqs[n]
         unit = units[n]
         lo, hi = span(p.shape[0] // unit, part)
-        lo *= unit
-        hi *= unit
-        h = hyper[n]
-        lr = h[0]
-        b1 = h[1]
-        b2 = h[2]
-        t = np.float64(steps[n][0] + _ONE)
-        w1 = np.float32(1.0 - b1)
-        beta2 = np.float32(b2)
-        omb2 = np.float32(1.0 - b2)
-        eps = np.float32(h[3])
-        bc2_sqrt = np.float32((1.0 - b2**t) ** 0.5)
-        neg_step = np.float32(-(lr / (1.0 - b1**t)))
-        for i in range(lo, hi):
-            gi = g[i]
-            mi = m[i]
-            mi = mi + w1 * (gi - mi)
-            m[i] = mi
-            vi = v[i] * beta2 + omb2 * gi * gi
-            v[i] = vi
-            p[i] = p[i] + neg_step * mi / (np.sqrt(vi) / bc2_sqrt + eps)
-        if ema < 0:
-            continue
-        a = averages[n]
-        if abs(w) < _HALF:
-            for i in range(lo, hi):
-                a[i] = a[i] + w * (p[i] - a[i])
-        else:
-            for i in range(lo, hi):
-                a[i] = p[i] - (p[i] - a[i]) * omw
+        adam_span((p, grads[n], exp_avgs[n], exp_avg_sqs[n]), steps[n], hyper[n],
+                  (lo * unit, hi * unit))
+        if ema >= 0:
+            lerp_span(p, averages[n], ema, (lo * unit, hi * unit))
+
+
+@numba.njit(**_ADAM_OPTS)
+def adam_span(tensors, step, hyper, bounds):
+    """:func:`sktree_lmc.model._fused_numba.adam_update` on the elements
+    ``bounds`` (``(lo, hi)``) of a parameter, the step count ``step`` (1,)
+    read plus one and not written: the same operations, so the same
+    values."""
+    p, g, m, v = tensors
+    lo, hi = bounds
+    lr = hyper[0]
+    b1 = hyper[1]
+    b2 = hyper[2]
+    t = np.float64(step[0] + _ONE)
+    w1 = np.float32(1.0 - b1)
+    beta2 = np.float32(b2)
+    omb2 = np.float32(1.0 - b2)
+    eps = np.float32(hyper[3])
+    bc2_sqrt = np.float32((1.0 - b2**t) ** 0.5)
+    neg_step = np.float32(-(lr / (1.0 - b1**t)))
+    p = p[lo:hi]
+    g = g[lo:hi]
+    m = m[lo:hi]
+    v = v[lo:hi]
+    for i in range(p.shape[0]):
+        gi = g[i]
+        mi = m[i]
+        mi = mi + w1 * (gi - mi)
+        m[i] = mi
+        vi = v[i] * beta2 + omb2 * gi * gi
+        v[i] = vi
+        p[i] = p[i] + neg_step * mi / (np.sqrt(vi) / bc2_sqrt + eps)
+
+
+@numba.njit(**_ADAM_OPTS)
+def lerp_span(p, a, ema, bounds):
+    """The moving average's update of :func:`adam_average` on the elements
+    ``bounds`` of a parameter ``p`` and its average ``a``."""
+    lo, hi = bounds
+    w = np.float32(ema)
+    omw = _ONE - w
+    p = p[lo:hi]
+    a = a[lo:hi]
+    if abs(w) < _HALF:
+        for i in range(p.shape[0]):
+            a[i] = a[i] + w * (p[i] - a[i])
+    else:
+        for i in range(p.shape[0]):
+            a[i] = p[i] - (p[i] - a[i]) * omw
 
 
 @numba.njit(**_OPTS)
