@@ -528,50 +528,52 @@ def fused_backward_arrays(Xb, W, bias, pi, Gb, steps, *, S, fmask=None, out=None
     return gW, gb, gpi
 
 
-def forward_rows(Xb, model, steps, sink):
-    """The forward pass of every chunk of trees on the blocks ``Xb``, in
-    this thread (:func:`run_tasks` runs several on disjoint blocks): ``sink``
-    is ``(parts, S)``, the partial outputs ``(n_chunks, n_blocks, C,
-    ROW_BLOCK)`` of the chunks (zeroed here; their sum in chunk order is
-    :func:`fused_forward_arrays`' output, bit for bit) and the kept sigmoids
-    of these blocks, shaped as :func:`fused_forward_arrays` keeps them.
-    ``model``: ``(W, bias, pi)``."""
-    W = model[0]
-    parts, S = sink
-    parts.fill(0.0)
-    bounds = _chunk_bounds(W.shape[0])
-    depth = _oblivious_depth(steps, W.shape[1])
+@functools.lru_cache(maxsize=16)
+def row_drivers(steps, shape):
+    """The passes of the trees over some blocks of rows, in this thread (a
+    training step runs several at once over disjoint blocks, with
+    :func:`run_tasks`), for split weights of ``shape`` (M, N, F) and the
+    routing schedule ``steps``: ``(forward, backward)``, the compiled drivers
+    bound to the chunks of trees (and the plan).
+
+    ``forward(Xb, model, (parts, S))`` adds the output of every chunk of trees
+    to its partial outputs ``parts`` (n_chunks, n_blocks, C, ROW_BLOCK),
+    whose sum in chunk order is :func:`fused_forward_arrays`' output, bit for
+    bit, and keeps the sigmoids of these blocks in ``S``, shaped as
+    :func:`fused_forward_arrays` keeps them; ``model``: ``(W, bias, pi)``.
+
+    ``backward((Xb, Gb, S), model, grads)`` writes the gradients of each
+    block of rows alone: ``grads`` is ``(gW, gb, gpi, fmask)`` with ``gW``
+    (n_blocks, M, N, F), ``gb`` (n_blocks, M, N) and ``gpi`` (n_blocks, M, L,
+    C) (block ``k``'s at ``[k]``), whose sums over the blocks, in block order
+    from zero, are :func:`fused_backward_arrays`' gradients, bit for bit."""
+    M, N, _ = shape
+    bounds = _chunk_bounds(M)
+    depth = _oblivious_depth(steps, N)
     if depth is None:
         from . import _fused_numba
 
-        _fused_numba.forward_serial(Xb, model, _schedule(steps, W.shape[1]), bounds,
-                                    (parts, S, True))
+        plan = _schedule(steps, N)
+        fwd, bwd = _fused_numba.forward_serial, _fused_numba.backward_blocks
+
+        def forward(Xb, model, sink):
+            fwd(Xb, model, plan, bounds, (sink[0], sink[1], True))
+
+        def backward(data, model, grads):
+            bwd(data, model, plan, bounds, grads)
     else:
         from . import _oblivious_numba
 
-        getattr(_oblivious_numba, f"forward_serial_{depth}")(Xb, model, bounds, (parts, S, True))
+        fwd = getattr(_oblivious_numba, f"forward_serial_{depth}")
+        bwd = getattr(_oblivious_numba, f"backward_blocks_{depth}")
 
+        def forward(Xb, model, sink):
+            fwd(Xb, model, bounds, (sink[0], sink[1], True))
 
-def backward_rows(data, model, steps, grads):
-    """The gradients of each block of rows alone, in this thread: ``data``
-    is ``(Xb, Gb, S)`` as :func:`fused_backward_arrays` takes them, ``grads``
-    ``(gW, gb, gpi, fmask)`` with ``gW`` (n_blocks, M, N, F), ``gb``
-    (n_blocks, M, N) and ``gpi`` (n_blocks, M, L, C) written (block ``k``'s
-    gradients at ``[k]``). Their sums over the blocks, in block order from
-    zero, are :func:`fused_backward_arrays`' gradients, bit for bit."""
-    Xb, Gb, S = data
-    W = model[0]
-    bounds = _chunk_bounds(W.shape[0])
-    depth = _oblivious_depth(steps, W.shape[1])
-    if depth is None:
-        from . import _fused_numba
-
-        _fused_numba.backward_blocks(data, model, _schedule(steps, W.shape[1]), bounds, grads)
-    else:
-        from . import _oblivious_numba
-
-        flat = (Xb, Gb, S.reshape(S.shape[:2] + (-1,)))
-        getattr(_oblivious_numba, f"backward_blocks_{depth}")(flat, model, bounds, grads)
+        def backward(data, model, grads):
+            Xb, Gb, S = data
+            bwd((Xb, Gb, S.reshape(S.shape[:2] + (-1,))), model, bounds, grads)
+    return forward, backward
 
 
 def run_tasks(task, n_tasks):

@@ -84,6 +84,7 @@ class FastStep:
         self.X = np.ascontiguousarray(data.X.numpy())
         self.fmask = _kernel._feature_mask(module.split_weight)
         self._buffers = {}
+        self._plans = {}
 
     @classmethod
     def of(cls, module, optimizer, loss_fn, data, hooks, n_members=1):
@@ -137,6 +138,7 @@ class FastStep:
             return False
         grads = [np.zeros(tuple(p.shape), dtype=np.float32) for p in params]
         self.grads = grads
+        self._plans = {}
         self.tensors = (tuple(_flat(p) for p in params), tuple(g.reshape(-1) for g in grads),
                         tuple(_flat(s["exp_avg"]) for s in states),
                         tuple(_flat(s["exp_avg_sq"]) for s in states))
@@ -233,30 +235,27 @@ class FastStep:
         whatever the number of tasks, so one thread or several give the same
         parameters, bit for bit."""
         nb = _compiled()
-        B = len(idx)
-        n_blocks = -(-B // _kernel.ROW_BLOCK)
+        n_blocks = -(-len(idx) // _kernel.ROW_BLOCK)
         tasks = min(_kernel._n_threads(), n_blocks)
-        arrays = self._step_arrays(n_blocks)
-        groups = [n_blocks * g // tasks for g in range(tasks + 1)]
-        _kernel.run_tasks(lambda g: self._rows_task(g, idx, groups, arrays), tasks)
+        plan = self._plan(n_blocks, tasks)
+        rows, (batch, grads, adam) = plan
+        _kernel.run_tasks(lambda g: self._rows_task(idx, *rows[g]), tasks)
         hyper = self.hyper
         param_groups = self.optimizer.param_groups
         for n, g in self.lr_rows:
             hyper[n, 0] = param_groups[g]["lr"]
         averages, ema = self._averages()
-        Xb, S, Gb, lb, blocks = arrays
-        params, grads, exp_avgs, exp_avg_sqs = self.tensors
+        tensors, steps, units = adam
+        finish = ((batch[0], idx, *batch[1:]), self.additive, grads,
+                  (tensors, steps, hyper, tensors[0] if averages is None else averages, ema,
+                   units))
         losses = [0.0] * tasks
-        finish = ((Gb, idx, lb, self.targets[1]), self.additive,
-                  (blocks, n_blocks, grads[:3]),
-                  (self.tensors, self.steps, hyper, params if averages is None else averages,
-                   ema, self.units))
 
         def finish_task(k):
             losses[k] = nb.finish_step((k, tasks), *finish)
 
         _kernel.run_tasks(finish_task, tasks)
-        for step in self.steps:
+        for step in steps:
             step[0] += 1.0
         hooks = self.hooks
         if hooks is not None:
@@ -271,43 +270,60 @@ class FastStep:
                     average.started = True
         return losses[0]
 
-    def _step_arrays(self, n_blocks):
-        """The step's arrays for ``n_blocks`` blocks of rows: the blocked
-        rows, the kept sigmoids, the outputs' gradient, the loss per row and
-        the trees' gradients per block (flat per parameter)."""
-        W, _, pi = self.model
+    def _plan(self, n_blocks, tasks):
+        """The arrays of a step of ``n_blocks`` blocks of rows in ``tasks``
+        tasks, made once per epoch (:meth:`_bind` forgets them): per row
+        task, the arguments of :meth:`_rows_task`; then those of
+        :func:`._step_numba.finish_step` but for the rows and Adam's
+        hyperparameters (``(Gb, lb, weight)``, the gradients' blocks, and
+        ``(tensors, steps, units)``)."""
+        key = (n_blocks, tasks)
+        if key in self._plans:
+            return self._plans[key]
+        W, bias, pi = self.model
         M, N, F = W.shape
-        depth = _kernel._oblivious_depth(self.module._steps, N)
-        kept = 2 * N if depth is None else N
+        kept = 2 * N if _kernel._oblivious_depth(self.module._steps, N) is None else N
         RB = _kernel.ROW_BLOCK
         C = pi.shape[2]
-        return (self._buffer(("X", n_blocks), (n_blocks, F, RB)),
-                self._buffer(("S", n_blocks), (n_blocks, M, kept, RB)),
-                self._buffer(("G", n_blocks), (n_blocks, C, RB)),
-                self._buffer(("lb", n_blocks), (n_blocks * RB,)),
-                tuple(self._buffer((name, n_blocks), (n_blocks, size)) for name, size in
-                      (("gW", W.size), ("gb", M * N), ("gpi", pi.size))))
+        Xb = self._buffer(("X", n_blocks), (n_blocks, F, RB))
+        S = self._buffer(("S", n_blocks), (n_blocks, M, kept, RB))
+        Gb = self._buffer(("G", n_blocks), (n_blocks, C, RB))
+        lb = self._buffer(("lb", n_blocks), (n_blocks * RB,))
+        blocks = tuple(self._buffer((name, n_blocks), (n_blocks, p.size))
+                       for name, p in (("gW", W), ("gb", bias), ("gpi", pi)))
+        n_chunks = len(_kernel._chunk_bounds(M)) - 1
+        groups = [n_blocks * g // tasks for g in range(tasks + 1)]
+        rows = []
+        for g in range(tasks):
+            lo, hi = groups[g], groups[g + 1]
+            parts = self._buffer(("parts", n_blocks, g), (n_chunks, hi - lo, C, RB))
+            grads = tuple(b[lo:hi].reshape((hi - lo,) + p.shape)
+                          for b, p in zip(blocks, (W, bias, pi)))
+            rows.append(((lo * RB, hi * RB, lo), (Xb[lo:hi], S[lo:hi], parts),
+                         (Gb, lb, Gb[lo:hi]), (*grads, self.fmask)))
+        finish = ((Gb, lb, self.targets[1]), (blocks, n_blocks, self.tensors[1][:3]),
+                  (self.tensors, self.steps, self.units))
+        plan = self._plans[key] = (rows, finish)
+        return plan
 
-    def _rows_task(self, g, idx, groups, arrays):
-        """Task ``g`` of a step's rows (:meth:`step`): its group of blocks
-        gathered, forward, the loss's gradient, and backward into the
-        blocks' own gradients."""
+    def _rows_task(self, idx, span, kept, sink, grads):
+        """A task of a step's rows (:meth:`step`): rows ``idx[span[0] :
+        span[1]]`` (blocks from ``span[2]``) gathered, forward, the loss's
+        gradient, and backward into the blocks' own gradients; ``kept``:
+        ``(Xb, S, parts)`` of these blocks, ``sink``: ``(Gb, lb)`` of the step
+        and ``Gb`` of these blocks, ``grads``: the blocks' gradients and the
+        feature mask (:func:`sktree_lmc.model._kernel.backward_rows`)."""
         nb = _compiled()
-        Xb, S, Gb, lb, blocks = arrays
-        lo, hi = groups[g], groups[g + 1]
-        RB = _kernel.ROW_BLOCK
-        W, bias, pi = self.model
-        steps = self.module._steps
-        nb.gather_blocked(self.X, idx[lo * RB : hi * RB], Xb[lo:hi])
-        n_chunks = len(_kernel._chunk_bounds(W.shape[0])) - 1
-        parts = self._buffer(("parts", g, hi - lo), (n_chunks, hi - lo, pi.shape[2], RB))
-        _kernel.forward_rows(Xb[lo:hi], self.model, steps, (parts, S[lo:hi]))
-        nb.objective_rows(parts, (idx, lo), self.targets, self.additive,
+        start, stop, first = span
+        Xb, S, parts = kept
+        Gb, lb, Gk = sink
+        forward, backward = _kernel.row_drivers(self.module._steps, self.model[0].shape)
+        nb.gather_blocked(self.X, idx[start:stop], Xb)
+        parts.fill(0.0)
+        forward(Xb, self.model, (parts, S))
+        nb.objective_rows(parts, (idx, first), self.targets, self.additive,
                           (self.kind, self.smoothing), (Gb, lb))
-        gW, gb, gpi = (b[lo:hi].reshape((hi - lo,) + p.shape) for b, p in
-                       zip(blocks, (W, bias, pi)))
-        _kernel.backward_rows((Xb[lo:hi], Gb[lo:hi], S[lo:hi]), self.model, steps,
-                              (gW, gb, gpi, self.fmask))
+        backward((Xb, Gk, S), self.model, grads)
 
 
 def _loss_kind(loss_fn):
