@@ -66,7 +66,6 @@ from __future__ import annotations
 import functools
 import os
 import threading
-from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 
 import numpy as np
@@ -369,16 +368,59 @@ def _n_threads():
     return max(1, min(threads, TREE_CHUNKS))
 
 
-_POOLS = {}
-_POOLS_LOCK = threading.Lock()
+class _Worker:
+    """A thread that runs one call per :meth:`start`, handed over through two
+    locks (about half the cost of an executor's futures: a step hands work
+    over twice, thousands of times a fit)."""
+
+    def __init__(self):
+        self._go = threading.Lock()
+        self._go.acquire()
+        self._done = threading.Lock()
+        self._done.acquire()
+        self._job = self._error = None
+        threading.Thread(target=self._loop, name="sktree_lmc_kernel", daemon=True).start()
+
+    def _loop(self):
+        while True:
+            self._go.acquire()
+            task, g = self._job
+            self._job = None
+            try:
+                task(g)
+            except BaseException as error:  # handed to the caller by wait()
+                self._error = error
+            self._done.release()
+
+    def start(self, task, g):
+        """Run ``task(g)`` in this worker's thread."""
+        self._error = None
+        self._job = (task, g)
+        self._go.release()
+
+    def wait(self):
+        """Wait for the call of :meth:`start`; returns its error, or None."""
+        self._done.acquire()
+        return self._error
 
 
-def _pool(workers):
-    """A thread pool of ``workers`` threads, made once per size."""
-    with _POOLS_LOCK:
-        if workers not in _POOLS:
-            _POOLS[workers] = ThreadPoolExecutor(workers, thread_name_prefix="sktree_lmc_kernel")
-        return _POOLS[workers]
+_CREWS = {}
+_CREWS_LOCK = threading.Lock()
+
+
+def _take_crew(size):
+    """``size`` idle workers (made once, and given back by :func:`_give_crew`:
+    fits in several threads at once each take their own)."""
+    with _CREWS_LOCK:
+        idle = _CREWS.setdefault(size, [])
+        if idle:
+            return idle.pop()
+    return [_Worker() for _ in range(size)]
+
+
+def _give_crew(crew):
+    with _CREWS_LOCK:
+        _CREWS[len(crew)].append(crew)
 
 
 def _run(name, depth, *args):
@@ -413,10 +455,7 @@ def _run(name, depth, *args):
         lo, hi = groups[g], groups[g + 1]
         fn(*head, bounds[lo : hi + 1], *rest(lo, hi))
 
-    futures = [_pool(threads - 1).submit(call, g) for g in range(1, threads)]
-    call(0)
-    for future in futures:
-        future.result()
+    run_tasks(call, threads)
 
 
 def _split_args(name, args):
@@ -578,17 +617,20 @@ def row_drivers(steps, shape):
 
 def run_tasks(task, n_tasks):
     """``task(0) .. task(n_tasks - 1)``, ``task(0)`` in this thread and the
-    others in the kernel's thread pool (tasks that call compiled code, which
-    releases the GIL, run in parallel); returns once all have, raising the
-    first error."""
+    others in the kernel's worker threads (made once, kept from call to call;
+    tasks that call compiled code, which releases the GIL, run in parallel);
+    returns once all have, raising the first error."""
     if n_tasks == 1:
         task(0)
         return
-    futures = [_pool(n_tasks - 1).submit(task, g) for g in range(1, n_tasks)]
+    crew = _take_crew(n_tasks - 1)
+    for g, worker in enumerate(crew, 1):
+        worker.start(task, g)
     try:
         task(0)
     finally:
-        errors = [f.exception() for f in futures]  # waits for every task
+        errors = [worker.wait() for worker in crew]  # waits for every task
+        _give_crew(crew)
     for error in errors:
         if error is not None:
             raise error
