@@ -44,6 +44,10 @@ summed in chunk order, and the gradients of a tree are written by the chunk
 that owns it. The results are therefore the same, bit for bit, with one
 thread or several. With ``n_threads > 1`` groups of chunks run in parallel,
 in Python threads (the compiled code releases the GIL; see :func:`_run`).
+The numba engine's training step (:mod:`sktree_lmc.training._fast_step`)
+splits its work by rows instead, with :func:`row_drivers`: each thread runs
+every tree on its own blocks of rows, and the gradients of each block are
+summed in block order, again the same bits with one thread or several.
 
 Results are equal to the torch path's up to float32 rounding (the sums run
 in another order; ``tests/test_fused_kernel.py``), not bit for bit.

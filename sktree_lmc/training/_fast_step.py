@@ -6,11 +6,14 @@ kernel of the trees through torch's autograd: the module's forward, the
 additive term, the loss, ``backward``, the gradient mask, Adam, the schedule
 and the weight average, each a few torch or NumPy calls of 5-40 us, about
 as much time as the kernel itself on the default model. :class:`FastStep`
-takes the same step on NumPy views of the same tensors, in four compiled
-calls around the kernel's forward and backward passes: the minibatch's
-rows gathered in the kernel's blocked layout, the loss and its gradient with
+takes the same step on NumPy views of the same tensors, in compiled calls
+around the kernel's forward and backward passes: the minibatch's rows
+gathered in the kernel's blocked layout, the loss and its gradient with
 respect to the outputs (with the additive term and its table's gradient),
-and one Adam step of every parameter fused with the moving average.
+and one Adam step of every parameter fused with the moving average. With
+``n_threads > 1`` they run as tasks over the kernel's threads: groups of
+blocks of rows, then parts of the parameters (:meth:`FastStep.step`), with
+the same sums in the same order as one thread.
 
 It covers what the default fits train: the module of the estimators (any
 architecture the kernel runs, with or without its additive table), one
