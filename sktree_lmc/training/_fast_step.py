@@ -150,6 +150,7 @@ class FastStep:
         #: table are whole rows, the rows of the table's gradient
         C = module.leaf_value.shape[2]
         self.units = tuple(C if n == 3 else 1 for n in range(len(params)))
+        self._drivers = _kernel.row_drivers(module._steps, tuple(module.split_weight.shape))
         self.hyper = np.array([[g["lr"], *g["betas"], g["eps"]] for g in optimizer.param_groups
                                for _ in g["params"]], dtype=np.float64)
         #: (row of ``hyper``, its group) of every parameter
@@ -320,7 +321,7 @@ class FastStep:
         start, stop, first = span
         Xb, S, parts = kept
         Gb, lb, Gk = sink
-        forward, backward = _kernel.row_drivers(self.module._steps, self.model[0].shape)
+        forward, backward = self._drivers
         nb.gather_blocked(self.X, idx[start:stop], Xb)
         parts.fill(0.0)
         forward(Xb, self.model, (parts, S))
