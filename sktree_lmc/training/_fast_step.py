@@ -316,7 +316,7 @@ class FastStep:
         gradient, and backward into the blocks' own gradients; ``kept``:
         ``(Xb, S, parts)`` of these blocks, ``sink``: ``(Gb, lb)`` of the step
         and ``Gb`` of these blocks, ``grads``: the blocks' gradients and the
-        feature mask (:func:`sktree_lmc.model._kernel.backward_rows`)."""
+        feature mask (:func:`sktree_lmc.model._kernel.row_drivers`)."""
         nb = _compiled()
         start, stop, first = span
         Xb, S, parts = kept
