@@ -125,3 +125,73 @@ def test_no_fast_step_with_the_torch_engine(monkeypatch):
                     X, y, True, monkeypatch, engine="torch")
     assert calls == []
     assert _fast_step.FastStep.of(torch.nn.Linear(2, 2), None, CrossEntropy(), None, None) is None
+
+
+def test_the_steps_parts_give_the_whole_steps_bits():
+    """The end of a step in parts (the additive table's gradient on ranges of
+    its rows, Adam on parts of each parameter) gives the bits of the whole:
+    what makes a fit's parameters the same with one thread or several."""
+    from sktree_lmc.training import _step_numba as nb
+
+    gen = np.random.default_rng(1)
+    n, C, T, J, B = 50, 2, 37, 4, 300
+    f32 = np.float32
+    table = gen.standard_normal((T, C)).astype(f32)
+    scale = (gen.random((T, 1)) + 0.5).astype(f32)
+    codes = gen.integers(-T, T, (n, J)).astype(np.int32)
+    rowmask = (gen.random(T) < 0.7).astype(f32)
+    idx = gen.integers(0, n, B)
+    Gb = _kernel.blocked(gen.standard_normal((B, C)).astype(f32))
+    whole = np.full((T, C), np.nan, f32)
+    nb.scatter_table(Gb, idx, (table, scale, codes, whole, rowmask), (0, 1))
+    expected = np.zeros((T, C), f32)  # row by row and code by code, as torch's index_put
+    for b in range(B):
+        for k in codes[idx[b]]:
+            if rowmask[k]:
+                expected[k] += _kernel.unblocked(Gb, B)[b] * scale[k, 0]
+    np.testing.assert_allclose(whole, expected, rtol=1e-5, atol=1e-6)
+    for n_parts in (2, 3):
+        parted = np.full((T, C), np.nan, f32)
+        for k in range(n_parts):
+            nb.scatter_table(Gb, idx, (table, scale, codes, parted, rowmask), (k, n_parts))
+        assert np.array_equal(parted, whole)
+
+    sizes = (10, 7, 2 * T)  # the last a table of two columns: parts of whole rows
+    units = (1, 1, C)
+
+    def state():
+        r = np.random.default_rng(2)
+        return tuple(tuple(r.standard_normal(s).astype(f32) for s in sizes) for _ in range(3)) + (
+            tuple(r.random(s).astype(f32) for s in sizes),)
+
+    hyper = np.array([[0.01, 0.9, 0.999, 1e-8]] * 3)
+    for ema in (-1.0, 0.3):
+        reference, tensors = state(), state()
+        avg_ref, avg = (tuple(a.copy() for a in reference[0]) for _ in range(2))
+        steps_ref, steps = (tuple(np.full(1, 4.0, f32) for _ in sizes) for _ in range(2))
+        nb.adam_average(reference, steps_ref, hyper, avg_ref, ema)
+        for k in range(3):
+            nb.adam_part(tensors, steps, hyper, avg, ema, (units, (k, 3)))
+        for step in steps:
+            step[0] += 1.0
+        for a, b in zip(reference + (avg_ref, steps_ref), tensors + (avg, steps)):
+            for x, y in zip(a, b):
+                assert np.array_equal(x, y)
+
+
+def test_a_fit_with_an_additive_table_gives_the_same_parameters_with_one_thread_or_two(
+        monkeypatch):
+    """The step's tasks over blocks of rows (a minibatch of four blocks and
+    the last of three, in two tasks) and parts of the parameters: the bits of
+    one thread's step."""
+    X, y = make_classification(900, 6, n_informative=4, n_classes=3, random_state=0)
+    fits = []
+    for threads in (1, 2):
+        model, calls = _fit(lambda: SoftTreeEnsembleClassifier(
+            n_estimators=16, max_epochs=2, random_state=0, n_threads=threads),
+            X, y, True, monkeypatch)
+        assert calls  # the fast step ran
+        fits.append(_params(model))
+    assert len(fits[0]) == 4  # the additive table too
+    for a, b in zip(*fits):
+        assert np.array_equal(a, b)

@@ -279,3 +279,68 @@ def test_the_compiled_additive_term_is_torchs(scaled):
     assert calls  # the numba engine took the compiled path
     for k, t in zip(results["numba"], results["torch"]):
         _close(k, t)
+
+
+@pytest.mark.parametrize("arch, depth", [("oblivious", 3), ("non_oblivious", 2)])
+def test_the_row_drivers_give_the_whole_passes_bits(arch, depth):
+    """The passes a training step runs per group of blocks of rows
+    (``row_drivers``): partial outputs whose sum in chunk order is the
+    forward pass's output, and per-block gradients whose sum in block order
+    is the backward pass's (the same sums in the same order; equal bit for
+    bit where both come from code compiled alike, but numba's code loaded from
+    its disk cache can round differently from code compiled in the process,
+    so compared to float32 rounding here), bit for bit the same whatever
+    groups the blocks run in."""
+    module = _module(arch, depth, n_trees=11, n_features=5, n_outputs=3, seed=8)
+    W, bias, pi = (p.detach().numpy() for p in
+                   (module.split_weight, module.split_bias, module.leaf_value))
+    steps = module._steps
+    gen = np.random.default_rng(0)
+    Xb = _kernel.blocked(gen.standard_normal((300, 5)).astype(np.float32))  # 3 blocks
+    Gb = _kernel.blocked(gen.standard_normal((300, 3)).astype(np.float32))
+    out, S = _kernel.fused_forward_arrays(Xb, W, bias, pi, steps, keep=True)
+    grads = _kernel.fused_backward_arrays(Xb, W, bias, pi, Gb, steps, S=S)
+    forward, backward = _kernel.row_drivers(steps, W.shape)
+    n_chunks = len(_kernel._chunk_bounds(W.shape[0])) - 1
+    fmask = np.ones((W.shape[0], W.shape[2]), dtype=np.uint8)
+    totals = []
+    for groups in ([0, 3], [0, 1, 3], [0, 2, 3]):
+        S_rows = np.empty_like(S)
+        blocks = [np.full((3,) + p.shape, np.nan, dtype=np.float32) for p in (W, bias, pi)]
+        for lo, hi in zip(groups[:-1], groups[1:]):
+            parts = np.zeros((n_chunks, hi - lo, 3, _kernel.ROW_BLOCK), dtype=np.float32)
+            forward(Xb[lo:hi], (W, bias, pi), (parts, S_rows[lo:hi]))
+            summed = parts[0].copy()
+            for k in range(1, n_chunks):
+                summed += parts[k]
+            _close(torch.from_numpy(summed), torch.from_numpy(out[lo:hi]))
+            backward((Xb[lo:hi], Gb[lo:hi], S_rows[lo:hi]), (W, bias, pi),
+                     tuple(b[lo:hi] for b in blocks) + (fmask,))
+        _close(torch.from_numpy(S_rows), torch.from_numpy(S))
+        totals.append([S_rows])
+        for block, whole in zip(blocks, grads):
+            total = np.zeros_like(whole)
+            for k in range(3):
+                total += block[k]
+            _close(torch.from_numpy(total), torch.from_numpy(whole))
+            totals[-1].append(total)
+    for other in totals[1:]:
+        assert all(np.array_equal(a, b) for a, b in zip(totals[0], other))
+
+
+def test_run_tasks_runs_every_task_and_raises_their_errors():
+    seen = []
+    _kernel.run_tasks(seen.append, 3)
+    assert sorted(seen) == [0, 1, 2]
+
+    def fail(g):
+        if g == 1:
+            raise RuntimeError("task 1")
+        seen.append(g)
+
+    seen.clear()
+    with pytest.raises(RuntimeError, match="task 1"):
+        _kernel.run_tasks(fail, 2)
+    assert seen == [0]
+    _kernel.run_tasks(seen.append, 2)  # the workers still run after an error
+    assert sorted(seen) == [0, 0, 1]

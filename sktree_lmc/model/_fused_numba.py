@@ -494,6 +494,22 @@ def backward_serial(data, model, plan, bounds, grads):
         backward_chunk(data, model, plan, bounds[ch], bounds[ch + 1], grads)
 
 
+@numba.njit(**_OPTS)
+def backward_blocks(data, model, plan, bounds, grads):
+    """:func:`backward_serial` on each block of rows alone, block ``k``
+    writing its gradients to ``(gW[k], gb[k], gpi[k])`` of ``grads`` (``(gW,
+    gb, gpi, fmask)``, the first three with a leading axis of blocks; zeroed
+    first)."""
+    Xb, Gb, S = data
+    gW, gb, gpi, fmask = grads
+    for k in range(Xb.shape[0]):
+        gW[k][:] = _ZERO
+        gb[k][:] = _ZERO
+        gpi[k][:] = _ZERO
+        one = (Xb[k : k + 1], Gb[k : k + 1], S[k : k + 1])
+        backward_serial(one, model, plan, bounds, (gW[k], gb[k], gpi[k], fmask))
+
+
 # ----------------------------------------------------------------------------
 # Around the trees: the additive table and the optimizer's step
 # ----------------------------------------------------------------------------

@@ -44,6 +44,10 @@ summed in chunk order, and the gradients of a tree are written by the chunk
 that owns it. The results are therefore the same, bit for bit, with one
 thread or several. With ``n_threads > 1`` groups of chunks run in parallel,
 in Python threads (the compiled code releases the GIL; see :func:`_run`).
+The numba engine's training step (:mod:`sktree_lmc.training._fast_step`)
+splits its work by rows instead, with :func:`row_drivers`: each thread runs
+every tree on its own blocks of rows, and the gradients of each block are
+summed in block order, again the same bits with one thread or several.
 
 Results are equal to the torch path's up to float32 rounding (the sums run
 in another order; ``tests/test_fused_kernel.py``), not bit for bit.
@@ -66,7 +70,6 @@ from __future__ import annotations
 import functools
 import os
 import threading
-from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 
 import numpy as np
@@ -369,16 +372,59 @@ def _n_threads():
     return max(1, min(threads, TREE_CHUNKS))
 
 
-_POOLS = {}
-_POOLS_LOCK = threading.Lock()
+class _Worker:
+    """A thread that runs one call per :meth:`start`, handed over through two
+    locks (about half the cost of an executor's futures: a step hands work
+    over twice, thousands of times a fit)."""
+
+    def __init__(self):
+        self._go = threading.Lock()
+        self._go.acquire()
+        self._done = threading.Lock()
+        self._done.acquire()
+        self._job = self._error = None
+        threading.Thread(target=self._loop, name="sktree_lmc_kernel", daemon=True).start()
+
+    def _loop(self):
+        while True:
+            self._go.acquire()
+            task, g = self._job
+            self._job = None
+            try:
+                task(g)
+            except BaseException as error:  # handed to the caller by wait()
+                self._error = error
+            self._done.release()
+
+    def start(self, task, g):
+        """Run ``task(g)`` in this worker's thread."""
+        self._error = None
+        self._job = (task, g)
+        self._go.release()
+
+    def wait(self):
+        """Wait for the call of :meth:`start`; returns its error, or None."""
+        self._done.acquire()
+        return self._error
 
 
-def _pool(workers):
-    """A thread pool of ``workers`` threads, made once per size."""
-    with _POOLS_LOCK:
-        if workers not in _POOLS:
-            _POOLS[workers] = ThreadPoolExecutor(workers, thread_name_prefix="sktree_lmc_kernel")
-        return _POOLS[workers]
+_CREWS = {}
+_CREWS_LOCK = threading.Lock()
+
+
+def _take_crew(size):
+    """``size`` idle workers (made once, and given back by :func:`_give_crew`:
+    fits in several threads at once each take their own)."""
+    with _CREWS_LOCK:
+        idle = _CREWS.setdefault(size, [])
+        if idle:
+            return idle.pop()
+    return [_Worker() for _ in range(size)]
+
+
+def _give_crew(crew):
+    with _CREWS_LOCK:
+        _CREWS[len(crew)].append(crew)
 
 
 def _run(name, depth, *args):
@@ -413,10 +459,7 @@ def _run(name, depth, *args):
         lo, hi = groups[g], groups[g + 1]
         fn(*head, bounds[lo : hi + 1], *rest(lo, hi))
 
-    futures = [_pool(threads - 1).submit(call, g) for g in range(1, threads)]
-    call(0)
-    for future in futures:
-        future.result()
+    run_tasks(call, threads)
 
 
 def _split_args(name, args):
@@ -526,6 +569,75 @@ def fused_backward_arrays(Xb, W, bias, pi, Gb, steps, *, S, fmask=None, out=None
         flat = (Xb, Gb, S.reshape(S.shape[:2] + (-1,)))
         _run("backward", depth, flat, (W, bias, pi), bounds, grads)
     return gW, gb, gpi
+
+
+@functools.lru_cache(maxsize=16)
+def row_drivers(steps, shape):
+    """The passes of the trees over some blocks of rows, in this thread (a
+    training step runs several at once over disjoint blocks, with
+    :func:`run_tasks`), for split weights of ``shape`` (M, N, F) and the
+    routing schedule ``steps``: ``(forward, backward)``, the compiled drivers
+    bound to the chunks of trees (and the plan).
+
+    ``forward(Xb, model, (parts, S))`` adds the output of every chunk of trees
+    to its partial outputs ``parts`` (n_chunks, n_blocks, C, ROW_BLOCK),
+    whose sum in chunk order is :func:`fused_forward_arrays`' output, bit for
+    bit, and keeps the sigmoids of these blocks in ``S``, shaped as
+    :func:`fused_forward_arrays` keeps them; ``model``: ``(W, bias, pi)``.
+
+    ``backward((Xb, Gb, S), model, grads)`` writes the gradients of each
+    block of rows alone: ``grads`` is ``(gW, gb, gpi, fmask)`` with ``gW``
+    (n_blocks, M, N, F), ``gb`` (n_blocks, M, N) and ``gpi`` (n_blocks, M, L,
+    C) (block ``k``'s at ``[k]``), whose sums over the blocks, in block order
+    from zero, are :func:`fused_backward_arrays`' gradients, bit for bit."""
+    M, N, _ = shape
+    bounds = _chunk_bounds(M)
+    depth = _oblivious_depth(steps, N)
+    if depth is None:
+        from . import _fused_numba
+
+        plan = _schedule(steps, N)
+        fwd, bwd = _fused_numba.forward_serial, _fused_numba.backward_blocks
+
+        def forward(Xb, model, sink):
+            fwd(Xb, model, plan, bounds, (sink[0], sink[1], True))
+
+        def backward(data, model, grads):
+            bwd(data, model, plan, bounds, grads)
+    else:
+        from . import _oblivious_numba
+
+        fwd = getattr(_oblivious_numba, f"forward_serial_{depth}")
+        bwd = getattr(_oblivious_numba, f"backward_blocks_{depth}")
+
+        def forward(Xb, model, sink):
+            fwd(Xb, model, bounds, (sink[0], sink[1], True))
+
+        def backward(data, model, grads):
+            Xb, Gb, S = data
+            bwd((Xb, Gb, S.reshape(S.shape[:2] + (-1,))), model, bounds, grads)
+    return forward, backward
+
+
+def run_tasks(task, n_tasks):
+    """``task(0) .. task(n_tasks - 1)``, ``task(0)`` in this thread and the
+    others in the kernel's worker threads (made once, kept from call to call;
+    tasks that call compiled code, which releases the GIL, run in parallel);
+    returns once all have, raising the first error."""
+    if n_tasks == 1:
+        task(0)
+        return
+    crew = _take_crew(n_tasks - 1)
+    for g, worker in enumerate(crew, 1):
+        worker.start(task, g)
+    try:
+        task(0)
+    finally:
+        errors = [worker.wait() for worker in crew]  # waits for every task
+        _give_crew(crew)
+    for error in errors:
+        if error is not None:
+            raise error
 
 
 class FusedEnsemble(torch.autograd.Function):

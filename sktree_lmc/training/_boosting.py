@@ -42,6 +42,7 @@ try:  # the kernel of a CSC matrix times a dense one (scipy.sparse's own product
 except ImportError:  # pragma: no cover
     _csc_matvecs = None
 
+from ..model import _kernel
 from ..model._architectures import MAX_LEAVES_PER_TREE
 from ..encoding._column_encodings import sorted_quantiles
 from ._losses import CrossEntropy, SquaredError, as_loss, weighted_mean
@@ -946,12 +947,22 @@ def oblivious_output(X, base, features, thresholds, leaves):
     """
     X = np.asarray(X, dtype=np.float64)
     M, D = features.shape
-    leaf = np.zeros((len(X), M), dtype=np.int64)
-    for d in range(D if X.shape[1] else 0):  # no feature: every row in leaf 0
-        f = features[:, d]
-        right = (X[:, np.maximum(f, 0)] > thresholds[None, :, d]) & (f[None, :] >= 0)
-        leaf = leaf * 2 + right
-    return base + leaves[np.arange(M)[None, :], leaf].sum(axis=1)
+    out = np.empty((len(X), leaves.shape[2]))
+    # rows apart in the kernel's threads (NumPy releases the GIL; each row's sum
+    # is the same whatever rows it is computed with)
+    tasks = max(1, min(_kernel._n_threads(), len(X) // 2048))
+
+    def rows(g):
+        lo, hi = len(X) * g // tasks, len(X) * (g + 1) // tasks
+        leaf = np.zeros((hi - lo, M), dtype=np.int64)
+        for d in range(D if X.shape[1] else 0):  # no feature: every row in leaf 0
+            f = features[:, d]
+            right = (X[lo:hi, np.maximum(f, 0)] > thresholds[None, :, d]) & (f[None, :] >= 0)
+            leaf = leaf * 2 + right
+        out[lo:hi] = base + leaves[np.arange(M)[None, :], leaf].sum(axis=1)
+
+    _kernel.run_tasks(rows, tasks)
+    return out
 
 
 def boosted_start(module, arch, X, target, weight, *, loss, mask=None, generator=None,

@@ -6,11 +6,14 @@ kernel of the trees through torch's autograd: the module's forward, the
 additive term, the loss, ``backward``, the gradient mask, Adam, the schedule
 and the weight average, each a few torch or NumPy calls of 5-40 us, about
 as much time as the kernel itself on the default model. :class:`FastStep`
-takes the same step on NumPy views of the same tensors, in four compiled
-calls around the kernel's forward and backward passes: the minibatch's
-rows gathered in the kernel's blocked layout, the loss and its gradient with
+takes the same step on NumPy views of the same tensors, in compiled calls
+around the kernel's forward and backward passes: the minibatch's rows
+gathered in the kernel's blocked layout, the loss and its gradient with
 respect to the outputs (with the additive term and its table's gradient),
-and one Adam step of every parameter fused with the moving average.
+and one Adam step of every parameter fused with the moving average. With
+``n_threads > 1`` they run as tasks over the kernel's threads: groups of
+blocks of rows, then parts of the parameters (:meth:`FastStep.step`), with
+the same sums in the same order as one thread.
 
 It covers what the default fits train: the module of the estimators (any
 architecture the kernel runs, with or without its additive table), one
@@ -84,6 +87,7 @@ class FastStep:
         self.X = np.ascontiguousarray(data.X.numpy())
         self.fmask = _kernel._feature_mask(module.split_weight)
         self._buffers = {}
+        self._plans = {}
 
     @classmethod
     def of(cls, module, optimizer, loss_fn, data, hooks, n_members=1):
@@ -137,10 +141,16 @@ class FastStep:
             return False
         grads = [np.zeros(tuple(p.shape), dtype=np.float32) for p in params]
         self.grads = grads
+        self._plans = {}
         self.tensors = (tuple(_flat(p) for p in params), tuple(g.reshape(-1) for g in grads),
                         tuple(_flat(s["exp_avg"]) for s in states),
                         tuple(_flat(s["exp_avg_sq"]) for s in states))
         self.steps = tuple(s["step"].view(1).numpy() for s in states)
+        #: elements per row of each parameter: Adam's parts of the additive
+        #: table are whole rows, the rows of the table's gradient
+        C = module.leaf_value.shape[2]
+        self.units = tuple(C if n == 3 else 1 for n in range(len(params)))
+        self._drivers = _kernel.row_drivers(module._steps, tuple(module.split_weight.shape))
         self.hyper = np.array([[g["lr"], *g["betas"], g["eps"]] for g in optimizer.param_groups
                                for _ in g["params"]], dtype=np.float64)
         #: (row of ``hyper``, its group) of every parameter
@@ -216,27 +226,41 @@ class FastStep:
 
     def step(self, idx):
         """One Adam step on the weighted mean loss of rows ``idx`` (int64
-        array); returns the loss."""
+        array); returns the loss.
+
+        The step runs as tasks (:func:`sktree_lmc.model._kernel.run_tasks`,
+        over the kernel's threads): first over groups of blocks of
+        :data:`~sktree_lmc.model._kernel.ROW_BLOCK` rows, each gathering its
+        rows, running the trees' forward pass, the loss's gradient and the
+        backward pass into gradients of its own per block; then over parts of
+        the parameters, each summing the blocks' gradients in block order,
+        computing the additive table's gradient on its rows of the table and
+        taking Adam's step on its part. The sums run in the same order
+        whatever the number of tasks, so one thread or several give the same
+        parameters, bit for bit."""
         nb = _compiled()
-        W, bias, pi = self.model
-        steps = self.module._steps
         n_blocks = -(-len(idx) // _kernel.ROW_BLOCK)
-        Xb = self._buffer(("X", n_blocks), (n_blocks, self.X.shape[1], _kernel.ROW_BLOCK))
-        nb.gather_blocked(self.X, idx, Xb)
-        out, S = _kernel.fused_forward_arrays(Xb, W, bias, pi, steps, keep=True)
-        Gb = self._buffer(("G", n_blocks), out.shape)
-        loss = nb.objective_gradient(out, idx, self.targets, self.additive,
-                                     (self.kind, self.smoothing), Gb)
-        _kernel.fused_backward_arrays(Xb, W, bias, pi, Gb, steps, S=S, fmask=self.fmask,
-                                      out=self.grads[:3])
-        _kernel._give_buffer(S)
+        tasks = min(_kernel._n_threads(), n_blocks)
+        plan = self._plan(n_blocks, tasks)
+        rows, (batch, grads, adam) = plan
+        _kernel.run_tasks(lambda g: self._rows_task(idx, *rows[g]), tasks)
         hyper = self.hyper
-        groups = self.optimizer.param_groups
+        param_groups = self.optimizer.param_groups
         for n, g in self.lr_rows:
-            hyper[n, 0] = groups[g]["lr"]
+            hyper[n, 0] = param_groups[g]["lr"]
         averages, ema = self._averages()
-        nb.adam_average(self.tensors, self.steps, hyper,
-                        self.tensors[0] if averages is None else averages, ema)
+        tensors, steps, units = adam
+        finish = ((batch[0], idx, *batch[1:]), self.additive, grads,
+                  (tensors, steps, hyper, tensors[0] if averages is None else averages, ema,
+                   units))
+        losses = [0.0] * tasks
+
+        def finish_task(k):
+            losses[k] = nb.finish_step((k, tasks), *finish)
+
+        _kernel.run_tasks(finish_task, tasks)
+        for step in steps:
+            step[0] += 1.0
         hooks = self.hooks
         if hooks is not None:
             if hooks.scheduler is not None:
@@ -248,7 +272,62 @@ class FastStep:
                 else:
                     self.counter[0] += 1
                     average.started = True
-        return loss
+        return losses[0]
+
+    def _plan(self, n_blocks, tasks):
+        """The arrays of a step of ``n_blocks`` blocks of rows in ``tasks``
+        tasks, made once per epoch (:meth:`_bind` forgets them): per row
+        task, the arguments of :meth:`_rows_task`; then those of
+        :func:`._step_numba.finish_step` but for the rows and Adam's
+        hyperparameters (``(Gb, lb, weight)``, the gradients' blocks, and
+        ``(tensors, steps, units)``)."""
+        key = (n_blocks, tasks)
+        if key in self._plans:
+            return self._plans[key]
+        W, bias, pi = self.model
+        M, N, F = W.shape
+        kept = 2 * N if _kernel._oblivious_depth(self.module._steps, N) is None else N
+        RB = _kernel.ROW_BLOCK
+        C = pi.shape[2]
+        Xb = self._buffer(("X", n_blocks), (n_blocks, F, RB))
+        S = self._buffer(("S", n_blocks), (n_blocks, M, kept, RB))
+        Gb = self._buffer(("G", n_blocks), (n_blocks, C, RB))
+        lb = self._buffer(("lb", n_blocks), (n_blocks * RB,))
+        blocks = tuple(self._buffer((name, n_blocks), (n_blocks, p.size))
+                       for name, p in (("gW", W), ("gb", bias), ("gpi", pi)))
+        n_chunks = len(_kernel._chunk_bounds(M)) - 1
+        groups = [n_blocks * g // tasks for g in range(tasks + 1)]
+        rows = []
+        for g in range(tasks):
+            lo, hi = groups[g], groups[g + 1]
+            parts = self._buffer(("parts", n_blocks, g), (n_chunks, hi - lo, C, RB))
+            grads = tuple(b[lo:hi].reshape((hi - lo,) + p.shape)
+                          for b, p in zip(blocks, (W, bias, pi)))
+            rows.append(((lo * RB, hi * RB, lo), (Xb[lo:hi], S[lo:hi], parts),
+                         (Gb, lb, Gb[lo:hi]), (*grads, self.fmask)))
+        finish = ((Gb, lb, self.targets[1]), (blocks, n_blocks, self.tensors[1][:3]),
+                  (self.tensors, self.steps, self.units))
+        plan = self._plans[key] = (rows, finish)
+        return plan
+
+    def _rows_task(self, idx, span, kept, sink, grads):
+        """A task of a step's rows (:meth:`step`): rows ``idx[span[0] :
+        span[1]]`` (blocks from ``span[2]``) gathered, forward, the loss's
+        gradient, and backward into the blocks' own gradients; ``kept``:
+        ``(Xb, S, parts)`` of these blocks, ``sink``: ``(Gb, lb)`` of the step
+        and ``Gb`` of these blocks, ``grads``: the blocks' gradients and the
+        feature mask (:func:`sktree_lmc.model._kernel.row_drivers`)."""
+        nb = _compiled()
+        start, stop, first = span
+        Xb, S, parts = kept
+        Gb, lb, Gk = sink
+        forward, backward = self._drivers
+        nb.gather_blocked(self.X, idx[start:stop], Xb)
+        parts.fill(0.0)
+        forward(Xb, self.model, (parts, S))
+        nb.objective_rows(parts, (idx, first), self.targets, self.additive,
+                          (self.kind, self.smoothing), (Gb, lb))
+        backward((Xb, Gk, S), self.model, grads)
 
 
 def _loss_kind(loss_fn):

@@ -20,7 +20,6 @@ from ..model._fused_numba import (
     RB,
     adam_update,
     add_table_rows,
-    scatter_table_rows,
 )
 
 _ZERO = np.float32(0.0)
@@ -67,25 +66,80 @@ def objective_gradient(out, idx, targets, additive, loss, Gb):
     The loss is the torch path's: ``sum_b w_b l_b / max(sum_b w_b, 1e-12)``
     with ``l_b`` the cross-entropy of ``softmax(z_b)`` with the targets
     smoothed as torch smooths them (``(1 - s) t + s / C``), or ``mean_c (z_bc
-    - t_bc) ** 2``. Each block of rows is computed output by output over its
-    rows (vectorized), the additive table's gather and scatter row by row."""
+    - t_bc) ** 2``: :func:`objective_rows` on every block, then
+    :func:`scatter_table` and :func:`loss_total` (the fast step runs them in
+    tasks over blocks of rows and ranges of table rows)."""
+    lb = np.empty(idx.shape[0], dtype=np.float32)
+    objective_rows(out.reshape((1,) + out.shape), (idx, 0), targets, additive, loss, (Gb, lb))
+    scatter_table(Gb, idx, additive, (0, 1))
+    return loss_total(lb, idx, targets[1])
+
+
+@numba.njit(**_ADAM_OPTS)
+def add_table_rows_2(table, scale, codes, z):
+    """``z + sum_j table[k_j] * scale[k_j]`` for the codes ``k_j`` of a row
+    (``codes`` (J,)), in their order, with two outputs (``z``: ``(z0, z1)``):
+    :func:`sktree_lmc.model._fused_numba.add_table_rows` with the sums in
+    registers. Compiled without reassociation, so that the sums stay in the
+    codes' order (a vectorized reduction would change their rounding)."""
+    T = table.shape[0]
+    scaled = scale.shape[0] > 0
+    z0, z1 = z
+    for j in range(codes.shape[0]):
+        k = codes[j]
+        if k < 0:
+            k += T
+        f = scale[k, 0] if scaled else _ONE
+        z0 += table[k, 0] * f
+        z1 += table[k, 1] * f
+    return z0, z1
+
+
+@numba.njit(**_OPTS)
+def weight_sum(weight, idx):
+    """``sum_b weight[idx[b]]`` (float64, in row order)."""
+    wsum = 0.0
+    for b in range(idx.shape[0]):
+        wsum += weight[idx[b]]
+    return wsum
+
+
+@numba.njit(**_OPTS)
+def loss_total(lb, idx, weight):
+    """The weighted mean ``sum_b w_b l_b / max(sum_b w_b, 1e-12)`` (float64,
+    in row order) of the rows' losses ``lb`` (float32, of :func:`objective_rows`)."""
+    total = 0.0
+    for b in range(idx.shape[0]):
+        total += np.float64(lb[b]) * weight[idx[b]]
+    return total / max(weight_sum(weight, idx), 1e-12)
+
+
+@numba.njit(**_OPTS)
+def objective_rows(parts, batch, targets, additive, loss, sink):
+    """The loss's gradient with respect to the outputs on some blocks of the
+    minibatch's rows: the part of :func:`objective_gradient` that goes row
+    by row (all but the table's gradient and the sum of the losses).
+
+    ``parts`` (n_parts, n, C, RB): partial outputs of blocks ``first ..
+    first + n`` of the rows, summed in their order; ``batch``: ``(idx,
+    first)``, all the minibatch's rows (their weights normalize the loss);
+    ``targets``, ``additive`` and ``loss`` as :func:`objective_gradient`
+    takes them (the table's gradient and row mask unused); ``sink``: ``(Gb,
+    lb)``, the gradient (n_blocks, C, RB) and the loss per row (float32,
+    unweighted) of all the rows, written at these blocks' rows."""
     target, weight = targets
-    table, scale, codes, gtable, rowmask = additive
+    table, scale, codes, _, _ = additive
     softmax, smoothing = loss
+    idx, first = batch
+    Gb, lb_rows = sink
     B = idx.shape[0]
-    C = out.shape[1]
+    C = parts.shape[2]
     T = table.shape[0]
     J = codes.shape[1] if T > 0 else 0
-    wsum = 0.0
-    for b in range(B):
-        wsum += weight[idx[b]]
-    inv = np.float32(1.0 / max(np.float32(wsum), np.float32(1e-12)))
+    inv = np.float32(1.0 / max(np.float32(weight_sum(weight, idx)), np.float32(1e-12)))
     keep = np.float32(1.0 - smoothing)
     spread = np.float32(smoothing / C)
     two_over_c = np.float32(2.0) / np.float32(C)
-    flat = gtable.reshape(-1)
-    for i in range(flat.shape[0]):
-        flat[i] = _ZERO
     z = np.empty((C, RB), dtype=np.float32)
     t = np.zeros((C, RB), dtype=np.float32)
     wb = np.zeros(RB, dtype=np.float32)
@@ -93,19 +147,25 @@ def objective_gradient(out, idx, targets, additive, loss, Gb):
     acc = np.empty(RB, dtype=np.float32)
     tsum = np.empty(RB, dtype=np.float32)
     lb = np.empty(RB, dtype=np.float32)
-    total = 0.0
-    for blk in range(Gb.shape[0]):
+    for local in range(parts.shape[1]):
+        blk = first + local
         n = min(RB, B - blk * RB)
         G = Gb[blk]
         for c in range(C):
             for r in range(RB):
-                z[c, r] = out[blk, c, r]
+                z[c, r] = parts[0, local, c, r]
+        for k in range(1, parts.shape[0]):
+            for c in range(C):
+                for r in range(RB):
+                    z[c, r] += parts[k, local, c, r]
         for r in range(n):
             row = idx[blk * RB + r]
             wb[r] = weight[row] * inv
             for c in range(C):
                 t[c, r] = target[row, c]
-            if J > 0:
+            if J > 0 and C == 2:  # the table's rows summed in registers (two outputs)
+                z[0, r], z[1, r] = add_table_rows_2(table, scale, codes[row], (z[0, r], z[1, r]))
+            elif J > 0:
                 add_table_rows(table, scale, codes, row, z, r)
         for r in range(n, RB):
             wb[r] = _ZERO
@@ -145,13 +205,183 @@ def objective_gradient(out, idx, targets, additive, loss, Gb):
             for r in range(RB):
                 lb[r] = lb[r] / C
         for r in range(n):
-            total += np.float64(lb[r]) * weight[idx[blk * RB + r]]
+            lb_rows[blk * RB + r] = lb[r]
         for c in range(C):
             for r in range(n, RB):
                 G[c, r] = _ZERO
-        for r in range(n if J > 0 else 0):
-            scatter_table_rows(G, r, scale, codes, idx[blk * RB + r], (gtable, rowmask))
-    return total / max(wsum, 1e-12)
+
+
+@numba.njit(**_OPTS)
+def scatter_table(Gb, idx, additive, part):
+    """The additive table's gradient (``gtable`` of ``additive``, as
+    :func:`objective_gradient` takes it) from the outputs' gradient ``Gb``
+    of rows ``idx``, on the table's rows of part ``k`` of ``n_parts``
+    (``part``: ``(k, n_parts)``; :func:`span`): zeroed, then every row's codes
+    that fall in them added, rows and codes in their order (so the same sums
+    whatever the parts). A row the mask leaves out gets ``+0`` (the gradient
+    times its mask, 0: its sum stays exactly 0 for finite gradients) rather
+    than a test per code, which mispredicts."""
+    _, scale, codes, gtable, rowmask = additive
+    T = gtable.shape[0]
+    C = gtable.shape[1]
+    J = codes.shape[1] if T > 0 else 0
+    r0, r1 = span(T, part)
+    flat = gtable.reshape(-1)[r0 * C : r1 * C]
+    for i in range(flat.shape[0]):
+        flat[i] = _ZERO
+    if J == 0 or r0 == r1:
+        return
+    scaled = scale.shape[0] > 0
+    masked = rowmask.shape[0] > 0
+    for b in range(idx.shape[0]):
+        row = idx[b]
+        blk = b // RB
+        col = b - blk * RB
+        G = Gb[blk]
+        if C != 2:
+            for j in range(J):
+                k = codes[row, j]
+                if k < 0:
+                    k += T
+                if k >= r0 and k < r1:
+                    f = scale[k, 0] if scaled else _ONE
+                    f = f * np.float32(rowmask[k] != _ZERO) if masked else f
+                    for c in range(C):
+                        gtable[k, c] += G[c, col] * f
+            continue
+        g0 = G[0, col]
+        g1 = G[1, col]
+        for j in range(J):
+            k = codes[row, j]
+            if k < 0:
+                k += T
+            if k < r0 or k >= r1:
+                continue
+            f = scale[k, 0] if scaled else _ONE
+            f = f * np.float32(rowmask[k] != _ZERO) if masked else f
+            gtable[k, 0] += g0 * f
+            gtable[k, 1] += g1 * f
+
+
+@numba.njit(**_OPTS)
+def span(n, part):
+    """Part ``k`` of ``n_parts`` (``part``: ``(k, n_parts)``) of ``range(n)``:
+    ``(n k // n_parts, n (k + 1) // n_parts)``."""
+    k, n_parts = part
+    return n * k // n_parts, n * (k + 1) // n_parts
+
+
+@numba.njit(**_ADAM_OPTS)
+def sum_blocks(blocks, n_blocks, grads, part):
+    """``grads[n] = sum_k blocks[n][k]`` over the first ``n_blocks`` blocks,
+    from zero in block order (the order in which the kernel's backward pass
+    adds them), on part ``part`` (:func:`span`) of each flat gradient;
+    ``blocks``: 2-d arrays (blocks, size of ``grads[n]``)."""
+    for n in range(len(grads)):
+        add_rows(blocks[n], n_blocks, grads[n], span(grads[n].shape[0], part))
+
+
+@numba.njit(**_ADAM_OPTS)
+def add_rows(rows, n_rows, out, bounds):
+    """``out[lo:hi] = sum_k rows[k, lo:hi]`` over the first ``n_rows`` rows,
+    from zero in row order (``bounds``: ``(lo, hi)``)."""
+    lo, hi = bounds
+    g = out[lo:hi]
+    for i in range(g.shape[0]):
+        g[i] = _ZERO
+    for k in range(n_rows):
+        r = rows[k][lo:hi]
+        for i in range(g.shape[0]):
+            g[i] += r[i]
+
+
+@numba.njit(**_ADAM_OPTS)
+def adam_part(tensors, steps, hyper, averages, ema, where):
+    """:func:`adam_average` on part of every parameter, without counting the
+    step (the caller adds 1 to each ``steps[n]`` once every part has run):
+    ``where`` is ``(units, part)``, parameter ``n`` updated on the flat
+    elements of units ``span(len // units[n], part)`` of ``units[n]``
+    elements each (:func:`span`)."""
+    params, grads, exp_avgs, exp_avg_sqs = tensors
+    units, part = where
+    for n in range(len(params)):
+        p = params[n]
+        unit = units[n]
+        lo, hi = span(p.shape[0] // unit, part)
+        adam_span((p, grads[n], exp_avgs[n], exp_avg_sqs[n]), steps[n], hyper[n],
+                  (lo * unit, hi * unit))
+        if ema >= 0:
+            lerp_span(p, averages[n], ema, (lo * unit, hi * unit))
+
+
+@numba.njit(**_ADAM_OPTS)
+def adam_span(tensors, step, hyper, bounds):
+    """:func:`sktree_lmc.model._fused_numba.adam_update` on the elements
+    ``bounds`` (``(lo, hi)``) of a parameter, the step count ``step`` (1,)
+    read plus one and not written: the same operations, so the same
+    values."""
+    p, g, m, v = tensors
+    lo, hi = bounds
+    lr = hyper[0]
+    b1 = hyper[1]
+    b2 = hyper[2]
+    t = np.float64(step[0] + _ONE)
+    w1 = np.float32(1.0 - b1)
+    beta2 = np.float32(b2)
+    omb2 = np.float32(1.0 - b2)
+    eps = np.float32(hyper[3])
+    bc2_sqrt = np.float32((1.0 - b2**t) ** 0.5)
+    neg_step = np.float32(-(lr / (1.0 - b1**t)))
+    p = p[lo:hi]
+    g = g[lo:hi]
+    m = m[lo:hi]
+    v = v[lo:hi]
+    for i in range(p.shape[0]):
+        gi = g[i]
+        mi = m[i]
+        mi = mi + w1 * (gi - mi)
+        m[i] = mi
+        vi = v[i] * beta2 + omb2 * gi * gi
+        v[i] = vi
+        p[i] = p[i] + neg_step * mi / (np.sqrt(vi) / bc2_sqrt + eps)
+
+
+@numba.njit(**_ADAM_OPTS)
+def lerp_span(p, a, ema, bounds):
+    """The moving average's update of :func:`adam_average` on the elements
+    ``bounds`` of a parameter ``p`` and its average ``a``."""
+    lo, hi = bounds
+    w = np.float32(ema)
+    omw = _ONE - w
+    p = p[lo:hi]
+    a = a[lo:hi]
+    if abs(w) < _HALF:
+        for i in range(p.shape[0]):
+            a[i] = a[i] + w * (p[i] - a[i])
+    else:
+        for i in range(p.shape[0]):
+            a[i] = p[i] - (p[i] - a[i]) * omw
+
+
+@numba.njit(**_OPTS)
+def finish_step(part, batch, additive, grads, adam):
+    """Part ``part`` (``(k, n_parts)``) of the end of a step, once the rows'
+    tasks have run: the table's gradient on its rows of the table
+    (:func:`scatter_table`), the trees' gradients summed over the blocks
+    (:func:`sum_blocks`) and Adam (:func:`adam_part`) on its part of each
+    parameter. ``batch``: ``(Gb, idx, lb, weight)``; ``grads``: ``(blocks,
+    n_blocks, flats)`` of :func:`sum_blocks`; ``adam``: ``(tensors, steps,
+    hyper, averages, ema, units)``. Returns the loss (:func:`loss_total`)
+    for part 0, else 0."""
+    Gb, idx, lb, weight = batch
+    blocks, n_blocks, flats = grads
+    tensors, steps, hyper, averages, ema, units = adam
+    scatter_table(Gb, idx, additive, part)
+    sum_blocks(blocks, n_blocks, flats, part)
+    adam_part(tensors, steps, hyper, averages, ema, (units, part))
+    if part[0] == 0:
+        return loss_total(lb, idx, weight)
+    return 0.0
 
 
 @numba.njit(**_ADAM_OPTS)

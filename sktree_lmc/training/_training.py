@@ -337,6 +337,18 @@ def _evaluate_loss(module, loss_fn, data, idx):
         return float((loss_fn(module(rows.X, rows.codes), target) * w).sum() / w.sum())
 
 
+def _copied_state(state):
+    """A copy of a module's ``state_dict``: its tensors cloned (what
+    ``copy.deepcopy`` copies, in a tenth of the time: an early-stopping fit
+    keeps the state of every improving epoch), anything else deep-copied."""
+    copied = type(state)((k, v.detach().clone() if isinstance(v, torch.Tensor)
+                          else copy.deepcopy(v)) for k, v in state.items())
+    metadata = getattr(state, "_metadata", None)
+    if metadata is not None:
+        copied._metadata = copy.deepcopy(metadata)
+    return copied
+
+
 class _EarlyStopping:
     """Early-stopping state: best validation value, its parameters and epoch,
     patience count.
@@ -356,7 +368,7 @@ class _EarlyStopping:
         """Record one epoch's validation value (and ``module``'s state if best)."""
         if val_loss < self.best_loss - self.tol:
             self.best_loss, self.no_improve, self.best_epoch = val_loss, 0, epoch
-            self.best_state = copy.deepcopy(module.state_dict())
+            self.best_state = _copied_state(module.state_dict())
         else:
             self.no_improve += 1
 
