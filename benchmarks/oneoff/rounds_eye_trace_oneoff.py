@@ -107,8 +107,8 @@ for name in datasets:
 
         t = time.process_time()
         est = SoftTreeEnsembleClassifier(random_state=seed, max_epochs=15, **est_kw)
-        r = ShardedSoftTreeEnsemble(est, n_shards=8, split="iid", n_rounds=10, random_state=seed,
-                                    checkpoint=ckpt, **rounds_kw).fit(Xtr, ytr)
+        kw = dict(dict(n_shards=8, split="iid", n_rounds=10), **rounds_kw)
+        r = ShardedSoftTreeEnsemble(est, random_state=seed, checkpoint=ckpt, **kw).fit(Xtr, ytr)
         ra, rl = metrics(r.predict_proba(Xte), yte, classes)
         emit(dict(base, kind="rounds", forced_all_rounds=force, full_acc=fa, full_logloss=fl,
                   rounds_acc=ra, rounds_logloss=rl, gap=round(ra - fa, 2),
