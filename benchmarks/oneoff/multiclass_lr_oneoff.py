@@ -14,7 +14,7 @@ Usage, from the repository root::
 
 ``tasks``: ``python -m benchmarks.bench_tasks`` with the rule off and the teacher's trees
 kept at ``256 * min(n_classes, 4)`` whatever the student's ``n_estimators`` (so that an
-``n_estimators`` variant scales the student alone), e.g. ``tasks /tmp/hpc.jsonl --
+``n_estimators`` variant scales the student alone), e.g. ``tasks OUT.jsonl --
 --datasets hpc --models default "learning_rate=0.015" "n_estimators=512"``
 (``tasks_multiclass_lr_screen.jsonl`` in ``docs/_static/benchmarks/tasks/``).
 

@@ -8,7 +8,7 @@ raised to 100 (all 10 rounds run; the model returned is still the kept one, the 
 one standard error of the best validation loss). After every round (a ``checkpoint`` callable):
 the merged model's test accuracy and log-loss, the validation loss the rounds use, the shard
 models' mean test accuracy and log-loss and their ensemble's (mean of probabilities). Once per
-seed: the full-data model (cached under ``/work/exp/rounds_eye/cache`` when there) and the
+seed: the full-data model (cached in ``$SKTREE_LMC_CACHE`` when that is set) and the
 default estimator fitted on one shard's rows (a random eighth of the training rows) alone.
 
     python benchmarks/oneoff/rounds_eye_trace_oneoff.py LABEL SEEDS [ROUNDS_KW_JSON [EST_KW_JSON]] [--datasets a,b]
@@ -66,8 +66,9 @@ def emit(row):
 for name in datasets:
     for seed in seeds:
         Xtr, Xte, ytr, yte = load_split(name, seed)
-        cache = Path(f"/work/exp/rounds_eye/cache/{name}_{seed}.joblib")
-        if cache.exists():
+        folder = os.environ.get("SKTREE_LMC_CACHE")
+        cache = Path(folder) / f"{name}_{seed}.joblib" if folder else None
+        if cache is not None and cache.exists():
             full, full_s = joblib.load(cache)
         else:
             t = time.process_time()
