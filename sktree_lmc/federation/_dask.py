@@ -463,44 +463,6 @@ class DaskSession:
             self.client.cancel(futures)
 
 
-# -- sums over the partitions ------------------------------------------------------------------
-def _partition_sums(X, y, sample_weight, model):
-    """:func:`~sktree_lmc.prediction_sums` of ``model`` on one partition (None
-    for an empty one)."""
-    from ..merging._calibrate import prediction_sums
-
-    if len(y) == 0:
-        return None
-    return prediction_sums(model, X, y, sample_weight)
-
-
-def distributed_prediction_sums(model, X, y, sample_weight=None, *,
-                                worker_timeout=WORKER_TIMEOUT):
-    """:func:`~sktree_lmc.prediction_sums` of ``model`` over the rows ``X``,
-    ``y`` (``sample_weight``): in memory, or for dask collections computed
-    on the workers partition by partition, only the sums travelling (a
-    :class:`WorkerLostError` names the partitions left when the workers are
-    lost)."""
-    from ..merging._calibrate import PredictionSums, prediction_sums
-
-    if not is_dask_collection(X):
-        return prediction_sums(model, X, y, sample_weight)
-    X_parts, y_parts, w_parts = aligned_partitions(X, y, sample_weight)
-
-    def describe(what, unfinished, why):
-        return (f"fit stopped while {what}: {why}; partition(s) {unfinished} of "
-                f"{len(X_parts)} did not finish.")
-
-    session = DaskSession("fit", describe, worker_timeout=worker_timeout, unit="partition")
-    Xf, yf, wf = session.partitions((X_parts, y_parts, w_parts))
-    shared = session.send(model, "sending the merged model for its mean calibration")
-    tasks = [session.submit(_partition_sums, x, t, wf[k] if wf else None, shared)
-             for k, (x, t) in enumerate(zip(Xf, yf))]
-    del Xf, yf, wf
-    sums = session.gather(tasks, "summing the merged model's predictions")
-    return PredictionSums.total(s for s in sums if s is not None)
-
-
 # -- lazy prediction on dask collections -------------------------------------------------------
 def _predict_partition(part, estimator, method):
     """``estimator.method`` on one partition (a NumPy block or a pandas frame);

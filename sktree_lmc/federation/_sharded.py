@@ -33,7 +33,7 @@ from sklearn.utils.validation import (
 
 from ..training._boosting import averaged_site_trees, feature_gains, grow_shared_trees
 from ..merging._bridge import combine
-from ..merging._calibrate import calibrate_mean, has_mean_loss
+from ..merging._calibrate import PredictionSums, calibrate_mean, has_mean_loss, prediction_sums
 from ..encoding._encoding import (
     SKETCH_SIZE,
     TabularEncoder,
@@ -49,7 +49,7 @@ from .._estimators import (
     _BaseSoftTreeEnsemble,
     _lazy_on_dask,
 )
-from ._dask import distributed_prediction_sums, is_dask_collection
+from ._dask import WORKER_TIMEOUT, DaskSession, aligned_partitions, is_dask_collection
 from ._federated import (
     RoundSettings,
     RoundsSpeedup,
@@ -312,6 +312,39 @@ class _ShardedData(NamedTuple):
     rows: tuple
     X_site: Any
     n_classes: int = 0
+
+
+def _partition_sums(X, y, sample_weight, model):
+    """:func:`~sktree_lmc.prediction_sums` of ``model`` on one partition (None
+    for an empty one)."""
+    if len(y) == 0:
+        return None
+    return prediction_sums(model, X, y, sample_weight)
+
+
+def distributed_prediction_sums(model, X, y, sample_weight=None, *,
+                                worker_timeout=WORKER_TIMEOUT):
+    """:func:`~sktree_lmc.prediction_sums` of ``model`` over the rows ``X``,
+    ``y`` (``sample_weight``): in memory, or for dask collections computed
+    on the workers partition by partition, only the sums travelling (a
+    :class:`WorkerLostError` names the partitions left when the workers are
+    lost)."""
+    if not is_dask_collection(X):
+        return prediction_sums(model, X, y, sample_weight)
+    X_parts, y_parts, w_parts = aligned_partitions(X, y, sample_weight)
+
+    def describe(what, unfinished, why):
+        return (f"fit stopped while {what}: {why}; partition(s) {unfinished} of "
+                f"{len(X_parts)} did not finish.")
+
+    session = DaskSession("fit", describe, worker_timeout=worker_timeout, unit="partition")
+    Xf, yf, wf = session.partitions((X_parts, y_parts, w_parts))
+    shared = session.send(model, "sending the merged model for its mean calibration")
+    tasks = [session.submit(_partition_sums, x, t, wf[k] if wf else None, shared)
+             for k, (x, t) in enumerate(zip(Xf, yf))]
+    del Xf, yf, wf
+    sums = session.gather(tasks, "summing the merged model's predictions")
+    return PredictionSums.total(s for s in sums if s is not None)
 
 
 def _estimator_has(attr):
