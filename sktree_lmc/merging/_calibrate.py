@@ -14,7 +14,8 @@ predictions sum to the targets' over all the rows: the log link's factor
 (``loss="squared_error"``).
 
 This module uses the estimators' public predictions and their fitted
-objective (``objective_``), and nothing of the merge's internals.
+objective (``objective_``), and of the merge's glue only ``rewrap`` (a
+Pipeline's last step replaced).
 """
 
 from __future__ import annotations
@@ -26,6 +27,8 @@ import hashlib
 import numpy as np
 from sklearn.pipeline import Pipeline
 from sklearn.utils.validation import check_is_fitted, column_or_1d
+
+from ._bridge import rewrap
 
 __all__ = ["PredictionSums", "calibrate_mean", "has_mean_loss", "prediction_sums"]
 
@@ -269,8 +272,4 @@ def calibrate_mean(estimator, sums):
                                   target, prediction, total.weight)
     new = copy.deepcopy(final)
     new.objective_ = objective.replace(y_mean=mean, y_scale=scale)
-    if not isinstance(estimator, Pipeline):
-        return new
-    pipeline = copy.copy(estimator)
-    pipeline.steps = copy.deepcopy(estimator.steps[:-1]) + [(estimator.steps[-1][0], new)]
-    return pipeline
+    return rewrap(estimator, new)
