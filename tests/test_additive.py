@@ -452,7 +452,8 @@ def test_onnx_export_of_the_additive_term(tmp_path):
         warnings.simplefilter("ignore")
         torch.onnx.export(export_module(clf), (torch.tensor(X_test[:16]),), str(path),
                           input_names=["X"], output_names=["scores"], dynamo=True,
-                          dynamic_shapes=({0: torch.export.Dim("batch")},))
+                          dynamic_shapes=({0: torch.export.Dim("batch")},),
+                          optimize=False)  # its graph rewrites are most of the time
     session = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
     (out,) = session.run(None, {"X": X_test})
     np.testing.assert_allclose(out, clf.decision_function(X_test.astype(np.float64)),

@@ -318,7 +318,8 @@ def test_onnx_export_of_a_union_encoder(tmp_path):
             for j, c in enumerate(rows)]
     X = encoder_inputs(union, rows).astype(np.float32)
     path = tmp_path / "encoder.onnx"
-    kwargs = (dict(dynamic_shapes=({0: torch.export.Dim("batch")},)) if dynamo
+    # optimize=False: the exporter's graph rewrites (most of its time) are not what this checks
+    kwargs = (dict(dynamic_shapes=({0: torch.export.Dim("batch")},), optimize=False) if dynamo
               else dict(dynamic_axes={"X": {0: "batch"}}))
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
