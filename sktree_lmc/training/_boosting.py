@@ -294,6 +294,7 @@ class BoostingSite:
             block += (np.arange(w) * self.n_bins).astype(kind)
             self._cell_blocks.append((a, block))
         self.raw = np.tile(np.asarray(base, dtype=np.float64)[:, None], (1, n))  # (C, n)
+        self._hist = None  # the compiled growth's histograms (compiled_tree), made once
         self._onehot = None
         if type(self.loss) is CrossEntropy and self.n_outputs == 2:
             self._onehot = (np.arange(2)[:, None] == np.asarray(self.target)[None, :]) * 1.0
@@ -399,7 +400,7 @@ class BoostingSite:
         n_sent, l2 = options
         F, n = self.codes.shape
         size = F * (1 << max(depth - 1, 0)) * self.n_bins * 2 * n_sent
-        if getattr(self, "_hist", None) is None or self._hist[0].shape[0] < size:
+        if self._hist is None or self._hist[0].shape[0] < size:
             self._hist = (np.empty(size), np.empty(size))
         out = (self.node, np.empty(depth, dtype=np.int64), np.empty(depth, dtype=np.int64),
                np.empty(depth), np.empty((1 << depth, self.stats.shape[1])))
@@ -796,7 +797,7 @@ def grow_shared_trees(sites, *, loss, n_trees, depth, n_outputs, mask=None,
         else:
             pending = received(out, *first, 1)
         parents = {}
-        for d in range(depth if compiled is None else 0):
+        for d in range(depth if compiled is None else 0):  # (or grown by the compiled call)
             n_nodes = 1 << d
             gain = np.full((F, n_bins), -np.inf)
             hists = {}

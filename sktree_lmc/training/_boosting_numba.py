@@ -77,7 +77,7 @@ def grow_tree(codes, stats, allowed, hist, options, out):
         n_left = 0
         for j in range(n):  # the rows of the left children (all rows at the root), in order
             left[n_left] = j
-            n_left += 1 if d == 0 else 1 - (node[j] & 1)  # no branch: the sides alternate
+            n_left += 1 if d == 0 else 1 - (node[j] & 1)  # no branch: sides are random
         _left_histograms(codes, stats, left[:n_left], node, cur)
         for f in range(F):
             if d > 0:
