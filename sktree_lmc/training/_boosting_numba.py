@@ -24,8 +24,13 @@ multiply-adds):
   finite.
 
 The histograms of a level are laid out feature first (``(F, n_nodes, n_bins,
-S)``): a feature's cells of all nodes, a few tens of kilobytes, stay in the
-core's cache while its rows are added.
+S)``) and filled in one pass over the rows for all features (a row's features
+are independent sums that the core overlaps; a pass per feature chained the
+rows of a bin and was slower); then each feature's right children and gains.
+On electricity (9,000 rows, 7 features, 256 trees of depth 4) the growth took
+half the NumPy path's time, about HGB's whole fit (``benchmarks/bench_teacher.py``).
+Tree levels are too short (about 0.1 ms) to pay for a hand-over between
+threads: the growth runs on one.
 """
 
 from __future__ import annotations
