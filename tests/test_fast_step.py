@@ -131,6 +131,7 @@ def test_the_steps_parts_give_the_whole_steps_bits():
     """The end of a step in parts (the additive table's gradient on ranges of
     its rows, Adam on parts of each parameter) gives the bits of the whole:
     what makes a fit's parameters the same with one thread or several."""
+    from sktree_lmc.model import _fused_numba
     from sktree_lmc.training import _step_numba as nb
 
     gen = np.random.default_rng(1)
@@ -169,7 +170,10 @@ def test_the_steps_parts_give_the_whole_steps_bits():
         reference, tensors = state(), state()
         avg_ref, avg = (tuple(a.copy() for a in reference[0]) for _ in range(2))
         steps_ref, steps = (tuple(np.full(1, 4.0, f32) for _ in sizes) for _ in range(2))
-        nb.adam_average(reference, steps_ref, hyper, avg_ref, ema)
+        for n in range(len(sizes)):  # the whole of each parameter: Adam, then the average
+            _fused_numba.adam_update(tuple(t[n] for t in reference), steps_ref[n], hyper[n])
+            if ema >= 0:
+                _fused_numba.lerp_span(reference[0][n], avg_ref[n], ema, (0, sizes[n]))
         for k in range(3):
             nb.adam_part(tensors, steps, hyper, avg, ema, (units, (k, 3)))
         for step in steps:

@@ -590,19 +590,34 @@ def adam_update(tensors, step, hyper):
     operations of torch's single-tensor Adam (``m.lerp_(g, 1 - beta1)``,
     ``v.mul_(beta2).addcmul_(g, g, value=1 - beta2)``, ``p.addcdiv_(m,
     sqrt(v) / sqrt(bc2) + eps, value=-lr / bc1)``, the bias corrections
-    ``bc = 1 - beta ** step`` in float64), fused."""
+    ``bc = 1 - beta ** step`` in float64), fused: :func:`adam_span` on every
+    element, then the step counted."""
+    adam_span(tensors, step, hyper, (0, tensors[0].shape[0]))
+    step[0] += _ONE
+
+
+@numba.njit(**_ADAM_OPTS)
+def adam_span(tensors, step, hyper, bounds):
+    """:func:`adam_update` on the elements ``bounds`` (``(lo, hi)``) of a
+    parameter, the step count ``step`` (1,) read plus one and not written
+    (the training step's tasks run it on parts of a parameter, and count the
+    step once all have run)."""
     p, g, m, v = tensors
+    lo, hi = bounds
     lr = hyper[0]
     b1 = hyper[1]
     b2 = hyper[2]
-    step[0] += _ONE
-    t = np.float64(step[0])
+    t = np.float64(step[0] + _ONE)
     w1 = np.float32(1.0 - b1)
     beta2 = np.float32(b2)
     omb2 = np.float32(1.0 - b2)
     eps = np.float32(hyper[3])
     bc2_sqrt = np.float32((1.0 - b2**t) ** 0.5)
     neg_step = np.float32(-(lr / (1.0 - b1**t)))
+    p = p[lo:hi]
+    g = g[lo:hi]
+    m = m[lo:hi]
+    v = v[lo:hi]
     for i in range(p.shape[0]):
         gi = g[i]
         mi = m[i]
@@ -611,3 +626,21 @@ def adam_update(tensors, step, hyper):
         vi = v[i] * beta2 + omb2 * gi * gi
         v[i] = vi
         p[i] = p[i] + neg_step * mi / (np.sqrt(vi) / bc2_sqrt + eps)
+
+
+@numba.njit(**_ADAM_OPTS)
+def lerp_span(p, a, ema, bounds):
+    """The moving average's update ``a += ema * (p - a)``, as
+    :func:`torch.lerp` computes it, on the elements ``bounds`` (``(lo,
+    hi)``) of a parameter ``p`` and its average ``a``."""
+    lo, hi = bounds
+    w = np.float32(ema)
+    omw = _ONE - w
+    p = p[lo:hi]
+    a = a[lo:hi]
+    if abs(w) < _HALF:
+        for i in range(p.shape[0]):
+            a[i] = a[i] + w * (p[i] - a[i])
+    else:
+        for i in range(p.shape[0]):
+            a[i] = p[i] - (p[i] - a[i]) * omw

@@ -19,6 +19,10 @@ gradients are its negative): a quarter of the work, and of what a federated
 site sends, which packs them (the bins its features have, the nonzero cells).
 Every sum adds the same numbers in the same order as plain ``np.bincount``
 histograms and NumPy's losses do: the trees do not depend on these choices.
+With the numba engine, one site of this process (a plain fit) grows each
+tree's levels in one compiled call (:mod:`._boosting_numba`: the histograms,
+the split search and the rows' descent, the same sums bit for bit), about
+half the growth's time on electricity; the losses' gradients stay NumPy's.
 
 The grown trees become the soft trees' starting parameters: a level's split is
 the axis-aligned logit ``slope * (threshold - x_f) / std(x_f)`` (left below
@@ -290,6 +294,7 @@ class BoostingSite:
             block += (np.arange(w) * self.n_bins).astype(kind)
             self._cell_blocks.append((a, block))
         self.raw = np.tile(np.asarray(base, dtype=np.float64)[:, None], (1, n))  # (C, n)
+        self._hist = None  # the compiled growth's histograms (compiled_tree), made once
         self._onehot = None
         if type(self.loss) is CrossEntropy and self.n_outputs == 2:
             self._onehot = (np.arange(2)[:, None] == np.asarray(self.target)[None, :]) * 1.0
@@ -381,6 +386,27 @@ class BoostingSite:
         present = _bins_present(self.edges[lo:hi], self.n_bins)
         has = present[None] & ((G != 0) | (H != 0)).any(axis=-1)
         return np.packbits(has[:, present]), _narrowed(G[has], dtype), _narrowed(H[has], dtype)
+
+    def compiled_tree(self, kernel, depth, allowed, options):
+        """Grow one tree's levels with the compiled ``kernel``
+        (:func:`._boosting_numba.grow_tree`): the splits :func:`grow_shared_trees`
+        chooses from this site's :meth:`histograms` alone, and the rows sent
+        down them (as :meth:`split` sends them). ``allowed``: ``(valid,
+        mask)``, the bins after which a split exists (F, n_bins) and the
+        features the tree may split on (F,); ``options``: ``(n_sent, l2)``.
+        Returns ``(features, bins, gains, leaf sums)``: each level's feature
+        (-1: none), bin and gain over the unsplit score (``(depth,)`` each),
+        and :meth:`leaf_sums` as one ``(2**depth, 2 C)`` array."""
+        n_sent, l2 = options
+        F, n = self.codes.shape
+        size = F * (1 << max(depth - 1, 0)) * self.n_bins * 2 * n_sent
+        if self._hist is None or self._hist[0].shape[0] < size:
+            self._hist = (np.empty(size), np.empty(size))
+        out = (self.node, np.empty(depth, dtype=np.int64), np.empty(depth, dtype=np.int64),
+               np.empty(depth), np.empty((1 << depth, self.stats.shape[1])))
+        kernel.grow_tree(self.codes, self.stats, allowed, self._hist,
+                         (depth, n_sent, self.n_outputs, float(l2)), out)
+        return out[1:]
 
     def split(self, f, k):
         """Send every row of every node left (``f < 0``) or by ``bin > k`` of feature ``f``."""
@@ -573,6 +599,22 @@ class LocalSites:
         return out
 
 
+def _compiled_growth(sites):
+    """:mod:`._boosting_numba`, where its compiled growth of a tree can take
+    the levels of :func:`grow_shared_trees` (the same trees): one site of
+    this process that sends nothing (:func:`grow_oblivious_trees`,
+    :meth:`BoostingSite.grow`), with the numba engine
+    (:func:`sktree_lmc.model._kernel.resolve_engine`); else None."""
+    if not (type(sites) is LocalSites and not sites.pack and len(sites.sites) == 1
+            and type(sites.sites[0]) is BoostingSite):
+        return None
+    if _kernel.resolve_engine() != "numba":
+        return None
+    from . import _boosting_numba
+
+    return _boosting_numba
+
+
 def _merge_thresholds(summaries, max_bins):
     """Candidate thresholds of every feature from the sites' :meth:`BoostingSite.summary`.
 
@@ -724,6 +766,7 @@ def grow_shared_trees(sites, *, loss, n_trees, depth, n_outputs, mask=None,
             pairs = [_unpacked(p, present[lo:hi], n_nodes) for p in pairs]
         return _summed(pairs)
 
+    compiled = _compiled_growth(sites)
     best_loss = best_m = None
     tree = None
     # each level's histograms, kept from one tree to the next as the arrays the
@@ -734,7 +777,7 @@ def grow_shared_trees(sites, *, loss, n_trees, depth, n_outputs, mask=None,
         # add the last tree, start this one: the validation loss of the first m
         # trees, and the root's first histogram block
         calls = [("add_tree", (tree,))] + (
-            [histograms(*first, 1, False)] if m < n_trees else [])
+            [histograms(*first, 1, False)] if m < n_trees and compiled is None else [])
         out = sites.call(*calls)
         loss_sum = sum(o[0][0] for o in out)
         val_weight = sum(o[0][1] for o in out)
@@ -742,9 +785,19 @@ def grow_shared_trees(sites, *, loss, n_trees, depth, n_outputs, mask=None,
             best_loss, best_m = loss_sum / val_weight, m
         if m == n_trees:
             break
-        pending = received(out, *first, 1)
+        if compiled is not None:  # the levels in one compiled call
+            level_features, level_bins, level_gains, sums = sites.sites[0].compiled_tree(
+                compiled, depth, (valid, np.ascontiguousarray(mask[m], dtype=bool)), (n_sent, l2))
+            for d, (f, k) in enumerate(zip(level_features, level_bins)):
+                if f >= 0:
+                    features[m, d], thresholds[m, d] = f, edges[f][k]
+                    if gains is not None:
+                        gains[m, d] = max(level_gains[d], 0.0)
+            pending = sums[:, 0::2], sums[:, 1::2]
+        else:
+            pending = received(out, *first, 1)
         parents = {}
-        for d in range(depth):
+        for d in range(depth if compiled is None else 0):  # (or grown by the compiled call)
             n_nodes = 1 << d
             gain = np.full((F, n_bins), -np.inf)
             hists = {}

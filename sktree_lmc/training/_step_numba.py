@@ -18,13 +18,13 @@ from ..model._fused_numba import (
     _ADAM_OPTS,
     _OPTS,
     RB,
-    adam_update,
+    adam_span,
     add_table_rows,
+    lerp_span,
 )
 
 _ZERO = np.float32(0.0)
 _ONE = np.float32(1.0)
-_HALF = np.float32(0.5)
 
 
 
@@ -297,11 +297,20 @@ def add_rows(rows, n_rows, out, bounds):
 
 @numba.njit(**_ADAM_OPTS)
 def adam_part(tensors, steps, hyper, averages, ema, where):
-    """:func:`adam_average` on part of every parameter, without counting the
-    step (the caller adds 1 to each ``steps[n]`` once every part has run):
-    ``where`` is ``(units, part)``, parameter ``n`` updated on the flat
-    elements of units ``span(len // units[n], part)`` of ``units[n]``
-    elements each (:func:`span`)."""
+    """One Adam step on part of every parameter, then the moving average's
+    update there, without counting the step (the caller adds 1 to each
+    ``steps[n]`` once every part has run).
+
+    ``tensors``: ``(params, grads, exp_avgs, exp_avg_sqs)``, tuples of flat
+    float32 arrays (updated in place as
+    :func:`sktree_lmc.model._fused_numba.adam_span` updates one);
+    ``steps``: the step count (1,) of each parameter, read; ``hyper``
+    (n_params, 4) float64: ``(lr, beta1, beta2, eps)`` per parameter;
+    ``averages``: the averaged copies of the parameters, and ``ema`` the
+    weight of the new values (:func:`~sktree_lmc.model._fused_numba.lerp_span`;
+    ``ema < 0``: no average); ``where`` is ``(units, part)``, parameter ``n``
+    updated on the flat elements of units ``span(len // units[n], part)`` of
+    ``units[n]`` elements each (:func:`span`)."""
     params, grads, exp_avgs, exp_avg_sqs = tensors
     units, part = where
     for n in range(len(params)):
@@ -312,55 +321,6 @@ def adam_part(tensors, steps, hyper, averages, ema, where):
                   (lo * unit, hi * unit))
         if ema >= 0:
             lerp_span(p, averages[n], ema, (lo * unit, hi * unit))
-
-
-@numba.njit(**_ADAM_OPTS)
-def adam_span(tensors, step, hyper, bounds):
-    """:func:`sktree_lmc.model._fused_numba.adam_update` on the elements
-    ``bounds`` (``(lo, hi)``) of a parameter, the step count ``step`` (1,)
-    read plus one and not written: the same operations, so the same
-    values."""
-    p, g, m, v = tensors
-    lo, hi = bounds
-    lr = hyper[0]
-    b1 = hyper[1]
-    b2 = hyper[2]
-    t = np.float64(step[0] + _ONE)
-    w1 = np.float32(1.0 - b1)
-    beta2 = np.float32(b2)
-    omb2 = np.float32(1.0 - b2)
-    eps = np.float32(hyper[3])
-    bc2_sqrt = np.float32((1.0 - b2**t) ** 0.5)
-    neg_step = np.float32(-(lr / (1.0 - b1**t)))
-    p = p[lo:hi]
-    g = g[lo:hi]
-    m = m[lo:hi]
-    v = v[lo:hi]
-    for i in range(p.shape[0]):
-        gi = g[i]
-        mi = m[i]
-        mi = mi + w1 * (gi - mi)
-        m[i] = mi
-        vi = v[i] * beta2 + omb2 * gi * gi
-        v[i] = vi
-        p[i] = p[i] + neg_step * mi / (np.sqrt(vi) / bc2_sqrt + eps)
-
-
-@numba.njit(**_ADAM_OPTS)
-def lerp_span(p, a, ema, bounds):
-    """The moving average's update of :func:`adam_average` on the elements
-    ``bounds`` of a parameter ``p`` and its average ``a``."""
-    lo, hi = bounds
-    w = np.float32(ema)
-    omw = _ONE - w
-    p = p[lo:hi]
-    a = a[lo:hi]
-    if abs(w) < _HALF:
-        for i in range(p.shape[0]):
-            a[i] = a[i] + w * (p[i] - a[i])
-    else:
-        for i in range(p.shape[0]):
-            a[i] = p[i] - (p[i] - a[i]) * omw
 
 
 @numba.njit(**_OPTS)
@@ -383,31 +343,3 @@ def finish_step(part, batch, additive, grads, adam):
         return loss_total(lb, idx, weight)
     return 0.0
 
-
-@numba.njit(**_ADAM_OPTS)
-def adam_average(tensors, steps, hyper, averages, ema):
-    """One Adam step of every parameter, then the moving average's update.
-
-    ``tensors``: ``(params, grads, exp_avgs, exp_avg_sqs)``, tuples of flat
-    float32 arrays (the parameters and moments updated in place, as
-    :func:`sktree_lmc.model._fused_numba.adam_update` updates one);
-    ``steps``: the step count (1,) of each parameter, incremented;
-    ``hyper`` (n_params, 4) float64: ``(lr, beta1, beta2, eps)`` per
-    parameter; ``averages``: the averaged copies of the parameters, and
-    ``ema`` the weight of the new values, ``avg += ema * (p - avg)`` as
-    :func:`torch.lerp` computes it (``ema < 0``: no average)."""
-    params, grads, exp_avgs, exp_avg_sqs = tensors
-    w = np.float32(ema)
-    omw = _ONE - w
-    for n in range(len(params)):
-        p = params[n]
-        adam_update((p, grads[n], exp_avgs[n], exp_avg_sqs[n]), steps[n], hyper[n])
-        if ema < 0:
-            continue
-        a = averages[n]
-        if abs(w) < _HALF:
-            for i in range(p.shape[0]):
-                a[i] = a[i] + w * (p[i] - a[i])
-        else:
-            for i in range(p.shape[0]):
-                a[i] = p[i] - (p[i] - a[i]) * omw
