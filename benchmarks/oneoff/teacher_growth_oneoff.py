@@ -16,9 +16,9 @@ against HGB's whole fit (issue 59).
 
 Run from the repository root::
 
-    python -m benchmarks.bench_teacher --datasets electricity california --rounds 7
-    python -m benchmarks.bench_teacher --datasets electricity --skip-growth --fits --rounds 5
-    python -m benchmarks.bench_teacher --smoke    # seconds, for the tests
+    python benchmarks/oneoff/teacher_growth_oneoff.py --datasets electricity california --rounds 7
+    python benchmarks/oneoff/teacher_growth_oneoff.py --datasets electricity --skip-growth --fits --rounds 5
+    python benchmarks/oneoff/teacher_growth_oneoff.py --smoke --fits    # seconds
 """
 
 from __future__ import annotations
@@ -28,12 +28,17 @@ import os
 import time
 import warnings
 
+import sys
+from pathlib import Path
+
 import numpy as np
 import torch
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the repository's root
+
 
 def _rows(name, n_train):
-    from .bench_accuracy import load, split
+    from benchmarks.bench_accuracy import load, split
 
     X_tr, _, y_tr, _ = split(*load("raw", name), n_train, n_train, 0, True)
     return np.asarray(X_tr, dtype=np.float64), np.asarray(y_tr)
@@ -83,7 +88,7 @@ def measure_fits(name, rounds=3, n_train=10_000, params=None):
     from sktree_lmc import SoftTreeEnsembleClassifier, training_engine
     from sktree_lmc.training import _boosting
 
-    from .bench_accuracy import load, split
+    from benchmarks.bench_accuracy import load, split
 
     X_tr, X_te, y_tr, _ = split(*load("raw", name), n_train, n_train, 0, True)
     compiled = _boosting._compiled_growth
