@@ -28,7 +28,8 @@ S)``) and filled in one pass over the rows for all features (a row's features
 are independent sums that the core overlaps; a pass per feature chained the
 rows of a bin and was slower); then each feature's right children and gains.
 On electricity (9,000 rows, 7 features, 256 trees of depth 4) the growth took
-half the NumPy path's time, about HGB's whole fit (``benchmarks/bench_teacher.py``).
+half the NumPy path's time, about HGB's whole fit
+(``benchmarks/oneoff/teacher_growth_oneoff.py``).
 Tree levels are too short (0.1-0.2 ms) to pay for a hand-over between
 threads: the growth runs on one.
 """
