@@ -831,6 +831,15 @@ class SoftTreeEnsembleClassifier(ClassifierMixin, _BaseSoftTreeEnsemble):
         keep their labels). The model, its symmetries and merging are
         unchanged; it gains accuracy at a longer fit. 0: the labels alone.
         Ignored by ``partial_fit``. See :ref:`encoding_and_training`.
+    teacher_rows : float >= 0 or "auto", default="auto"
+        Extra training rows whose targets are the teacher's probabilities
+        alone, as a multiple of the training rows: drawn from the fitted
+        encoder's joint column distribution (seeded by ``random_state``),
+        weighted as the mean training row; the validation rows are never
+        among them. They carry the teacher between the training rows at a
+        longer fit. ``"auto"``: 3 with more than two classes, else 0.
+        Ignored without a teacher (``teacher_weight=0``) and by
+        ``partial_fit``. See :ref:`encoding_and_training`.
     n_members : int, default=1
         Train the trees as ``n_members`` members (at most ``n_estimators``),
         each on its own loss as a whole model, as in TabM (Gorishniy et al.,
@@ -916,6 +925,7 @@ class SoftTreeEnsembleClassifier(ClassifierMixin, _BaseSoftTreeEnsemble):
         **_BaseSoftTreeEnsemble._parameter_constraints,
         "class_weight": [dict, StrOptions({"balanced"}), None],
         "label_smoothing": [_NumberInterval(Real, 0, 1, closed="left"), StrOptions({"auto"})],
+        "teacher_rows": [_NumberInterval(Real, 0, None, closed="left"), StrOptions({"auto"})],
     }
 
     def __init__(
@@ -952,6 +962,7 @@ class SoftTreeEnsembleClassifier(ClassifierMixin, _BaseSoftTreeEnsemble):
         class_weight=None,
         label_smoothing="auto",
         teacher_weight=0.75,
+        teacher_rows="auto",
         n_members=1,
         encoder=None,
     ):
@@ -971,6 +982,7 @@ class SoftTreeEnsembleClassifier(ClassifierMixin, _BaseSoftTreeEnsemble):
         )
         self.class_weight = class_weight
         self.label_smoothing = label_smoothing
+        self.teacher_rows = teacher_rows
 
 
     @property
