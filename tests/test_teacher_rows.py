@@ -11,7 +11,12 @@ from sklearn.base import clone
 from sklearn.datasets import make_classification
 
 import sktree_lmc.training._fit as fit_module
-from sktree_lmc import ShardedSoftTreeEnsemble, SoftTreeEnsembleClassifier, merge_estimators
+from sktree_lmc import (
+    ShardedSoftTreeEnsemble,
+    SoftTreeEnsembleClassifier,
+    SoftTreeEnsembleRegressor,
+    merge_estimators,
+)
 from sktree_lmc.training._plan import AUTO_TEACHER_ROWS, Recipe, auto_teacher_rows
 from sktree_lmc.training._start import probe_inputs
 
@@ -171,3 +176,22 @@ def test_pickle_merge_and_sharded_fits_work_with_teacher_rows(spy):
     rounds = ShardedSoftTreeEnsemble(SoftTreeEnsembleClassifier(**SMALL), n_shards=2,
                                      n_rounds=2, random_state=0).fit(X, y)
     assert rounds.score(X, y) > 0.4
+
+
+@pytest.mark.parametrize("loss", ["squared_error", "poisson"])
+def test_a_regressor_adds_rows_only_when_asked(spy, loss):
+    X, y = _data(n=300)
+    y = np.exp(X[:, 0] / 2) if loss == "poisson" else X[:, 0] + X[:, 1] ** 2
+    SoftTreeEnsembleRegressor(teacher_weight=0.5, loss=loss, random_state=0, **SMALL).fit(X, y)
+    (before, _, after, _, _), = spy
+    assert after is before  # "auto": none for a regression
+    est = SoftTreeEnsembleRegressor(teacher_weight=0.5, teacher_rows=1, loss=loss,
+                                    random_state=0, **SMALL).fit(X, y)
+    (before, target, after, new_target, objective) = spy[1]
+    n = before.inputs.n_rows
+    assert after.inputs.n_rows == n + len(before.train_idx)
+    extra = objective.teacher_labelled(np.asarray(after.inputs.X[n:], dtype=np.float64))
+    np.testing.assert_allclose(new_target[n:], extra.reshape(new_target[n:].shape), rtol=1e-6)
+    # the teacher's predictions in the fitted targets' units
+    assert abs(new_target[n:].mean() - target[before.train_idx].mean()) < 0.5 * target.std()
+    assert np.isfinite(est.predict(X)).all()

@@ -55,8 +55,7 @@ class Recipe:
         :meth:`resolved` decides it with the early stopping.
     teacher_rows : float or "auto"
         Extra rows labelled by the teacher alone, as a multiple of the
-        training rows (the classifier's ``teacher_rows``; 0 for a
-        regressor); ``"auto"`` until :meth:`resolved` decides it.
+        training rows; ``"auto"`` until :meth:`resolved` decides it.
     """
 
     max_epochs: int
@@ -73,10 +72,9 @@ class Recipe:
     def from_estimator(cls, est, **changes):
         """The recipe of ``est``'s hyperparameters, with ``changes``."""
         values = {f.name: getattr(est, f.name) for f in dataclasses.fields(cls)
-                  if f.name not in ("keep_optimizer_state", "label_smoothing", "teacher_rows")}
+                  if f.name not in ("keep_optimizer_state", "label_smoothing")}
         values["keep_optimizer_state"] = bool(est.warm_start)
         values["label_smoothing"] = getattr(est, "label_smoothing", 0.0)  # none: a regressor
-        values["teacher_rows"] = getattr(est, "teacher_rows", 0.0)
         values.update(changes)
         return cls(**values)
 
