@@ -386,9 +386,10 @@ def encoding_note(state, n_columns, n_features):
     return f"encoded {rows} of {n_columns} columns into {n_features} features"
 
 
-def start_note(state, mask, teachers):
-    """What the start did (the boosted start, the teacher, the columns
-    ``mask`` drew by the teacher's gains), or None."""
+def start_note(state, mask, teachers, extra_rows=0):
+    """What the start did (the boosted start, the teacher, the ``extra_rows``
+    of ``teacher_rows``, the columns ``mask`` drew by the teacher's gains),
+    or None."""
     s, notes = state.settings, []
     if s.split_init == "boosting" and not state.warm:
         notes.append("boosted start")
@@ -400,6 +401,8 @@ def start_note(state, mask, teachers):
             notes.append(f"grew the teacher: {kept} boosted trees of depth {s.depth}"
                          + (f" (the first {kept} of {s.n_estimators} kept on the "
                             "validation rows)" if kept < s.n_estimators else ""))
+        if extra_rows:
+            notes.append(f"{extra_rows} more training rows labelled by the teacher alone")
     elif s.split_init == "data" and not state.warm:
         notes.append("data-aware start of the splits")
     if mask is not None and mask.note:
@@ -434,9 +437,11 @@ def run_fit(state, objective, encoder, history, *, score_of=None, clock=None):
     mask = feature_mask(state, encoder, module,
                         gains=None if teacher is None else teacher[1])
     boosted, target = start_model(state, objective, encoder, module, mask, teacher)
+    n_rows = state.inputs.n_rows
     state, target = with_teacher_rows(state, objective, encoder, target)
     if clock is not None:
-        clock.lap(start_note(state, mask, objective.teachers))
+        clock.lap(start_note(state, mask, objective.teachers,
+                             extra_rows=state.inputs.n_rows - n_rows))
     view = TrainingView.of(mask, encoder)
     inputs, module, optimizer, hooks = trainer(state, view, module, mask)
     data = _FitTensors.from_arrays(inputs, target, state.sample_weight, state.device)
