@@ -236,7 +236,7 @@ class _BaseSoftTreeEnsemble(BaseEstimator):
         scoring="loss",
         additive_bins=(16, 64, 256, 1024, 4096),
         teacher_weight=0.0,
-        teacher_rows="auto",
+        teacher_rows=0.0,
         n_members=1,
         encoder=None,
     ):
@@ -834,7 +834,7 @@ class SoftTreeEnsembleClassifier(ClassifierMixin, _BaseSoftTreeEnsemble):
         keep their labels). The model, its symmetries and merging are
         unchanged; it gains accuracy at a longer fit. 0: the labels alone.
         Ignored by ``partial_fit``. See :ref:`encoding_and_training`.
-    teacher_rows : float >= 0 or "auto", default="auto"
+    teacher_rows : float >= 0 or "auto", default=0.0
         Extra training rows whose targets are the teacher's probabilities
         alone, as a multiple of the training rows: drawn from the fitted
         encoder's joint column distribution (seeded by ``random_state``),
@@ -964,7 +964,7 @@ class SoftTreeEnsembleClassifier(ClassifierMixin, _BaseSoftTreeEnsemble):
         class_weight=None,
         label_smoothing="auto",
         teacher_weight=0.75,
-        teacher_rows="auto",
+        teacher_rows=0.0,
         n_members=1,
         encoder=None,
     ):
@@ -1239,7 +1239,7 @@ class SoftTreeEnsembleRegressor(RegressorMixin, _BaseSoftTreeEnsemble):
         teacher_weight * the teacher's prediction``; see
         :class:`SoftTreeEnsembleClassifier`. 0 by default: a target already
         carries its value, and the teacher only smooths it.
-    teacher_rows : float >= 0 or "auto", default="auto"
+    teacher_rows : float >= 0 or "auto", default=0.0
         Extra training rows whose targets are the teacher's predictions
         alone, as a multiple of the training rows (see
         :class:`SoftTreeEnsembleClassifier`). ``"auto"``: 0 for a regressor.
@@ -1383,7 +1383,7 @@ class SoftTreeEnsembleRegressor(RegressorMixin, _BaseSoftTreeEnsemble):
         scoring="loss",
         additive_bins=(16, 64, 256, 1024, 4096),
         teacher_weight=0.0,
-        teacher_rows="auto",
+        teacher_rows=0.0,
         n_members=1,
         encoder=None,
         loss="squared_error",
