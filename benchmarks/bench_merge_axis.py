@@ -82,10 +82,13 @@ def measure_split(X_tr, X_te, y_tr, y_te, params, seed=0):
     def acc(m):
         return 100 * m.score(X_te, y_te)
 
+    def rows(X, q):  # a NumPy array's or a DataFrame's rows q
+        return X.iloc[q] if hasattr(X, "iloc") else X[q]
+
     a, b = model(0).fit(X_tr, y_tr), model(1).fit(X_tr, y_tr)
     full = [acc(a), acc(b)]
     merged = acc(merge_estimators(a, b))
-    sites = [model(10 + k).fit(X_tr[q], y_tr[q]) for k, q in enumerate(quarters)]
+    sites = [model(10 + k).fit(rows(X_tr, q), rows(y_tr, q)) for k, q in enumerate(quarters)]
     site_acc = float(np.mean([acc(s) for s in sites]))
     merge4 = acc(merge_estimators(sites, weights=[len(q) for q in quarters]))
     gap = np.mean(full) - site_acc

@@ -35,7 +35,14 @@ for ours and HGB, LightGBM's pandas categories); ``rownames`` is dropped.
     positions, count, inning, outs and batter hand (string columns ``BatterHand``,
     ``InningSide``);
   - ``diamonds_cut``: ggplot2 ``diamonds``, ``cut`` (5 classes) from the other columns
-    (strings ``color``, ``clarity``).
+    (strings ``color``, ``clarity``);
+  - ``weather_city``: mosaicData ``Weather``, ``city`` (5 balanced classes: Auckland,
+    Beijing, Chicago, Mumbai, San Diego; 3,655 days of 2016-2017) from the day's weather and
+    its ``month`` (``date``, ``year`` and ``day`` dropped; ``precip`` numeric with a trace
+    ``T`` as 0.001; ``events`` a string column, missing on dry days; ``low_wind`` 36 %
+    missing);
+  - ``leaf_species``: modeldata ``leaf_id_flavia``, ``species`` (32 classes of 50-77
+    leaves, 1,907 rows) from 58 shape, colour and texture columns (strings among them).
 
 Splits: 70/30 (``diabetes`` 50/50) with ``train_test_split(random_state=s)``, at most 10,000
 training and 10,000 test rows; seeds s = 0, 1, 2 (split seed and ``random_state=s``).
@@ -140,6 +147,13 @@ def _tabular_benchmark(name, column):
 _DOCTOR = _rdata("AER", "DoctorVisits", "visits", transform=lambda y: y.astype(np.float64))
 _KERSHAW_DROP = ("BatterNumber", "Outcome", "Class", "Result", "Swing", "Time", "Count",
                  "ABEvent", "Batter")
+def _weather():
+    X, y = _rdata("mosaicData", "Weather", "city", drop=("date", "year", "day"))()
+    precip = X["precip"].astype(str).replace("T", "0.001")
+    X["precip"] = np.asarray(precip, dtype=object).astype(np.float64)
+    return X, y
+
+
 DATASETS = {
     "diabetes": Dataset(_sklearn("load_diabetes"), "regression", train_fraction=0.5),
     "doctorvisits": Dataset(_DOCTOR, "regression"),
@@ -159,6 +173,8 @@ DATASETS = {
     "kershaw": Dataset(_rdata("Stat2Data", "Kershaw", "PitchType", drop=_KERSHAW_DROP),
                        "multiclass"),
     "diamonds_cut": Dataset(_rdata("ggplot2", "diamonds", "cut"), "multiclass"),
+    "weather_city": Dataset(_weather, "multiclass"),
+    "leaf_species": Dataset(_rdata("modeldata", "leaf_id_flavia", "species"), "multiclass"),
 }
 
 

@@ -199,6 +199,7 @@ class _BaseSoftTreeEnsemble(BaseEstimator):
         "additive_bins": [_NumberInterval(Integral, 2, 2**16, closed="both"), tuple, list,
                           None],
         "teacher_weight": [_NumberInterval(Real, 0, 1, closed="left")],
+        "teacher_rows": [_NumberInterval(Real, 0, None, closed="left"), StrOptions({"auto"})],
         "n_members": [_NumberInterval(Integral, 1, None, closed="left")],
         "encoder": [TabularEncoder, None],
     }
@@ -235,6 +236,7 @@ class _BaseSoftTreeEnsemble(BaseEstimator):
         scoring="loss",
         additive_bins=(16, 64, 256, 1024, 4096),
         teacher_weight=0.0,
+        teacher_rows=0.0,
         n_members=1,
         encoder=None,
     ):
@@ -268,6 +270,7 @@ class _BaseSoftTreeEnsemble(BaseEstimator):
         self.scoring = scoring
         self.additive_bins = additive_bins
         self.teacher_weight = teacher_weight
+        self.teacher_rows = teacher_rows
         self.n_members = n_members
         self.encoder = encoder
 
@@ -831,6 +834,15 @@ class SoftTreeEnsembleClassifier(ClassifierMixin, _BaseSoftTreeEnsemble):
         keep their labels). The model, its symmetries and merging are
         unchanged; it gains accuracy at a longer fit. 0: the labels alone.
         Ignored by ``partial_fit``. See :ref:`encoding_and_training`.
+    teacher_rows : float >= 0 or "auto", default=0.0
+        Extra training rows whose targets are the teacher's probabilities
+        alone, as a multiple of the training rows: drawn from the fitted
+        encoder's joint column distribution (seeded by ``random_state``),
+        weighted as the mean training row; the validation rows are never
+        among them. They carry the teacher between the training rows at a
+        longer fit. ``"auto"``: 3 with more than two classes, else 0.
+        Ignored without a teacher (``teacher_weight=0``) and by
+        ``partial_fit``. See :ref:`encoding_and_training`.
     n_members : int, default=1
         Train the trees as ``n_members`` members (at most ``n_estimators``),
         each on its own loss as a whole model, as in TabM (Gorishniy et al.,
@@ -952,6 +964,7 @@ class SoftTreeEnsembleClassifier(ClassifierMixin, _BaseSoftTreeEnsemble):
         class_weight=None,
         label_smoothing="auto",
         teacher_weight=0.75,
+        teacher_rows=0.0,
         n_members=1,
         encoder=None,
     ):
@@ -966,8 +979,8 @@ class SoftTreeEnsembleClassifier(ClassifierMixin, _BaseSoftTreeEnsemble):
             lr_schedule=lr_schedule, warmup_fraction=warmup_fraction, averaging=averaging,
             ema_decay=ema_decay, max_features=max_features,
             feature_selection=feature_selection, scoring=scoring,
-            additive_bins=additive_bins, teacher_weight=teacher_weight, n_members=n_members,
-            encoder=encoder,
+            additive_bins=additive_bins, teacher_weight=teacher_weight,
+            teacher_rows=teacher_rows, n_members=n_members, encoder=encoder,
         )
         self.class_weight = class_weight
         self.label_smoothing = label_smoothing
@@ -1226,6 +1239,11 @@ class SoftTreeEnsembleRegressor(RegressorMixin, _BaseSoftTreeEnsemble):
         teacher_weight * the teacher's prediction``; see
         :class:`SoftTreeEnsembleClassifier`. 0 by default: a target already
         carries its value, and the teacher only smooths it.
+    teacher_rows : float >= 0 or "auto", default=0.0
+        Extra training rows whose targets are the teacher's predictions
+        alone, as a multiple of the training rows (see
+        :class:`SoftTreeEnsembleClassifier`). ``"auto"``: 0 for a regressor.
+        Ignored without a teacher.
     n_members : int, default=1
         Train the trees as ``n_members`` members, each on its own loss as a
         whole model; the fitted model is still the sum of all trees. See
@@ -1365,6 +1383,7 @@ class SoftTreeEnsembleRegressor(RegressorMixin, _BaseSoftTreeEnsemble):
         scoring="loss",
         additive_bins=(16, 64, 256, 1024, 4096),
         teacher_weight=0.0,
+        teacher_rows=0.0,
         n_members=1,
         encoder=None,
         loss="squared_error",
@@ -1401,6 +1420,7 @@ class SoftTreeEnsembleRegressor(RegressorMixin, _BaseSoftTreeEnsemble):
             scoring=scoring,
             additive_bins=additive_bins,
             teacher_weight=teacher_weight,
+            teacher_rows=teacher_rows,
             n_members=n_members,
             encoder=encoder,
         )

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
+import torch
 
 from ..model._architectures import MAX_LEAVES_PER_TREE
 from ..model._inputs import Inputs
@@ -28,6 +29,7 @@ from ._start import (
     boosting_validation,
     data_start,
     init_module,
+    probe_inputs,
     start_from_params,
 )
 from ._training import (
@@ -280,6 +282,34 @@ def start_model(state, objective, encoder, module, mask, teacher=None):
     return boosted, target
 
 
+def with_teacher_rows(state, objective, encoder, target):
+    """``(state, target)`` with the extra rows of ``teacher_rows`` (the
+    resolved recipe's) appended to the training rows, when this fit has a
+    teacher (``teacher_weight > 0``): ``teacher_rows`` times the training
+    rows, drawn from the encoder's joint column distribution
+    (:func:`~._start.probe_inputs`, seeded by a draw of the fit's generator),
+    their targets the teacher's alone (:meth:`Objective.teacher_labelled`),
+    their weight the training rows' mean weight. The validation rows stay
+    the same; without extra rows, ``state`` and ``target`` unchanged and
+    nothing drawn."""
+    n_train = len(state.train_idx)
+    n_extra = int(round(state.recipe.teacher_rows * n_train))
+    if not (n_extra > 0 and state.recipe.teacher_weight > 0 and objective.teachers):
+        return state, target
+    seed = int(torch.randint(0, 2**31 - 1, (1,), generator=state.generator))
+    extra = probe_inputs(encoder, n_extra, state.inputs, state.train_idx, seed)
+    labels = objective.teacher_labelled(np.asarray(extra.X, dtype=np.float64))
+    labels = np.asarray(labels, dtype=target.dtype).reshape((n_extra,) + target.shape[1:])
+    sw = np.asarray(state.sample_weight)
+    n = state.inputs.n_rows
+    state = dataclasses.replace(
+        state, inputs=Inputs.concatenate([state.inputs, extra]),
+        sample_weight=np.concatenate(
+            [sw, np.full(n_extra, sw[state.train_idx].mean(), dtype=sw.dtype)]),
+        train_idx=np.concatenate([state.train_idx, np.arange(n, n + n_extra)]))
+    return state, np.concatenate([target, labels])
+
+
 # -- Adam, the schedule and the callbacks ----------------------------------------------------
 def training_hooks(state, module, optimizer, mask=None):
     """The recipe around each Adam step: the feature ``mask``, the
@@ -356,9 +386,10 @@ def encoding_note(state, n_columns, n_features):
     return f"encoded {rows} of {n_columns} columns into {n_features} features"
 
 
-def start_note(state, mask, teachers):
-    """What the start did (the boosted start, the teacher, the columns
-    ``mask`` drew by the teacher's gains), or None."""
+def start_note(state, mask, teachers, extra_rows=0):
+    """What the start did (the boosted start, the teacher, the ``extra_rows``
+    of ``teacher_rows``, the columns ``mask`` drew by the teacher's gains),
+    or None."""
     s, notes = state.settings, []
     if s.split_init == "boosting" and not state.warm:
         notes.append("boosted start")
@@ -370,6 +401,8 @@ def start_note(state, mask, teachers):
             notes.append(f"grew the teacher: {kept} boosted trees of depth {s.depth}"
                          + (f" (the first {kept} of {s.n_estimators} kept on the "
                             "validation rows)" if kept < s.n_estimators else ""))
+        if extra_rows:
+            notes.append(f"{extra_rows} more training rows labelled by the teacher alone")
     elif s.split_init == "data" and not state.warm:
         notes.append("data-aware start of the splits")
     if mask is not None and mask.note:
@@ -404,8 +437,11 @@ def run_fit(state, objective, encoder, history, *, score_of=None, clock=None):
     mask = feature_mask(state, encoder, module,
                         gains=None if teacher is None else teacher[1])
     boosted, target = start_model(state, objective, encoder, module, mask, teacher)
+    n_rows = state.inputs.n_rows
+    state, target = with_teacher_rows(state, objective, encoder, target)
     if clock is not None:
-        clock.lap(start_note(state, mask, objective.teachers))
+        clock.lap(start_note(state, mask, objective.teachers,
+                             extra_rows=state.inputs.n_rows - n_rows))
     view = TrainingView.of(mask, encoder)
     inputs, module, optimizer, hooks = trainer(state, view, module, mask)
     data = _FitTensors.from_arrays(inputs, target, state.sample_weight, state.device)

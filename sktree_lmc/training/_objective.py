@@ -202,6 +202,13 @@ class Objective:
         self.teachers = [teacher]
         return self.mix(target, teacher.output(X), rows, teacher_weight)
 
+    def teacher_labelled(self, X):
+        """The training targets of rows labelled by the fit's teacher alone
+        (``teacher_rows``): its outputs on the trees' features ``X``
+        (float64) as the loss takes a teacher's (``teacher_targets``: a
+        classifier's class probabilities)."""
+        return self.loss.teacher_targets(Teacher.of(self.teachers[0]).output(X))
+
     def refit_targets(self, X, y, n_features):
         """The targets ``refit_leaves`` fits the leaves to, for the encoded
         rows ``X`` (the trees' ``n_features`` features) and their labels or

@@ -10,6 +10,9 @@
 - a fitted model's parameters (warm start, a federated round's merge):
   :func:`start_from_params`.
 
+Besides the model's start, :func:`probe_inputs` draws the extra rows that
+``teacher_rows`` adds to a fit, labelled by the teacher alone.
+
 Every start scales the additive table's rows by their resolution's step
 (:func:`scale_additive`). Nothing here imports the estimators.
 """
@@ -19,8 +22,10 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from ._boosting import boosted_start
+from ..encoding._common_encoding import probe_columns
 from ..model._forward import SoftTreeEnsembleModule, split_init_bound
+from ..model._inputs import Inputs
+from ._boosting import boosted_start
 from ._training import init_splits_from_data, split_directions
 
 __all__: list = []
@@ -134,3 +139,25 @@ def boosting_start(module, arch, X, target, sample_weight, split, *, loss, mask,
     if mask is not None and not bool((mask.mask > 0).all()):
         return None  # grown on per-tree column subsets: not the teacher's
     return grown
+
+
+def probe_inputs(encoder, n_rows, inputs, train_idx, seed):
+    """``n_rows`` encoded rows drawn from the distribution ``encoder``
+    summarizes (:func:`~sktree_lmc.encoding._common_encoding.probe_columns`
+    with ``joint=True``: every column's own distribution, the columns joined
+    by the encoder's Gaussian copula; no missing value), the draws seeded by
+    ``seed``. A column whose encoding keeps no summary of its values
+    (``numeric_encoding="none"``) takes its features and additive codes from
+    training rows (``train_idx`` of ``inputs``) drawn at random instead."""
+    columns = probe_columns(encoder, n_rows, random_state=seed, joint=True)
+    unknown = [j for j, column in enumerate(columns) if column is None]
+    X, codes = encoder.encode([np.zeros(n_rows) if c is None else c for c in columns])
+    if unknown:
+        rows = np.asarray(train_idx)[np.random.default_rng(seed).integers(len(train_idx),
+                                                                          size=n_rows)]
+        features = np.isin(encoder.feature_groups_, unknown)
+        X[:, features] = np.asarray(inputs.X)[rows][:, features]
+        if codes is not None:
+            sources = np.isin(encoder.additive_sources_, unknown)
+            codes[:, sources] = np.asarray(inputs.codes)[rows][:, sources]
+    return Inputs(X, None if codes is None else np.ascontiguousarray(codes))
