@@ -385,10 +385,9 @@ class _BaseSoftTreeEnsemble(BaseEstimator):
         hyperparameters still describe it (and that validation rows of the
         user's own come with early stopping), and resets the history of a new fit."""
         if plan.validation is not None and recipe.early_stopping is False:
-            raise ValueError(
-                "X_val and y_val are passed to fit while early_stopping is False. When passing "
-                "X_val and y_val to fit, set early_stopping to 'auto' or True."
-            )
+            raise ValueError("X_val and y_val are passed to fit while early_stopping is False. "
+                             "When passing X_val and y_val to fit, set early_stopping to "
+                             "'auto' or True.")
         if plan.start is not None:
             self.tree_params_ = plan.start.params.copy()
             self.optimizer_state_ = plan.start.optimizer_state
@@ -399,10 +398,8 @@ class _BaseSoftTreeEnsemble(BaseEstimator):
             self.warm_start if plan.warm is None else plan.warm)
         warm = check_warm_start(self, continued, plan)
         if self.n_members > self.n_estimators:
-            raise ValueError(
-                f"n_members={self.n_members} is more than n_estimators={self.n_estimators}: "
-                "every member needs a tree."
-            )
+            raise ValueError(f"n_members={self.n_members} is more than n_estimators="
+                             f"{self.n_estimators}: every member needs a tree.")
         if not warm:
             self.loss_curve_, self.n_epochs_ = [], 0
             self.validation_loss_curve_ = self.validation_score_ = None
