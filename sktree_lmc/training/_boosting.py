@@ -766,38 +766,11 @@ def grow_shared_trees(sites, *, loss, n_trees, depth, n_outputs, mask=None,
             pairs = [_unpacked(p, present[lo:hi], n_nodes) for p in pairs]
         return _summed(pairs)
 
-    compiled = _compiled_growth(sites)
-    best_loss = best_m = None
-    tree = None
-    # each level's histograms, kept from one tree to the next as the arrays the
-    # next tree's histograms of that level are written into (fresh arrays of
-    # megabytes, on wide data, cost more to allocate than to fill)
-    levels = {}
-    for m in range(n_trees + 1):
-        # add the last tree, start this one: the validation loss of the first m
-        # trees, and the root's first histogram block
-        calls = [("add_tree", (tree,))] + (
-            [histograms(*first, 1, False)] if m < n_trees and compiled is None else [])
-        out = sites.call(*calls)
-        loss_sum = sum(o[0][0] for o in out)
-        val_weight = sum(o[0][1] for o in out)
-        if val_weight > 0 and (best_loss is None or loss_sum / val_weight < best_loss):
-            best_loss, best_m = loss_sum / val_weight, m
-        if m == n_trees:
-            break
-        if compiled is not None:  # the levels in one compiled call
-            level_features, level_bins, level_gains, sums = sites.sites[0].compiled_tree(
-                compiled, depth, (valid, np.ascontiguousarray(mask[m], dtype=bool)), (n_sent, l2))
-            for d, (f, k) in enumerate(zip(level_features, level_bins)):
-                if f >= 0:
-                    features[m, d], thresholds[m, d] = f, edges[f][k]
-                    if gains is not None:
-                        gains[m, d] = max(level_gains[d], 0.0)
-            pending = sums[:, 0::2], sums[:, 1::2]
-        else:
-            pending = received(out, *first, 1)
+    def grown_levels(m, pending):
+        """Tree ``m``'s levels from the sites' histograms (``pending``: the
+        root's first block), its splits written; returns the leaves' sums."""
         parents = {}
-        for d in range(depth if compiled is None else 0):  # (or grown by the compiled call)
+        for d in range(depth):
             n_nodes = 1 << d
             gain = np.full((F, n_bins), -np.inf)
             hists = {}
@@ -827,6 +800,38 @@ def grow_shared_trees(sites, *, loss, n_trees, depth, n_outputs, mask=None,
             else:
                 out = sites.call(("split", (int(f), int(k))), ("leaf_sums", (n_leaves,)))
                 pending = _summed([r[-1] for r in out])
+        return pending
+
+    compiled = _compiled_growth(sites)
+    best_loss = best_m = None
+    tree = None
+    # each level's histograms, kept from one tree to the next as the arrays the
+    # next tree's histograms of that level are written into (fresh arrays of
+    # megabytes, on wide data, cost more to allocate than to fill)
+    levels = {}
+    for m in range(n_trees + 1):
+        # add the last tree, start this one: the validation loss of the first m
+        # trees, and the root's first histogram block
+        calls = [("add_tree", (tree,))] + (
+            [histograms(*first, 1, False)] if m < n_trees and compiled is None else [])
+        out = sites.call(*calls)
+        loss_sum = sum(o[0][0] for o in out)
+        val_weight = sum(o[0][1] for o in out)
+        if val_weight > 0 and (best_loss is None or loss_sum / val_weight < best_loss):
+            best_loss, best_m = loss_sum / val_weight, m
+        if m == n_trees:
+            break
+        if compiled is not None:  # the levels in one compiled call
+            level_features, level_bins, level_gains, sums = sites.sites[0].compiled_tree(
+                compiled, depth, (valid, np.ascontiguousarray(mask[m], dtype=bool)), (n_sent, l2))
+            for d, (f, k) in enumerate(zip(level_features, level_bins)):
+                if f >= 0:
+                    features[m, d], thresholds[m, d] = f, edges[f][k]
+                    if gains is not None:
+                        gains[m, d] = max(level_gains[d], 0.0)
+            pending = sums[:, 0::2], sums[:, 1::2]
+        else:
+            pending = grown_levels(m, received(out, *first, 1))
         G, H = pending
         leaves[m] = -learning_rate * G / (H + l2)
         tree = (features[m], thresholds[m], leaves[m])
